@@ -1,0 +1,69 @@
+# kwatt: `make demo` and `make test` set everything up on a fresh Debian bookworm machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+BUILD_DIR ?= build
+ASAN_DIR ?= build-asan
+VENV ?= .venv
+PYTHON ?= python3
+JOBS ?= $(shell nproc)
+
+# Debian packages: compiler and build tools, the C++ libraries, Python's venv, benchmark tools.
+APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certificates \
+  libcurl4-openssl-dev libsimdjson-dev libzstd-dev zstd libfmt-dev libcli11-dev \
+  libcpp-httplib-dev nlohmann-json3-dev libgtest-dev libgmock-dev pybind11-dev \
+  python3 python3-dev python3-venv python3-pip time
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEPS_STAMP := $(VENV)/.kwatt-deps
+
+.PHONY: deps build build-asan test test-unit test-asan test-python demo bench clean format
+
+deps: $(DEPS_STAMP)
+
+$(DEPS_STAMP): requirements-dev.txt Makefile
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+$(BUILD_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: $(DEPS_STAMP) $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+$(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKWATT_SANITIZE=ON
+
+build-asan: $(DEPS_STAMP) $(ASAN_DIR)/build.ninja
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests
+
+# Every test: C++ unit tests (plain and under ASan/UBSan), then the integration tests (pytest).
+test: test-unit test-asan test-python
+
+test-unit: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN_DIR)/kwatt_unit_tests
+
+test-python: build
+	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration
+
+demo: build
+	@bash examples/demo.sh $(BUILD_DIR)/kwatt
+
+bench: build
+	@bash bench/run_all.sh $(BUILD_DIR)/kwatt
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)

@@ -1,0 +1,56 @@
+// `kwatt serve --simulate`: a Kwollect-compatible HTTP API (KWOLLECT.md) over the simulated
+// testbed. See doc/server.md for what it serves and how it can be made to fail.
+//
+// Thread safety: Start() returns a running server whose methods may be called from any thread.
+#ifndef KWATT_SERVER_SERVER_H_
+#define KWATT_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+
+namespace kwatt::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // address to bind
+  int port = 0;                    // 0: any free port (see Server::port())
+  uint64_t seed = 1;               // every simulated value is a function of it
+  std::string jobs_file;           // jobs and outages (doc/jobs_file.md); empty: no job
+  std::string reference_dir;       // empty: the reference data embedded in the binary
+  int64_t max_rows = 0;            // a metrics answer above this fails as Kwollect's timeout; 0: none
+  int latency_ms = 0;              // added before answering each request
+  double fail_rate = 0;            // fraction of metrics requests that fail (503, or a cut body)
+  std::string auth;                // "user:password" to require HTTP Basic auth; empty: open
+  std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
+  int threads = 8;                 // requests served at once
+  bool log_requests = false;       // one line per request on stderr
+};
+
+class Server {
+ public:
+  // Builds the testbed, binds and starts serving in background threads.
+  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();  // stops
+
+  int port() const;
+  // "http://HOST:PORT/stable"
+  std::string base_url() const;
+  // Stops accepting, ends open connections, joins the threads. Idempotent.
+  void Stop();
+  // Blocks until Stop() is called from another thread.
+  void Wait();
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kwatt::server
+
+#endif  // KWATT_SERVER_SERVER_H_

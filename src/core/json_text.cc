@@ -1,0 +1,67 @@
+#include "kwatt/core/json_text.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+namespace kwatt {
+
+size_t FormatJsonNumber(double value, char* out) {
+  if (std::isnan(value)) {
+    std::memcpy(out, "\"NaN\"", 5);
+    return 5;
+  }
+  if (std::isinf(value)) {
+    const char* text = value > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+    size_t n = std::strlen(text);
+    std::memcpy(out, text, n);
+    return n;
+  }
+  if (value == 0) {  // also -0.0, which PostgreSQL prints "-0"
+    if (std::signbit(value)) {
+      std::memcpy(out, "-0", 2);
+      return 2;
+    }
+    out[0] = '0';
+    return 1;
+  }
+  // Integral values below 2^53 print as integers, the common case, without the general path.
+  if (std::fabs(value) < 9007199254740992.0 && value == std::trunc(value)) {
+    return size_t(std::to_chars(out, out + kMaxNumberLength, int64_t(value)).ptr - out);
+  }
+  // Shortest round-trip text; to_chars picks fixed or scientific, whichever is shorter, as
+  // PostgreSQL (extra_float_digits >= 1) does. PostgreSQL writes "1e+20"; so does to_chars.
+  return size_t(std::to_chars(out, out + kMaxNumberLength, value).ptr - out);
+}
+
+void AppendJsonNumber(std::string* out, double value) {
+  char buffer[kMaxNumberLength];
+  out->append(buffer, FormatJsonNumber(value, buffer));
+}
+
+void AppendJsonString(std::string* out, std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  for (char c : text) {
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      case '\b': out->append("\\b"); break;
+      case '\f': out->append("\\f"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out->append("\\u00");
+          out->push_back(kHex[(c >> 4) & 0xF]);
+          out->push_back(kHex[c & 0xF]);
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+}  // namespace kwatt

@@ -1,0 +1,45 @@
+#include "kwatt/core/json_text.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace kwatt {
+namespace {
+
+std::string Number(double v) {
+  std::string out;
+  AppendJsonNumber(&out, v);
+  return out;
+}
+
+TEST(JsonNumber, PostgresFloat8Rendering) {
+  EXPECT_EQ(Number(98), "98");
+  EXPECT_EQ(Number(152601965318.0), "152601965318");
+  EXPECT_EQ(Number(90.18), "90.18");
+  EXPECT_EQ(Number(6.914999999999997), "6.914999999999997");
+  EXPECT_EQ(Number(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(Number(-3.5), "-3.5");
+  EXPECT_EQ(Number(0), "0");
+  EXPECT_EQ(Number(1e20), "1e+20");
+  EXPECT_EQ(Number(1.5e-7), "1.5e-07");
+  EXPECT_EQ(Number(std::nan("")), "\"NaN\"");
+  EXPECT_EQ(Number(std::numeric_limits<double>::infinity()), "\"Infinity\"");
+}
+
+TEST(JsonNumber, RoundTrips) {
+  for (double v : {1.0 / 3, 2.0 / 3 * 1e10, 123456.789, 5e-324, 1.7976931348623157e308}) {
+    EXPECT_EQ(std::strtod(Number(v).c_str(), nullptr), v);
+  }
+}
+
+TEST(JsonString, Escapes) {
+  std::string out;
+  AppendJsonString(&out, "a\"b\\c\nd\x01" "é");
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+}
+
+}  // namespace
+}  // namespace kwatt

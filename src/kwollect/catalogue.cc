@@ -1,0 +1,102 @@
+#include "kwatt/kwollect/catalogue.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+namespace kwatt::kwollect {
+
+using nlohmann::json;
+
+bool CatalogueEntry::AppliesTo(std::string_view node_uid) const {
+  return only_for.empty() || std::find(only_for.begin(), only_for.end(), node_uid) != only_for.end();
+}
+
+namespace {
+
+std::string ScalarText(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
+}
+
+}  // namespace
+
+Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
+  json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status::Corruption("metric catalogue is not valid JSON");
+  const json* metrics = &doc;
+  if (doc.is_object()) {
+    auto it = doc.find("metrics");
+    if (it == doc.end()) return Status::Corruption("cluster object has no \"metrics\" array");
+    metrics = &*it;
+  }
+  if (!metrics->is_array()) return Status::Corruption("\"metrics\" is not an array");
+  Catalogue catalogue;
+  for (const json& item : *metrics) {
+    if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) {
+      return Status::Corruption("a catalogue entry has no \"name\"");
+    }
+    CatalogueEntry entry;
+    entry.name = item["name"].get<std::string>();
+    entry.description = item.value("description", "");
+    if (item.contains("period") && item["period"].is_number()) {
+      entry.period_ms = item["period"].get<int64_t>();
+    }
+    if (item.contains("optional_period") && item["optional_period"].is_number()) {
+      entry.optional_period_ms = item["optional_period"].get<int64_t>();
+    }
+    if (item.contains("scale_factor") && item["scale_factor"].is_number()) {
+      entry.scale_factor = item["scale_factor"].get<double>();
+    }
+    if (auto source = item.find("source"); source != item.end() && source->is_object()) {
+      entry.protocol = source->value("protocol", "");
+      if (auto id = source->find("id"); id != source->end() && id->is_array()) {
+        for (const json& one : *id) entry.source_ids.push_back(ScalarText(one));
+      }
+    }
+    if (auto labels = item.find("labels"); labels != item.end() && labels->is_object()) {
+      for (auto& [key, value] : labels->items()) entry.labels.emplace_back(key, ScalarText(value));
+    }
+    if (auto only = item.find("only_for"); only != item.end() && only->is_array()) {
+      for (const json& uid : *only) entry.only_for.push_back(ScalarText(uid));
+    }
+    catalogue.entries_.push_back(std::move(entry));
+  }
+  return catalogue;
+}
+
+std::vector<CatalogueMetric> Catalogue::MetricsOf(std::string_view node_uid) const {
+  std::vector<CatalogueMetric> out;
+  for (const CatalogueEntry& entry : entries_) {
+    if (!entry.AppliesTo(node_uid) || !entry.IsExpandable()) continue;
+    if (entry.IsPrometheusGroup()) {
+      for (const std::string& id : entry.source_ids) out.push_back({"prom_" + id, &entry});
+    } else {
+      out.push_back({entry.name, &entry});
+    }
+  }
+  return out;
+}
+
+bool MonitorEnables(const std::vector<std::string>& job_types, std::string_view metric_name) {
+  for (const std::string& type : job_types) {
+    if (type == "monitor") return true;
+    if (type.rfind("monitor=", 0) != 0) continue;
+    try {
+      std::regex pattern(type.substr(8), std::regex::ECMAScript);
+      if (std::regex_search(metric_name.begin(), metric_name.end(), pattern,
+                            std::regex_constants::match_continuous)) {
+        return true;
+      }
+    } catch (const std::regex_error&) {
+      // An invalid regex enables nothing, as in Kwollect.
+    }
+  }
+  return false;
+}
+
+bool JobRunsNodeExporter(const std::vector<std::string>& job_types) {
+  return std::find(job_types.begin(), job_types.end(), "deploy") == job_types.end();
+}
+
+}  // namespace kwatt::kwollect

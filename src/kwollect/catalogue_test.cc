@@ -1,0 +1,57 @@
+#include "kwatt/kwollect/catalogue.h"
+
+#include <gtest/gtest.h>
+
+namespace kwatt::kwollect {
+namespace {
+
+constexpr const char* kCluster = R"({"uid":"gros","metrics":[
+ {"name":"wattmetre_power_watt","period":1000,"optional_period":20,
+  "source":{"protocol":"wattmetre"},"only_for":["gros-41","gros-42"]},
+ {"name":"bmc_fan_speed_rpm","labels":{"fan":"4a"},"period":0,"optional_period":5000,
+  "source":{"protocol":"snmp","id":"1.3.6"}},
+ {"name":"prom_default_metrics","period":0,"optional_period":15000,
+  "source":{"protocol":"prometheus","port":9100,"id":["node_load1","node_cpu_seconds_total"]}},
+ {"name":"prom_all_metrics","period":0,"optional_period":15000,
+  "source":{"protocol":"prometheus","port":9100}}]})";
+
+TEST(Catalogue, ExpandsAndRestricts) {
+  auto catalogue = Catalogue::FromJson(kCluster);
+  ASSERT_TRUE(catalogue.ok()) << catalogue.status().ToString();
+  ASSERT_EQ(catalogue->entries().size(), 4u);
+  EXPECT_EQ(catalogue->entries()[0].optional_period_ms, 20);
+  EXPECT_EQ(catalogue->entries()[1].labels[0].second, "4a");
+
+  std::vector<std::string> ids;
+  for (const auto& m : catalogue->MetricsOf("gros-41")) ids.push_back(m.metric_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"wattmetre_power_watt", "bmc_fan_speed_rpm",
+                                           "prom_node_load1", "prom_node_cpu_seconds_total"}));
+  ids.clear();
+  for (const auto& m : catalogue->MetricsOf("gros-1")) ids.push_back(m.metric_id);
+  EXPECT_EQ(ids.front(), "bmc_fan_speed_rpm");  // only_for leaves gros-1 without a wattmeter
+}
+
+TEST(Catalogue, RejectsDamagedInput) {
+  EXPECT_EQ(Catalogue::FromJson("{").status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(Catalogue::FromJson(R"({"uid":"x"})").status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(Catalogue::FromJson(R"([{"period":1}])").status().code(), Status::Code::kCorruption);
+}
+
+TEST(MonitorEnables, AnchoredAtStartOnly) {
+  EXPECT_TRUE(MonitorEnables({"monitor"}, "bmc_fan_speed_rpm"));
+  EXPECT_TRUE(MonitorEnables({"deploy", "monitor=wattmetre"}, "wattmetre_power_watt"));
+  EXPECT_TRUE(MonitorEnables({"monitor=bmc_.*_temp|wattmetre"}, "wattmetre_power_watt"));
+  EXPECT_FALSE(MonitorEnables({"monitor=power"}, "wattmetre_power_watt"));
+  EXPECT_FALSE(MonitorEnables({"monitoring"}, "wattmetre_power_watt"));
+  EXPECT_FALSE(MonitorEnables({"monitor=("}, "wattmetre_power_watt"));  // invalid regex
+  EXPECT_FALSE(MonitorEnables({}, "wattmetre_power_watt"));
+}
+
+TEST(JobRunsNodeExporter, NotOnDeployJobs) {
+  EXPECT_TRUE(JobRunsNodeExporter({}));
+  EXPECT_TRUE(JobRunsNodeExporter({"monitor"}));
+  EXPECT_FALSE(JobRunsNodeExporter({"deploy"}));
+}
+
+}  // namespace
+}  // namespace kwatt::kwollect

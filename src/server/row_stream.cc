@@ -1,0 +1,169 @@
+#include "src/server/row_stream.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "kwatt/core/json_text.h"
+
+namespace kwatt::server::internal {
+namespace {
+
+constexpr std::string_view kRowStart = "{\"timestamp\":\"";
+constexpr std::string_view kSeparator = ",\n";
+
+struct HeapGreater {
+  bool operator()(const std::pair<UnixNanos, uint32_t>& a,
+                  const std::pair<UnixNanos, uint32_t>& b) const {
+    return a > b;
+  }
+};
+
+}  // namespace
+
+RowStream::RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNanos end,
+                     UnixNanos now, bool summary)
+    : series_(std::move(series)), lo_(start), summary_(summary) {
+  if (summary_) {
+    bucket_ = FloorDiv(start + kSummaryBucketNs - 1, kSummaryBucketNs) * kSummaryBucketNs;
+    UnixNanos last = FloorDiv(end, kSummaryBucketNs) * kSummaryBucketNs;
+    UnixNanos newest = FloorDiv(now - kSummaryLagNs, kSummaryBucketNs) * kSummaryBucketNs -
+                       kSummaryBucketNs;
+    bucket_end_ = std::min(last, newest) + kSummaryBucketNs;
+    hi_ = bucket_end_;
+    return;
+  }
+  hi_ = std::min(end, now) + 1;
+  cursors_.resize(series_.size());
+  for (size_t i = 0; i < series_.size(); ++i) {
+    cursors_[i].segment = 0;
+    cursors_[i].k = cursors_[i].k_end = 0;
+    if (Advance(i)) heap_.emplace_back(cursors_[i].t, uint32_t(i));
+  }
+  std::make_heap(heap_.begin(), heap_.end(), HeapGreater());
+}
+
+bool RowStream::Advance(size_t index) {
+  const OutputSeries& s = series_[index];
+  Cursor& c = cursors_[index];
+  while (true) {
+    if (c.k < c.k_end) {
+      c.t = s.grid.TimeOf(c.k, s.segments[c.segment - 1].period);
+      ++c.k;
+      return true;
+    }
+    // Enter the next segment that overlaps [lo, hi).
+    while (c.segment < s.segments.size()) {
+      const Segment& seg = s.segments[c.segment++];
+      UnixNanos a = std::max(lo_, seg.begin), b = std::min(hi_, seg.end);
+      if (a >= b) continue;
+      c.k = s.grid.FirstIndexAtOrAfter(a, seg.period);
+      c.k_end = s.grid.FirstIndexAtOrAfter(b, seg.period);
+      if (c.k < c.k_end) break;
+    }
+    if (c.k >= c.k_end) return false;
+  }
+}
+
+int64_t RowStream::CountRows() const {
+  int64_t rows = 0;
+  if (!summary_) {
+    for (const OutputSeries& s : series_) rows += s.CountIn(lo_, hi_);
+    return rows;
+  }
+  for (UnixNanos b = bucket_; b < bucket_end_; b += kSummaryBucketNs) {
+    for (const OutputSeries& s : series_) rows += s.CountIn(b, b + kSummaryBucketNs) > 0;
+  }
+  return rows;
+}
+
+void RowStream::WriteRow(std::string* out, const OutputSeries& series, UnixNanos t, double value) {
+  int64_t second = FloorDiv(t, kNanosPerSecond);
+  if (second != cached_second_) {
+    size_t n = FormatParisTimestamp(second * kNanosPerSecond, cached_text_);
+    cached_date_length_ = n - 6;
+    std::memcpy(cached_offset_, cached_text_ + cached_date_length_, 6);
+    cached_second_ = second;
+  }
+  if (rows_written_ > 0) out->append(kSeparator);
+  out->append(kRowStart);
+  out->append(cached_text_, cached_date_length_);
+  int64_t nanos = t - second * kNanosPerSecond;
+  if (nanos != 0) {
+    char fraction[11];
+    int digits = 9;
+    while (nanos % 10 == 0) {
+      nanos /= 10;
+      --digits;
+    }
+    fraction[0] = '.';
+    for (int i = digits; i >= 1; --i) {
+      fraction[i] = char('0' + nanos % 10);
+      nanos /= 10;
+    }
+    out->append(fraction, size_t(digits + 1));
+  }
+  out->append(cached_offset_, 6);
+  out->append(series.row_middle);
+  char number[kMaxNumberLength];
+  out->append(number, FormatJsonNumber(value, number));
+  out->append(series.row_end);
+  ++rows_written_;
+}
+
+bool RowStream::Next(std::string* out, size_t target_bytes) {
+  if (finished_) return false;
+  if (!started_) {
+    out->push_back('[');
+    started_ = true;
+  }
+  size_t limit = out->size() + target_bytes;
+  if (summary_) return NextSummary(out, limit);
+  while (!heap_.empty() && out->size() < limit) {
+    std::pop_heap(heap_.begin(), heap_.end(), HeapGreater());
+    auto [t, index] = heap_.back();
+    const OutputSeries& s = series_[index];
+    WriteRow(out, s, t, s.ValueAt(t));
+    if (Advance(index)) {
+      heap_.back() = {cursors_[index].t, index};
+      std::push_heap(heap_.begin(), heap_.end(), HeapGreater());
+    } else {
+      heap_.pop_back();
+    }
+  }
+  if (heap_.empty()) {
+    out->push_back(']');
+    finished_ = true;
+  }
+  return true;
+}
+
+bool RowStream::NextSummary(std::string* out, size_t limit) {
+  while (bucket_ < bucket_end_ && out->size() < limit) {
+    UnixNanos b = bucket_, e = bucket_ + kSummaryBucketNs;
+    for (const OutputSeries& s : series_) {
+      int64_t count = 0;
+      double sum = 0, max = 0;
+      for (const Segment& seg : s.segments) {
+        UnixNanos a = std::max(b, seg.begin), z = std::min(e, seg.end);
+        if (a >= z) continue;
+        int64_t k_end = s.grid.FirstIndexAtOrAfter(z, seg.period);
+        for (int64_t k = s.grid.FirstIndexAtOrAfter(a, seg.period); k < k_end; ++k) {
+          double v = s.ValueAt(s.grid.TimeOf(k, seg.period));
+          max = count == 0 ? v : std::max(max, v);
+          sum += v;
+          ++count;
+        }
+      }
+      if (count > 0) WriteRow(out, s, b, s.counter ? max : sum / double(count));
+    }
+    bucket_ = e;
+  }
+  if (bucket_ >= bucket_end_) {
+    out->push_back(']');
+    finished_ = true;
+  }
+  return true;
+}
+
+}  // namespace kwatt::server::internal

@@ -1,0 +1,584 @@
+#include "src/server/series.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kwatt/core/json_text.h"
+
+namespace kwatt::server::internal {
+namespace {
+
+constexpr UnixNanos kForever = std::numeric_limits<int64_t>::max() / 4;
+constexpr UnixNanos kNever = -kForever;
+constexpr double kBmcGain = 0.96;  // BMCs read a few percent below the wall meter
+
+double Seconds(int64_t ns) { return double(ns) / 1e9; }
+
+double AverageCpu(const NodeModel& node, UnixNanos t, double window_s) {
+  int64_t w = int64_t(window_s * 1e9);
+  return node.profile().Integral(t - w, t).cpu / window_s;
+}
+
+double AverageGpu(const NodeModel& node, UnixNanos t, double window_s) {
+  int64_t w = int64_t(window_s * 1e9);
+  return node.profile().Integral(t - w, t).gpu / window_s;
+}
+
+double AveragePower(const NodeModel& node, UnixNanos t, double window_s) {
+  return node.EnergyJoules(t - int64_t(window_s * 1e9), t) / window_s;
+}
+
+// Bytes a link carried since `since`: a trickle when idle, up to 90 % of the rate under load.
+double LinkBytes(const NodeModel& node, UnixNanos since, UnixNanos t, double rate_bps,
+                 double direction) {
+  double busy = node.profile().Integral(since, t).network;
+  return rate_bps / 8 * direction * (3e-5 * Seconds(t - since) + 0.9 * busy);
+}
+
+}  // namespace
+
+double Source::ValueAt(UnixNanos t) const {
+  const NodeModel& n = *node;
+  const NodeHardware& hw = n.hardware();
+  double v = 0;
+  switch (quantity) {
+    case Quantity::kFeedPower: v = share * n.PowerWatts(t); break;
+    case Quantity::kBmcPower: v = kBmcGain * AveragePower(n, t, 10); break;
+    case Quantity::kBmcEnergyWh:
+      v = std::floor(kBmcGain * n.EnergySinceEpochJoules(t) / 3600);
+      break;
+    case Quantity::kPsuPower: v = kBmcGain * share * AveragePower(n, t, 10); break;
+    case Quantity::kPsuCurrent: v = share * AveragePower(n, t, 10) / 230; break;
+    case Quantity::kPsuVoltage: v = 230; break;
+    case Quantity::kOtherPower: v = 0.9 * AveragePower(n, t, 10); break;
+    case Quantity::kOtherVoltage: v = param; break;
+    case Quantity::kOtherCurrent: v = AveragePower(n, t, 10) / param; break;
+    case Quantity::kTempAmbient: v = 20 + 3 * UnitFromHash(key); break;
+    case Quantity::kTempCpu: v = 32 + 43 * AverageCpu(n, t, 60); break;
+    case Quantity::kTempExhaust: v = 26 + 16 * AverageCpu(n, t, 120); break;
+    case Quantity::kTempOther: v = 30 + 14 * AverageCpu(n, t, 60); break;
+    case Quantity::kFanRpm: v = 3600 + 7200 * AverageCpu(n, t, 30); break;
+    case Quantity::kFanPercent: v = 15 + 50 * AverageCpu(n, t, 30); break;
+    case Quantity::kCpuUsagePercent: v = 100 * AverageCpu(n, t, 5); break;
+    case Quantity::kSwitchBytesIn:
+    case Quantity::kSwitchBytesOut:
+    case Quantity::kSwitchPacketsIn:
+    case Quantity::kSwitchPacketsOut:
+    case Quantity::kSwitchDiscards: {
+      bool in = quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchPacketsIn ||
+                quantity == Quantity::kSwitchDiscards;
+      double bytes = 1e10 * (1 + UnitFromHash(key)) +
+                     LinkBytes(n, kModelEpoch, t, param, in ? 1.0 : 0.7);
+      if (quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchBytesOut) {
+        v = std::floor(bytes);
+      } else if (quantity == Quantity::kSwitchDiscards) {
+        v = std::floor(bytes / 1100 * 2e-7);
+      } else {
+        v = std::floor(bytes / (in ? 1100 : 900));
+      }
+      break;
+    }
+    case Quantity::kSwitchErrors: v = 0; break;
+    case Quantity::kCpuSeconds: {
+      UnixNanos boot = n.BootTimeSeconds() * kNanosPerSecond;
+      double up = Seconds(t - boot);
+      double busy = n.profile().Integral(boot, t).cpu * share;  // share: this cpu's factor
+      double user = 0.9 * busy, system = 0.06 * busy + 0.003 * up, iowait = 0.0008 * up,
+             softirq = 0.004 * busy + 0.0005 * up;
+      static constexpr int kIdle = 0, kIowait = 1, kSoftirq = 4, kSystem = 6, kUser = 7;
+      switch (index) {
+        case kIdle: v = up - user - system - iowait - softirq; break;
+        case kIowait: v = iowait; break;
+        case kSoftirq: v = softirq; break;
+        case kSystem: v = system; break;
+        case kUser: v = user; break;
+        default: v = 0;
+      }
+      break;
+    }
+    case Quantity::kCpuFrequency: v = hw.cpu_base_hz * (0.55 + 0.45 * n.LoadAt(t).cpu); break;
+    case Quantity::kLoadAverage: v = 0.02 + hw.threads * AverageCpu(n, t, param); break;
+    case Quantity::kMemory: {
+      double total = std::floor(hw.memory_bytes * 0.985 / 4096) * 4096;
+      double cpu = n.LoadAt(t).cpu;
+      double cached = total * (0.03 + 0.05 * cpu);
+      double free = total * (0.92 - 0.6 * cpu);
+      switch (index) {
+        case 0: v = total; break;
+        case 1: v = free; break;
+        case 2: v = free + cached; break;
+        case 3: v = total * 0.002; break;
+        case 4: v = cached; break;
+        case 5: v = total * 0.001; break;
+        default: v = 4294967296.0;  // swap total and free: 4 GiB, unused
+      }
+      break;
+    }
+    case Quantity::kBootTime: v = double(n.BootTimeSeconds()); break;
+    case Quantity::kFilesystem:
+      v = index == 0 ? param : param * (0.8 - 0.1 * AverageCpu(n, t, 300));
+      break;
+    case Quantity::kNodeNetBytes:
+    case Quantity::kNodeNetPackets: {
+      double bytes = LinkBytes(n, n.BootTimeSeconds() * kNanosPerSecond, t, hw.link_bps,
+                               index == 0 ? 1.0 : 0.7);
+      v = std::floor(quantity == Quantity::kNodeNetBytes ? bytes : bytes / 1000);
+      break;
+    }
+    case Quantity::kProcsRunning: v = 1 + std::round(hw.threads * n.LoadAt(t).cpu); break;
+    case Quantity::kProcsBlocked: v = 0; break;
+    case Quantity::kGpuPower: v = 32 + 215 * n.LoadAt(t).gpu; break;
+    case Quantity::kGpuTemp: v = 34 + 45 * AverageGpu(n, t, 60); break;
+    case Quantity::kGpuClock: v = 1380 * (0.3 + 0.7 * n.LoadAt(t).gpu); break;
+    case Quantity::kGpuUtil: v = 100 * n.LoadAt(t).gpu; break;
+    case Quantity::kGpuMemCopy: v = 60 * n.LoadAt(t).gpu; break;
+    case Quantity::kGpuMemUsed: v = 300 + 15000 * n.LoadAt(t).gpu; break;
+    case Quantity::kGpuTensor: v = 0.4 * n.LoadAt(t).gpu; break;
+    case Quantity::kConstant: v = param; break;
+  }
+  if (noise > 0) {
+    uint64_t h = HashMix(key ^ uint64_t(t) * 0x9e3779b97f4a7c15ULL);
+    v += noise * (2 * UnitFromHash(h) - 1);
+  }
+  if (step > 0) {
+    v = scaled ? std::round(v / step) * step : std::round(v / step) / (1 / step);
+  }
+  return v;
+}
+
+int64_t SamplingGrid::MaxJitter(int64_t period) const {
+  if (exact) return 0;
+  return std::min<int64_t>(period / 10, 30 * kNanosPerMilli);
+}
+
+UnixNanos SamplingGrid::TimeOf(int64_t k, int64_t period) const {
+  if (exact) return k * period;
+  // A device-constant phase and a per-sample jitter, both whole microseconds.
+  int64_t micros = std::max<int64_t>(period / kNanosPerMicro, 1);
+  int64_t offset = int64_t(HashMix(key ^ uint64_t(period)) % uint64_t(micros)) * kNanosPerMicro;
+  int64_t jitter_micros = MaxJitter(period) / kNanosPerMicro;
+  int64_t jitter = jitter_micros > 0
+                       ? int64_t(HashMix(key + uint64_t(k) * 0x9e3779b97f4a7c15ULL) %
+                                 uint64_t(jitter_micros)) * kNanosPerMicro
+                       : 0;
+  return k * period + offset + jitter;
+}
+
+int64_t SamplingGrid::FirstIndexAtOrAfter(UnixNanos t, int64_t period) const {
+  int64_t span = exact ? 0 : period + MaxJitter(period);  // offset < period, jitter < MaxJitter
+  int64_t k = FloorDiv(t - span, period);
+  while (TimeOf(k, period) < t) ++k;
+  return k;
+}
+
+int64_t OutputSeries::CountIn(UnixNanos lo, UnixNanos hi) const {
+  int64_t count = 0;
+  for (const Segment& s : segments) {
+    UnixNanos a = std::max(lo, s.begin), b = std::min(hi, s.end);
+    if (a >= b) continue;
+    count += grid.FirstIndexAtOrAfter(b, s.period) - grid.FirstIndexAtOrAfter(a, s.period);
+  }
+  return count;
+}
+
+double OutputSeries::ValueAt(UnixNanos t) const {
+  double sum = 0;
+  for (const Source& source : sources) sum += source.ValueAt(t);
+  return sum;
+}
+
+std::string RenderLabels(LabelList labels, const std::vector<std::string>& device_orig) {
+  std::sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) {
+    return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
+  });
+  std::string out = "{";
+  bool placed_orig = device_orig.empty();
+  auto put_orig = [&] {
+    if (out.size() > 1) out += ',';
+    out += "\"_device_orig\":[";
+    std::vector<std::string> sorted = device_orig;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (i) out += ',';
+      AppendJsonString(&out, sorted[i]);
+    }
+    out += ']';
+    placed_orig = true;
+  };
+  const std::string orig_key = "_device_orig";
+  for (const auto& [key, value] : labels) {
+    if (!placed_orig && (key.size() > orig_key.size() ||
+                         (key.size() == orig_key.size() && key > orig_key))) {
+      put_orig();
+    }
+    if (out.size() > 1) out += ',';
+    AppendJsonString(&out, key);
+    out += ':';
+    AppendJsonString(&out, value);
+  }
+  if (!placed_orig) put_orig();
+  out += '}';
+  return out;
+}
+
+namespace {
+
+struct Builder {
+  const Testbed& testbed;
+  const Site& site;
+  const Node& node;
+  const std::vector<std::string>& wanted;
+  std::vector<OutputSeries>* out;
+
+  bool Wants(std::string_view metric_id) const {
+    return wanted.empty() || std::find(wanted.begin(), wanted.end(), metric_id) != wanted.end();
+  }
+
+  // When the metric is sampled, at which period: its period outside on-demand jobs, its
+  // optional period inside the node's jobs whose types enable it.
+  std::vector<Segment> Timeline(const kwollect::CatalogueEntry& entry,
+                                std::string_view metric_id) const {
+    int64_t base = entry.period_ms * kNanosPerMilli;
+    int64_t optional = entry.optional_period_ms * kNanosPerMilli;
+    bool exporter_default = entry.IsPrometheusGroup() &&
+                            entry.name.find("default") != std::string::npos;
+    std::vector<std::pair<UnixNanos, UnixNanos>> on;
+    if (optional > 0) {
+      for (const Job* job : node.jobs) {
+        if (kwollect::MonitorEnables(job->types, entry.name) ||
+            kwollect::MonitorEnables(job->types, metric_id) ||
+            (exporter_default && kwollect::JobRunsNodeExporter(job->types))) {
+          UnixNanos begin = job->started_at, end = job->EffectiveEnd();
+          if (!on.empty() && begin <= on.back().second) {
+            on.back().second = std::max(on.back().second, end);
+          } else {
+            on.emplace_back(begin, end);
+          }
+        }
+      }
+    }
+    std::vector<Segment> segments;
+    UnixNanos cursor = kNever;
+    for (const auto& [begin, end] : on) {
+      if (base > 0 && cursor < begin) segments.push_back({cursor, begin, base});
+      segments.push_back({begin, end, optional});
+      cursor = end;
+    }
+    if (base > 0) segments.push_back({cursor, kForever, base});
+    return segments;
+  }
+
+  // Removes the outages that silence this series.
+  void ApplyOutages(OutputSeries* series, const std::vector<std::string>& devices) const {
+    for (const Outage& outage : testbed.jobs().outages) {
+      if (outage.site != site.uid) continue;
+      if (!outage.metric.empty() && outage.metric != series->metric_id) continue;
+      if (std::find(devices.begin(), devices.end(), outage.device) == devices.end()) continue;
+      std::vector<Segment> kept;
+      for (const Segment& s : series->segments) {
+        if (outage.end <= s.begin || outage.start >= s.end) {
+          kept.push_back(s);
+          continue;
+        }
+        if (s.begin < outage.start) kept.push_back({s.begin, outage.start, s.period});
+        if (outage.end < s.end) kept.push_back({outage.end, s.end, s.period});
+      }
+      series->segments = std::move(kept);
+    }
+  }
+
+  void Emit(const std::string& device_id, const std::string& metric_id, const LabelList& labels,
+            const std::vector<std::string>& device_orig, std::vector<Source> sources,
+            const std::string& sampler, bool exact, std::vector<Segment> segments) const {
+    if (segments.empty()) return;
+    OutputSeries series;
+    series.device_id = device_id;
+    series.metric_id = metric_id;
+    series.labels_json = RenderLabels(labels, device_orig);
+    series.counter = metric_id.size() >= 6 && metric_id.compare(metric_id.size() - 6, 6,
+                                                                "_total") == 0;
+    series.grid = SamplingGrid{HashText(site.uid + "/" + sampler, testbed.seed()), exact};
+    series.segments = std::move(segments);
+    for (Source& source : sources) {
+      source.key = HashText(device_id + "|" + metric_id + "|" + series.labels_json + "|" +
+                                std::to_string(&source - sources.data()),
+                            testbed.seed());
+    }
+    series.sources = std::move(sources);
+    std::vector<std::string> silenced = {device_id, node.uid};
+    silenced.insert(silenced.end(), device_orig.begin(), device_orig.end());
+    ApplyOutages(&series, silenced);
+    if (series.segments.empty()) return;
+    series.row_middle = "\",\"device_id\":";
+    AppendJsonString(&series.row_middle, device_id);
+    series.row_middle += ",\"metric_id\":";
+    AppendJsonString(&series.row_middle, metric_id);
+    series.row_middle += ",\"value\":";
+    series.row_end = ",\"labels\":" + series.labels_json + "}";
+    out->push_back(std::move(series));
+  }
+
+  Source Make(Quantity q, double step = 0, double noise = 0, double share = 1, double param = 0,
+              int index = 0) const {
+    Source s;
+    s.node = node.model.get();
+    s.quantity = q;
+    s.step = step;
+    s.noise = noise;
+    s.share = share;
+    s.param = param;
+    s.index = index;
+    return s;
+  }
+};
+
+Quantity BmcQuantity(const std::string& name, const LabelList& labels, double* param) {
+  auto label = [&](const char* key) -> std::string {
+    for (const auto& [k, v] : labels) {
+      if (k == key) return v;
+    }
+    return "";
+  };
+  if (name == "bmc_node_power_watt") return Quantity::kBmcPower;
+  if (name == "bmc_node_power_watthour_total") return Quantity::kBmcEnergyWh;
+  if (name == "bmc_psu_power_watt") return Quantity::kPsuPower;
+  if (name == "bmc_psu_current_amp") return Quantity::kPsuCurrent;
+  if (name == "bmc_psu_voltage_volt") return Quantity::kPsuVoltage;
+  if (name == "bmc_other_power_watt") return Quantity::kOtherPower;
+  if (name == "bmc_other_voltage_volt" || name == "bmc_other_current_amp") {
+    *param = label("id").find("_in_") != std::string::npos ? 230 : 12;
+    return name == "bmc_other_voltage_volt" ? Quantity::kOtherVoltage : Quantity::kOtherCurrent;
+  }
+  if (name == "bmc_ambient_temp_celsius") return Quantity::kTempAmbient;
+  if (name == "bmc_cpu_temp_celsius") return Quantity::kTempCpu;
+  if (name == "bmc_exhaust_temp_celsius") return Quantity::kTempExhaust;
+  if (name.ends_with("_temp_celsius")) return Quantity::kTempOther;
+  if (name == "bmc_fan_speed_rpm") return Quantity::kFanRpm;
+  if (name.ends_with("_percent")) {
+    return name.find("fan") != std::string::npos ? Quantity::kFanPercent
+                                                 : Quantity::kCpuUsagePercent;
+  }
+  if (name.ends_with("_watt")) return Quantity::kOtherPower;
+  *param = 1;
+  return Quantity::kConstant;
+}
+
+Quantity SwitchQuantity(const std::string& name) {
+  bool in = name.find("ifacein") != std::string::npos;
+  if (name.find("discard") != std::string::npos) return Quantity::kSwitchDiscards;
+  if (name.find("error") != std::string::npos) return Quantity::kSwitchErrors;
+  if (name.find("bytes") != std::string::npos) {
+    return in ? Quantity::kSwitchBytesIn : Quantity::kSwitchBytesOut;
+  }
+  return in ? Quantity::kSwitchPacketsIn : Quantity::kSwitchPacketsOut;
+}
+
+void AddPrometheus(const Builder& b, const kwollect::CatalogueEntry& entry,
+                   const std::string& metric_id) {
+  const NodeHardware& hw = b.node.model->hardware();
+  std::vector<Segment> timeline = b.Timeline(entry, metric_id);
+  if (timeline.empty()) return;
+  std::string id = metric_id.substr(5);  // without "prom_"
+  const std::string& uid = b.node.uid;
+  bool gpu_exporter = id.rfind("DCGM_", 0) == 0;
+  std::string sampler = uid + (gpu_exporter ? "-dcgm" : "-exporter");
+  auto emit = [&](const LabelList& labels, internal::Source source) {
+    b.Emit(uid, metric_id, labels, {}, {source}, sampler, false, timeline);
+  };
+  if (gpu_exporter) {
+    Quantity q = Quantity::kConstant;
+    double step = 1;
+    if (id == "DCGM_FI_DEV_POWER_USAGE") q = Quantity::kGpuPower, step = 0.001;
+    else if (id == "DCGM_FI_DEV_GPU_TEMP") q = Quantity::kGpuTemp;
+    else if (id == "DCGM_FI_DEV_SM_CLOCK") q = Quantity::kGpuClock;
+    else if (id == "DCGM_FI_DEV_GPU_UTIL") q = Quantity::kGpuUtil;
+    else if (id == "DCGM_FI_DEV_MEM_COPY_UTIL") q = Quantity::kGpuMemCopy;
+    else if (id == "DCGM_FI_DEV_FB_USED") q = Quantity::kGpuMemUsed;
+    else if (id == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") q = Quantity::kGpuTensor, step = 1e-6;
+    for (int gpu = 0; gpu < hw.gpu_count; ++gpu) {
+      emit({{"gpu", std::to_string(gpu)}, {"device", "nvidia" + std::to_string(gpu)}},
+           b.Make(q, step, q == Quantity::kGpuPower ? 1.5 : 0));
+    }
+    return;
+  }
+  static const char* kModes[] = {"idle", "iowait", "irq", "nice", "softirq", "steal", "system",
+                                 "user"};
+  if (id == "node_cpu_seconds_total") {
+    for (int cpu = 0; cpu < hw.threads; ++cpu) {
+      double factor = 0.96 + 0.08 * UnitFromHash(HashText(uid + "/cpu" + std::to_string(cpu), 7));
+      for (int mode = 0; mode < 8; ++mode) {
+        emit({{"cpu", std::to_string(cpu)}, {"mode", kModes[mode]}},
+             b.Make(Quantity::kCpuSeconds, 0.01, 0, factor, 0, mode));
+      }
+    }
+  } else if (id == "node_cpu_scaling_frequency_hertz") {
+    for (int cpu = 0; cpu < hw.threads; ++cpu) {
+      emit({{"cpu", std::to_string(cpu)}}, b.Make(Quantity::kCpuFrequency, 1000, 2e7));
+    }
+  } else if (id == "node_filesystem_free_bytes" || id == "node_filesystem_size_bytes") {
+    int index = id == "node_filesystem_size_bytes" ? 0 : 1;
+    emit({{"device", "/dev/sda3"}, {"fstype", "ext4"}, {"mountpoint", "/"}},
+         b.Make(Quantity::kFilesystem, 4096, 0, 1, 31453646848.0, index));
+    emit({{"device", "/dev/sda5"}, {"fstype", "ext4"}, {"mountpoint", "/tmp"}},
+         b.Make(Quantity::kFilesystem, 4096, 0, 1, 392826372096.0, index));
+  } else if (id == "node_load1" || id == "node_load5" || id == "node_load15") {
+    double window = id == "node_load1" ? 60 : id == "node_load5" ? 300 : 900;
+    emit({}, b.Make(Quantity::kLoadAverage, 0.01, 0, 1, window));
+  } else if (id.rfind("node_memory_", 0) == 0) {
+    static const char* kFigures[] = {"MemTotal", "MemFree", "MemAvailable", "Buffers",
+                                     "Cached",   "Shmem",   "SwapFree",     "SwapTotal"};
+    for (int i = 0; i < 8; ++i) {
+      if (id == std::string("node_memory_") + kFigures[i] + "_bytes") {
+        emit({}, b.Make(Quantity::kMemory, 4096, 0, 1, 0, i));
+      }
+    }
+  } else if (id == "node_boot_time_seconds") {
+    emit({}, b.Make(Quantity::kBootTime));
+  } else if (id.rfind("node_network_", 0) == 0) {
+    int direction = id.find("transmit") != std::string::npos ? 1 : 0;
+    Quantity q = id.find("packets") != std::string::npos ? Quantity::kNodeNetPackets
+                                                         : Quantity::kNodeNetBytes;
+    for (const std::string& name : b.node.interface_names) {
+      emit({{"device", name}}, b.Make(q, 0, 0, 1, 0, direction));
+    }
+  } else if (id == "node_procs_running") {
+    emit({}, b.Make(Quantity::kProcsRunning));
+  } else if (id == "node_procs_blocked") {
+    emit({}, b.Make(Quantity::kProcsBlocked));
+  }
+  // kwollect_custom and unknown ids: values pushed by users; the simulator has none.
+}
+
+void AddNodeSeries(const Builder& b) {
+  const Node& node = b.node;
+  bool catalogue_has_pdu = false;
+  for (const kwollect::CatalogueMetric& metric : node.cluster->catalogue.MetricsOf(node.uid)) {
+    const kwollect::CatalogueEntry& entry = *metric.entry;
+    if (entry.protocol == "pdu") catalogue_has_pdu = true;
+    if (!b.Wants(metric.metric_id)) continue;
+    const std::string& protocol = entry.protocol;
+    if (protocol == "prometheus") {
+      AddPrometheus(b, entry, metric.metric_id);
+      continue;
+    }
+    std::vector<Segment> timeline = b.Timeline(entry, metric.metric_id);
+    if (timeline.empty()) continue;
+    if (protocol == "wattmetre") {
+      if (node.wattmetre_ports.empty()) continue;
+      std::vector<Source> sources;
+      std::vector<std::string> orig;
+      for (const Feed& port : node.wattmetre_ports) {
+        sources.push_back(b.Make(Quantity::kFeedPower, 0.01, 0.3, port.share));
+        orig.push_back(port.device_id);
+      }
+      b.Emit(node.uid, metric.metric_id, {}, orig, std::move(sources),
+             node.wattmetre_ports[0].sampler, true, timeline);
+    } else if (protocol == "pdu") {
+      // Outlets with the same labels on the same PDU are summed; others are separate rows.
+      for (const Feed& outlet : node.pdu_outlets) {
+        b.Emit(node.uid, metric.metric_id, outlet.labels, {outlet.device_id},
+               {b.Make(Quantity::kFeedPower, 1, 1.0, outlet.share)}, outlet.sampler, false,
+               timeline);
+      }
+    } else if (protocol == "network_equipment") {
+      std::string interface;
+      for (const auto& [key, value] : entry.labels) {
+        if (key == "interface") interface = value;
+      }
+      for (const Feed& port : node.switch_ports) {
+        if (port.labels.empty() || port.labels[0].second != interface) continue;
+        b.Emit(node.uid, metric.metric_id, port.labels, {port.device_id},
+               {b.Make(SwitchQuantity(metric.metric_id), 0, 0, 1, port.rate_bps)}, port.sampler,
+               false, timeline);
+      }
+    } else {  // snmp, ipmisensor: the node's BMC, reported under the node's id
+      double param = 0;
+      Quantity q = BmcQuantity(metric.metric_id, entry.labels, &param);
+      double step = 1, noise = 0, share = 1;
+      if (q == Quantity::kTempCpu || q == Quantity::kTempOther || q == Quantity::kTempExhaust ||
+          q == Quantity::kTempAmbient) {
+        noise = 0.4;
+      } else if (q == Quantity::kFanRpm) {
+        noise = 60;
+      } else if (q == Quantity::kPsuVoltage) {
+        noise = 2;
+      } else if (q == Quantity::kBmcEnergyWh) {
+        step = 0;
+      } else if (q == Quantity::kPsuPower || q == Quantity::kPsuCurrent) {
+        share = 1.0 / std::max(1, node.model->hardware().psu_count);
+      }
+      Source source = b.Make(q, step, noise, share, param);
+      if (entry.scale_factor != 1.0) {
+        source.step = entry.scale_factor;
+        source.scaled = true;
+      }
+      b.Emit(node.uid, metric.metric_id, entry.labels, {}, {source}, node.uid + "-bmc", false,
+             timeline);
+    }
+  }
+  // Outlets the reference maps to the node although its cluster's catalogue lists no PDU metric
+  // (nantes/ecotype, lille/chifflot): Kwollect still collects them, at 1 s.
+  if (!catalogue_has_pdu && !node.pdu_outlets.empty() && b.Wants("pdu_outlet_power_watt")) {
+    kwollect::CatalogueEntry pdu;
+    pdu.name = "pdu_outlet_power_watt";
+    pdu.period_ms = 1000;
+    pdu.protocol = "pdu";
+    std::vector<Segment> timeline = b.Timeline(pdu, pdu.name);
+    for (const Feed& outlet : node.pdu_outlets) {
+      b.Emit(node.uid, pdu.name, outlet.labels, {outlet.device_id},
+             {b.Make(Quantity::kFeedPower, 1, 1.0, outlet.share)}, outlet.sampler, false,
+             timeline);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<OutputSeries> SeriesOfDevice(const Testbed& testbed, const Site& site,
+                                         const DeviceRef& device,
+                                         const std::vector<std::string>& metrics) {
+  std::vector<OutputSeries> out;
+  Builder b{testbed, site, *device.node, metrics, &out};
+  if (device.kind == DeviceRef::Kind::kNode) {
+    AddNodeSeries(b);
+    return out;
+  }
+  // A feed device: its own rows, without aliasing. Build the node's rows and keep those of this
+  // feed alone, renamed, so that both views always agree.
+  std::vector<OutputSeries> node_rows;
+  Builder nb{testbed, site, *device.node, metrics, &node_rows};
+  AddNodeSeries(nb);
+  const Feed& feed = *device.feed;
+  for (OutputSeries& series : node_rows) {
+    if (series.labels_json.find("\"" + feed.device_id + "\"") == std::string::npos) continue;
+    size_t position = 0;
+    std::vector<std::string> origins;
+    // Which source is this feed: the index of its id in the sorted _device_orig list matches the
+    // order sources were added (feeds are listed in the node's order).
+    const std::vector<Feed>& feeds = device.kind == DeviceRef::Kind::kWattmetrePort
+                                         ? device.node->wattmetre_ports
+                                         : device.kind == DeviceRef::Kind::kPduOutlet
+                                               ? device.node->pdu_outlets
+                                               : device.node->switch_ports;
+    if (series.sources.size() > 1) {
+      for (size_t i = 0; i < feeds.size(); ++i) {
+        if (&feeds[i] == &feed) position = i;
+      }
+    }
+    OutputSeries own = series;
+    own.device_id = feed.device_id;
+    own.sources = {series.sources[position]};
+    own.labels_json = RenderLabels(feed.labels, {});
+    own.row_middle = "\",\"device_id\":";
+    AppendJsonString(&own.row_middle, feed.device_id);
+    own.row_middle += ",\"metric_id\":";
+    AppendJsonString(&own.row_middle, own.metric_id);
+    own.row_middle += ",\"value\":";
+    own.row_end = ",\"labels\":" + own.labels_json + "}";
+    out.push_back(std::move(own));
+  }
+  return out;
+}
+
+}  // namespace kwatt::server::internal

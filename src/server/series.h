@@ -1,0 +1,118 @@
+// The series a simulated device reports: which (device, metric, labels) exist, when each is
+// sampled, and its value at each sample. Internal to the server.
+#ifndef KWATT_SRC_SERVER_SERIES_H_
+#define KWATT_SRC_SERVER_SERIES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kwatt/core/time.h"
+#include "kwatt/server/testbed.h"
+
+namespace kwatt::server::internal {
+
+enum class Quantity : uint8_t {
+  kFeedPower,      // wattmeter port / PDU outlet: share of the node's AC power
+  kBmcPower,       // BMC node power: averaged, coarse
+  kBmcEnergyWh,    // BMC energy counter, watt-hours
+  kPsuPower,       // BMC per-PSU power
+  kPsuCurrent,
+  kPsuVoltage,
+  kOtherPower,
+  kOtherVoltage,
+  kOtherCurrent,
+  kTempAmbient,
+  kTempCpu,
+  kTempExhaust,
+  kTempOther,
+  kFanRpm,
+  kFanPercent,
+  kCpuUsagePercent,
+  kSwitchBytesIn,
+  kSwitchBytesOut,
+  kSwitchPacketsIn,
+  kSwitchPacketsOut,
+  kSwitchDiscards,
+  kSwitchErrors,
+  kCpuSeconds,     // node_cpu_seconds_total{cpu, mode}; index = mode
+  kCpuFrequency,
+  kLoadAverage,    // param = window seconds
+  kMemory,         // index selects the figure
+  kBootTime,
+  kFilesystem,     // index 0 size, 1 free
+  kNodeNetBytes,   // index 0 receive, 1 transmit
+  kNodeNetPackets,
+  kProcsRunning,
+  kProcsBlocked,
+  kGpuPower,
+  kGpuTemp,
+  kGpuClock,
+  kGpuUtil,
+  kGpuMemCopy,
+  kGpuMemUsed,
+  kGpuTensor,
+  kConstant,       // param is the value
+};
+
+// One physical reading of a device: a function of time.
+struct Source {
+  const NodeModel* node = nullptr;
+  Quantity quantity = Quantity::kConstant;
+  double share = 1.0;
+  double param = 0;
+  int index = 0;
+  double step = 0;       // values are rounded to multiples of `step` (0: not rounded)
+  bool scaled = false;   // true: value = integer * step, as SNMP readings with a scale_factor
+  double noise = 0;      // amplitude of the uniform measurement noise
+  uint64_t key = 0;      // seeds the noise
+
+  double ValueAt(UnixNanos t) const;
+};
+
+// Samples are taken on a grid: t_k = k * period + offset(period) + jitter(k), jitter < period.
+struct SamplingGrid {
+  uint64_t key = 0;
+  bool exact = false;  // true: no offset, no jitter (wattmeters time-stamp on the period)
+
+  int64_t MaxJitter(int64_t period) const;
+  UnixNanos TimeOf(int64_t k, int64_t period) const;
+  // The smallest k with TimeOf(k) >= t.
+  int64_t FirstIndexAtOrAfter(UnixNanos t, int64_t period) const;
+};
+
+struct Segment {
+  UnixNanos begin;  // inclusive
+  UnixNanos end;    // exclusive
+  int64_t period;   // nanoseconds, > 0
+};
+
+// What one (device_id, metric_id, labels) returns: the sum of its sources at each sample time.
+struct OutputSeries {
+  std::string device_id;
+  std::string metric_id;
+  std::string labels_json;
+  bool counter = false;  // metric id ends in _total
+  std::vector<Source> sources;
+  SamplingGrid grid;
+  std::vector<Segment> segments;  // sorted, disjoint
+  std::string row_middle;  // `","device_id":"…","metric_id":"…","value":`
+  std::string row_end;     // `,"labels":{…}}`
+
+  int64_t CountIn(UnixNanos lo, UnixNanos hi) const;  // samples with lo <= t < hi
+  double ValueAt(UnixNanos t) const;
+};
+
+// Every series of `device_id` (a node, wattmeter port, PDU outlet or switch port of `site`) whose
+// metric id is in `metrics` (all when empty).
+std::vector<OutputSeries> SeriesOfDevice(const Testbed& testbed, const Site& site,
+                                         const DeviceRef& device,
+                                         const std::vector<std::string>& metrics);
+
+// The labels object as Kwollect (PostgreSQL jsonb) writes it: keys by length, then bytes.
+std::string RenderLabels(LabelList labels, const std::vector<std::string>& device_orig);
+
+}  // namespace kwatt::server::internal
+
+#endif  // KWATT_SRC_SERVER_SERIES_H_

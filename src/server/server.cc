@@ -1,0 +1,586 @@
+#include "kwatt/server/server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "kwatt/server/testbed.h"
+#include "src/server/row_stream.h"
+#include "src/server/series.h"
+
+namespace kwatt::server {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+// PostgREST sends this; with the charset, cpp-httplib also leaves bodies uncompressed.
+constexpr const char* kJson = "application/json; charset=utf-8";
+constexpr size_t kChunkBytes = 256 * 1024;
+
+std::string PostgrestError(std::string_view code, std::string_view message,
+                           std::string_view details = {}) {
+  ordered_json body;
+  body["hint"] = nullptr;
+  body["details"] = details.empty() ? ordered_json(nullptr) : ordered_json(details);
+  body["code"] = code;
+  body["message"] = message;
+  return body.dump();
+}
+
+std::string ApiError(int code, std::string_view title, std::string_view message) {
+  ordered_json body;
+  body["code"] = code;
+  body["message"] = message;
+  body["title"] = title;
+  return body.dump();
+}
+
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// PostgreSQL's boolean input.
+std::optional<bool> ParseBoolean(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+  for (const char* yes : {"true", "t", "yes", "y", "on", "1"}) {
+    if (text == yes) return true;
+  }
+  for (const char* no : {"false", "f", "no", "n", "off", "0"}) {
+    if (text == no) return false;
+  }
+  return std::nullopt;
+}
+
+ordered_json Link(const std::string& rel, const std::string& href, bool collection) {
+  return {{"rel", rel},
+          {"href", href},
+          {"type", collection ? "application/vnd.grid5000.collection+json"
+                              : "application/vnd.grid5000.item+json"}};
+}
+
+ordered_json Collection(ordered_json items, const std::string& self, const std::string& parent,
+                        int64_t total = -1, int64_t offset = 0) {
+  ordered_json out;
+  out["total"] = total >= 0 ? total : int64_t(items.size());
+  out["offset"] = offset;
+  out["items"] = std::move(items);
+  out["links"] = {Link("self", self, true), Link("parent", parent, false)};
+  return out;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  std::unique_ptr<Testbed> testbed;
+  httplib::Server http;
+  std::thread thread;
+  int port = 0;
+  std::string prefix = "/stable";
+  int64_t clock_shift_ns = 0;  // simulated now = real now + shift
+  std::mutex random_mutex;
+  std::mt19937_64 random;
+  std::mutex stop_mutex;
+  std::condition_variable stopped_cv;
+  bool stopped = false;
+
+  UnixNanos Now() const {
+    auto real = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    return real + clock_shift_ns;
+  }
+
+  static std::string Prefix(const httplib::Request& req) { return "/" + req.matches[1].str(); }
+
+  void SendJson(httplib::Response& res, const ordered_json& body, int status = 200) {
+    res.status = status;
+    res.set_content(body.dump(), kJson);
+  }
+  void NotFound(httplib::Response& res, const std::string& message) {
+    res.status = 404;
+    res.set_content(ApiError(404, "Not Found", message), kJson);
+  }
+
+  const Site* SiteOr404(const httplib::Request& req, httplib::Response& res) {
+    std::string uid = req.matches[2];
+    const Site* site = testbed->FindSite(uid);
+    if (!site) {
+      std::string known;
+      for (const auto& s : testbed->sites()) known += (known.empty() ? "" : ", ") + s->uid;
+      NotFound(res, "Site '" + uid + "' does not exist (sites: " + known + ")");
+    }
+    return site;
+  }
+
+  ordered_json SiteJson(const Site& site, const std::string& prefix) {
+    std::string self = prefix + "/sites/" + site.uid;
+    ordered_json out;
+    out["uid"] = site.uid;
+    out["name"] = site.name;
+    out["type"] = "site";
+    out["links"] = {Link("self", self, false),         Link("clusters", self + "/clusters", true),
+                    Link("jobs", self + "/jobs", true), Link("metrics", self + "/metrics", true),
+                    Link("parent", prefix, false)};
+    return out;
+  }
+
+  ordered_json ClusterJson(const Cluster& cluster, const std::string& prefix) {
+    ordered_json out = ordered_json::parse(cluster.document_json);
+    out.erase("nodes");
+    out["type"] = "cluster";
+    std::string self = prefix + "/sites/" + cluster.site->uid + "/clusters/" + cluster.uid;
+    out["links"] = {Link("self", self, false), Link("nodes", self + "/nodes", true),
+                    Link("parent", prefix + "/sites/" + cluster.site->uid, false)};
+    return out;
+  }
+
+  ordered_json NodeJson(const Node& node, const std::string& prefix) {
+    std::string parent = prefix + "/sites/" + node.site->uid + "/clusters/" + node.cluster->uid;
+    ordered_json out;
+    out["uid"] = node.uid;
+    out["type"] = "node";
+    out["cluster"] = node.cluster->uid;
+    out["network_adapters"] = ordered_json::parse(node.network_adapters_json);
+    out["pdu"] = ordered_json::parse(node.pdu_json);
+    out["links"] = {Link("self", parent + "/nodes/" + node.uid, false),
+                    Link("parent", parent, false)};
+    return out;
+  }
+
+  // A job as the OAR API shows it at the simulated instant `now`.
+  ordered_json JobJson(const Job& job, const std::string& prefix, UnixNanos now) {
+    auto seconds = [](UnixNanos t) { return FloorDiv(t, kNanosPerSecond); };
+    UnixNanos end = job.EffectiveEnd();
+    std::string state = now < job.started_at ? "waiting" : now < end ? "running" : "terminated";
+    ordered_json out;
+    out["uid"] = job.uid;
+    out["user"] = job.user;
+    out["user_uid"] = job.user;
+    out["name"] = job.name.empty() ? ordered_json(nullptr) : ordered_json(job.name);
+    out["project"] = job.project;
+    out["queue"] = job.queue;
+    out["state"] = state;
+    out["types"] = job.types;
+    ordered_json nodes = ordered_json::array();
+    for (const std::string& uid : job.nodes) {
+      nodes.push_back(uid + "." + job.site + ".grid5000.fr");
+    }
+    out["assigned_nodes"] = nodes;
+    out["submitted_at"] = seconds(job.submitted_at);
+    out["scheduled_at"] = seconds(job.started_at);
+    if (state != "waiting") out["started_at"] = seconds(job.started_at);
+    if (state == "terminated") out["stopped_at"] = seconds(end);
+    out["walltime"] = job.walltime_s;
+    out["command"] = "";
+    std::string self = prefix + "/sites/" + job.site + "/jobs/" + std::to_string(job.uid);
+    out["links"] = {Link("self", self, false),
+                    Link("parent", prefix + "/sites/" + job.site, false)};
+    return out;
+  }
+
+  void Routes();
+  void Metrics(const httplib::Request& req, httplib::Response& res);
+};
+
+void Server::Impl::Routes() {
+  const std::string p = R"(/(stable|sid))";
+  const std::string site = p + R"(/sites/([^/]+))";
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options.latency_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(options.latency_ms));
+    }
+    if (!options.auth.empty()) {
+      size_t colon = options.auth.find(':');
+      std::string expected = httplib::make_basic_authentication_header(
+                                 options.auth.substr(0, colon), options.auth.substr(colon + 1))
+                                 .second;
+      if (req.get_header_value("Authorization") != expected) {
+        res.status = 401;
+        res.set_header("WWW-Authenticate", "Basic realm=\"Grid'5000 API\"");
+        res.set_content(ApiError(401, "Unauthorized",
+                                 "Authentication required: send HTTP Basic credentials"),
+                        kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  if (options.log_requests) {
+    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      std::fprintf(stderr, "%s %s%s%s -> %d\n", req.method.c_str(), req.path.c_str(),
+                   req.params.empty() ? "" : "?", "", res.status);
+    });
+  }
+
+  http.Get(p + "/?", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string prefix = Prefix(req);
+    ordered_json out;
+    out["uid"] = prefix.substr(1);
+    out["type"] = "grid";
+    out["links"] = {Link("self", prefix, false), Link("sites", prefix + "/sites", true)};
+    SendJson(res, out);
+  });
+  http.Get(p + "/sites/?", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string prefix = Prefix(req);
+    ordered_json items = ordered_json::array();
+    for (const auto& site : testbed->sites()) items.push_back(SiteJson(*site, prefix));
+    SendJson(res, Collection(items, prefix + "/sites", prefix));
+  });
+  http.Get(site + "/?", [this](const httplib::Request& req, httplib::Response& res) {
+    if (const Site* s = SiteOr404(req, res)) SendJson(res, SiteJson(*s, Prefix(req)));
+  });
+  http.Get(site + "/clusters/?", [this](const httplib::Request& req, httplib::Response& res) {
+    const Site* s = SiteOr404(req, res);
+    if (!s) return;
+    std::string prefix = Prefix(req);
+    ordered_json items = ordered_json::array();
+    for (const Cluster* cluster : s->clusters) items.push_back(ClusterJson(*cluster, prefix));
+    SendJson(res, Collection(items, prefix + "/sites/" + s->uid + "/clusters",
+                             prefix + "/sites/" + s->uid));
+  });
+  auto cluster_or_404 = [this](const httplib::Request& req, httplib::Response& res,
+                               const Site& s) -> const Cluster* {
+    std::string uid = req.matches[3];
+    const Cluster* cluster = testbed->FindCluster(s, uid);
+    if (!cluster) {
+      std::string known;
+      for (const Cluster* c : s.clusters) known += (known.empty() ? "" : ", ") + c->uid;
+      NotFound(res, "Cluster '" + uid + "' does not exist on site " + s.uid +
+                        " (simulated clusters: " + known + ")");
+    }
+    return cluster;
+  };
+  http.Get(site + "/clusters/([^/]+)/?",
+           [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
+             const Site* s = SiteOr404(req, res);
+             if (!s) return;
+             if (const Cluster* c = cluster_or_404(req, res, *s)) {
+               SendJson(res, ClusterJson(*c, Prefix(req)));
+             }
+           });
+  http.Get(site + "/clusters/([^/]+)/nodes/?",
+           [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
+             const Site* s = SiteOr404(req, res);
+             if (!s) return;
+             const Cluster* c = cluster_or_404(req, res, *s);
+             if (!c) return;
+             std::string prefix = Prefix(req);
+             ordered_json items = ordered_json::array();
+             for (const Node* node : c->nodes) items.push_back(NodeJson(*node, prefix));
+             std::string self = prefix + "/sites/" + s->uid + "/clusters/" + c->uid;
+             SendJson(res, Collection(items, self + "/nodes", self));
+           });
+  http.Get(site + "/clusters/([^/]+)/nodes/([^/]+)/?",
+           [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
+             const Site* s = SiteOr404(req, res);
+             if (!s) return;
+             const Cluster* c = cluster_or_404(req, res, *s);
+             if (!c) return;
+             std::string uid = req.matches[4];
+             const Node* node = testbed->FindNode(*s, uid);
+             if (!node || node->cluster != c) {
+               NotFound(res, "Node '" + uid + "' does not exist in cluster " + c->uid + " of " +
+                                 s->uid);
+               return;
+             }
+             SendJson(res, NodeJson(*node, Prefix(req)));
+           });
+  http.Get(site + "/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
+    const Site* s = SiteOr404(req, res);
+    if (!s) return;
+    std::string prefix = Prefix(req);
+    UnixNanos now = Now();
+    std::vector<std::string> states = SplitList(req.get_param_value("state"));
+    std::string user = req.get_param_value("user");
+    int64_t offset = 0, limit = 50;
+    try {
+      if (req.has_param("offset")) offset = std::stoll(req.get_param_value("offset"));
+      if (req.has_param("limit")) limit = std::stoll(req.get_param_value("limit"));
+    } catch (const std::exception&) {
+      res.status = 400;
+      res.set_content(ApiError(400, "Bad Request", "offset and limit must be integers"), kJson);
+      return;
+    }
+    std::vector<const Job*> jobs;
+    for (const Job& job : testbed->jobs().jobs) {
+      if (job.site == s->uid) jobs.push_back(&job);
+    }
+    std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->uid > b->uid; });
+    ordered_json matching = ordered_json::array();
+    for (const Job* job : jobs) {
+      ordered_json item = JobJson(*job, prefix, now);
+      if (!states.empty() &&
+          std::find(states.begin(), states.end(), item["state"].get<std::string>()) ==
+              states.end()) {
+        continue;
+      }
+      if (!user.empty() && job->user != user) continue;
+      matching.push_back(std::move(item));
+    }
+    ordered_json page = ordered_json::array();
+    for (int64_t i = std::max<int64_t>(offset, 0);
+         i < int64_t(matching.size()) && int64_t(page.size()) < limit; ++i) {
+      page.push_back(matching[size_t(i)]);
+    }
+    SendJson(res, Collection(page, prefix + "/sites/" + s->uid + "/jobs",
+                             prefix + "/sites/" + s->uid, int64_t(matching.size()), offset));
+  });
+  http.Get(site + "/jobs/([^/]+)/?", [this](const httplib::Request& req, httplib::Response& res) {
+    const Site* s = SiteOr404(req, res);
+    if (!s) return;
+    std::string id = req.matches[3];
+    const Job* job = nullptr;
+    try {
+      size_t used = 0;
+      int64_t uid = std::stoll(id, &used);
+      if (used == id.size()) job = testbed->jobs().Find(s->uid, uid);
+    } catch (const std::exception&) {
+    }
+    if (!job) {
+      NotFound(res, "Job '" + id + "' does not exist on site " + s->uid);
+      return;
+    }
+    SendJson(res, JobJson(*job, Prefix(req), Now()));
+  });
+  http.Get(site + "/metrics/?", [this](const httplib::Request& req, httplib::Response& res) {
+    Metrics(req, res);
+  });
+  http.Post(site + "/metrics/?", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 501;
+    res.set_content(ApiError(501, "Not Implemented",
+                             "the simulated server does not store pushed metrics (planned with "
+                             "the collector)"),
+                    kJson);
+  });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
+    }
+  });
+}
+
+void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) {
+  const Site* site = SiteOr404(req, res);
+  if (!site) return;
+  UnixNanos now = Now();
+  auto bad = [&](int status, std::string_view code, std::string_view message,
+                 std::string_view details = {}) {
+    res.status = status;
+    res.set_content(PostgrestError(code, message, details), kJson);
+  };
+  auto all_values = [&](const char* key) {
+    std::vector<std::string> out;
+    auto range = req.params.equal_range(key);
+    for (auto it = range.first; it != range.second; ++it) {
+      for (std::string& item : SplitList(it->second)) out.push_back(std::move(item));
+    }
+    return out;
+  };
+  std::vector<std::string> devices;
+  for (const char* key : {"nodes", "devices"}) {
+    for (std::string& item : all_values(key)) {
+      item = item.substr(0, item.find('.'));
+      if (std::find(devices.begin(), devices.end(), item) == devices.end()) {
+        devices.push_back(std::move(item));
+      }
+    }
+  }
+  std::vector<std::string> metrics = all_values("metrics");
+  bool summary = false;
+  if (req.has_param("summary")) {
+    std::optional<bool> value = ParseBoolean(req.get_param_value("summary"));
+    if (!value) {
+      bad(400, "22P02",
+          "invalid input syntax for type boolean: \"" + req.get_param_value("summary") + "\"");
+      return;
+    }
+    summary = *value;
+  }
+  std::optional<UnixNanos> start, end;
+  for (auto [key, slot] : {std::pair{"start_time", &start}, std::pair{"end_time", &end}}) {
+    if (!req.has_param(key)) continue;
+    std::string text = req.get_param_value(key);
+    Result<UnixNanos> t = ParseKwollectTimeParameter(text);
+    if (!t.ok()) {
+      bad(400, "22007", "invalid input syntax for type timestamp with time zone: \"" + text + "\"",
+          std::string(key) + ": " + t.status().message());
+      return;
+    }
+    *slot = *t;
+  }
+  if (req.has_param("job_id")) {
+    std::string id = req.get_param_value("job_id");
+    const Job* job = nullptr;
+    try {
+      size_t used = 0;
+      int64_t uid = std::stoll(id, &used);
+      if (used != id.size()) throw std::invalid_argument(id);
+      job = testbed->jobs().Find(site->uid, uid);
+    } catch (const std::exception&) {
+      bad(400, "22P02", "invalid input syntax for type integer: \"" + id + "\"");
+      return;
+    }
+    if (!job) {
+      res.status = 404;
+      res.set_content(PostgrestError("P0001", "Job " + id + " not found on site " + site->uid),
+                      kJson);
+      return;
+    }
+    if (devices.empty()) devices = job->nodes;
+    if (!start) start = job->started_at;
+    if (!end) end = std::min(job->EffectiveEnd(), now);
+  } else if (devices.empty()) {
+    bad(400, "P0001", "Missing 'devices', 'nodes' or 'job_id' argument");
+    return;
+  }
+  constexpr int64_t kDefaultSpan = 300 * kNanosPerSecond;
+  if (!start && !end) end = now;
+  if (!start) start = *end - kDefaultSpan;
+  if (!end) end = *start + kDefaultSpan;
+
+  std::vector<internal::OutputSeries> series;
+  for (const std::string& id : devices) {
+    const DeviceRef* device = testbed->FindDevice(*site, id);
+    if (!device) continue;  // Kwollect matches ids exactly: an unknown id just has no rows
+    for (internal::OutputSeries& s : internal::SeriesOfDevice(*testbed, *site, *device, metrics)) {
+      series.push_back(std::move(s));
+    }
+  }
+  auto stream = std::make_shared<internal::RowStream>(std::move(series), *start, *end, now,
+                                                      summary);
+  int64_t rows = stream->CountRows();
+  if (options.max_rows > 0 && rows > options.max_rows) {
+    bad(500, "P0001", "Request timeout, too much data to process.");
+    return;
+  }
+  int64_t cut_after = -1;  // rows after which the connection is cut
+  if (options.fail_rate > 0) {
+    std::lock_guard<std::mutex> lock(random_mutex);
+    std::uniform_real_distribution<double> unit(0, 1);
+    if (unit(random) < options.fail_rate) {
+      if (rows < 2 || unit(random) < 0.5) {
+        res.status = 503;
+        res.set_content(
+            "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
+            "request.\n</body></html>\n",
+            "text/html");
+        return;
+      }
+      cut_after = std::uniform_int_distribution<int64_t>(1, rows - 1)(random);
+    }
+  }
+  res.set_chunked_content_provider(
+      kJson, [stream, cut_after, buffer = std::string()](size_t, httplib::DataSink& sink) mutable {
+        buffer.clear();
+        bool more = stream->Next(&buffer, kChunkBytes);
+        if (cut_after >= 0 && stream->rows_written() >= cut_after) {
+          // Send what was made, then drop the connection in the middle of the body.
+          size_t half = buffer.size() / 2;
+          if (half > 0) sink.write(buffer.data(), half);
+          return false;
+        }
+        if (!buffer.empty() && !sink.write(buffer.data(), buffer.size())) return false;
+        if (!more || stream->finished()) sink.done();
+        return true;
+      });
+}
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  JobSet jobs;
+  if (!options.jobs_file.empty()) {
+    Result<JobSet> loaded = JobSet::Load(options.jobs_file);
+    if (!loaded.ok()) return loaded.status();
+    jobs = std::move(*loaded);
+  }
+  if (options.fail_rate < 0 || options.fail_rate > 1) {
+    return Status::InvalidArgument("--fail-rate must be between 0 and 1");
+  }
+  if (!options.auth.empty() && options.auth.find(':') == std::string::npos) {
+    return Status::InvalidArgument("--auth must be USER:PASSWORD");
+  }
+  Testbed::Options testbed_options;
+  testbed_options.seed = options.seed;
+  testbed_options.reference_dir = options.reference_dir;
+  Result<std::unique_ptr<Testbed>> testbed = Testbed::Build(testbed_options, std::move(jobs));
+  if (!testbed.ok()) return testbed.status();
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->testbed = std::move(*testbed);
+  impl->random.seed(options.seed);
+  if (options.start_clock_at) {
+    auto real = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    impl->clock_shift_ns = *options.start_clock_at - real;
+  }
+  int threads = std::max(1, options.threads);
+  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  impl->http.set_keep_alive_max_count(1000);
+  // Idle keep-alive connections hold Stop() back until they time out: keep them short.
+  impl->http.set_keep_alive_timeout(2);
+  impl->http.set_read_timeout(60);
+  impl->http.set_write_timeout(600);
+  impl->Routes();
+  if (options.port == 0) {
+    impl->port = impl->http.bind_to_any_port(options.host);
+  } else {
+    impl->port = impl->http.bind_to_port(options.host, options.port) ? options.port : -1;
+  }
+  if (impl->port <= 0) {
+    return Status::IOError("cannot listen on " + options.host + ":" + std::to_string(options.port) +
+                           " (port in use? try --port 0 for any free port)");
+  }
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->http.listen_after_bind(); });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { Stop(); }
+
+int Server::port() const { return impl_->port; }
+
+std::string Server::base_url() const {
+  std::string host = impl_->options.host;
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  return "http://" + host + ":" + std::to_string(impl_->port) + "/stable";
+}
+
+void Server::Stop() {
+  impl_->http.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+  impl_->stopped = true;
+  impl_->stopped_cv.notify_all();
+}
+
+void Server::Wait() {
+  std::unique_lock<std::mutex> lock(impl_->stop_mutex);
+  impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
+}
+
+}  // namespace kwatt::server

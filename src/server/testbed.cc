@@ -1,0 +1,248 @@
+#include "kwatt/server/testbed.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "src/server/embedded_reference.h"
+
+namespace kwatt::server {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+// Reference files by relative path.
+using FileMap = std::map<std::string, std::string>;
+
+Result<FileMap> ReadReference(const std::string& dir) {
+  FileMap files;
+  if (dir.empty()) {
+    for (const auto& [path, content] : internal::EmbeddedReferenceFiles()) {
+      files.emplace(std::string(path), std::string(content));
+    }
+    return files;
+  }
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) {
+    return Status::NotFound("reference directory " + dir + " does not exist");
+  }
+  auto read = [&](const fs::path& path, const std::string& name) -> Status {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::IOError("cannot read " + path.string());
+    std::stringstream text;
+    text << in.rdbuf();
+    files.emplace(name, text.str());
+    return Status::OK();
+  };
+  for (const char* name : {"sites.json", "wattmetre-mapping.json", "network-mapping.json"}) {
+    KWATT_RETURN_IF_ERROR(read(fs::path(dir) / name, name));
+  }
+  for (const auto& entry : fs::directory_iterator(fs::path(dir) / "clusters", error)) {
+    if (entry.path().extension() == ".json") {
+      KWATT_RETURN_IF_ERROR(read(entry.path(), "clusters/" + entry.path().filename().string()));
+    }
+  }
+  if (error) return Status::IOError("cannot list " + dir + "/clusters: " + error.message());
+  return files;
+}
+
+Result<json> ParseFile(const FileMap& files, const std::string& name) {
+  auto it = files.find(name);
+  if (it == files.end()) return Status::NotFound("reference data lacks " + name);
+  json doc = json::parse(it->second, nullptr, false);
+  if (doc.is_discarded()) return Status::Corruption("reference file " + name + " is not JSON");
+  return doc;
+}
+
+std::string SamplerOf(const std::string& device_id, const std::string& suffix) {
+  size_t at = device_id.rfind(suffix);
+  return at == std::string::npos ? device_id : device_id.substr(0, at);
+}
+
+// Power shares of a node's feeds: one feed carries everything; two PSUs split the load nearly
+// evenly, never exactly.
+void AssignShares(std::vector<Feed>* feeds, uint64_t seed, const std::string& uid) {
+  if (feeds->size() <= 1) return;
+  double skew = 0.04 * (UnitFromHash(HashText(uid + "/psu", seed)) - 0.5);
+  double n = double(feeds->size());
+  for (size_t i = 0; i < feeds->size(); ++i) {
+    (*feeds)[i].share = 1.0 / n + (i % 2 == 0 ? skew : -skew) / n;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet jobs) {
+  Result<FileMap> files = ReadReference(options.reference_dir);
+  if (!files.ok()) return files.status();
+  std::unique_ptr<Testbed> testbed(new Testbed());
+  testbed->seed_ = options.seed;
+  testbed->jobs_ = std::move(jobs);
+
+  Result<json> sites = ParseFile(*files, "sites.json");
+  if (!sites.ok()) return sites.status();
+  Result<json> power = ParseFile(*files, "wattmetre-mapping.json");
+  if (!power.ok()) return power.status();
+  Result<json> network = ParseFile(*files, "network-mapping.json");
+  if (!network.ok()) return network.status();
+
+  for (const json& item : *sites) {
+    auto site = std::make_unique<Site>();
+    site->uid = item.value("uid", "");
+    site->name = item.value("name", site->uid);
+    if (site->uid.empty()) return Status::Corruption("sites.json: a site has no uid");
+    for (const json& cluster_uid : item.value("clusters", json::array())) {
+      std::string name = "clusters/" + site->uid + "-" + cluster_uid.get<std::string>() + ".json";
+      if (!files->count(name)) continue;  // only clusters with a catalogue are simulated
+      Result<json> doc = ParseFile(*files, name);
+      if (!doc.ok()) return doc.status();
+      auto cluster = std::make_unique<Cluster>();
+      cluster->uid = doc->value("uid", cluster_uid.get<std::string>());
+      cluster->site = site.get();
+      cluster->model = doc->value("model", "");
+      cluster->document_json = (*files)[name];
+      Result<kwollect::Catalogue> catalogue = kwollect::Catalogue::FromJson(cluster->document_json);
+      if (!catalogue.ok()) return catalogue.status().WithContext(name);
+      cluster->catalogue = std::move(*catalogue);
+      NodeHardware hardware = HardwareOfCluster(cluster->uid);
+      std::string net_key = site->uid + "/" + cluster->uid;
+      for (const json& node_uid : doc->value("nodes", json::array())) {
+        auto node = std::make_unique<Node>();
+        node->uid = node_uid.get<std::string>();
+        node->site = site.get();
+        node->cluster = cluster.get();
+        // Wattmeter ports.
+        const json& watt = (*power)["wattmetre"];
+        if (watt.contains(site->uid) && watt[site->uid].contains(node->uid)) {
+          for (const json& port : watt[site->uid][node->uid]) {
+            std::string id = port.get<std::string>();
+            node->wattmetre_ports.push_back(Feed{id, SamplerOf(id, "-port"), {}, 1.0, 0});
+          }
+        }
+        // PDU outlets.
+        const json& pdus = (*power)["pdu_outlets"];
+        json pdu_json = json::array();
+        if (pdus.contains(site->uid) && pdus[site->uid].contains(node->uid)) {
+          for (const json& outlet : pdus[site->uid][node->uid]) {
+            Feed feed{outlet.value("device_id", ""), outlet.value("pdu", ""), {}, 1.0, 0};
+            json outlet_labels = outlet.value("labels", json::object());
+            for (auto& [key, value] : outlet_labels.items()) {
+              if (key != "_device_alias") feed.labels.emplace_back(key, value.get<std::string>());
+            }
+            node->pdu_outlets.push_back(std::move(feed));
+            pdu_json.push_back({{"uid", outlet.value("pdu", "")}, {"port", outlet.value("port", "")}});
+          }
+        }
+        for (const Feed& port : node->wattmetre_ports) {
+          pdu_json.push_back({{"uid", port.sampler},
+                              {"port", port.device_id.substr(port.sampler.size() + 5)},
+                              {"kind", "wattmetre-only"}});
+        }
+        node->pdu_json = pdu_json.dump();
+        AssignShares(&node->wattmetre_ports, options.seed, node->uid);
+        AssignShares(&node->pdu_outlets, options.seed, node->uid);
+        // Network adapters and switch ports.
+        ordered_json adapters = ordered_json::array();
+        if (network->contains(net_key) && (*network)[net_key].contains(node->uid)) {
+          for (const json& adapter : (*network)[net_key][node->uid]) {
+            ordered_json copy;
+            for (auto& [key, value] : adapter.items()) {
+              if (key != "kwollect") copy[key] = value;
+            }
+            adapters.push_back(copy);
+            if (adapter.value("mounted", false)) {
+              node->interface_names.push_back(adapter.value("name", ""));
+            }
+            json kw = adapter.value("kwollect", json::object());
+            if (!kw.value("switch_has_network_metrics", false)) continue;
+            Feed feed{kw.value("device_id", ""), adapter.value("switch", ""), {}, 1.0,
+                      adapter.value("rate", 1e10)};
+            json labels = kw.value("labels", json::object());
+            if (labels.contains("interface")) {
+              feed.labels.emplace_back("interface", labels["interface"].get<std::string>());
+            }
+            node->switch_ports.push_back(std::move(feed));
+          }
+        }
+        node->network_adapters_json = adapters.dump();
+        NodeHardware node_hardware = hardware;
+        if (!node->switch_ports.empty()) node_hardware.link_bps = node->switch_ports[0].rate_bps;
+        node->model = std::make_unique<NodeModel>(
+            node->uid, node_hardware, LoadProfile::ForNode(site->uid, node->uid, testbed->jobs_),
+            options.seed);
+        for (const Job& job : testbed->jobs_.jobs) {
+          if (job.site == site->uid && job.HasNode(node->uid)) node->jobs.push_back(&job);
+        }
+        std::sort(node->jobs.begin(), node->jobs.end(),
+                  [](const Job* a, const Job* b) { return a->started_at < b->started_at; });
+        cluster->nodes.push_back(node.get());
+        testbed->nodes_.push_back(std::move(node));
+      }
+      site->clusters.push_back(cluster.get());
+      testbed->clusters_.push_back(std::move(cluster));
+    }
+    testbed->sites_.push_back(std::move(site));
+  }
+  // Device ids, per site.
+  for (const auto& node : testbed->nodes_) {
+    auto& devices = const_cast<Site*>(node->site)->devices;
+    devices[node->uid] = DeviceRef{DeviceRef::Kind::kNode, node.get(), nullptr};
+    for (const Feed& feed : node->wattmetre_ports) {
+      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kWattmetrePort, node.get(), &feed};
+    }
+    for (const Feed& feed : node->pdu_outlets) {
+      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kPduOutlet, node.get(), &feed};
+    }
+    for (const Feed& feed : node->switch_ports) {
+      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kSwitchPort, node.get(), &feed};
+    }
+  }
+  // Every job must name known nodes of a known site: a typo would otherwise load nothing.
+  for (const Job& job : testbed->jobs_.jobs) {
+    const Site* site = testbed->FindSite(job.site);
+    if (!site) {
+      return Status::InvalidArgument("job " + job.site + ":" + std::to_string(job.uid) +
+                                     ": unknown site \"" + job.site + "\"");
+    }
+    for (const std::string& uid : job.nodes) {
+      if (!testbed->FindNode(*site, uid)) {
+        return Status::InvalidArgument("job " + job.site + ":" + std::to_string(job.uid) +
+                                       ": no node \"" + uid + "\" on site " + job.site +
+                                       " (simulated clusters: see GET /sites/" + job.site +
+                                       "/clusters)");
+      }
+    }
+  }
+  return testbed;
+}
+
+const Site* Testbed::FindSite(std::string_view uid) const {
+  for (const auto& site : sites_) {
+    if (site->uid == uid) return site.get();
+  }
+  return nullptr;
+}
+
+const Cluster* Testbed::FindCluster(const Site& site, std::string_view uid) const {
+  for (const Cluster* cluster : site.clusters) {
+    if (cluster->uid == uid) return cluster;
+  }
+  return nullptr;
+}
+
+const Node* Testbed::FindNode(const Site& site, std::string_view uid) const {
+  const DeviceRef* ref = FindDevice(site, uid);
+  return ref && ref->kind == DeviceRef::Kind::kNode ? ref->node : nullptr;
+}
+
+const DeviceRef* Testbed::FindDevice(const Site& site, std::string_view device_id) const {
+  auto it = site.devices.find(device_id);
+  return it == site.devices.end() ? nullptr : &it->second;
+}
+
+}  // namespace kwatt::server
