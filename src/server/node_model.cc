@@ -24,6 +24,16 @@ Levels Scale(const Levels& a, double s) { return {a.cpu * s, a.network * s, a.gp
 
 double Seconds(int64_t ns) { return double(ns) / 1e9; }
 
+// sin/cos of 2*pi*t/period + phase, t in nanoseconds since kModelEpoch. The time is reduced modulo
+// the period in integers first: the same value mathematically, but exact, and much faster than
+// libm's reduction of the ~1e8 rad arguments that seconds since 2020 would give.
+double Angle(int64_t t_ns, double period_s, double phase) {
+  int64_t period_ns = int64_t(period_s * 1e9);
+  int64_t r = t_ns % period_ns;
+  if (r < 0) r += period_ns;
+  return 2 * std::numbers::pi * (double(r) / double(period_ns)) + phase;
+}
+
 }  // namespace
 
 uint64_t HashMix(uint64_t x) {  // splitmix64 finaliser
@@ -165,21 +175,22 @@ NodeModel::NodeModel(std::string uid, NodeHardware hardware, LoadProfile profile
 
 double NodeModel::PowerWatts(UnixNanos t) const {
   Levels l = profile_.At(t);
-  double s = Seconds(t - kModelEpoch);
+  int64_t since = t - kModelEpoch;
   return hardware_.idle_watts + hardware_.cpu_watts * l.cpu +
          hardware_.gpu_watts * hardware_.gpu_count * l.gpu +
-         kRipple1Watts * std::sin(2 * std::numbers::pi * s / kRipple1Period + phase1_) +
-         kRipple2Watts * std::sin(2 * std::numbers::pi * s / kRipple2Period + phase2_);
+         kRipple1Watts * std::sin(Angle(since, kRipple1Period, phase1_)) +
+         kRipple2Watts * std::sin(Angle(since, kRipple2Period, phase2_));
 }
 
 double NodeModel::RippleIntegral(UnixNanos a, UnixNanos b) const {
-  double sa = Seconds(a - kModelEpoch), sb = Seconds(b - kModelEpoch);
-  auto term = [](double amplitude, double period, double phase, double x, double y) {
+  auto term = [&](double amplitude, double period, double phase) {
     double w = 2 * std::numbers::pi / period;
-    return amplitude / w * (std::cos(w * x + phase) - std::cos(w * y + phase));
+    return amplitude / w *
+           (std::cos(Angle(a - kModelEpoch, period, phase)) -
+            std::cos(Angle(b - kModelEpoch, period, phase)));
   };
-  return term(kRipple1Watts, kRipple1Period, phase1_, sa, sb) +
-         term(kRipple2Watts, kRipple2Period, phase2_, sa, sb);
+  return term(kRipple1Watts, kRipple1Period, phase1_) +
+         term(kRipple2Watts, kRipple2Period, phase2_);
 }
 
 double NodeModel::EnergyJoules(UnixNanos a, UnixNanos b) const {
