@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 
 namespace kwatt {
 namespace {
@@ -233,6 +234,33 @@ Result<UnixNanos> ParseKwollectTimeParameter(std::string_view text) {
   if (!parsed.ok()) return parsed.status();
   if (parsed->offset_seconds) return parsed->utc;
   return ParisLocalToUtc(parsed->utc);
+}
+
+Result<UnixNanos> ParseUserTime(std::string_view text, UnixNanos now) {
+  if (text == "now") return now;
+  bool numeric = !text.empty() && text.find_first_not_of("0123456789.+-") == std::string_view::npos &&
+                 text.find('-', 1) == std::string_view::npos;
+  if (numeric) return ParseKwollectTimeParameter(text);
+  Result<ParsedTime> parsed = ParseIsoTimestamp(text);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(parsed.status().message() + ", or \"now\"");
+  }
+  if (parsed->offset_seconds) return parsed->utc;
+  // Local time of this machine: let the C library apply its time zone rules.
+  int64_t local_seconds = FloorDiv(parsed->utc, kNanosPerSecond);
+  int64_t nanos = parsed->utc - local_seconds * kNanosPerSecond;
+  Civil c = ToCivil(local_seconds);
+  std::tm tm{};
+  tm.tm_year = c.year - 1900;
+  tm.tm_mon = int(c.month) - 1;
+  tm.tm_mday = int(c.day);
+  tm.tm_hour = int(c.hour);
+  tm.tm_min = int(c.minute);
+  tm.tm_sec = int(c.second);
+  tm.tm_isdst = -1;
+  std::time_t t = std::mktime(&tm);
+  if (t == std::time_t(-1)) return Status::InvalidArgument("cannot read local time " + std::string(text));
+  return int64_t(t) * kNanosPerSecond + nanos;
 }
 
 std::string FormatEpochSeconds(UnixNanos t) {

@@ -491,10 +491,17 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
       cut_after = std::uniform_int_distribution<int64_t>(1, rows - 1)(random);
     }
   }
+  int64_t pace = options.rows_per_second;
+  auto began = std::chrono::steady_clock::now();
   res.set_chunked_content_provider(
-      kJson, [stream, cut_after, buffer = std::string()](size_t, httplib::DataSink& sink) mutable {
+      kJson, [stream, cut_after, pace, began, buffer = std::string()](
+                 size_t, httplib::DataSink& sink) mutable {
         buffer.clear();
-        bool more = stream->Next(&buffer, kChunkBytes);
+        bool more = stream->Next(&buffer, pace > 0 ? kChunkBytes / 16 : kChunkBytes);
+        if (pace > 0) {  // the rows written so far are due at rows / pace seconds
+          std::this_thread::sleep_until(
+              began + std::chrono::duration<double>(double(stream->rows_written()) / pace));
+        }
         if (cut_after >= 0 && stream->rows_written() >= cut_after) {
           // Send what was made, then drop the connection in the middle of the body.
           size_t half = buffer.size() / 2;

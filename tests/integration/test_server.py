@@ -534,3 +534,13 @@ def test_outages_silence_devices(server_factory):
                                                              range(T0 + 60, T0 + 71)]
     assert any(T0 <= utc_of(r["timestamp"]) < T0 + 60 for r in rows
                if r["metric_id"] == "bmc_ambient_temp_celsius")
+
+
+def test_rows_per_second_paces_answers(server_factory):
+    s = server_factory("--rows-per-second", 2000, jobs=JOBS)
+    began = time.monotonic()
+    rows = requests.get(s.url + "/sites/lyon/metrics", timeout=30, params={
+        "nodes": "nova-1", "metrics": "wattmetre_power_watt", "start_time": T0,
+        "end_time": T0 + 59.99}).json()
+    assert len(rows) == 3000
+    assert time.monotonic() - began >= 1.4

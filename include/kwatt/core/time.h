@@ -65,6 +65,11 @@ UnixNanos ParisLocalToUtc(UnixNanos local_as_utc);
 // in Europe/Paris time when it has no offset.
 Result<UnixNanos> ParseKwollectTimeParameter(std::string_view text);
 
+// A time as a user writes it on the command line: "now", epoch seconds ("1745000000.5"), an ISO
+// 8601 timestamp with an offset, or one without, read in the machine's local time zone (the TZ
+// environment variable, else /etc/localtime), like date(1) does.
+Result<UnixNanos> ParseUserTime(std::string_view text, UnixNanos now);
+
 // Epoch seconds with 6 decimals ("1745000133.754307"), how a client sends bounds.
 std::string FormatEpochSeconds(UnixNanos t);
 

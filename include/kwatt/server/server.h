@@ -23,6 +23,7 @@ struct ServerOptions {
   std::string reference_dir;       // empty: the reference data embedded in the binary
   int64_t max_rows = 0;            // a metrics answer above this fails as Kwollect's timeout; 0: none
   int latency_ms = 0;              // added before answering each request
+  int64_t rows_per_second = 0;     // pace of each metrics answer, as a database would; 0: flat out
   double fail_rate = 0;            // fraction of metrics requests that fail (503, or a cut body)
   std::string auth;                // "user:password" to require HTTP Basic auth; empty: open
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time

@@ -1,0 +1,83 @@
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/kwollect/text_sinks.h"
+
+namespace kwatt::cli {
+
+Runner RegisterFetch(CLI::App* app) {
+  struct Args {
+    QueryArgs query;
+    std::string format = "jsonl";
+    std::string output;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command = app->add_subcommand(
+      "fetch", "Fetch every row Kwollect has for nodes over a window (or a job), in parallel");
+  AddQueryOptions(command, &args->query);
+  command->add_option("--format", args->format, "jsonl (rows exactly as the API sent them) or csv")
+      ->check(CLI::IsMember({"jsonl", "csv"}))
+      ->capture_default_str();
+  command->add_option("-o,--output", args->output, "Output file (default: stdout)");
+  command->add_flag("-q,--quiet", args->quiet, "No progress line, no summary");
+  return [command, args]() -> int {
+    if (!command->parsed()) return -1;
+    kwollect::FetchQuery query;
+    kwollect::ClientOptions options;
+    Status status = ResolveQuery(args->query, &query, &options);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kwatt fetch: %s\n", status.message().c_str());
+      return ExitCodeOf(status);
+    }
+    FILE* out = stdout;
+    std::string name = "stdout";
+    if (!args->output.empty() && args->output != "-") {
+      out = std::fopen(args->output.c_str(), "wb");
+      name = args->output;
+      if (!out) {
+        std::fprintf(stderr, "kwatt fetch: cannot create %s: %s\n", args->output.c_str(),
+                     std::strerror(errno));
+        return kExitFailure;
+      }
+    }
+    std::unique_ptr<kwollect::TextSink> sink;
+    if (args->format == "csv") {
+      sink = std::make_unique<kwollect::CsvSink>(out, name);
+    } else {
+      sink = std::make_unique<kwollect::JsonlSink>(out, name);
+    }
+    Result<kwollect::FetchReport> report =
+        kwollect::Fetch(options, query, sink.get(), MakeProgress("kwatt fetch", args->quiet));
+    Status flushed = sink->Flush();
+    if (out != stdout) std::fclose(out);
+    if (!report.ok()) {
+      std::fprintf(stderr, "kwatt fetch: %s\n", report.status().message().c_str());
+      return ExitCodeOf(report.status());
+    }
+    if (!flushed.ok()) {
+      std::fprintf(stderr, "kwatt fetch: %s\n", flushed.message().c_str());
+      return kExitFailure;
+    }
+    if (!args->quiet) {
+      std::fprintf(stderr,
+                   "kwatt fetch: %lld rows from %zu nodes in %.2f s (%lld requests, %lld retries, "
+                   "%lld splits)%s\n",
+                   (long long)report->rows, report->nodes.size(), report->seconds,
+                   (long long)report->requests, (long long)report->retries,
+                   (long long)report->splits,
+                   report->complete() ? "" : ": INCOMPLETE, see the pieces above");
+    }
+    PrintFailures("kwatt fetch", *report);
+    if (!report->complete()) {
+      std::fprintf(stderr, "kwatt fetch: %zu piece(s) could not be fetched; every other row was "
+                           "written\n", report->failures.size());
+      return kExitFailure;
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace kwatt::cli

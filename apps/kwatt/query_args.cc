@@ -1,0 +1,152 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "apps/kwatt/commands.h"
+
+namespace kwatt::cli {
+
+int ExitCodeOf(const Status& status) {
+  if (status.ok()) return kExitOk;
+  return status.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFailure;
+}
+
+void AddQueryOptions(CLI::App* command, QueryArgs* args) {
+  command->add_option("--nodes", args->nodes,
+                      "Nodes, comma-separated: nova-1.lyon.grid5000.fr, nova-1-kavlan-4.lyon."
+                      "grid5000.fr or nova-1.lyon; several sites allowed");
+  command->add_option("--start", args->start,
+                      "Start (inclusive): epoch seconds, ISO 8601 (local time without offset), now");
+  command->add_option("--end", args->end, "End (inclusive), same forms");
+  command->add_option("--job", args->job,
+                      "A job, SITE:ID: its nodes and its window (--nodes, --start, --end narrow it)");
+  command->add_option("--metrics", args->metrics, "Metric ids, comma-separated (default: all)");
+  command->add_flag("--summary", args->summary, "5-minute aggregates instead of raw values");
+  command->add_option("--api", args->api,
+                      "API base URL (default: uri of ~/.python-grid5000.yaml, else "
+                      "https://api.grid5000.fr/stable)");
+  command->add_option("--config", args->config,
+                      "Credentials file (default ~/.python-grid5000.yaml)");
+  command->add_option("--concurrency", args->concurrency, "Requests in flight (default 8)");
+  command->add_option("--per-site", args->per_site, "Requests in flight per site (default 3)");
+  command->add_option("--rows-per-request", args->rows_per_request,
+                      "Row budget of a request (default 50000)");
+  command->add_option("--retries", args->retries,
+                      "Retries of a request after a transient failure (default 5)");
+  command->add_option("--backoff", args->backoff,
+                      "Seconds before the first retry, doubled at each (default 0.5)");
+}
+
+Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
+                    kwollect::ClientOptions* options) {
+  KWATT_RETURN_IF_ERROR(kwollect::LoadClientOptions(
+      args.config.empty() ? kwollect::DefaultConfigPath() : args.config, options));
+  if (!args.api.empty()) {
+    options->api_url = args.api;
+    while (!options->api_url.empty() && options->api_url.back() == '/') options->api_url.pop_back();
+  }
+  if (args.concurrency > 0) options->max_concurrency = args.concurrency;
+  if (args.per_site > 0) options->max_per_site = args.per_site;
+  if (args.rows_per_request > 0) options->max_rows_per_request = args.rows_per_request;
+  if (args.retries >= 0) options->max_retries = args.retries;
+  if (args.backoff >= 0) options->backoff_s = args.backoff;
+  UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  if (!args.nodes.empty()) {
+    Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(args.nodes);
+    if (!nodes.ok()) return nodes.status().WithContext("--nodes");
+    query->nodes = *nodes;
+  }
+  for (auto [text, slot, name] : {std::tuple{&args.start, &query->start, "--start"},
+                                  std::tuple{&args.end, &query->end, "--end"}}) {
+    if (text->empty()) continue;
+    Result<UnixNanos> t = ParseUserTime(*text, now);
+    if (!t.ok()) return t.status().WithContext(name);
+    *slot = *t;
+  }
+  if (!args.job.empty()) {
+    size_t colon = args.job.find(':');
+    kwollect::JobRef job;
+    try {
+      size_t used = 0;
+      if (colon == std::string::npos) throw std::invalid_argument("no colon");
+      job.site = args.job.substr(0, colon);
+      job.id = std::stoll(args.job.substr(colon + 1), &used);
+      if (used != args.job.size() - colon - 1 || job.site.empty()) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      return Status::InvalidArgument("--job: expected SITE:ID, e.g. lyon:1234567, not \"" +
+                                     args.job + "\"");
+    }
+    query->job = job;
+  } else {
+    if (query->nodes.empty()) return Status::InvalidArgument("give --nodes (or --job SITE:ID)");
+    if (!query->start || !query->end) {
+      return Status::InvalidArgument("give --start and --end (or --job SITE:ID)");
+    }
+  }
+  size_t begin = 0;
+  while (begin < args.metrics.size()) {
+    size_t comma = args.metrics.find(',', begin);
+    if (comma == std::string::npos) comma = args.metrics.size();
+    std::string metric = args.metrics.substr(begin, comma - begin);
+    if (!metric.empty()) query->metrics.push_back(metric);
+    begin = comma + 1;
+  }
+  query->summary = args.summary;
+  return Status::OK();
+}
+
+namespace {
+
+std::string Human(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 4) {
+    bytes /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
+  if (quiet || !isatty(STDERR_FILENO)) return {};
+  return [verb](const kwollect::FetchProgress& p) {
+    double rate = p.seconds > 0 ? double(p.bytes) / p.seconds : 0;
+    std::string eta = "?";
+    if (p.requests_done > 0 && p.requests_done < p.requests_total) {
+      eta = std::to_string(int(p.seconds * double(p.requests_total - p.requests_done) /
+                               double(p.requests_done) + 0.5)) + " s";
+    } else if (p.requests_done >= p.requests_total) {
+      eta = "0 s";
+    }
+    std::fprintf(stderr, "\r\033[K%s: %lld/%lld requests, %lld rows, %s, %s/s, ETA %s",
+                 verb.c_str(), (long long)p.requests_done, (long long)p.requests_total,
+                 (long long)p.rows, Human(double(p.bytes)).c_str(), Human(rate).c_str(),
+                 eta.c_str());
+    if (p.requests_done >= p.requests_total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+void PrintFailures(const char* command, const kwollect::FetchReport& report) {
+  auto join = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+    return out;
+  };
+  for (const kwollect::FetchFailure& failure : report.failures) {
+    std::string metrics = failure.metrics.empty() ? "" : ", metrics " + join(failure.metrics);
+    std::fprintf(stderr, "%s: NOT FETCHED: site %s, nodes %s, %s .. %s%s: %s\n", command,
+                 failure.site.c_str(), join(failure.nodes).c_str(),
+                 FormatUtcTimestamp(failure.start).c_str(), FormatUtcTimestamp(failure.end).c_str(),
+                 metrics.c_str(), failure.error.message().c_str());
+  }
+}
+
+}  // namespace kwatt::cli

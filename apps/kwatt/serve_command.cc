@@ -1,0 +1,84 @@
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/server/server.h"
+
+namespace kwatt::cli {
+
+Runner RegisterServe(CLI::App* app) {
+  struct Args {
+    server::ServerOptions options;
+    bool simulate = false;
+    std::string start_clock;
+  };
+  auto args = std::make_shared<Args>();
+  server::ServerOptions& o = args->options;
+  CLI::App* serve = app->add_subcommand(
+      "serve", "Serve a Kwollect-compatible API over a simulated Grid'5000 testbed");
+  serve->add_flag("--simulate", args->simulate, "Serve the simulated testbed (required for now)");
+  serve->add_option("--host", o.host, "Address to listen on")->capture_default_str();
+  serve->add_option("--port", o.port, "Port to listen on; 0 picks a free port")
+      ->capture_default_str();
+  serve->add_option("--seed", o.seed, "Seed of every simulated value")->capture_default_str();
+  serve->add_option("--jobs", o.jobs_file,
+                    "Jobs file: jobs, load phases and outages (doc/jobs_file.md)")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--max-rows", o.max_rows,
+                    "Answer larger metrics queries with Kwollect's timeout error (0: no limit)")
+      ->capture_default_str();
+  serve->add_option("--latency-ms", o.latency_ms, "Delay added before every answer, in ms")
+      ->capture_default_str();
+  serve->add_option("--rows-per-second", o.rows_per_second,
+                    "Pace each metrics answer at this many rows per second, as Kwollect's "
+                    "database would (0: as fast as possible)")
+      ->capture_default_str();
+  serve->add_option("--fail-rate", o.fail_rate,
+                    "Fraction of metrics requests that fail: 503, or a body cut midway")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  serve->add_option("--auth", o.auth, "Require HTTP Basic credentials USER:PASSWORD");
+  serve->add_option("--now", args->start_clock,
+                    "Start the simulated clock at this instant (epoch seconds or ISO 8601)");
+  serve->add_option("--reference", o.reference_dir,
+                    "Reference data directory instead of the embedded one (data/reference layout)");
+  serve->add_option("--threads", o.threads, "Requests served at once")->capture_default_str();
+  serve->add_flag("--log", o.log_requests, "Log each request on stderr");
+  return [serve, args]() -> int {
+    if (!serve->parsed()) return -1;
+    if (!args->simulate) {
+      std::fprintf(stderr, "kwatt serve: only the simulated testbed can be served for now: add "
+                           "--simulate\n");
+      return kExitUsage;
+    }
+    if (!args->start_clock.empty()) {
+      Result<UnixNanos> t = ParseKwollectTimeParameter(args->start_clock);
+      if (!t.ok()) {
+        std::fprintf(stderr, "kwatt serve: --now: %s\n", t.status().message().c_str());
+        return kExitUsage;
+      }
+      args->options.start_clock_at = *t;
+    }
+    // Signals are taken by this thread alone (sigwait): every server thread must block them.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    auto server = server::Server::Start(args->options);
+    if (!server.ok()) {
+      std::fprintf(stderr, "kwatt serve: %s\n", server.status().message().c_str());
+      return ExitCodeOf(server.status());
+    }
+    std::printf("%s\n", (*server)->base_url().c_str());
+    std::fflush(stdout);
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    (*server)->Stop();
+    return kExitOk;
+  };
+}
+
+}  // namespace kwatt::cli

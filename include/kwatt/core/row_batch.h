@@ -1,0 +1,62 @@
+// Columnar batches of Kwollect rows, and the string interner they share.
+//
+// A row is (time, UTC offset, device, metric, value, labels), plus the exact text the API sent,
+// so that the row can be written back byte for byte (JSON Lines output, archives). Strings are
+// interned: each distinct device id, metric id and labels text is stored once and referred to by
+// a 32-bit id.
+//
+// Thread safety: neither class is synchronised; a batch and its interner belong to one thread at a
+// time.
+#ifndef KWATT_CORE_ROW_BATCH_H_
+#define KWATT_CORE_ROW_BATCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kwatt/core/time.h"
+
+namespace kwatt {
+
+// Maps strings to dense ids 0, 1, 2... in order of first appearance. Ids and the views returned by
+// Get() stay valid for the interner's life.
+class StringInterner {
+ public:
+  uint32_t Intern(std::string_view text);
+  std::string_view Get(uint32_t id) const { return *strings_[id]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::deque<std::string> storage_;            // stable addresses
+  std::vector<const std::string*> strings_;    // id -> text
+  std::unordered_map<std::string_view, uint32_t> ids_;
+};
+
+struct RowBatch {
+  std::vector<UnixNanos> time;        // instant, UTC
+  std::vector<int32_t> utc_offset;    // seconds, as written in the timestamp (+7200, +3600)
+  std::vector<uint32_t> device;       // interned device_id
+  std::vector<uint32_t> metric;       // interned metric_id
+  std::vector<double> value;          // NaN for "NaN" and null values
+  std::vector<uint32_t> labels;       // interned labels object text, as sent ("{}" when none)
+  std::string raw;                    // every row's text, concatenated
+  std::vector<uint32_t> raw_end;      // row i's text is raw[raw_end[i-1] (or 0), raw_end[i])
+
+  size_t size() const { return time.size(); }
+  bool empty() const { return time.empty(); }
+  std::string_view RawRow(size_t i) const {
+    size_t begin = i == 0 ? 0 : raw_end[i - 1];
+    return std::string_view(raw).substr(begin, raw_end[i] - begin);
+  }
+  void Clear();
+  // Appends row `i` of `other` (which uses the same interner).
+  void AppendRow(const RowBatch& other, size_t i);
+};
+
+}  // namespace kwatt
+
+#endif  // KWATT_CORE_ROW_BATCH_H_

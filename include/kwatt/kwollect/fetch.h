@@ -1,0 +1,96 @@
+// `kwatt fetch`: every row Kwollect holds for some nodes over a window, fetched in parallel,
+// in bounded requests, parsed as it arrives, delivered in a deterministic order.
+//
+// The query is planned into requests under a row budget (split by time, then nodes, then
+// metrics), sent with bounded concurrency per site and overall, retried on transient failures,
+// and split again when Kwollect answers its timeout error. Whatever cannot be fetched is reported
+// piece by piece; everything fetched is delivered.
+//
+// Thread safety: Fetch() may be called from several threads at once with distinct sinks; the
+// sink is called only on the calling thread.
+#ifndef KWATT_KWOLLECT_FETCH_H_
+#define KWATT_KWOLLECT_FETCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kwatt/core/row_batch.h"
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+#include "kwatt/kwollect/client_options.h"
+#include "kwatt/kwollect/node_name.h"
+
+namespace kwatt::kwollect {
+
+struct JobRef {
+  std::string site;
+  int64_t id = 0;
+};
+
+struct FetchQuery {
+  std::vector<NodeName> nodes;      // with `job`: restricts the job's nodes (empty: all of them)
+  std::optional<UnixNanos> start;   // inclusive; with `job`: default the job's start
+  std::optional<UnixNanos> end;     // inclusive; with `job`: default its end (or now)
+  std::optional<JobRef> job;
+  std::vector<std::string> metrics;  // exact metric ids; empty: every metric
+  bool summary = false;              // 5-minute aggregates
+};
+
+// Receives the fetched rows. Batches come site after site in the order sites first appear in the
+// query; within a site, each node's rows are in chronological order; the same query on the same
+// data always gives the same sequence. Ids in a batch refer to `interner`.
+class RowSink {
+ public:
+  virtual ~RowSink() = default;
+  virtual Status Write(std::string_view site, const RowBatch& batch,
+                       const StringInterner& interner) = 0;
+};
+
+struct FetchProgress {
+  int64_t requests_done = 0;
+  int64_t requests_total = 0;  // grows when a request is split
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// A piece that could not be fetched.
+struct FetchFailure {
+  std::string site;
+  std::vector<std::string> nodes;
+  UnixNanos start = 0, end = 0;
+  std::vector<std::string> metrics;  // empty: all
+  Status error;
+};
+
+struct FetchReport {
+  std::vector<NodeName> nodes;  // resolved (from the job when needed), in query order
+  UnixNanos start = 0, end = 0;
+  std::vector<std::string> job_types;
+  int64_t requests = 0;  // requests that were sent, retries included
+  int64_t retries = 0;
+  int64_t splits = 0;
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  double seconds = 0;
+  std::vector<FetchFailure> failures;
+
+  bool complete() const { return failures.empty(); }
+};
+
+using ProgressCallback = std::function<void(const FetchProgress&)>;
+
+// Fetches `query` into `sink`. A non-OK result means nothing was fetched (bad query, unknown site
+// or node, credentials refused, API unreachable); otherwise the report lists what failed, if
+// anything. A sink error stops the fetch and is returned.
+Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+                          const ProgressCallback& progress = {});
+
+}  // namespace kwatt::kwollect
+
+#endif  // KWATT_KWOLLECT_FETCH_H_

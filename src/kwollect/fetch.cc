@@ -1,0 +1,543 @@
+#include "kwatt/kwollect/fetch.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <list>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "kwatt/kwollect/catalogue.h"
+#include "src/kwollect/http.h"
+#include "src/kwollect/planner.h"
+#include "src/kwollect/row_parser.h"
+
+namespace kwatt::kwollect {
+
+using nlohmann::json;
+
+namespace {
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+UnixNanos WallNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Join(const std::vector<std::string>& items, char separator = ',') {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out.push_back(separator);
+    out += item;
+  }
+  return out;
+}
+
+// ---- resolving the query against the reference and jobs APIs ---------------------------------
+
+struct SitePlanInput {
+  std::string site;
+  std::vector<std::string> uids;
+  std::vector<internal::NodeRate> rates;
+};
+
+Result<json> GetJson(const ClientOptions& options, const std::string& url) {
+  Result<internal::SmallResponse> response = internal::GetSmall(options, url);
+  if (!response.ok()) return response.status();
+  if (response->status != 200) return internal::HttpError(response->status, response->body, url);
+  json doc = json::parse(response->body, nullptr, false);
+  if (doc.is_discarded()) {
+    return Status::Corruption("malformed JSON from " + internal::Redact(url));
+  }
+  return doc;
+}
+
+std::string KnownSites(const ClientOptions& options) {
+  Result<json> sites = GetJson(options, options.api_url + "/sites");
+  if (!sites.ok() || !sites->contains("items")) return "";
+  std::vector<std::string> uids;
+  for (const json& site : (*sites)["items"]) uids.push_back(site.value("uid", ""));
+  return " (sites: " + Join(uids, ' ') + ")";
+}
+
+Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchReport* report) {
+  const JobRef& job = *query.job;
+  std::string url = options.api_url + "/sites/" + job.site + "/jobs/" + std::to_string(job.id);
+  Result<json> doc = GetJson(options, url);
+  if (!doc.ok()) {
+    if (doc.status().code() == Status::Code::kNotFound) {
+      return Status::NotFound("job " + std::to_string(job.id) + " not found on site " + job.site +
+                              KnownSites(options));
+    }
+    return doc.status();
+  }
+  if (!doc->contains("started_at") || !(*doc)["started_at"].is_number()) {
+    return Status::InvalidArgument("job " + job.site + ":" + std::to_string(job.id) +
+                                   " has not started (state " + doc->value("state", "?") +
+                                   "): nothing to fetch yet");
+  }
+  UnixNanos started = (*doc)["started_at"].get<int64_t>() * kNanosPerSecond;
+  UnixNanos stopped = doc->contains("stopped_at") && (*doc)["stopped_at"].is_number()
+                          ? (*doc)["stopped_at"].get<int64_t>() * kNanosPerSecond
+                          : WallNow();
+  report->start = query.start.value_or(started);
+  report->end = query.end.value_or(stopped);
+  for (const json& type : doc->value("types", json::array())) {
+    if (type.is_string()) report->job_types.push_back(type.get<std::string>());
+  }
+  std::vector<NodeName> job_nodes;
+  for (const json& fqdn : doc->value("assigned_nodes", json::array())) {
+    Result<NodeName> node = ParseNodeName(fqdn.get<std::string>());
+    if (node.ok()) job_nodes.push_back(*node);
+  }
+  if (query.nodes.empty()) {
+    report->nodes = job_nodes;
+  } else {
+    for (const NodeName& node : query.nodes) {
+      if (std::find(job_nodes.begin(), job_nodes.end(), node) == job_nodes.end()) {
+        return Status::InvalidArgument("node " + node.Fqdn() + " is not a node of job " +
+                                       job.site + ":" + std::to_string(job.id));
+      }
+    }
+    report->nodes = query.nodes;
+  }
+  if (report->nodes.empty()) {
+    return Status::InvalidArgument("job " + job.site + ":" + std::to_string(job.id) +
+                                   " has no assigned node");
+  }
+  return Status::OK();
+}
+
+// Checks every site and node against the reference API and computes the nodes' expected rates.
+Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
+                                                const FetchQuery& query,
+                                                const FetchReport& report) {
+  std::vector<SitePlanInput> sites;
+  for (const NodeName& node : report.nodes) {
+    auto it = std::find_if(sites.begin(), sites.end(),
+                           [&](const SitePlanInput& s) { return s.site == node.site; });
+    if (it == sites.end()) {
+      sites.push_back({node.site, {}, {}});
+      it = sites.end() - 1;
+    }
+    it->uids.push_back(node.uid);
+  }
+  for (SitePlanInput& site : sites) {
+    std::string site_url = options.api_url + "/sites/" + site.site;
+    Result<json> site_doc = GetJson(options, site_url);
+    if (!site_doc.ok()) {
+      if (site_doc.status().code() == Status::Code::kNotFound) {
+        return Status::NotFound("unknown site \"" + site.site + "\"" + KnownSites(options));
+      }
+      return site_doc.status();
+    }
+    std::map<std::string, std::pair<Catalogue, std::vector<std::string>>> clusters;
+    for (const std::string& uid : site.uids) {
+      std::string cluster = NodeName{uid, site.site}.Cluster();
+      if (!clusters.count(cluster)) {
+        std::string url = site_url + "/clusters/" + cluster;
+        Result<json> doc = GetJson(options, url);
+        if (!doc.ok()) {
+          if (doc.status().code() == Status::Code::kNotFound) {
+            return Status::NotFound("unknown node " + uid + "." + site.site + ": site " +
+                                    site.site + " has no cluster \"" + cluster + "\"");
+          }
+          return doc.status();
+        }
+        Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
+        if (!catalogue.ok()) return catalogue.status().WithContext(internal::Redact(url));
+        Result<json> nodes = GetJson(options, url + "/nodes");
+        if (!nodes.ok()) return nodes.status();
+        std::vector<std::string> uids;
+        const json& items = nodes->contains("items") ? (*nodes)["items"] : *nodes;
+        for (const json& item : items) {
+          if (item.is_object()) uids.push_back(item.value("uid", ""));
+        }
+        clusters.emplace(cluster, std::make_pair(std::move(*catalogue), std::move(uids)));
+      }
+      const auto& [catalogue, uids] = clusters.at(cluster);
+      if (std::find(uids.begin(), uids.end(), uid) == uids.end()) {
+        return Status::NotFound("unknown node " + uid + "." + site.site + ": cluster " + cluster +
+                                " has " + std::to_string(uids.size()) + " nodes (" +
+                                (uids.empty() ? "" : uids.front() + " ... " + uids.back()) + ")");
+      }
+      site.rates.push_back({uid, internal::ExpectedRowsPerSecond(
+                                     catalogue, uid, query.metrics, report.job_types,
+                                     query.job.has_value(), query.summary)});
+    }
+  }
+  return sites;
+}
+
+// ---- the transfer loop -------------------------------------------------------------------------
+
+struct Request {
+  internal::PlannedRequest plan;
+  enum class State { kPending, kRunning, kDone, kFailed } state = State::kPending;
+  int attempts = 0;
+  double not_before = 0;
+  RowBatch batch;
+  Status error;
+};
+
+struct SiteQueue {
+  std::string site;
+  std::list<Request> queue;  // in output order; the front is the next to deliver
+  int running = 0;
+  FILE* spool = nullptr;     // in-order batches waiting while an earlier site is delivered
+  ~SiteQueue() {
+    if (spool) std::fclose(spool);
+  }
+};
+
+struct Transfer {
+  CURL* easy = nullptr;
+  SiteQueue* site = nullptr;
+  std::list<Request>::iterator request;
+  std::unique_ptr<internal::RowStreamParser> parser;
+  RowBatch batch;
+  std::string error_body;
+  long status = -1;
+  Status parse_error;
+  std::string url;
+  char error[CURL_ERROR_SIZE] = "";
+  int64_t* bytes_counter = nullptr;
+};
+
+size_t OnData(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t length = size * count;
+  if (t->status < 0) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
+  *t->bytes_counter += int64_t(length);
+  if (t->status == 200) {
+    Status status = t->parser->Feed(std::string_view(data, length), &t->batch);
+    if (!status.ok()) {
+      t->parse_error = status;
+      return 0;  // aborts the transfer
+    }
+  } else if (t->error_body.size() < 65536) {
+    t->error_body.append(data, length);
+  }
+  return length;
+}
+
+class Fetcher {
+ public:
+  Fetcher(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+          const ProgressCallback& progress, FetchReport* report)
+      : options_(options), query_(query), sink_(sink), progress_(progress), report_(report) {}
+
+  ~Fetcher() {
+    for (auto& [easy, transfer] : transfers_) {
+      curl_multi_remove_handle(multi_, easy);
+      curl_easy_cleanup(easy);
+    }
+    if (multi_) curl_multi_cleanup(multi_);
+  }
+
+  Status Run(std::vector<SitePlanInput> inputs) {
+    internal::EnsureCurlInitialised();
+    multi_ = curl_multi_init();
+    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, long(options_.max_concurrency));
+    for (SitePlanInput& input : inputs) {
+      auto site = std::make_unique<SiteQueue>();
+      site->site = input.site;
+      for (internal::PlannedRequest& plan :
+           internal::PlanSite(input.rates, query_.metrics, report_->start, report_->end,
+                              options_.max_rows_per_request)) {
+        site->queue.push_back(Request{std::move(plan)});
+        ++total_requests_;
+      }
+      sites_.push_back(std::move(site));
+    }
+    started_ = SteadySeconds();
+    while (true) {
+      StartReady();
+      int still = 0;
+      curl_multi_perform(multi_, &still);
+      int queued = 0;
+      while (CURLMsg* message = curl_multi_info_read(multi_, &queued)) {
+        if (message->msg != CURLMSG_DONE) continue;
+        CURL* easy = message->easy_handle;
+        CURLcode code = message->data.result;
+        auto node = transfers_.extract(easy);
+        curl_multi_remove_handle(multi_, easy);
+        Complete(*node.mapped(), code);
+        curl_easy_cleanup(easy);
+      }
+      KWATT_RETURN_IF_ERROR(Deliver());
+      Report(false);
+      if (current_ >= sites_.size()) break;
+      int timeout_ms = 100;
+      if (transfers_.empty()) {
+        double wait = NextWakeUp() - SteadySeconds();
+        timeout_ms = int(std::clamp(wait * 1000, 1.0, 1000.0));
+      }
+      curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
+    }
+    Report(true);
+    report_->seconds = SteadySeconds() - started_;
+    return Status::OK();
+  }
+
+ private:
+  double NextWakeUp() const {
+    double next = SteadySeconds() + 1;
+    for (const auto& site : sites_) {
+      for (const Request& r : site->queue) {
+        if (r.state == Request::State::kPending) next = std::min(next, r.not_before);
+      }
+    }
+    return next;
+  }
+
+  void StartReady() {
+    double now = SteadySeconds();
+    const int window = 2 * options_.max_per_site + 2;  // bounds what waits in memory per site
+    for (auto& site : sites_) {
+      int position = 0;
+      for (auto it = site->queue.begin(); it != site->queue.end() && position < window;
+           ++it, ++position) {
+        if (int(transfers_.size()) >= options_.max_concurrency) return;
+        if (site->running >= options_.max_per_site) break;
+        if (it->state == Request::State::kPending && it->not_before <= now) Start(*site, it);
+      }
+    }
+  }
+
+  std::string UrlOf(const SiteQueue& site, const internal::PlannedRequest& plan) const {
+    std::string url = options_.api_url + "/sites/" + site.site + "/metrics?nodes=" +
+                      internal::UrlEncode(Join(plan.uids)) +
+                      "&start_time=" + FormatEpochSeconds(plan.start) +
+                      "&end_time=" + FormatEpochSeconds(plan.end);
+    if (!plan.metrics.empty()) url += "&metrics=" + internal::UrlEncode(Join(plan.metrics));
+    if (query_.summary) url += "&summary=true";
+    return url;
+  }
+
+  void Start(SiteQueue& site, std::list<Request>::iterator request) {
+    auto transfer = std::make_unique<Transfer>();
+    transfer->easy = curl_easy_init();
+    transfer->site = &site;
+    transfer->request = request;
+    transfer->parser = std::make_unique<internal::RowStreamParser>(&interner_);
+    transfer->url = UrlOf(site, request->plan);
+    transfer->bytes_counter = &report_->bytes;
+    CURL* easy = transfer->easy;
+    internal::ConfigureEasy(easy, options_);
+    curl_easy_setopt(easy, CURLOPT_URL, transfer->url.c_str());
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnData);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, transfer.get());
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer->error);
+    curl_multi_add_handle(multi_, easy);
+    request->state = Request::State::kRunning;
+    ++site.running;
+    ++report_->requests;
+    transfers_.emplace(easy, std::move(transfer));
+  }
+
+  void Complete(Transfer& t, CURLcode code) {
+    Request& r = *t.request;
+    SiteQueue& site = *t.site;
+    --site.running;
+    enum class Action { kDone, kRetry, kSplit, kFail } action;
+    Status outcome;
+    std::string where = internal::Redact(t.url);
+    if (!t.parse_error.ok()) {
+      action = Action::kRetry;
+      outcome = Status::Corruption("malformed answer from " + where + ": " +
+                                   t.parse_error.message());
+    } else if (code != CURLE_OK) {
+      action = Action::kRetry;
+      outcome = Status::Unavailable("transfer from " + where + " failed: " +
+                                    (t.error[0] ? t.error : curl_easy_strerror(code)));
+    } else if (t.status == 200) {
+      Status finished = t.parser->Finish();
+      if (finished.ok()) {
+        action = Action::kDone;
+      } else {
+        action = Action::kRetry;
+        outcome = Status::Corruption("incomplete answer from " + where + ": " +
+                                     finished.message());
+      }
+    } else {
+      outcome = internal::HttpError(t.status, t.error_body, t.url);
+      if (t.status == 502 || t.status == 503 || t.status == 504) {
+        action = Action::kRetry;
+      } else if (t.status >= 500) {
+        action = Action::kSplit;  // Kwollect's timeout, or another server error: ask for less
+      } else {
+        action = Action::kFail;
+      }
+    }
+    if (action == Action::kSplit) {
+      std::vector<internal::PlannedRequest> halves = internal::SplitRequest(r.plan);
+      if (halves.empty()) {
+        action = Action::kRetry;
+      } else {
+        for (internal::PlannedRequest& half : halves) {
+          site.queue.insert(t.request, Request{std::move(half)});
+        }
+        site.queue.erase(t.request);
+        ++report_->splits;
+        total_requests_ += int64_t(halves.size()) - 1;
+        return;
+      }
+    }
+    if (action == Action::kRetry) {
+      if (++r.attempts > options_.max_retries) {
+        action = Action::kFail;
+        outcome = outcome.WithContext("gave up after " + std::to_string(r.attempts) +
+                                      " attempts");
+      } else {
+        ++report_->retries;
+        r.state = Request::State::kPending;
+        r.not_before = SteadySeconds() + options_.backoff_s * std::pow(2.0, r.attempts - 1);
+        return;
+      }
+    }
+    ++requests_done_;
+    if (action == Action::kFail) {
+      r.state = Request::State::kFailed;
+      r.error = outcome;
+      return;
+    }
+    r.state = Request::State::kDone;
+    r.batch = std::move(t.batch);
+    report_->rows += int64_t(r.batch.size());
+  }
+
+  // Hands finished requests to the sink in output order; later sites wait in their spool.
+  Status Deliver() {
+    while (true) {
+      for (size_t i = current_; i < sites_.size(); ++i) {
+        SiteQueue& site = *sites_[i];
+        while (!site.queue.empty() && (site.queue.front().state == Request::State::kDone ||
+                                       site.queue.front().state == Request::State::kFailed)) {
+          Request& r = site.queue.front();
+          if (r.state == Request::State::kFailed) {
+            report_->failures.push_back(FetchFailure{site.site, r.plan.uids, r.plan.start,
+                                                     r.plan.end, r.plan.metrics, r.error});
+          } else if (i == current_) {
+            KWATT_RETURN_IF_ERROR(sink_->Write(site.site, r.batch, interner_));
+          } else {
+            KWATT_RETURN_IF_ERROR(Spool(site, r.batch));
+          }
+          site.queue.pop_front();
+        }
+      }
+      if (current_ >= sites_.size() || !sites_[current_]->queue.empty()) return Status::OK();
+      ++current_;
+      if (current_ < sites_.size()) KWATT_RETURN_IF_ERROR(Replay(*sites_[current_]));
+    }
+  }
+
+  template <typename T>
+  static bool WriteVector(FILE* file, const std::vector<T>& v) {
+    return v.empty() || std::fwrite(v.data(), sizeof(T), v.size(), file) == v.size();
+  }
+  template <typename T>
+  static bool ReadVector(FILE* file, std::vector<T>* v, size_t n) {
+    v->resize(n);
+    return n == 0 || std::fread(v->data(), sizeof(T), n, file) == n;
+  }
+
+  Status Spool(SiteQueue& site, const RowBatch& batch) {
+    if (!site.spool && !(site.spool = std::tmpfile())) {
+      return Status::IOError("cannot create a temporary file to hold site " + site.site +
+                             "'s rows (TMPDIR full or not writable?)");
+    }
+    uint64_t header[2] = {batch.size(), batch.raw.size()};
+    bool ok = std::fwrite(header, sizeof(header), 1, site.spool) == 1 &&
+              WriteVector(site.spool, batch.time) && WriteVector(site.spool, batch.utc_offset) &&
+              WriteVector(site.spool, batch.device) && WriteVector(site.spool, batch.metric) &&
+              WriteVector(site.spool, batch.value) && WriteVector(site.spool, batch.labels) &&
+              WriteVector(site.spool, batch.raw_end) &&
+              std::fwrite(batch.raw.data(), 1, batch.raw.size(), site.spool) == batch.raw.size();
+    if (!ok) return Status::IOError("cannot write the temporary file of site " + site.site);
+    return Status::OK();
+  }
+
+  Status Replay(SiteQueue& site) {
+    if (!site.spool) return Status::OK();
+    std::rewind(site.spool);
+    RowBatch batch;
+    uint64_t header[2];
+    while (std::fread(header, sizeof(header), 1, site.spool) == 1) {
+      size_t n = header[0];
+      bool ok = ReadVector(site.spool, &batch.time, n) &&
+                ReadVector(site.spool, &batch.utc_offset, n) &&
+                ReadVector(site.spool, &batch.device, n) &&
+                ReadVector(site.spool, &batch.metric, n) &&
+                ReadVector(site.spool, &batch.value, n) &&
+                ReadVector(site.spool, &batch.labels, n) &&
+                ReadVector(site.spool, &batch.raw_end, n);
+      batch.raw.resize(header[1]);
+      ok = ok && std::fread(batch.raw.data(), 1, header[1], site.spool) == header[1];
+      if (!ok) return Status::IOError("cannot read back the temporary file of site " + site.site);
+      KWATT_RETURN_IF_ERROR(sink_->Write(site.site, batch, interner_));
+    }
+    std::fclose(site.spool);
+    site.spool = nullptr;
+    return Status::OK();
+  }
+
+  void Report(bool final) {
+    if (!progress_) return;
+    double now = SteadySeconds();
+    if (!final && now - last_progress_ < 0.2) return;
+    last_progress_ = now;
+    progress_(FetchProgress{requests_done_, total_requests_, report_->rows, report_->bytes,
+                            now - started_});
+  }
+
+  const ClientOptions& options_;
+  const FetchQuery& query_;
+  RowSink* sink_;
+  const ProgressCallback& progress_;
+  FetchReport* report_;
+  CURLM* multi_ = nullptr;
+  StringInterner interner_;
+  std::vector<std::unique_ptr<SiteQueue>> sites_;
+  std::map<CURL*, std::unique_ptr<Transfer>> transfers_;
+  size_t current_ = 0;  // the site being delivered to the sink
+  int64_t total_requests_ = 0, requests_done_ = 0;
+  double started_ = 0, last_progress_ = 0;
+};
+
+}  // namespace
+
+Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+                          const ProgressCallback& progress) {
+  FetchReport report;
+  if (query.job) {
+    KWATT_RETURN_IF_ERROR(ResolveJob(options, query, &report));
+  } else {
+    if (query.nodes.empty()) return Status::InvalidArgument("no node to fetch: give nodes or a job");
+    if (!query.start || !query.end) {
+      return Status::InvalidArgument("a window is needed: give a start and an end, or a job");
+    }
+    report.nodes = query.nodes;
+    report.start = *query.start;
+    report.end = *query.end;
+  }
+  if (report.end < report.start) {
+    return Status::InvalidArgument("the window ends (" + FormatUtcTimestamp(report.end) +
+                                   ") before it starts (" + FormatUtcTimestamp(report.start) + ")");
+  }
+  Result<std::vector<SitePlanInput>> sites = ResolveNodes(options, query, report);
+  if (!sites.ok()) return sites.status();
+  Fetcher fetcher(options, query, sink, progress, &report);
+  KWATT_RETURN_IF_ERROR(fetcher.Run(std::move(*sites)));
+  return report;
+}
+
+}  // namespace kwatt::kwollect

@@ -1,0 +1,121 @@
+#include "src/kwollect/planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kwatt::kwollect::internal {
+
+double ExpectedRowsPerSecond(const Catalogue& catalogue, const std::string& uid,
+                             const std::vector<std::string>& metrics,
+                             const std::vector<std::string>& job_types, bool in_job,
+                             bool summary) {
+  double rate = 0;
+  for (const CatalogueMetric& metric : catalogue.MetricsOf(uid)) {
+    if (!metrics.empty() &&
+        std::find(metrics.begin(), metrics.end(), metric.metric_id) == metrics.end()) {
+      continue;
+    }
+    const CatalogueEntry& entry = *metric.entry;
+    int64_t period = entry.period_ms;
+    bool enabled = in_job && entry.optional_period_ms > 0 &&
+                   (MonitorEnables(job_types, entry.name) ||
+                    MonitorEnables(job_types, metric.metric_id) ||
+                    (entry.IsPrometheusGroup() && JobRunsNodeExporter(job_types)));
+    if (enabled) period = entry.optional_period_ms;
+    if (period > 0) rate += summary ? 1.0 / 300 : 1000.0 / double(period);
+  }
+  return rate;
+}
+
+namespace {
+
+constexpr int64_t kMicro = kNanosPerMicro;
+
+// Splits [start, end] into `count` adjacent inclusive slices on microsecond boundaries.
+std::vector<std::pair<UnixNanos, UnixNanos>> TimeSlices(UnixNanos start, UnixNanos end,
+                                                        int64_t count) {
+  std::vector<std::pair<UnixNanos, UnixNanos>> slices;
+  int64_t instants = (end - start) / kMicro + 1;  // microseconds covered, both ends included
+  count = std::max<int64_t>(1, std::min<int64_t>(count, instants));
+  int64_t length = (instants + count - 1) / count * kMicro;
+  for (UnixNanos a = start; a <= end; a += length) {
+    UnixNanos b = std::min(end, a + length - kMicro);
+    slices.emplace_back(a, b);
+    if (b == end) break;
+  }
+  return slices;
+}
+
+}  // namespace
+
+std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
+                                     const std::vector<std::string>& metrics, UnixNanos start,
+                                     UnixNanos end, int64_t budget) {
+  std::vector<PlannedRequest> plan;
+  if (nodes.empty() || end < start) return plan;
+  budget = std::max<int64_t>(budget, 1);
+  double seconds = double(end - start) / 1e9;
+  double max_rate = 0, total_rate = 0;
+  for (const NodeRate& node : nodes) {
+    max_rate = std::max(max_rate, node.rows_per_second);
+    total_rate += node.rows_per_second;
+  }
+  // Node groups: as many nodes as fit the budget over the shortest slice.
+  double min_slice_s = double(kMinSliceNs) / 1e9;
+  size_t per_group = nodes.size();
+  if (total_rate * std::min(seconds, min_slice_s) > double(budget) && max_rate > 0) {
+    per_group = size_t(std::max(1.0, std::floor(double(budget) / (max_rate * min_slice_s))));
+  }
+  // Metric groups: only with an explicit list, when one node over the shortest slice is too much.
+  std::vector<std::vector<std::string>> metric_groups = {metrics};
+  if (per_group == 1 && metrics.size() > 1 && max_rate * min_slice_s > double(budget)) {
+    size_t groups = std::min(metrics.size(),
+                             size_t(std::ceil(max_rate * min_slice_s / double(budget))));
+    metric_groups.assign(groups, {});
+    for (size_t i = 0; i < metrics.size(); ++i) metric_groups[i % groups].push_back(metrics[i]);
+  }
+  std::vector<std::vector<std::string>> node_groups;
+  for (size_t i = 0; i < nodes.size(); i += per_group) {
+    std::vector<std::string> group;
+    for (size_t j = i; j < std::min(nodes.size(), i + per_group); ++j) group.push_back(nodes[j].uid);
+    node_groups.push_back(std::move(group));
+  }
+  double group_rate = total_rate * double(per_group) / double(nodes.size()) /
+                      double(metric_groups.size());
+  int64_t slices = int64_t(std::ceil(group_rate * seconds / double(budget)));
+  for (const auto& [a, b] : TimeSlices(start, end, std::max<int64_t>(slices, 1))) {
+    for (const auto& uids : node_groups) {
+      for (const auto& group_metrics : metric_groups) {
+        plan.push_back(PlannedRequest{uids, group_metrics, a, b});
+      }
+    }
+  }
+  return plan;
+}
+
+std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request) {
+  if (request.end - request.start >= kNanosPerMilli) {
+    auto slices = TimeSlices(request.start, request.end, 2);
+    if (slices.size() == 2) {
+      return {PlannedRequest{request.uids, request.metrics, slices[0].first, slices[0].second},
+              PlannedRequest{request.uids, request.metrics, slices[1].first, slices[1].second}};
+    }
+  }
+  if (request.uids.size() > 1) {
+    size_t half = request.uids.size() / 2;
+    PlannedRequest a = request, b = request;
+    a.uids.assign(request.uids.begin(), request.uids.begin() + half);
+    b.uids.assign(request.uids.begin() + half, request.uids.end());
+    return {a, b};
+  }
+  if (request.metrics.size() > 1) {
+    size_t half = request.metrics.size() / 2;
+    PlannedRequest a = request, b = request;
+    a.metrics.assign(request.metrics.begin(), request.metrics.begin() + half);
+    b.metrics.assign(request.metrics.begin() + half, request.metrics.end());
+    return {a, b};
+  }
+  return {};
+}
+
+}  // namespace kwatt::kwollect::internal

@@ -1,0 +1,53 @@
+// Cutting a query into requests that Kwollect answers within its limits. Internal.
+#ifndef KWATT_SRC_KWOLLECT_PLANNER_H_
+#define KWATT_SRC_KWOLLECT_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kwatt/core/time.h"
+#include "kwatt/kwollect/catalogue.h"
+
+namespace kwatt::kwollect::internal {
+
+struct PlannedRequest {
+  std::vector<std::string> uids;
+  std::vector<std::string> metrics;  // empty: all
+  UnixNanos start = 0;               // inclusive
+  UnixNanos end = 0;                 // inclusive
+};
+
+struct NodeRate {
+  std::string uid;
+  double rows_per_second = 0;
+};
+
+// Rows per second `uid` reports according to its catalogue: each metric (prometheus groups
+// expanded, `only_for` honoured, restricted to `metrics` unless empty) at its period, or at its
+// optional period when `job_types` enable it (monitor types; node exporter on non-deploy jobs).
+// With `summary`: one row per metric and 5 minutes.
+double ExpectedRowsPerSecond(const Catalogue& catalogue, const std::string& uid,
+                             const std::vector<std::string>& metrics,
+                             const std::vector<std::string>& job_types, bool in_job,
+                             bool summary);
+
+// Shortest time slice the planner makes before it splits nodes, then metrics.
+inline constexpr int64_t kMinSliceNs = 10 * kNanosPerSecond;
+
+// Requests covering [start, end] for `nodes`, each expected under `budget` rows: time slices
+// first (adjacent slices share no instant and leave none out: a slice ends 1 us before the next
+// begins, Kwollect's resolution), then node groups, then metric groups (only when `metrics` lists
+// them: an implicit "all" cannot be split without risking to miss a metric). Order: slice after
+// slice, node group after node group, so that each node's requests are in time order.
+std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
+                                     const std::vector<std::string>& metrics, UnixNanos start,
+                                     UnixNanos end, int64_t budget);
+
+// Halves of a request that failed for its size: by time while it spans more than 1 ms, then by
+// nodes, then by metrics. Empty when it cannot be split.
+std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request);
+
+}  // namespace kwatt::kwollect::internal
+
+#endif  // KWATT_SRC_KWOLLECT_PLANNER_H_
