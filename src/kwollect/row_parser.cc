@@ -1,9 +1,8 @@
 #include "src/kwollect/row_parser.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -187,7 +186,33 @@ void Unescape(std::string_view content, std::string* out) {
   }
 }
 
-// A strict JSON reader over one complete row text. Every Read/Skip returns false on error, with
+// Whether a valid JSON number that is not zero is below 1 in magnitude (from its digits and
+// exponent; the exponent saturates, so that any length of digits is handled).
+bool IsBelowOne(std::string_view number) {
+  size_t i = number[0] == '-' ? 1 : 0;
+  size_t e = number.find_first_of("eE");
+  int64_t exponent = 0;
+  if (e != std::string_view::npos) {
+    size_t j = e + 1;
+    bool negative = number[j] == '-';
+    if (number[j] == '-' || number[j] == '+') ++j;
+    for (; j < number.size(); ++j) {
+      exponent = std::min<int64_t>(exponent * 10 + (number[j] - '0'), 1 << 30);
+    }
+    if (negative) exponent = -exponent;
+  } else {
+    e = number.size();
+  }
+  std::string_view mantissa = number.substr(i, e - i);
+  size_t dot = mantissa.find('.');
+  std::string_view integer = mantissa.substr(0, dot);
+  if (integer != "0") return int64_t(integer.size()) - 1 + exponent < 0;
+  std::string_view fraction = dot == std::string_view::npos ? "" : mantissa.substr(dot + 1);
+  size_t zeros = fraction.find_first_not_of('0');  // not npos: the number is not zero
+  return -int64_t(zeros) - 1 + exponent < 0;
+}
+
+// A strict JSON reader over a row's text (or a piece of body that starts with a row). Every Read/Skip returns false on error, with
 // error() and error_position() set.
 class RowReader {
  public:
@@ -299,11 +324,11 @@ class RowReader {
     if (!ScanNumber(&text)) return false;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
     if (ec == std::errc::result_out_of_range) {
-      // Too large, or too small for a normal double: strtod gives infinity or the nearest.
-      *value = std::strtod(std::string(text).c_str(), nullptr);
-      if (std::isinf(*value)) {
+      // Rounds to zero or to infinity (from_chars then leaves *value alone).
+      if (!IsBelowOne(text)) {
         return FailAtWithMessage(start, "number out of the range of a double");
       }
+      *value = text[0] == '-' ? -0.0 : 0.0;
     } else if (ec != std::errc() || end != text.data() + text.size()) {
       return FailAtWithMessage(start, "unreadable number");  // not expected after ScanNumber
     }

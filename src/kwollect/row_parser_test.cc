@@ -286,6 +286,14 @@ TEST(RowStreamParser, SpecialValues) {
                                          {"1.5e-07", 1.5e-7},
                                          {"0.30000000000000004", 0.1 + 0.2},
                                          {"1e-400", 0},
+                                         {"-1e-400", -0.0},
+                                         {"0.0001e-400", 0},
+                                         {"123e-330", 0},
+                                         {"1000e-326", 1e-323},
+                                         {"0.001e310", 1e307},
+                                         {"0.1e309", 1e308},
+                                         {"5e-324", 5e-324},
+                                         {"1e-99999999999999999999", 0},
                                          {"1.7976931348623157e308", 1.7976931348623157e308}}) {
     Parsed parsed = Parse("[" + RowWithValue(c.text) + "]");
     ASSERT_TRUE(parsed.finish.ok()) << c.text << ": " << parsed.finish.ToString();
@@ -428,6 +436,9 @@ TEST(RowStreamParser, BadValues) {
   ExpectCorruption("[" + RowWithValue("true") + "]", {"for \"value\""});
   ExpectCorruption("[" + RowWithValue("[1]") + "]", {"for \"value\""});
   ExpectCorruption("[" + RowWithValue("1e400") + "]", {"out of the range of a double"});
+  ExpectCorruption("[" + RowWithValue("-1e400") + "]", {"out of the range of a double"});
+  ExpectCorruption("[" + RowWithValue("10e308") + "]", {"out of the range of a double"});
+  ExpectCorruption("[" + RowWithValue("1e99999999999999999999999") + "]", {"out of the range"});
   ExpectCorruption("[" + RowWithValue("01") + "]", {"expected ',' or '}'"});
   ExpectCorruption("[" + RowWithValue("1.") + "]", {"expected a digit after '.'"});
   ExpectCorruption("[" + RowWithValue(".5") + "]", {"for \"value\""});
