@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc)
 # Debian packages: compiler and build tools, the C++ libraries, Python's venv, benchmark tools.
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certificates \
   libcurl4-openssl-dev libsimdjson-dev libzstd-dev zstd libfmt-dev libcli11-dev \
-  libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libgmock-dev pybind11-dev \
+  libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev \
   python3 python3-dev python3-venv python3-pip time
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(VENV)/.kwatt-deps

@@ -40,6 +40,7 @@ void PrintFailures(const char* command, const kwollect::FetchReport& report);
 using Runner = std::function<int()>;
 Runner RegisterServe(CLI::App* app);
 Runner RegisterFetch(CLI::App* app);
+Runner RegisterBackup(CLI::App* app);
 
 }  // namespace kwatt::cli
 

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kwatt ") + KWATT_VERSION);
   app.require_subcommand(1);
   std::vector<kwatt::cli::Runner> runners = {kwatt::cli::RegisterServe(&app),
-                                             kwatt::cli::RegisterFetch(&app)};
+                                             kwatt::cli::RegisterFetch(&app),
+                                             kwatt::cli::RegisterBackup(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

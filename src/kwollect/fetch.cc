@@ -119,7 +119,7 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
 // Checks every site and node against the reference API and computes the nodes' expected rates.
 Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
                                                 const FetchQuery& query,
-                                                const FetchReport& report) {
+                                                FetchReport& report) {
   std::vector<SitePlanInput> sites;
   for (const NodeName& node : report.nodes) {
     auto it = std::find_if(sites.begin(), sites.end(),
@@ -154,6 +154,8 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
         }
         Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
         if (!catalogue.ok()) return catalogue.status().WithContext(internal::Redact(url));
+        report.catalogues.emplace_back(site.site + "/" + cluster,
+                                       doc->value("metrics", json::array()).dump());
         Result<json> nodes = GetJson(options, url + "/nodes");
         if (!nodes.ok()) return nodes.status();
         std::vector<std::string> uids;
@@ -426,6 +428,7 @@ class Fetcher {
           if (r.state == Request::State::kFailed) {
             report_->failures.push_back(FetchFailure{site.site, r.plan.uids, r.plan.start,
                                                      r.plan.end, r.plan.metrics, r.error});
+            KWATT_RETURN_IF_ERROR(sink_->Failed(report_->failures.back()));
           } else if (i == current_) {
             KWATT_RETURN_IF_ERROR(sink_->Write(site.site, r.batch, interner_));
           } else {
@@ -535,6 +538,7 @@ Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query,
   }
   Result<std::vector<SitePlanInput>> sites = ResolveNodes(options, query, report);
   if (!sites.ok()) return sites.status();
+  KWATT_RETURN_IF_ERROR(sink->Begin(report));
   Fetcher fetcher(options, query, sink, progress, &report);
   KWATT_RETURN_IF_ERROR(fetcher.Run(std::move(*sites)));
   return report;

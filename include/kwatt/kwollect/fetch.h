@@ -41,14 +41,22 @@ struct FetchQuery {
   bool summary = false;              // 5-minute aggregates
 };
 
+struct FetchReport;
+struct FetchFailure;
+
 // Receives the fetched rows. Batches come site after site in the order sites first appear in the
 // query; within a site, each node's rows are in chronological order; the same query on the same
-// data always gives the same sequence. Ids in a batch refer to `interner`.
+// data always gives the same sequence. Ids in a batch refer to `interner`. Failures are told in
+// the same order, where the rows they lack would have been.
 class RowSink {
  public:
   virtual ~RowSink() = default;
+  // Once the query is resolved (nodes, window, job types, catalogues), before any row.
+  virtual Status Begin(const FetchReport& resolved) { return Status::OK(); }
   virtual Status Write(std::string_view site, const RowBatch& batch,
                        const StringInterner& interner) = 0;
+  // A piece that could not be fetched (it is also in the final report).
+  virtual Status Failed(const FetchFailure& failure) { return Status::OK(); }
 };
 
 struct FetchProgress {
@@ -72,6 +80,8 @@ struct FetchReport {
   std::vector<NodeName> nodes;  // resolved (from the job when needed), in query order
   UnixNanos start = 0, end = 0;
   std::vector<std::string> job_types;
+  // The metric catalogue of each cluster involved, "site/cluster" -> its `metrics` array (JSON).
+  std::vector<std::pair<std::string, std::string>> catalogues;
   int64_t requests = 0;  // requests that were sent, retries included
   int64_t retries = 0;
   int64_t splits = 0;

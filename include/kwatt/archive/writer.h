@@ -1,0 +1,76 @@
+// `kwatt backup`: writing an archive (doc/archive_format.md) in one streaming pass, crash-safe
+// and resumable.
+//
+// The writer is a RowSink for kwollect::Fetch. Open() creates a new archive, or reopens an
+// incomplete one of the same query to complete it; Fetch then delivers rows (rows already in the
+// archive are skipped); Finish() closes the last frames and marks the archive complete when
+// nothing failed. Memory: one frame of text (about 1 MiB) per node, whatever the volume.
+//
+// Thread safety: none; one thread drives a writer.
+#ifndef KWATT_ARCHIVE_WRITER_H_
+#define KWATT_ARCHIVE_WRITER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+#include "kwatt/kwollect/fetch.h"
+
+namespace kwatt::archive {
+
+// The query an archive holds, as recorded in its manifest; two runs are the same backup when their
+// descriptions are equal.
+struct BackupQuery {
+  std::string api;
+  std::vector<std::string> nodes;  // FQDNs as given (empty with a job)
+  std::optional<kwollect::JobRef> job;
+  std::optional<UnixNanos> start, end;  // as given (the resolved window is kept apart)
+  std::vector<std::string> metrics;
+  bool summary = false;
+};
+
+class ArchiveWriter : public kwollect::RowSink {
+ public:
+  // Creates `dir` (or uses it if empty), or reopens it when it holds an incomplete archive of
+  // `query`. Errors: InvalidArgument when `dir` holds something else (another query, not an
+  // archive); IOError when it cannot be written.
+  static Result<std::unique_ptr<ArchiveWriter>> Open(const std::string& dir,
+                                                     const BackupQuery& query,
+                                                     const std::string& kwatt_version);
+  ~ArchiveWriter() override;
+
+  // True when `dir` already holds the complete archive of the query: nothing to do.
+  bool already_complete() const { return already_complete_; }
+  // True when an earlier, interrupted run is being completed.
+  bool resuming() const { return resuming_; }
+  // The fetch to run: the query, narrowed to what is not yet in the archive when resuming.
+  kwollect::FetchQuery FetchQueryToRun(const kwollect::FetchQuery& asked) const;
+
+  Status Begin(const kwollect::FetchReport& resolved) override;
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override;
+  Status Failed(const kwollect::FetchFailure& failure) override;
+
+  // Ends the backup: on a complete fetch, closes every file, writes the manifest as complete and
+  // removes the journal; otherwise keeps what was committed and returns Incomplete, naming what to
+  // do.
+  Status Finish(const kwollect::FetchReport& report);
+
+  int64_t rows_written() const { return rows_written_; }
+  int64_t bytes_written() const;
+
+  struct Impl;
+
+ private:
+  ArchiveWriter() = default;
+  std::unique_ptr<Impl> impl_;
+  bool already_complete_ = false;
+  bool resuming_ = false;
+  int64_t rows_written_ = 0;
+};
+
+}  // namespace kwatt::archive
+
+#endif  // KWATT_ARCHIVE_WRITER_H_

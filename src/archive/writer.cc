@@ -1,0 +1,507 @@
+#include "kwatt/archive/writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kwatt/archive/format.h"
+
+namespace kwatt::archive {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+namespace {
+
+constexpr UnixNanos kNoneYet = INT64_MIN;
+
+Status Errno(const std::string& what) {
+  return Status::IOError(what + ": " + std::strerror(errno));
+}
+
+UnixNanos WallNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status WriteAll(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write " + path);
+    }
+    data += n;
+    size -= size_t(n);
+  }
+  return Status::OK();
+}
+
+// Replaces `path` by `text` so that a crash leaves either the old or the new content.
+Status WriteAtomically(const fs::path& path, const std::string& text) {
+  fs::path temporary = path;
+  temporary += ".tmp";
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create " + temporary.string());
+  Status status = WriteAll(fd, text.data(), text.size(), temporary.string());
+  if (status.ok() && ::fsync(fd) != 0) status = Errno("cannot sync " + temporary.string());
+  ::close(fd);
+  KWATT_RETURN_IF_ERROR(status);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) return Errno("cannot rename to " + path.string());
+  int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return Status::OK();
+}
+
+ordered_json QueryJson(const BackupQuery& q) {
+  ordered_json out;
+  out["api"] = q.api;
+  out["nodes"] = q.nodes;
+  out["job"] = q.job ? ordered_json{{"site", q.job->site}, {"id", q.job->id}} : ordered_json(nullptr);
+  out["start"] = q.start ? ordered_json(FormatEpochSeconds(*q.start)) : ordered_json(nullptr);
+  out["end"] = q.end ? ordered_json(FormatEpochSeconds(*q.end)) : ordered_json(nullptr);
+  out["metrics"] = q.metrics;
+  out["summary"] = q.summary;
+  return out;
+}
+
+std::string Hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+struct ArchiveWriter::Impl {
+  struct File {
+    std::string rel;   // "data/nova-1.lyon.grid5000.fr.jsonl.zst"
+    std::string node;  // FQDN, or "" for the _other file of a site
+    int fd = -1;
+    // Committed: on disk, synced and journaled (or about to be, when dirty).
+    uint64_t bytes = 0, rows = 0, frames = 0;
+    UnixNanos next = kNoneYet;
+    std::map<std::string, int64_t> metrics;
+    std::string first, last;
+    bool dirty = false;
+    // The frame being filled.
+    std::string frame;
+    uint64_t frame_rows = 0;
+    std::map<std::string, int64_t> frame_metrics;
+    std::string frame_first, frame_last;
+    std::optional<UnixNanos> close_at;
+    bool stalled = false;  // a piece of this node failed: nothing more is committed this run
+  };
+
+  fs::path dir;
+  BackupQuery query;
+  std::string version;
+  ordered_json manifest;
+  std::map<std::string, File> files;  // by rel
+  std::vector<std::string> order;     // rels, manifest order
+  std::vector<std::string> node_fqdns;
+  ZSTD_CCtx* cctx = nullptr;
+  int journal = -1;
+  UnixNanos window_start = 0, window_end = 0;
+  bool have_window = false;
+  std::string compressed;
+
+  ~Impl() {
+    for (auto& [rel, file] : files) {
+      if (file.fd >= 0) ::close(file.fd);
+    }
+    if (journal >= 0) ::close(journal);
+    if (cctx) ZSTD_freeCCtx(cctx);
+  }
+
+  Status OpenFile(File& file) {
+    if (file.fd >= 0) return Status::OK();
+    fs::path path = dir / file.rel;
+    file.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (file.fd < 0) return Errno("cannot open " + path.string());
+    if (::ftruncate(file.fd, off_t(file.bytes)) != 0) return Errno("cannot cut " + path.string());
+    if (::lseek(file.fd, off_t(file.bytes), SEEK_SET) < 0) return Errno("cannot seek " + path.string());
+    return Status::OK();
+  }
+
+  File& FileFor(std::string_view site, std::string_view device) {
+    std::string fqdn = std::string(device) + "." + std::string(site) + ".grid5000.fr";
+    bool is_node = std::find(node_fqdns.begin(), node_fqdns.end(), fqdn) != node_fqdns.end();
+    std::string rel = is_node ? NodeFileName(fqdn) : OtherFileName(site);
+    auto it = files.find(rel);
+    if (it == files.end()) {
+      File file;
+      file.rel = rel;
+      file.node = is_node ? fqdn : "";
+      it = files.emplace(rel, std::move(file)).first;
+      order.push_back(rel);
+    }
+    return it->second;
+  }
+
+  Status CommitFrame(File& file, UnixNanos next) {
+    if (file.frame.empty()) {
+      file.next = std::max(file.next, next);
+      return Status::OK();
+    }
+    KWATT_RETURN_IF_ERROR(OpenFile(file));
+    compressed.resize(ZSTD_compressBound(file.frame.size()));
+    size_t n = ZSTD_compress2(cctx, compressed.data(), compressed.size(), file.frame.data(),
+                              file.frame.size());
+    if (ZSTD_isError(n)) return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(n));
+    KWATT_RETURN_IF_ERROR(WriteAll(file.fd, compressed.data(), n, (dir / file.rel).string()));
+    file.bytes += n;
+    file.rows += file.frame_rows;
+    file.frames += 1;
+    for (const auto& [metric, count] : file.frame_metrics) file.metrics[metric] += count;
+    if (file.first.empty()) file.first = file.frame_first;
+    file.last = file.frame_last;
+    file.next = next;
+    file.dirty = true;
+    file.frame.clear();
+    file.frame_rows = 0;
+    file.frame_metrics.clear();
+    file.frame_first.clear();
+    file.close_at.reset();
+    return Status::OK();
+  }
+
+  // Syncs the data of every file with new frames, then records them in the journal.
+  Status SyncAndJournal() {
+    std::string lines;
+    for (const std::string& rel : order) {
+      File& file = files.at(rel);
+      if (!file.dirty) continue;
+      if (::fsync(file.fd) != 0) return Errno("cannot sync " + (dir / rel).string());
+      ordered_json record;
+      record["file"] = rel;
+      record["bytes"] = file.bytes;
+      record["rows"] = file.rows;
+      record["frames"] = file.frames;
+      record["next"] = file.next;
+      record["first"] = file.first;
+      record["last"] = file.last;
+      record["metrics"] = file.metrics;
+      lines += record.dump() + "\n";
+      file.dirty = false;
+    }
+    if (lines.empty()) return Status::OK();
+    KWATT_RETURN_IF_ERROR(WriteAll(journal, lines.data(), lines.size(),
+                                   (dir / kJournalName).string()));
+    if (::fsync(journal) != 0) return Errno("cannot sync the journal");
+    return Status::OK();
+  }
+
+  Status WriteManifest() {
+    return WriteAtomically(dir / kManifestName, manifest.dump(2) + "\n");
+  }
+
+  // Reads the journal of an interrupted run: the last whole record of each file wins.
+  Status Recover() {
+    std::ifstream in(dir / kJournalName);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (in.eof() && !line.empty()) break;  // a partial last line: the crash cut it
+      ordered_json record = ordered_json::parse(line, nullptr, false);
+      if (record.is_discarded() || !record.contains("file")) continue;
+      std::string rel = record["file"].get<std::string>();
+      File& file = files[rel];
+      if (file.rel.empty()) {
+        file.rel = rel;
+        order.push_back(rel);
+      }
+      file.bytes = record["bytes"].get<uint64_t>();
+      file.rows = record["rows"].get<uint64_t>();
+      file.frames = record["frames"].get<uint64_t>();
+      file.next = record["next"].get<int64_t>();
+      file.first = record["first"].get<std::string>();
+      file.last = record["last"].get<std::string>();
+      file.metrics = record["metrics"].get<std::map<std::string, int64_t>>();
+    }
+    return Status::OK();
+  }
+};
+
+ArchiveWriter::~ArchiveWriter() = default;
+
+Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& dir_text,
+                                                           const BackupQuery& query,
+                                                           const std::string& kwatt_version) {
+  std::unique_ptr<ArchiveWriter> writer(new ArchiveWriter());
+  writer->impl_ = std::make_unique<Impl>();
+  Impl& impl = *writer->impl_;
+  impl.dir = fs::path(dir_text);
+  impl.query = query;
+  impl.version = kwatt_version;
+  std::error_code error;
+  fs::path manifest_path = impl.dir / kManifestName;
+  ordered_json wanted = QueryJson(query);
+  if (fs::exists(manifest_path, error)) {
+    std::ifstream in(manifest_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    impl.manifest = ordered_json::parse(text.str(), nullptr, false);
+    if (impl.manifest.is_discarded() || impl.manifest.value("format", "") != kFormatName) {
+      return Status::InvalidArgument(manifest_path.string() +
+                                     " is not a kwatt archive manifest: choose another directory");
+    }
+    if (impl.manifest.value("format_version", 0) != kFormatVersion) {
+      return Status::InvalidArgument(dir_text + " holds an archive of format version " +
+                                     std::to_string(impl.manifest.value("format_version", 0)) +
+                                     ", which this kwatt does not write");
+    }
+    // The API address may change between runs (inside or outside Grid'5000, another port): the
+    // rest of the query must not.
+    ordered_json stored = impl.manifest["query"], asked = wanted;
+    stored.erase("api");
+    asked.erase("api");
+    if (stored != asked) {
+      return Status::InvalidArgument(
+          dir_text + " holds the backup of another query (" + impl.manifest["query"].dump() +
+          "): choose another directory, or rerun exactly that query to complete it");
+    }
+    if (impl.manifest.value("state", "") == kStateComplete) {
+      writer->already_complete_ = true;
+      return writer;
+    }
+    writer->resuming_ = true;
+    if (impl.manifest.contains("window")) {
+      impl.window_start = impl.manifest["window"]["start_ns"].get<int64_t>();
+      impl.window_end = impl.manifest["window"]["end_ns"].get<int64_t>();
+      impl.have_window = true;
+      for (const auto& node : impl.manifest["nodes"]) {
+        impl.node_fqdns.push_back(node["node"].get<std::string>());
+      }
+    }
+    KWATT_RETURN_IF_ERROR(impl.Recover());
+    // Files of the data directory with nothing journaled start again from nothing.
+    for (const auto& entry : fs::directory_iterator(impl.dir / kDataDir, error)) {
+      std::string rel = std::string(kDataDir) + "/" + entry.path().filename().string();
+      if (!impl.files.count(rel)) fs::resize_file(entry.path(), 0, error);
+    }
+  } else {
+    if (fs::exists(impl.dir, error) && !fs::is_empty(impl.dir, error)) {
+      return Status::InvalidArgument(dir_text + " is not empty and holds no kwatt archive: "
+                                                "choose a new or empty directory");
+    }
+    fs::create_directories(impl.dir / kDataDir, error);
+    if (error) return Status::IOError("cannot create " + dir_text + ": " + error.message());
+    impl.manifest = ordered_json::object();
+    impl.manifest["format"] = kFormatName;
+    impl.manifest["format_version"] = kFormatVersion;
+    impl.manifest["kwatt_version"] = kwatt_version;
+    impl.manifest["state"] = kStateIncomplete;
+    impl.manifest["created_at"] = FormatUtcTimestamp(WallNow());
+    impl.manifest["query"] = wanted;
+    KWATT_RETURN_IF_ERROR(impl.WriteManifest());
+  }
+  fs::create_directories(impl.dir / kDataDir, error);
+  impl.journal = ::open((impl.dir / kJournalName).c_str(),
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (impl.journal < 0) return Errno("cannot open the journal of " + dir_text);
+  impl.cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_contentSizeFlag, 1);
+  return writer;
+}
+
+kwollect::FetchQuery ArchiveWriter::FetchQueryToRun(const kwollect::FetchQuery& asked) const {
+  kwollect::FetchQuery query = asked;
+  const Impl& impl = *impl_;
+  if (!resuming_ || !impl.have_window) return query;
+  query.end = impl.window_end;
+  UnixNanos start = impl.window_end;
+  for (const std::string& fqdn : impl.node_fqdns) {
+    auto it = impl.files.find(NodeFileName(fqdn));
+    UnixNanos next = it == impl.files.end() ? kNoneYet : it->second.next;
+    start = std::min(start, std::max(next, impl.window_start));
+  }
+  query.start = start;
+  return query;
+}
+
+Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
+  Impl& impl = *impl_;
+  if (impl.have_window) {
+    if (resolved.end != impl.window_end) {
+      return Status::Internal("resumed backup resolved another window");
+    }
+  } else {
+    impl.window_start = resolved.start;
+    impl.window_end = resolved.end;
+    impl.have_window = true;
+    ordered_json window;
+    window["start"] = FormatUtcTimestamp(resolved.start);
+    window["end"] = FormatUtcTimestamp(resolved.end);
+    window["start_ns"] = resolved.start;
+    window["end_ns"] = resolved.end;
+    impl.manifest["window"] = window;
+    ordered_json sites = ordered_json::array(), nodes = ordered_json::array();
+    for (const kwollect::NodeName& node : resolved.nodes) {
+      if (std::find(sites.begin(), sites.end(), node.site) == sites.end()) sites.push_back(node.site);
+      nodes.push_back({{"node", node.Fqdn()},
+                       {"uid", node.uid},
+                       {"site", node.site},
+                       {"cluster", node.Cluster()},
+                       {"file", NodeFileName(node.Fqdn())}});
+      impl.node_fqdns.push_back(node.Fqdn());
+    }
+    impl.manifest["sites"] = sites;
+    impl.manifest["job_types"] = resolved.job_types;
+    impl.manifest["nodes"] = nodes;
+    ordered_json catalogue = ordered_json::object();
+    for (const auto& [cluster, metrics] : resolved.catalogues) {
+      catalogue[cluster] = ordered_json::parse(metrics, nullptr, false);
+    }
+    impl.manifest["catalogue"] = catalogue;
+    KWATT_RETURN_IF_ERROR(impl.WriteManifest());
+  }
+  // Every node gets its file, in node order, even one without rows.
+  std::vector<std::string> ordered;
+  for (const std::string& fqdn : impl.node_fqdns) {
+    std::string rel = NodeFileName(fqdn);
+    Impl::File& file = impl.files[rel];
+    file.rel = rel;
+    file.node = fqdn;
+    KWATT_RETURN_IF_ERROR(impl.OpenFile(file));
+    ordered.push_back(rel);
+  }
+  for (const std::string& rel : impl.order) {
+    if (std::find(ordered.begin(), ordered.end(), rel) == ordered.end()) {
+      ordered.push_back(rel);
+      KWATT_RETURN_IF_ERROR(impl.OpenFile(impl.files.at(rel)));
+    }
+  }
+  impl.order = ordered;
+  return Status::OK();
+}
+
+Status ArchiveWriter::Write(std::string_view site, const RowBatch& batch,
+                            const StringInterner& interner) {
+  Impl& impl = *impl_;
+  char text[kMaxTimestampLength];
+  Impl::File* file = nullptr;
+  uint32_t file_device = UINT32_MAX;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch.device[i] != file_device) {
+      file = &impl.FileFor(site, interner.Get(batch.device[i]));
+      file_device = batch.device[i];
+    }
+    UnixNanos t = batch.time[i];
+    if (file->stalled || t < file->next) continue;  // already in the archive, or after a hole
+    if (file->close_at && t >= *file->close_at) {
+      KWATT_RETURN_IF_ERROR(impl.CommitFrame(*file, *file->close_at));
+    }
+    std::string_view raw = batch.RawRow(i);
+    file->frame.append(raw);
+    file->frame.push_back('\n');
+    ++file->frame_rows;
+    ++file->frame_metrics[std::string(interner.Get(batch.metric[i]))];
+    std::string stamp(text, FormatTimestamp(t, batch.utc_offset[i], text));
+    if (file->frame_first.empty()) file->frame_first = stamp;
+    file->frame_last = std::move(stamp);
+    if (!file->close_at && file->frame.size() >= kFrameMinBytes) {
+      file->close_at = (FloorDiv(t, kFrameBoundaryNs) + 1) * kFrameBoundaryNs;
+    }
+    ++rows_written_;
+  }
+  return impl.SyncAndJournal();
+}
+
+Status ArchiveWriter::Failed(const kwollect::FetchFailure& failure) {
+  Impl& impl = *impl_;
+  for (const std::string& uid : failure.nodes) {
+    Impl::File& file = impl.FileFor(failure.site, uid);
+    // Rows after the hole cannot be committed: the file resumes from its last frame next time.
+    file.stalled = true;
+    file.frame.clear();
+    file.frame_rows = 0;
+    file.frame_metrics.clear();
+    file.frame_first.clear();
+    file.close_at.reset();
+  }
+  return Status::OK();
+}
+
+int64_t ArchiveWriter::bytes_written() const {
+  int64_t total = 0;
+  if (impl_) {
+    for (const auto& [rel, file] : impl_->files) total += int64_t(file.bytes);
+  }
+  return total;
+}
+
+Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
+  Impl& impl = *impl_;
+  bool stalled = std::any_of(impl.files.begin(), impl.files.end(),
+                             [](const auto& entry) { return entry.second.stalled; });
+  if (!report.complete() || stalled) {
+    KWATT_RETURN_IF_ERROR(impl.SyncAndJournal());
+    return Status::Incomplete(std::to_string(report.failures.size()) +
+                              " piece(s) could not be fetched; what was fetched is kept in " +
+                              impl.dir.string() +
+                              ": run the same kwatt backup command again to complete it");
+  }
+  for (const std::string& rel : impl.order) {
+    KWATT_RETURN_IF_ERROR(impl.CommitFrame(impl.files.at(rel), impl.window_end + 1));
+  }
+  KWATT_RETURN_IF_ERROR(impl.SyncAndJournal());
+  ordered_json files = ordered_json::array();
+  std::vector<char> buffer(1 << 20);
+  for (const std::string& rel : impl.order) {
+    Impl::File& file = impl.files.at(rel);
+    XXH64_state_t* state = XXH64_createState();
+    XXH64_reset(state, 0);
+    std::ifstream in(impl.dir / rel, std::ios::binary);
+    while (in) {
+      in.read(buffer.data(), std::streamsize(buffer.size()));
+      XXH64_update(state, buffer.data(), size_t(in.gcount()));
+    }
+    uint64_t hash = XXH64_digest(state);
+    XXH64_freeState(state);
+    ordered_json entry;
+    entry["path"] = rel;
+    entry["node"] = file.node.empty() ? ordered_json(nullptr) : ordered_json(file.node);
+    entry["rows"] = file.rows;
+    entry["bytes"] = file.bytes;
+    entry["frames"] = file.frames;
+    entry["xxh64"] = Hex64(hash);
+    entry["first"] = file.first.empty() ? ordered_json(nullptr) : ordered_json(file.first);
+    entry["last"] = file.last.empty() ? ordered_json(nullptr) : ordered_json(file.last);
+    entry["metrics"] = file.metrics;
+    files.push_back(entry);
+  }
+  impl.manifest["files"] = files;
+  impl.manifest["fetch"] = {{"requests", report.requests},
+                            {"retries", report.retries},
+                            {"splits", report.splits},
+                            {"seconds", report.seconds},
+                            {"resumed", resuming_}};
+  impl.manifest["state"] = kStateComplete;
+  impl.manifest["completed_at"] = FormatUtcTimestamp(WallNow());
+  KWATT_RETURN_IF_ERROR(impl.WriteManifest());
+  ::close(impl.journal);
+  impl.journal = -1;
+  std::error_code error;
+  fs::remove(impl.dir / kJournalName, error);
+  return Status::OK();
+}
+
+}  // namespace kwatt::archive
