@@ -32,19 +32,30 @@ echo
 echo "== GET /sites/lyon/metrics?nodes=nova-1&metrics=wattmetre_power_watt, the first 0.1 s of the busy phase (power ramping up)"
 curl -s "$URL/sites/lyon/metrics?nodes=nova-1.lyon.grid5000.fr&metrics=wattmetre_power_watt&start_time=2025-04-18T14:05:00%2B02:00&end_time=2025-04-18T14:05:00.1%2B02:00"
 echo; echo
-echo "== the whole job, every metric of its 4 nodes, streamed"
-curl -s -o "$OUT/job.json" -w "  %{size_download} bytes in %{time_total} s\n" "$URL/sites/lyon/metrics?job_id=1001"
-python3 - "$OUT/job.json" <<'PY'
+echo "== kwatt fetch --job lyon:1001: every row of the job's 4 nodes, in parallel requests"
+"$KWATT" fetch --api "$URL" --job lyon:1001 -o "$OUT/job.jsonl"
+python3 - "$OUT/job.jsonl" <<'PY'
 import json, sys, collections
-rows = json.load(open(sys.argv[1]))
-print(f"  {len(rows)} rows")
 power = collections.defaultdict(list)
-for r in rows:
+rows = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rows += 1
     if r["metric_id"] == "wattmetre_power_watt":
         power[r["device_id"]].append(r["value"])
+print(f"  {rows} rows")
 for node, values in sorted(power.items()):
     print(f"  {node}: wattmeter mean {sum(values)/len(values):6.1f} W, peak {max(values):6.1f} W over {len(values)} samples")
 PY
+echo
+echo "== kwatt fetch across 3 sites, CSV"
+"$KWATT" fetch --api "$URL" --nodes nova-1.lyon,yeti-1.grenoble.grid5000.fr,ecotype-6.nantes \
+  --metrics wattmetre_power_watt,pdu_outlet_power_watt --start 2025-04-18T14:20:00+02:00 \
+  --end 2025-04-18T14:20:01+02:00 --format csv --quiet | awk 'NR<=4 || /nantes/ && !n++'
+echo
+echo "== kwatt backup --job lyon:1001: a compressed, lossless archive of the job"
+"$KWATT" backup --api "$URL" --job lyon:1001 -o "$OUT/archive"
+ls -l "$OUT/archive" "$OUT/archive/data" | sed 's/^/  /'
 echo
 echo "== 5-minute summary of nova-1's power (summary=true)"
 curl -s "$URL/sites/lyon/metrics?nodes=nova-1&metrics=wattmetre_power_watt&summary=true&job_id=1001" | python3 -c '
