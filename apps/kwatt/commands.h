@@ -41,6 +41,8 @@ using Runner = std::function<int()>;
 Runner RegisterServe(CLI::App* app);
 Runner RegisterFetch(CLI::App* app);
 Runner RegisterBackup(CLI::App* app);
+Runner RegisterEnergy(CLI::App* app);
+Runner RegisterSimulate(CLI::App* app);
 
 }  // namespace kwatt::cli
 

@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<kwatt::cli::Runner> runners = {kwatt::cli::RegisterServe(&app),
                                              kwatt::cli::RegisterFetch(&app),
-                                             kwatt::cli::RegisterBackup(&app)};
+                                             kwatt::cli::RegisterBackup(&app),
+                                             kwatt::cli::RegisterEnergy(&app),
+                                             kwatt::cli::RegisterSimulate(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,358 @@
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/energy/energy.h"
+#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/server/testbed.h"
+
+namespace kwatt::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+// "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00"
+Result<energy::Interval> ParsePhase(const std::string& text, UnixNanos now) {
+  size_t eq = text.find('='), dots = text.find("..");
+  if (eq == std::string::npos || dots == std::string::npos || dots < eq || eq == 0) {
+    return Status::InvalidArgument("--phase " + text + ": expected NAME=START..END");
+  }
+  Result<UnixNanos> a = ParseUserTime(text.substr(eq + 1, dots - eq - 1), now);
+  Result<UnixNanos> b = ParseUserTime(text.substr(dots + 2), now);
+  if (!a.ok()) return a.status().WithContext("--phase " + text);
+  if (!b.ok()) return b.status().WithContext("--phase " + text);
+  if (*b <= *a) return Status::InvalidArgument("--phase " + text + ": ends before it starts");
+  return energy::Interval{text.substr(0, eq), *a, *b};
+}
+
+Result<energy::Role> ParseRole(const std::string& text) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Status::InvalidArgument("--role " + text + ": expected NAME=NODE,NODE...");
+  }
+  Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(text.substr(eq + 1));
+  if (!nodes.ok()) return nodes.status().WithContext("--role " + text);
+  energy::Role role{text.substr(0, eq), {}};
+  for (const auto& node : *nodes) role.nodes.push_back(node.Fqdn());
+  return role;
+}
+
+ordered_json FiguresJson(const energy::Figures& f) {
+  ordered_json out;
+  out["joules"] = f.total_joules();
+  out["wh"] = f.total_joules() / 3600;
+  out["measured_joules"] = f.joules;
+  out["gap_joules"] = f.gap_joules;
+  out["seconds"] = f.seconds;
+  out["mean_watts"] = f.mean_watts();
+  out["peak_watts"] = f.peak_watts;
+  out["coverage"] = f.coverage();
+  out["gaps"] = f.gaps;
+  out["counter_joules"] = std::isnan(f.counter_joules) ? ordered_json(nullptr)
+                                                       : ordered_json(f.counter_joules);
+  out["baseline_joules"] = std::isnan(f.baseline_joules) ? ordered_json(nullptr)
+                                                         : ordered_json(f.baseline_joules);
+  return out;
+}
+
+void PrintTable(const energy::EnergyReport& r) {
+  std::printf("window %s .. %s (%.0f s)\n", FormatParisTimestamp(r.start).c_str(),
+              FormatParisTimestamp(r.end).c_str(), double(r.end - r.start) / 1e9);
+  std::printf("%-28s %-22s %8s %14s %10s %8s %8s %9s\n", "node", "power metric", "period",
+              "energy (J)", "Wh", "mean W", "peak W", "coverage");
+  auto row = [](const std::string& name, const std::string& metric, double period,
+                const energy::Figures& f) {
+    char period_text[16] = "";
+    if (period > 0) std::snprintf(period_text, sizeof period_text, "%.3g s", period);
+    std::printf("%-28s %-22s %8s %14.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(),
+                metric.c_str(), period_text, f.total_joules(), f.total_joules() / 3600,
+                f.mean_watts(), f.peak_watts, 100 * f.coverage());
+  };
+  for (const auto& n : r.nodes) {
+    if (n.metric.empty()) {
+      std::printf("%-28s NO POWER DATA: %s\n", n.node.c_str(), n.reason.c_str());
+      continue;
+    }
+    row(n.node, n.metric, n.period_s, n.window);
+    for (size_t p = 0; p < r.phase_names.size(); ++p) {
+      row("  phase " + r.phase_names[p], "", 0, n.phases[p]);
+    }
+  }
+  for (size_t i = 0; i < r.roles.size(); ++i) {
+    row("role " + r.roles[i].first.name, std::to_string(r.roles[i].first.nodes.size()) + " nodes",
+        0, r.roles[i].second);
+  }
+  for (size_t p = 0; p < r.phase_names.size(); ++p) {
+    row("phase " + r.phase_names[p], "all nodes", 0, r.phase_totals[p]);
+  }
+  row("TOTAL", "", 0, r.total);
+  bool notes = false;
+  for (const auto& n : r.nodes) {
+    std::string extra;
+    if (n.coarse) extra += " coarse BMC values (5 s, averaged): trust within ~10%;";
+    if (n.window.gaps > 0) {
+      char text[160];
+      std::snprintf(text, sizeof text, " %d gap(s), %.0f s uncovered, %.1f J estimated in them;",
+                    n.window.gaps, n.window.seconds - n.window.covered_seconds,
+                    n.window.gap_joules);
+      extra += text;
+    }
+    if (!std::isnan(n.window.counter_joules)) {
+      char text[160];
+      std::snprintf(text, sizeof text, " %s says %.1f J (%+.1f%%);", n.counter_metric.c_str(),
+                    n.window.counter_joules,
+                    100 * (n.window.counter_joules / n.window.total_joules() - 1));
+      extra += text;
+    }
+    if (!std::isnan(n.baseline_watts)) {
+      char text[120];
+      std::snprintf(text, sizeof text, " baseline %.1f W, %.1f J above it;", n.baseline_watts,
+                    n.window.total_joules() - n.window.baseline_joules);
+      extra += text;
+    }
+    if (n.metric.empty() && extra.empty()) continue;
+    if (!notes) std::printf("\nnotes:\n");
+    notes = true;
+    std::printf("  %s: %s.%s\n", n.node.c_str(), n.reason.c_str(), extra.c_str());
+  }
+}
+
+}  // namespace
+
+Runner RegisterEnergy(CLI::App* app) {
+  struct Args {
+    QueryArgs query;
+    std::vector<std::string> phases, roles;
+    std::string metric, baseline;
+    bool json = false, csv = false, quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command = app->add_subcommand(
+      "energy", "Energy of nodes over a window or a job: best power source, exact integration, "
+                "gaps, per node, role and phase");
+  AddQueryOptions(command, &args->query);
+  command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
+  command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
+  command->add_option("--metric", args->metric, "Use this power metric for every node");
+  command->add_option("--baseline", args->baseline,
+                      "A phase whose mean power is the idle baseline (energy above it reported)");
+  command->add_flag("--json", args->json, "JSON output");
+  command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)");
+  command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  return [command, args]() -> int {
+    if (!command->parsed()) return -1;
+    kwollect::FetchQuery query;
+    kwollect::ClientOptions options;
+    QueryArgs query_args = args->query;
+    query_args.metrics.clear();
+    Status status = ResolveQuery(query_args, &query, &options);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kwatt energy: %s\n", status.message().c_str());
+      return ExitCodeOf(status);
+    }
+    query.metrics = args->metric.empty() ? energy::PowerMetrics()
+                                         : std::vector<std::string>{args->metric};
+    for (const std::string& counter : energy::EnergyCounters()) query.metrics.push_back(counter);
+    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    energy::EnergyOptions energy_options;
+    energy_options.metric = args->metric;
+    energy_options.baseline_phase = args->baseline;
+    for (const std::string& text : args->phases) {
+      Result<energy::Interval> phase = ParsePhase(text, now);
+      if (!phase.ok()) {
+        std::fprintf(stderr, "kwatt energy: %s\n", phase.status().message().c_str());
+        return kExitUsage;
+      }
+      energy_options.phases.push_back(*phase);
+    }
+    for (const std::string& text : args->roles) {
+      Result<energy::Role> role = ParseRole(text);
+      if (!role.ok()) {
+        std::fprintf(stderr, "kwatt energy: %s\n", role.status().message().c_str());
+        return kExitUsage;
+      }
+      energy_options.roles.push_back(*role);
+    }
+    // The nodes are known once the query is resolved (a job's); collect then.
+    struct Collector : kwollect::RowSink {
+      std::unique_ptr<energy::PowerCollector> power;
+      Status Begin(const kwollect::FetchReport& resolved) override {
+        std::vector<std::string> nodes;
+        for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
+        power = std::make_unique<energy::PowerCollector>(nodes);
+        return Status::OK();
+      }
+      Status Write(std::string_view site, const RowBatch& batch,
+                   const StringInterner& interner) override {
+        return power->Write(site, batch, interner);
+      }
+    } collector;
+    Result<kwollect::FetchReport> report = kwollect::Fetch(
+        options, query, &collector, MakeProgress("kwatt energy", args->quiet || args->json));
+    if (!report.ok()) {
+      std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
+      return ExitCodeOf(report.status());
+    }
+    PrintFailures("kwatt energy", *report);
+    std::map<std::string, std::vector<std::string>> catalogue_metrics;
+    for (const auto& node : report->nodes) {
+      for (const auto& [cluster, metrics] : report->catalogues) {
+        if (cluster != node.site + "/" + node.Cluster()) continue;
+        auto catalogue = kwollect::Catalogue::FromJson(metrics);
+        if (!catalogue.ok()) continue;
+        for (const auto& m : catalogue->MetricsOf(node.uid)) {
+          catalogue_metrics[node.Fqdn()].push_back(m.metric_id);
+        }
+      }
+    }
+    Result<energy::EnergyReport> result = energy::ComputeEnergy(
+        *collector.power, report->start, report->end, energy_options, catalogue_metrics);
+    if (!result.ok()) {
+      std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
+      return ExitCodeOf(result.status());
+    }
+    if (args->json) {
+      ordered_json out;
+      out["start"] = FormatParisTimestamp(result->start);
+      out["end"] = FormatParisTimestamp(result->end);
+      out["phases"] = result->phase_names;
+      ordered_json nodes = ordered_json::array();
+      for (const auto& n : result->nodes) {
+        ordered_json node;
+        node["node"] = n.node;
+        node["metric"] = n.metric.empty() ? ordered_json(nullptr) : ordered_json(n.metric);
+        node["reason"] = n.reason;
+        node["period_s"] = n.period_s;
+        node["series"] = n.series;
+        node["coarse"] = n.coarse;
+        node["counter_metric"] = n.counter_metric;
+        node["window"] = n.metric.empty() ? ordered_json(nullptr) : FiguresJson(n.window);
+        ordered_json phases = ordered_json::object();
+        for (size_t p = 0; p < result->phase_names.size() && !n.metric.empty(); ++p) {
+          phases[result->phase_names[p]] = FiguresJson(n.phases[p]);
+        }
+        node["phases"] = phases;
+        node["baseline_watts"] = std::isnan(n.baseline_watts) ? ordered_json(nullptr)
+                                                              : ordered_json(n.baseline_watts);
+        nodes.push_back(node);
+      }
+      out["nodes"] = nodes;
+      ordered_json roles = ordered_json::object();
+      for (const auto& [role, figures] : result->roles) roles[role.name] = FiguresJson(figures);
+      out["roles"] = roles;
+      ordered_json phase_totals = ordered_json::object();
+      for (size_t p = 0; p < result->phase_names.size(); ++p) {
+        phase_totals[result->phase_names[p]] = FiguresJson(result->phase_totals[p]);
+      }
+      out["phase_totals"] = phase_totals;
+      out["total"] = FiguresJson(result->total);
+      std::printf("%s\n", out.dump(2).c_str());
+    } else if (args->csv) {
+      std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
+      auto line = [](const std::string& node, const std::string& phase, const std::string& metric,
+                     const energy::Figures& f) {
+        std::printf("%s,%s,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", node.c_str(), phase.c_str(),
+                    metric.c_str(), f.total_joules(), f.total_joules() / 3600, f.mean_watts(),
+                    f.peak_watts, f.coverage(), f.gap_joules);
+      };
+      for (const auto& n : result->nodes) {
+        if (n.metric.empty()) {
+          std::printf("%s,,,,,,,,\n", n.node.c_str());
+          continue;
+        }
+        line(n.node, "", n.metric, n.window);
+        for (size_t p = 0; p < result->phase_names.size(); ++p) {
+          line(n.node, result->phase_names[p], n.metric, n.phases[p]);
+        }
+      }
+    } else {
+      PrintTable(*result);
+    }
+    bool missing = std::any_of(result->nodes.begin(), result->nodes.end(),
+                               [](const auto& n) { return n.metric.empty(); });
+    return report->complete() && !missing ? kExitOk : kExitFailure;
+  };
+}
+
+Runner RegisterSimulate(CLI::App* app) {
+  struct Args {
+    std::string node, start, end, jobs;
+    uint64_t seed = 1;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* simulate = app->add_subcommand("simulate", "Ground truth of the simulated testbed");
+  CLI::App* energy = simulate->add_subcommand(
+      "energy", "The true energy of a simulated node over a window, from the continuous power "
+                "model (not from samples)");
+  energy->add_option("--node", args->node, "Node (nova-1.lyon or FQDN)")->required();
+  energy->add_option("--start", args->start, "Start (epoch seconds, ISO 8601, now)")->required();
+  energy->add_option("--end", args->end, "End")->required();
+  energy->add_option("--jobs", args->jobs, "Jobs file, as given to kwatt serve")
+      ->check(CLI::ExistingFile);
+  energy->add_option("--seed", args->seed, "Seed, as given to kwatt serve")->capture_default_str();
+  energy->add_flag("--json", args->json, "JSON output");
+  simulate->require_subcommand(1);
+  return [energy, args]() -> int {
+    if (!energy->parsed()) return -1;
+    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    Result<kwollect::NodeName> node = kwollect::ParseNodeName(args->node);
+    Result<UnixNanos> a = ParseUserTime(args->start, now);
+    Result<UnixNanos> b = ParseUserTime(args->end, now);
+    for (const Status& s : {node.status(), a.status(), b.status()}) {
+      if (!s.ok()) {
+        std::fprintf(stderr, "kwatt simulate energy: %s\n", s.message().c_str());
+        return kExitUsage;
+      }
+    }
+    server::JobSet jobs;
+    if (!args->jobs.empty()) {
+      Result<server::JobSet> loaded = server::JobSet::Load(args->jobs);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "kwatt simulate energy: %s\n", loaded.status().message().c_str());
+        return ExitCodeOf(loaded.status());
+      }
+      jobs = std::move(*loaded);
+    }
+    server::Testbed::Options options;
+    options.seed = args->seed;
+    auto testbed = server::Testbed::Build(options, std::move(jobs));
+    if (!testbed.ok()) {
+      std::fprintf(stderr, "kwatt simulate energy: %s\n", testbed.status().message().c_str());
+      return ExitCodeOf(testbed.status());
+    }
+    const server::Site* site = (*testbed)->FindSite(node->site);
+    const server::Node* simulated = site ? (*testbed)->FindNode(*site, node->uid) : nullptr;
+    if (!simulated) {
+      std::fprintf(stderr, "kwatt simulate energy: no simulated node %s\n", node->Fqdn().c_str());
+      return kExitUsage;
+    }
+    if (*b < *a) {
+      std::fprintf(stderr, "kwatt simulate energy: the window ends before it starts\n");
+      return kExitUsage;
+    }
+    double joules = simulated->model->EnergyJoules(*a, *b);
+    double seconds = double(*b - *a) / 1e9;
+    if (args->json) {
+      ordered_json out;
+      out["node"] = node->Fqdn();
+      out["start"] = FormatParisTimestamp(*a);
+      out["end"] = FormatParisTimestamp(*b);
+      out["joules"] = joules;
+      out["wh"] = joules / 3600;
+      out["mean_watts"] = seconds > 0 ? joules / seconds : 0;
+      std::printf("%s\n", out.dump(2).c_str());
+    } else {
+      std::printf("%s: %.3f J (%.6f Wh), mean %.3f W over %.3f s\n", node->Fqdn().c_str(), joules,
+                  joules / 3600, seconds > 0 ? joules / seconds : 0, seconds);
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace kwatt::cli

@@ -1,0 +1,130 @@
+// Energy of an experiment from its measurements: the best power source per node, exact
+// integration on the real timestamps, gaps and coverage reported rather than hidden, per node,
+// role and phase (doc/energy.md).
+//
+// Usage: feed rows to a PowerCollector (a RowSink, so it takes Fetch's output or an archive's
+// rows), then ComputeEnergy(). Not thread-safe; values.
+#ifndef KWATT_ENERGY_ENERGY_H_
+#define KWATT_ENERGY_ENERGY_H_
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kwatt/core/row_batch.h"
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+#include "kwatt/kwollect/fetch.h"
+
+namespace kwatt::energy {
+
+// Power metrics in order of preference, and the energy counters used to cross-check them.
+inline const std::vector<std::string>& PowerMetrics() {
+  static const std::vector<std::string> metrics = {
+      "wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt",
+      "bmc_psu_power_watt"};
+  return metrics;
+}
+inline const std::vector<std::string>& EnergyCounters() {
+  static const std::vector<std::string> counters = {"pdu_outlet_energy_watthours_total",
+                                                    "bmc_node_power_watthour_total"};
+  return counters;
+}
+
+struct Interval {
+  std::string name;
+  UnixNanos start = 0;  // inclusive
+  UnixNanos end = 0;
+};
+
+struct Role {
+  std::string name;
+  std::vector<std::string> nodes;  // FQDNs
+};
+
+struct EnergyOptions {
+  std::vector<Interval> phases;  // named intervals, reported separately (may overlap)
+  std::vector<Role> roles;       // named sets of nodes, reported as sums
+  std::string metric;            // use this power metric for every node; empty: choose
+  double gap_factor = 3;         // a gap: no sample for more than this many sampling periods
+  std::string baseline_phase;    // a phase whose mean power is the idle baseline; empty: none
+};
+
+// One energy figure over an interval.
+struct Figures {
+  double seconds = 0;          // length of the interval
+  double joules = 0;           // integrated where samples are close enough (outside gaps)
+  double gap_joules = 0;       // estimated in gaps (linear between the samples around them)
+  double covered_seconds = 0;  // part of the interval outside gaps
+  int gaps = 0;
+  double peak_watts = 0;
+  double counter_joules = NAN;  // increase of an energy counter over the interval, if any
+  double baseline_joules = NAN;  // baseline power x seconds, when a baseline is set
+
+  double coverage() const { return seconds > 0 ? covered_seconds / seconds : 0; }
+  double total_joules() const { return joules + gap_joules; }
+  double mean_watts() const { return seconds > 0 ? total_joules() / seconds : 0; }
+  void Add(const Figures& other);
+};
+
+struct NodeEnergy {
+  std::string node;            // FQDN
+  std::string metric;          // the power metric used; empty: none
+  std::string reason;          // why this one (or why none)
+  double period_s = 0;         // median sampling interval of the data used
+  int series = 0;              // series summed (2 PDU outlets: 2)
+  bool coarse = false;         // BMC values: averaged, inaccurate
+  std::string counter_metric;  // energy counter used for the cross-check, if any
+  Figures window;              // over the whole window
+  std::vector<Figures> phases;  // per EnergyOptions::phases
+  double baseline_watts = NAN;
+};
+
+struct EnergyReport {
+  UnixNanos start = 0, end = 0;
+  std::vector<std::string> phase_names;
+  std::vector<NodeEnergy> nodes;                 // in the order given
+  std::vector<std::pair<Role, Figures>> roles;   // window figures summed over the role's nodes
+  std::vector<std::vector<Figures>> role_phases;  // [role][phase]
+  Figures total;                                  // nodes with a power metric
+  std::vector<Figures> phase_totals;
+};
+
+// Keeps the samples of power metrics and energy counters of the given nodes (rows of any other
+// metric or device are dropped), one series per (node, metric, labels).
+class PowerCollector : public kwollect::RowSink {
+ public:
+  // `nodes`: FQDNs of the nodes to keep.
+  explicit PowerCollector(std::vector<std::string> nodes);
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override;
+  // Also accepts rows of an archive: the node's FQDN and each row's time and value.
+  void Add(const std::string& node, const std::string& metric, const std::string& labels,
+           UnixNanos t, double value);
+
+  struct Series {
+    std::vector<UnixNanos> time;
+    std::vector<double> value;
+  };
+  // node -> metric -> labels -> series
+  using Store = std::map<std::string, std::map<std::string, std::map<std::string, Series>>>;
+  const Store& store() const { return store_; }
+  const std::vector<std::string>& nodes() const { return nodes_; }
+
+ private:
+  std::vector<std::string> nodes_;
+  Store store_;
+};
+
+// `catalogue_metrics`: per node FQDN, the metric ids its catalogue offers (used to explain a
+// missing source); may be empty.
+Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, UnixNanos end,
+                                   const EnergyOptions& options,
+                                   const std::map<std::string, std::vector<std::string>>&
+                                       catalogue_metrics = {});
+
+}  // namespace kwatt::energy
+
+#endif  // KWATT_ENERGY_ENERGY_H_

@@ -1,0 +1,366 @@
+#include "kwatt/energy/energy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kwatt::energy {
+
+void Figures::Add(const Figures& other) {
+  seconds = std::max(seconds, other.seconds);
+  joules += other.joules;
+  gap_joules += other.gap_joules;
+  // Coverage of a sum: the least covered part bounds it. (Callers start a sum from a copy of its
+  // first term, so this is only ever combining real figures.)
+  covered_seconds = std::min(covered_seconds, other.covered_seconds);
+  gaps += other.gaps;
+  peak_watts += other.peak_watts;
+  auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
+  counter_joules = add_nan(counter_joules, other.counter_joules);
+  baseline_joules = add_nan(baseline_joules, other.baseline_joules);
+}
+
+PowerCollector::PowerCollector(std::vector<std::string> nodes) : nodes_(std::move(nodes)) {}
+
+namespace {
+
+bool Wanted(std::string_view metric) {
+  for (const std::string& m : PowerMetrics()) {
+    if (m == metric) return true;
+  }
+  for (const std::string& m : EnergyCounters()) {
+    if (m == metric) return true;
+  }
+  return false;
+}
+
+double Seconds(int64_t ns) { return double(ns) / 1e9; }
+
+// The labels that tell series apart, without `_device_orig` (it names the devices summed, which
+// does not change what the series measures).
+std::string SeriesKey(std::string_view labels) { return std::string(labels); }
+
+}  // namespace
+
+Status PowerCollector::Write(std::string_view site, const RowBatch& batch,
+                             const StringInterner& interner) {
+  std::string suffix = "." + std::string(site) + ".grid5000.fr";
+  for (size_t i = 0; i < batch.size(); ++i) {
+    std::string_view metric = interner.Get(batch.metric[i]);
+    if (!Wanted(metric)) continue;
+    std::string node = std::string(interner.Get(batch.device[i])) + suffix;
+    if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) continue;
+    Add(node, std::string(metric), SeriesKey(interner.Get(batch.labels[i])), batch.time[i],
+        batch.value[i]);
+  }
+  return Status::OK();
+}
+
+void PowerCollector::Add(const std::string& node, const std::string& metric,
+                         const std::string& labels, UnixNanos t, double value) {
+  if (std::isnan(value)) return;
+  Series& series = store_[node][metric][labels];
+  series.time.push_back(t);
+  series.value.push_back(value);
+}
+
+namespace {
+
+using Series = PowerCollector::Series;
+
+// Energy of the straight line from (t0, v0) to (t1, v1), restricted to [a, b].
+double SegmentJoules(UnixNanos t0, double v0, UnixNanos t1, double v1, UnixNanos a, UnixNanos b,
+                     double* seconds) {
+  UnixNanos lo = std::max(t0, a), hi = std::min(t1, b);
+  *seconds = 0;
+  if (hi <= lo) return 0;
+  auto at = [&](UnixNanos x) {
+    return t1 == t0 ? v0 : v0 + (v1 - v0) * (double(x - t0) / double(t1 - t0));
+  };
+  *seconds = Seconds(hi - lo);
+  return 0.5 * (at(lo) + at(hi)) * *seconds;
+}
+
+int64_t MedianInterval(const Series& s) {
+  if (s.time.size() < 2) return kNanosPerSecond;
+  std::vector<int64_t> steps;
+  steps.reserve(s.time.size() - 1);
+  for (size_t i = 1; i < s.time.size(); ++i) steps.push_back(s.time[i] - s.time[i - 1]);
+  std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
+  return std::max<int64_t>(steps[steps.size() / 2], 1);
+}
+
+// Integrates one series over [a, b]: trapezoids on the real timestamps, interpolated at a and b;
+// an interval between samples longer than `gap` is a gap (its interpolated energy is kept apart);
+// before the first and after the last sample the first/last value is held, which counts as
+// measured for up to one period and as a gap beyond.
+Figures Integrate(const Series& s, UnixNanos a, UnixNanos b, int64_t period, double gap_factor) {
+  Figures f;
+  f.seconds = Seconds(b - a);
+  if (s.time.empty() || b <= a) {
+    f.gaps = b > a ? 1 : 0;
+    return f;
+  }
+  int64_t gap = int64_t(gap_factor * double(period));
+  auto account = [&](double joules, double seconds, bool is_gap) {
+    if (seconds <= 0) return;
+    if (is_gap) {
+      f.gap_joules += joules;
+      ++f.gaps;
+    } else {
+      f.joules += joules;
+      f.covered_seconds += seconds;
+    }
+  };
+  size_t first = size_t(std::lower_bound(s.time.begin(), s.time.end(), a) - s.time.begin());
+  size_t begin = first > 0 ? first - 1 : 0;  // the sample before a, for interpolation
+  double seconds = 0;
+  // Before the first sample.
+  if (s.time[0] > a) {
+    UnixNanos edge = std::min(s.time[0], b);
+    double joules = s.value[0] * Seconds(edge - a);
+    if (edge - a <= period) {
+      account(joules, Seconds(edge - a), false);
+    } else {
+      account(joules, Seconds(edge - a), true);
+    }
+  }
+  for (size_t i = begin; i + 1 < s.time.size() && s.time[i] < b; ++i) {
+    double joules = SegmentJoules(s.time[i], s.value[i], s.time[i + 1], s.value[i + 1], a, b,
+                                  &seconds);
+    account(joules, seconds, s.time[i + 1] - s.time[i] > gap);
+  }
+  // After the last sample.
+  if (s.time.back() < b) {
+    UnixNanos edge = std::max(s.time.back(), a);
+    double joules = s.value.back() * Seconds(b - edge);
+    account(joules, Seconds(b - edge), b - edge > period);
+  }
+  for (size_t i = first; i < s.time.size() && s.time[i] <= b; ++i) {
+    f.peak_watts = std::max(f.peak_watts, s.value[i]);
+  }
+  return f;
+}
+
+// The counter's value at t, interpolated; NaN when t is outside its samples by more than `slack`.
+double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
+  if (s.time.empty() || t < s.time.front() - slack || t > s.time.back() + slack) return NAN;
+  auto it = std::lower_bound(s.time.begin(), s.time.end(), t);
+  if (it == s.time.begin()) return s.value.front();
+  if (it == s.time.end()) return s.value.back();
+  size_t i = size_t(it - s.time.begin());
+  double w = double(t - s.time[i - 1]) / double(s.time[i] - s.time[i - 1]);
+  return s.value[i - 1] + (s.value[i] - s.value[i - 1]) * w;
+}
+
+struct Candidate {
+  std::string metric;
+  const std::map<std::string, Series>* series = nullptr;
+  Figures window;
+  int64_t period = 0;
+};
+
+Figures SumOverSeries(const std::map<std::string, Series>& all, UnixNanos a, UnixNanos b,
+                      double gap_factor, int64_t* period_out) {
+  Figures sum;
+  bool first = true;
+  int64_t period = 0;
+  for (const auto& [labels, series] : all) {
+    int64_t p = MedianInterval(series);
+    period = std::max(period, p);
+    Figures f = Integrate(series, a, b, p, gap_factor);
+    if (first) {
+      sum = f;
+      first = false;
+    } else {
+      sum.Add(f);
+    }
+  }
+  if (period_out) *period_out = period;
+  return sum;
+}
+
+std::string Describe(const std::string& metric) {
+  if (metric == "wattmetre_power_watt") return "external wattmeter";
+  if (metric == "pdu_outlet_power_watt") return "PDU outlet (external)";
+  if (metric == "bmc_node_power_watt") return "BMC: coarse, averaged, may be inaccurate";
+  if (metric == "bmc_psu_power_watt") return "BMC per-PSU power, summed: coarse";
+  return "requested";
+}
+
+std::string Percent(double fraction) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.0f%%", fraction * 100);
+  return text;
+}
+
+}  // namespace
+
+Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, UnixNanos end,
+                                   const EnergyOptions& options,
+                                   const std::map<std::string, std::vector<std::string>>&
+                                       catalogue_metrics) {
+  if (end <= start) return Status::InvalidArgument("the energy window is empty");
+  for (const Interval& phase : options.phases) {
+    if (phase.end <= phase.start) {
+      return Status::InvalidArgument("phase " + phase.name + " ends before it starts");
+    }
+  }
+  EnergyReport report;
+  report.start = start;
+  report.end = end;
+  for (const Interval& phase : options.phases) report.phase_names.push_back(phase.name);
+  int baseline_index = -1;
+  if (!options.baseline_phase.empty()) {
+    for (size_t i = 0; i < options.phases.size(); ++i) {
+      if (options.phases[i].name == options.baseline_phase) baseline_index = int(i);
+    }
+    if (baseline_index < 0) {
+      return Status::InvalidArgument("the baseline phase \"" + options.baseline_phase +
+                                     "\" is not one of the phases given");
+    }
+  }
+  report.phase_totals.resize(options.phases.size());
+  for (Figures& f : report.phase_totals) f = Figures{};
+  for (size_t p = 0; p < options.phases.size(); ++p) {
+    report.phase_totals[p].seconds = Seconds(options.phases[p].end - options.phases[p].start);
+  }
+  report.total.seconds = Seconds(end - start);
+  bool any_total = false;
+  std::vector<bool> any_phase(options.phases.size(), false);
+
+  for (const std::string& node : data.nodes()) {
+    NodeEnergy result;
+    result.node = node;
+    result.phases.resize(options.phases.size());
+    auto node_data = data.store().find(node);
+    std::vector<std::string> order =
+        options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
+    std::vector<Candidate> candidates;
+    std::string notes;
+    auto catalogue = catalogue_metrics.find(node);
+    for (const std::string& metric : order) {
+      const std::map<std::string, Series>* series = nullptr;
+      if (node_data != data.store().end()) {
+        auto it = node_data->second.find(metric);
+        if (it != node_data->second.end()) series = &it->second;
+      }
+      if (!series) {
+        bool listed = catalogue != catalogue_metrics.end() &&
+                      std::find(catalogue->second.begin(), catalogue->second.end(), metric) !=
+                          catalogue->second.end();
+        if (listed) notes += metric + " is in the catalogue but returned no row; ";
+        continue;
+      }
+      Candidate candidate{metric, series, {}, 0};
+      candidate.window = SumOverSeries(*series, start, end, options.gap_factor, &candidate.period);
+      candidates.push_back(candidate);
+    }
+    const Candidate* chosen = nullptr;
+    for (const Candidate& c : candidates) {
+      if (c.window.coverage() >= 0.95) {
+        chosen = &c;
+        break;
+      }
+      notes += c.metric + " covers only " + Percent(c.window.coverage()) + " of the window; ";
+    }
+    if (!chosen && !candidates.empty()) {
+      chosen = &*std::max_element(candidates.begin(), candidates.end(),
+                                  [](const Candidate& x, const Candidate& y) {
+                                    return x.window.coverage() < y.window.coverage();
+                                  });
+      notes += "the best coverage is kept; ";
+    }
+    if (!chosen) {
+      result.reason = "no power metric: " +
+                      (notes.empty() ? std::string("no row of ") +
+                                           (options.metric.empty() ? "wattmetre_power_watt, "
+                                                                     "pdu_outlet_power_watt, "
+                                                                     "bmc_node_power_watt"
+                                                                   : options.metric) +
+                                           " for this node in the window"
+                                     : notes.substr(0, notes.size() - 2));
+      report.nodes.push_back(result);
+      continue;
+    }
+    result.metric = chosen->metric;
+    result.period_s = Seconds(chosen->period);
+    result.series = int(chosen->series->size());
+    result.coarse = chosen->metric.rfind("bmc_", 0) == 0;
+    result.reason = Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
+    result.window = chosen->window;
+    for (size_t p = 0; p < options.phases.size(); ++p) {
+      result.phases[p] = SumOverSeries(*chosen->series, options.phases[p].start,
+                                       options.phases[p].end, options.gap_factor, nullptr);
+    }
+    // Cross-check with an energy counter.
+    if (node_data != data.store().end()) {
+      for (const std::string& counter : EnergyCounters()) {
+        auto it = node_data->second.find(counter);
+        if (it == node_data->second.end()) continue;
+        result.counter_metric = counter;
+        auto increase = [&](UnixNanos a, UnixNanos b) {
+          double total = 0;
+          for (const auto& [labels, series] : it->second) {
+            int64_t slack = 2 * MedianInterval(series);
+            total += (CounterAt(series, b, slack) - CounterAt(series, a, slack)) * 3600;
+          }
+          return total;
+        };
+        result.window.counter_joules = increase(start, end);
+        for (size_t p = 0; p < options.phases.size(); ++p) {
+          result.phases[p].counter_joules =
+              increase(options.phases[p].start, options.phases[p].end);
+        }
+        break;
+      }
+    }
+    if (baseline_index >= 0) {
+      result.baseline_watts = result.phases[size_t(baseline_index)].mean_watts();
+      result.window.baseline_joules = result.baseline_watts * result.window.seconds;
+      for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
+    }
+    if (!any_total) {
+      report.total = result.window;
+      any_total = true;
+    } else {
+      report.total.Add(result.window);
+    }
+    for (size_t p = 0; p < options.phases.size(); ++p) {
+      if (!any_phase[p]) {
+        report.phase_totals[p] = result.phases[p];
+        any_phase[p] = true;
+      } else {
+        report.phase_totals[p].Add(result.phases[p]);
+      }
+    }
+    report.nodes.push_back(result);
+  }
+  for (const Role& role : options.roles) {
+    Figures sum;
+    std::vector<Figures> phases(options.phases.size());
+    bool any = false;
+    for (const std::string& member : role.nodes) {
+      auto it = std::find_if(report.nodes.begin(), report.nodes.end(),
+                             [&](const NodeEnergy& n) { return n.node == member; });
+      if (it == report.nodes.end()) {
+        return Status::InvalidArgument("role " + role.name + ": " + member +
+                                       " is not one of the nodes measured");
+      }
+      if (it->metric.empty()) continue;
+      if (!any) {
+        sum = it->window;
+        phases = it->phases;
+        any = true;
+      } else {
+        sum.Add(it->window);
+        for (size_t p = 0; p < phases.size(); ++p) phases[p].Add(it->phases[p]);
+      }
+    }
+    if (!any) sum.seconds = Seconds(end - start);
+    report.roles.emplace_back(role, sum);
+    report.role_phases.push_back(phases);
+  }
+  return report;
+}
+
+}  // namespace kwatt::energy
