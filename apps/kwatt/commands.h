@@ -8,6 +8,7 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
+#include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/fetch.h"
 
 namespace kwatt::cli {
@@ -36,6 +37,10 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
 kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const kwollect::FetchReport& report);
 
+// --phase NAME=START..END and --role NAME=NODE,NODE of energy and stats.
+Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now);
+Result<energy::Role> ParseRoleArgument(const std::string& text);
+
 // Registers a subcommand; the returned function runs it once parsed.
 using Runner = std::function<int()>;
 Runner RegisterServe(CLI::App* app);
@@ -43,6 +48,7 @@ Runner RegisterFetch(CLI::App* app);
 Runner RegisterBackup(CLI::App* app);
 Runner RegisterEnergy(CLI::App* app);
 Runner RegisterSimulate(CLI::App* app);
+Runner RegisterStats(CLI::App* app);
 
 }  // namespace kwatt::cli
 

@@ -8,12 +8,15 @@
 #include "kwatt/server/testbed.h"
 
 namespace kwatt::cli {
-namespace {
 
 using nlohmann::ordered_json;
 
+namespace {
+
+}  // namespace
+
 // "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00"
-Result<energy::Interval> ParsePhase(const std::string& text, UnixNanos now) {
+Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now) {
   size_t eq = text.find('='), dots = text.find("..");
   if (eq == std::string::npos || dots == std::string::npos || dots < eq || eq == 0) {
     return Status::InvalidArgument("--phase " + text + ": expected NAME=START..END");
@@ -26,7 +29,7 @@ Result<energy::Interval> ParsePhase(const std::string& text, UnixNanos now) {
   return energy::Interval{text.substr(0, eq), *a, *b};
 }
 
-Result<energy::Role> ParseRole(const std::string& text) {
+Result<energy::Role> ParseRoleArgument(const std::string& text) {
   size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
     return Status::InvalidArgument("--role " + text + ": expected NAME=NODE,NODE...");
@@ -37,6 +40,8 @@ Result<energy::Role> ParseRole(const std::string& text) {
   for (const auto& node : *nodes) role.nodes.push_back(node.Fqdn());
   return role;
 }
+
+namespace {
 
 ordered_json FiguresJson(const energy::Figures& f) {
   ordered_json out;
@@ -161,7 +166,7 @@ Runner RegisterEnergy(CLI::App* app) {
     energy_options.metric = args->metric;
     energy_options.baseline_phase = args->baseline;
     for (const std::string& text : args->phases) {
-      Result<energy::Interval> phase = ParsePhase(text, now);
+      Result<energy::Interval> phase = ParsePhaseArgument(text, now);
       if (!phase.ok()) {
         std::fprintf(stderr, "kwatt energy: %s\n", phase.status().message().c_str());
         return kExitUsage;
@@ -169,7 +174,7 @@ Runner RegisterEnergy(CLI::App* app) {
       energy_options.phases.push_back(*phase);
     }
     for (const std::string& text : args->roles) {
-      Result<energy::Role> role = ParseRole(text);
+      Result<energy::Role> role = ParseRoleArgument(text);
       if (!role.ok()) {
         std::fprintf(stderr, "kwatt energy: %s\n", role.status().message().c_str());
         return kExitUsage;

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
                                              kwatt::cli::RegisterFetch(&app),
                                              kwatt::cli::RegisterBackup(&app),
                                              kwatt::cli::RegisterEnergy(&app),
-                                             kwatt::cli::RegisterSimulate(&app)};
+                                             kwatt::cli::RegisterSimulate(&app),
+                                             kwatt::cli::RegisterStats(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

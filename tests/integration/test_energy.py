@@ -158,3 +158,26 @@ def test_roles_phases_baseline_and_job(setup):
     bad = subprocess.run([KWATT, "energy", "--api", server.url, "--job", "lyon:7001", "--role",
                           "x=nova-9.lyon"], capture_output=True, timeout=120)
     assert bad.returncode == 2 and b"nova-9.lyon.grid5000.fr is not one of the nodes" in bad.stderr
+
+
+def test_stats_cpu_usage_and_counters(setup):
+    server, _ = setup
+    result = subprocess.run([KWATT, "stats", "--api", server.url, "--json", "--job", "lyon:7001",
+                             "--nodes", "nova-1.lyon", "--metrics",
+                             "prom_node_cpu_seconds_total,network_ifacein_bytes_total,"
+                             "wattmetre_power_watt",
+                             "--phase", f"busy={T0 + 305}..{T0 + 595}"],
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(result.stdout)
+    window = stats["window"]["nova-1.lyon.grid5000.fr"]
+    busy = stats["busy"]["nova-1.lyon.grid5000.fr"]
+    # Three busy phases of five in 30 minutes of 5-minute phases... cycle idle/busy: half busy.
+    assert window["cpu_busy"] == pytest.approx(0.5, abs=0.05)
+    assert busy["cpu_busy"] == pytest.approx(0.97, abs=0.03)
+    cpu = window["metrics"]["prom_node_cpu_seconds_total"]
+    assert cpu["resets"] == 0 and cpu["rate_per_s"] == pytest.approx(32, rel=0.01)  # 32 CPUs
+    net = window["metrics"]["network_ifacein_bytes_total"]
+    assert net["increase"] > 0 and net["resets"] == 0
+    power = busy["metrics"]["wattmetre_power_watt"]
+    assert power["count"] == 291 and power["min"] <= power["mean"] <= power["max"]

@@ -445,6 +445,10 @@ def test_values_are_physically_plausible(server):
     elapsed = utc_of(user[-1]["timestamp"]) - utc_of(user[0]["timestamp"])
     assert 0.8 < (user[-1]["value"] - user[0]["value"]) / elapsed < 1.0
     assert (idle[-1]["value"] - idle[0]["value"]) / elapsed < 0.1
+    series = {}
+    for r in rows:
+        series.setdefault(json.dumps(r["labels"]), []).append(r["value"])
+    assert len(series) == 32 * 8 and all(v == sorted(v) for v in series.values())
     temps = values("nova-1", "bmc_ambient_temp_celsius", T0, T0 + 600)
     assert all(15 < t < 30 for t in temps)
 

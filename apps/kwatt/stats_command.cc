@@ -1,0 +1,207 @@
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/energy/stats.h"
+
+namespace kwatt::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json Number(double v) { return std::isnan(v) || std::isinf(v) ? ordered_json(nullptr) : ordered_json(v); }
+
+ordered_json StatsJson(const energy::MetricStats& s) {
+  ordered_json out;
+  out["count"] = s.count;
+  out["mean"] = Number(s.mean());
+  out["min"] = Number(s.count ? s.min : NAN);
+  out["max"] = Number(s.count ? s.max : NAN);
+  out["last"] = Number(s.last);
+  if (s.counter) {
+    out["increase"] = s.increase;
+    out["rate_per_s"] = Number(s.rate());
+    out["resets"] = s.resets;
+  }
+  return out;
+}
+
+// Sums the stats of a role's nodes.
+energy::NodeStats Merge(const std::string& name, const std::vector<const energy::NodeStats*>& all) {
+  energy::NodeStats merged;
+  merged.node = name;
+  double busy = 0;
+  int with_cpu = 0;
+  for (const energy::NodeStats* n : all) {
+    for (const auto& [metric, s] : n->metrics) {
+      energy::MetricStats& m = merged.metrics[metric];
+      m.counter = s.counter;
+      m.count += s.count;
+      m.sum += s.sum;
+      m.min = std::min(m.min, s.min);
+      m.max = std::max(m.max, s.max);
+      if (s.last_time >= m.last_time) {
+        m.last = s.last;
+        m.last_time = s.last_time;
+      }
+      m.first_time = std::min(m.first_time, s.first_time);
+      m.increase += s.increase;
+      m.resets += s.resets;
+    }
+    if (!std::isnan(n->cpu_busy)) {
+      busy += n->cpu_busy;
+      ++with_cpu;
+    }
+  }
+  if (with_cpu) merged.cpu_busy = busy / with_cpu;
+  return merged;
+}
+
+}  // namespace
+
+Runner RegisterStats(CLI::App* app) {
+  struct Args {
+    QueryArgs query;
+    std::vector<std::string> phases, roles;
+    bool json = false, csv = false, quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command = app->add_subcommand(
+      "stats", "Per node and metric: count, mean, min, max, last; counters' increase and rate; "
+               "CPU usage");
+  AddQueryOptions(command, &args->query);
+  command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
+  command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
+  command->add_flag("--json", args->json, "JSON output");
+  command->add_flag("--csv", args->csv, "CSV output");
+  command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  return [command, args]() -> int {
+    if (!command->parsed()) return -1;
+    kwollect::FetchQuery query;
+    kwollect::ClientOptions options;
+    Status status = ResolveQuery(args->query, &query, &options);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kwatt stats: %s\n", status.message().c_str());
+      return ExitCodeOf(status);
+    }
+    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    std::vector<energy::Interval> phases;
+    for (const std::string& text : args->phases) {
+      Result<energy::Interval> phase = ParsePhaseArgument(text, now);
+      if (!phase.ok()) {
+        std::fprintf(stderr, "kwatt stats: %s\n", phase.status().message().c_str());
+        return kExitUsage;
+      }
+      phases.push_back(*phase);
+    }
+    std::vector<energy::Role> roles;
+    for (const std::string& text : args->roles) {
+      Result<energy::Role> role = ParseRoleArgument(text);
+      if (!role.ok()) {
+        std::fprintf(stderr, "kwatt stats: %s\n", role.status().message().c_str());
+        return kExitUsage;
+      }
+      roles.push_back(*role);
+    }
+    struct Collector : kwollect::RowSink {
+      std::vector<energy::Interval> phases;
+      std::unique_ptr<energy::StatsCollector> stats;
+      Status Begin(const kwollect::FetchReport& resolved) override {
+        std::vector<std::string> nodes;
+        for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
+        stats = std::make_unique<energy::StatsCollector>(nodes, resolved.start, resolved.end,
+                                                         phases);
+        return Status::OK();
+      }
+      Status Write(std::string_view site, const RowBatch& batch,
+                   const StringInterner& interner) override {
+        return stats->Write(site, batch, interner);
+      }
+    } collector;
+    collector.phases = phases;
+    Result<kwollect::FetchReport> report = kwollect::Fetch(
+        options, query, &collector, MakeProgress("kwatt stats", args->quiet || args->json));
+    if (!report.ok()) {
+      std::fprintf(stderr, "kwatt stats: %s\n", report.status().message().c_str());
+      return ExitCodeOf(report.status());
+    }
+    PrintFailures("kwatt stats", *report);
+    auto results = collector.stats->Results();
+    const auto& intervals = collector.stats->intervals();
+    // Roles: merged node stats, after the nodes, in each interval.
+    for (size_t k = 0; k < results.size(); ++k) {
+      for (const energy::Role& role : roles) {
+        std::vector<const energy::NodeStats*> members;
+        for (const std::string& member : role.nodes) {
+          auto it = std::find_if(results[k].begin(), results[k].end(),
+                                 [&](const energy::NodeStats& n) { return n.node == member; });
+          if (it == results[k].end()) {
+            std::fprintf(stderr, "kwatt stats: role %s: %s is not one of the nodes\n",
+                         role.name.c_str(), member.c_str());
+            return kExitUsage;
+          }
+          members.push_back(&*it);
+        }
+        results[k].push_back(Merge("role " + role.name, members));
+      }
+    }
+    if (args->json) {
+      ordered_json out = ordered_json::object();
+      for (size_t k = 0; k < results.size(); ++k) {
+        ordered_json nodes = ordered_json::object();
+        for (const auto& n : results[k]) {
+          ordered_json node;
+          node["cpu_busy"] = Number(n.cpu_busy);
+          node["cpu_source"] = n.cpu_source;
+          ordered_json metrics = ordered_json::object();
+          for (const auto& [metric, s] : n.metrics) metrics[metric] = StatsJson(s);
+          node["metrics"] = metrics;
+          nodes[n.node] = node;
+        }
+        out[intervals[k].name] = nodes;
+      }
+      std::printf("%s\n", out.dump(2).c_str());
+    } else {
+      if (args->csv) {
+        std::printf("interval,node,metric,count,mean,min,max,last,increase,rate_per_s\n");
+      }
+      for (size_t k = 0; k < results.size(); ++k) {
+        if (!args->csv) {
+          std::printf("%s%s %s .. %s\n", k ? "\n" : "", intervals[k].name.c_str(),
+                      FormatParisTimestamp(intervals[k].start).c_str(),
+                      FormatParisTimestamp(intervals[k].end).c_str());
+        }
+        for (const auto& n : results[k]) {
+          if (!args->csv) {
+            std::printf("  %s", n.node.c_str());
+            if (!std::isnan(n.cpu_busy)) {
+              std::printf("  CPU busy %.1f%% (%s)", 100 * n.cpu_busy, n.cpu_source.c_str());
+            }
+            std::printf("\n    %-44s %9s %14s %14s %14s %14s %16s %14s\n", "metric", "count",
+                        "mean", "min", "max", "last", "increase", "rate/s");
+          }
+          for (const auto& [metric, s] : n.metrics) {
+            if (args->csv) {
+              std::printf("%s,%s,%s,%lld,%.17g,%.17g,%.17g,%.17g,%s,%s\n",
+                          intervals[k].name.c_str(), n.node.c_str(), metric.c_str(),
+                          (long long)s.count, s.mean(), s.min, s.max, s.last,
+                          s.counter ? std::to_string(s.increase).c_str() : "",
+                          s.counter ? std::to_string(s.rate()).c_str() : "");
+              continue;
+            }
+            std::printf("    %-44s %9lld %14.6g %14.6g %14.6g %14.6g", metric.c_str(),
+                        (long long)s.count, s.mean(), s.min, s.max, s.last);
+            if (s.counter) std::printf(" %16.6g %14.6g", s.increase, s.rate());
+            std::printf("\n");
+          }
+        }
+      }
+    }
+    return report->complete() ? kExitOk : kExitFailure;
+  };
+}
+
+}  // namespace kwatt::cli

@@ -1,0 +1,66 @@
+// After-the-fact statistics of an experiment's metrics: per node and metric the count, mean, min,
+// max and last value; for counters (`*_total`) the increase and mean rate, robust to counter
+// resets; CPU usage per node. Per phase as well. Computed in one streaming pass (a RowSink).
+// Not thread-safe.
+#ifndef KWATT_ENERGY_STATS_H_
+#define KWATT_ENERGY_STATS_H_
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kwatt/energy/energy.h"
+
+namespace kwatt::energy {
+
+struct MetricStats {
+  int64_t count = 0;
+  double sum = 0, min = INFINITY, max = -INFINITY;
+  double last = NAN;
+  UnixNanos last_time = INT64_MIN;
+  bool counter = false;
+  double increase = 0;        // counters: summed over series, resets counted from zero
+  int resets = 0;
+  UnixNanos first_time = INT64_MAX;
+
+  double mean() const { return count ? sum / double(count) : NAN; }
+  // Counters: increase per second over the span of the samples.
+  double rate() const;
+};
+
+struct NodeStats {
+  std::string node;
+  std::map<std::string, MetricStats> metrics;  // by metric id
+  double cpu_busy = NAN;      // fraction of CPU time not idle, over the interval
+  std::string cpu_source;     // prom_node_cpu_seconds_total or bmc_cpu_usage_percent
+};
+
+class StatsCollector : public kwollect::RowSink {
+ public:
+  // `phases`: intervals reported apart (index 0 of results is the whole window).
+  StatsCollector(std::vector<std::string> nodes, UnixNanos start, UnixNanos end,
+                 std::vector<Interval> phases);
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override;
+
+  // [interval][node]: interval 0 is the window, then each phase.
+  std::vector<std::vector<NodeStats>> Results() const;
+  const std::vector<Interval>& intervals() const { return intervals_; }
+
+ private:
+  struct SeriesState {
+    double last = NAN;
+  };
+  std::vector<std::string> nodes_;
+  std::vector<Interval> intervals_;
+  // [interval] node -> metric -> stats, and per (node, metric, labels) the counter state.
+  std::vector<std::map<std::string, std::map<std::string, MetricStats>>> stats_;
+  std::vector<std::map<std::string, SeriesState>> series_;
+  // CPU seconds per interval, node: idle (idle + iowait) and total increases.
+  std::vector<std::map<std::string, std::pair<double, double>>> cpu_;
+};
+
+}  // namespace kwatt::energy
+
+#endif  // KWATT_ENERGY_STATS_H_

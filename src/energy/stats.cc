@@ -1,0 +1,104 @@
+#include "kwatt/energy/stats.h"
+
+#include <algorithm>
+
+namespace kwatt::energy {
+
+double MetricStats::rate() const {
+  if (!counter || count < 2 || last_time <= first_time) return NAN;
+  return increase / (double(last_time - first_time) / 1e9);
+}
+
+StatsCollector::StatsCollector(std::vector<std::string> nodes, UnixNanos start, UnixNanos end,
+                               std::vector<Interval> phases)
+    : nodes_(std::move(nodes)) {
+  intervals_.push_back({"window", start, end});
+  for (Interval& phase : phases) intervals_.push_back(std::move(phase));
+  stats_.resize(intervals_.size());
+  series_.resize(intervals_.size());
+  cpu_.resize(intervals_.size());
+}
+
+Status StatsCollector::Write(std::string_view site, const RowBatch& batch,
+                             const StringInterner& interner) {
+  std::string suffix = "." + std::string(site) + ".grid5000.fr";
+  std::string node, series_key;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    node.assign(interner.Get(batch.device[i]));
+    node += suffix;
+    if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) continue;
+    std::string_view metric = interner.Get(batch.metric[i]);
+    std::string_view labels = interner.Get(batch.labels[i]);
+    double v = batch.value[i];
+    UnixNanos t = batch.time[i];
+    bool counter = metric.size() > 6 && metric.substr(metric.size() - 6) == "_total";
+    for (size_t k = 0; k < intervals_.size(); ++k) {
+      const Interval& interval = intervals_[k];
+      if (t < interval.start || t > interval.end) continue;
+      MetricStats& s = stats_[k][node][std::string(metric)];
+      s.counter = counter;
+      if (std::isnan(v)) continue;
+      ++s.count;
+      s.sum += v;
+      s.min = std::min(s.min, v);
+      s.max = std::max(s.max, v);
+      if (t >= s.last_time) {
+        s.last = v;
+        s.last_time = t;
+      }
+      s.first_time = std::min(s.first_time, t);
+      if (!counter) continue;
+      series_key = node;
+      series_key += '|';
+      series_key += metric;
+      series_key += '|';
+      series_key += labels;
+      double& previous = series_[k][series_key].last;
+      double increase = 0;
+      if (!std::isnan(previous)) {
+        if (v >= previous) {
+          increase = v - previous;
+        } else {  // a reset: the counter restarted from zero
+          increase = v;
+          ++s.resets;
+        }
+      }
+      previous = v;
+      s.increase += increase;
+      if (metric == "prom_node_cpu_seconds_total") {
+        auto& [idle, total] = cpu_[k][node];
+        total += increase;
+        if (labels.find("\"mode\":\"idle\"") != std::string_view::npos ||
+            labels.find("\"mode\":\"iowait\"") != std::string_view::npos) {
+          idle += increase;
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<std::vector<NodeStats>> StatsCollector::Results() const {
+  std::vector<std::vector<NodeStats>> out(intervals_.size());
+  for (size_t k = 0; k < intervals_.size(); ++k) {
+    for (const std::string& node : nodes_) {
+      NodeStats ns;
+      ns.node = node;
+      auto it = stats_[k].find(node);
+      if (it != stats_[k].end()) ns.metrics = it->second;
+      auto cpu = cpu_[k].find(node);
+      if (cpu != cpu_[k].end() && cpu->second.second > 0) {
+        ns.cpu_busy = 1 - cpu->second.first / cpu->second.second;
+        ns.cpu_source = "prom_node_cpu_seconds_total";
+      } else if (auto usage = ns.metrics.find("bmc_cpu_usage_percent");
+                 usage != ns.metrics.end() && usage->second.count > 0) {
+        ns.cpu_busy = usage->second.mean() / 100;
+        ns.cpu_source = "bmc_cpu_usage_percent";
+      }
+      out[k].push_back(std::move(ns));
+    }
+  }
+  return out;
+}
+
+}  // namespace kwatt::energy
