@@ -194,6 +194,11 @@ struct SiteQueue {
   std::string site;
   std::list<Request> queue;  // in output order; the front is the next to deliver
   int running = 0;
+  // Rows per second and node seen in finished answers (the highest): the catalogue's periods
+  // can be far from what a window holds (monitor jobs the query does not mention, series per
+  // CPU), so the rest of the plan is cut again from what the first answer shows.
+  double observed_density = 0;
+  bool probed = false;
   FILE* spool = nullptr;     // in-order batches waiting while an earlier site is delivered
   ~SiteQueue() {
     if (spool) std::fclose(spool);
@@ -231,6 +236,8 @@ size_t OnData(char* data, size_t size, size_t count, void* user) {
   return length;
 }
 
+constexpr int64_t kProbeNs = 30 * kNanosPerSecond;
+
 class Fetcher {
  public:
   Fetcher(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
@@ -252,10 +259,18 @@ class Fetcher {
     for (SitePlanInput& input : inputs) {
       auto site = std::make_unique<SiteQueue>();
       site->site = input.site;
-      for (internal::PlannedRequest& plan :
-           internal::PlanSite(input.rates, query_.metrics, report_->start, report_->end,
-                              options_.max_rows_per_request)) {
-        site->queue.push_back(Request{std::move(plan)});
+      std::vector<internal::PlannedRequest> plan = internal::PlanSite(
+          input.rates, query_.metrics, report_->start, report_->end,
+          options_.max_rows_per_request);
+      // The first request is a short probe: what it returns tells how dense the data is.
+      if (!plan.empty() && plan[0].end - plan[0].start > kProbeNs) {
+        internal::PlannedRequest rest = plan[0];
+        plan[0].end = plan[0].start + kProbeNs - kNanosPerMicro;
+        rest.start = plan[0].end + kNanosPerMicro;
+        plan.insert(plan.begin() + 1, rest);
+      }
+      for (internal::PlannedRequest& request : plan) {
+        site->queue.push_back(Request{std::move(request)});
         ++total_requests_;
       }
       sites_.push_back(std::move(site));
@@ -274,6 +289,7 @@ class Fetcher {
         curl_multi_remove_handle(multi_, easy);
         Complete(*node.mapped(), code);
         curl_easy_cleanup(easy);
+        RecycleBatch(std::move(node.mapped()->batch));
       }
       KWATT_RETURN_IF_ERROR(Deliver());
       Report(false);
@@ -310,6 +326,7 @@ class Fetcher {
            ++it, ++position) {
         if (int(transfers_.size()) >= options_.max_concurrency) return;
         if (site->running >= options_.max_per_site) break;
+        if (!site->probed && site->running > 0) break;  // wait for the probe's answer
         if (it->state == Request::State::kPending && it->not_before <= now) Start(*site, it);
       }
     }
@@ -331,6 +348,7 @@ class Fetcher {
     transfer->site = &site;
     transfer->request = request;
     transfer->parser = std::make_unique<internal::RowStreamParser>(&interner_);
+    transfer->batch = TakeBatch();
     transfer->url = UrlOf(site, request->plan);
     transfer->bytes_counter = &report_->bytes;
     CURL* easy = transfer->easy;
@@ -339,6 +357,7 @@ class Fetcher {
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnData);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, transfer.get());
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer->error);
+    curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_multi_add_handle(multi_, easy);
     request->state = Request::State::kRunning;
     ++site.running;
@@ -415,6 +434,37 @@ class Fetcher {
     r.state = Request::State::kDone;
     r.batch = std::move(t.batch);
     report_->rows += int64_t(r.batch.size());
+    double seconds = std::max(1e-3, double(r.plan.end - r.plan.start) / 1e9);
+    site.observed_density = std::max(
+        site.observed_density, double(r.batch.size()) / seconds / double(r.plan.uids.size()));
+    site.probed = true;
+    Replan(site);
+  }
+
+  // Cuts the requests not yet sent that the observed density says are over the budget.
+  void Replan(SiteQueue& site) {
+    double budget = double(options_.max_rows_per_request);
+    for (auto it = site.queue.begin(); it != site.queue.end();) {
+      if (it->state != Request::State::kPending || it->attempts > 0) {
+        ++it;
+        continue;
+      }
+      double expected = site.observed_density * double(it->plan.end - it->plan.start) / 1e9 *
+                        double(it->plan.uids.size());
+      if (expected <= 1.5 * budget) {
+        ++it;
+        continue;
+      }
+      std::vector<internal::PlannedRequest> parts =
+          internal::SplitByTime(it->plan, int64_t(std::ceil(expected / budget)));
+      if (parts.size() < 2) {
+        ++it;
+        continue;
+      }
+      for (internal::PlannedRequest& part : parts) site.queue.insert(it, Request{std::move(part)});
+      total_requests_ += int64_t(parts.size()) - 1;
+      it = site.queue.erase(it);
+    }
   }
 
   // Hands finished requests to the sink in output order; later sites wait in their spool.
@@ -434,6 +484,7 @@ class Fetcher {
           } else {
             KWATT_RETURN_IF_ERROR(Spool(site, r.batch));
           }
+          RecycleBatch(std::move(r.batch));
           site.queue.pop_front();
         }
       }
@@ -493,6 +544,19 @@ class Fetcher {
     return Status::OK();
   }
 
+  // Batches are reused: a request's columns keep their capacity for the next one, instead of
+  // being given back to the system and faulted in again (which cost more than parsing).
+  RowBatch TakeBatch() {
+    if (pool_.empty()) return RowBatch();
+    RowBatch batch = std::move(pool_.back());
+    pool_.pop_back();
+    batch.Clear();
+    return batch;
+  }
+  void RecycleBatch(RowBatch&& batch) {
+    if (pool_.size() < size_t(options_.max_concurrency) + 2) pool_.push_back(std::move(batch));
+  }
+
   void Report(bool final) {
     if (!progress_) return;
     double now = SteadySeconds();
@@ -511,6 +575,7 @@ class Fetcher {
   StringInterner interner_;
   std::vector<std::unique_ptr<SiteQueue>> sites_;
   std::map<CURL*, std::unique_ptr<Transfer>> transfers_;
+  std::vector<RowBatch> pool_;
   size_t current_ = 0;  // the site being delivered to the sink
   int64_t total_requests_ = 0, requests_done_ = 0;
   double started_ = 0, last_progress_ = 0;

@@ -93,6 +93,14 @@ std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
   return plan;
 }
 
+std::vector<PlannedRequest> SplitByTime(const PlannedRequest& request, int64_t count) {
+  std::vector<PlannedRequest> out;
+  for (const auto& [a, b] : TimeSlices(request.start, request.end, count)) {
+    out.push_back(PlannedRequest{request.uids, request.metrics, a, b});
+  }
+  return out;
+}
+
 std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request) {
   if (request.end - request.start >= kNanosPerMilli) {
     auto slices = TimeSlices(request.start, request.end, 2);

@@ -44,6 +44,9 @@ std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
                                      const std::vector<std::string>& metrics, UnixNanos start,
                                      UnixNanos end, int64_t budget);
 
+// `request` cut into `count` adjacent time slices (fewer when it spans fewer microseconds).
+std::vector<PlannedRequest> SplitByTime(const PlannedRequest& request, int64_t count);
+
 // Halves of a request that failed for its size: by time while it spans more than 1 ms, then by
 // nodes, then by metrics. Empty when it cannot be split.
 std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request);
