@@ -28,7 +28,7 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args) {
                       "https://api.grid5000.fr/stable)");
   command->add_option("--config", args->config,
                       "Credentials file (default ~/.python-grid5000.yaml)");
-  command->add_option("--concurrency", args->concurrency, "Requests in flight (default 8)");
+  command->add_option("--concurrency", args->concurrency, "Requests in flight (default 12)");
   command->add_option("--per-site", args->per_site, "Requests in flight per site (default 3)");
   command->add_option("--rows-per-request", args->rows_per_request,
                       "Row budget of a request (default 50000)");

@@ -171,9 +171,11 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
                                 " has " + std::to_string(uids.size()) + " nodes (" +
                                 (uids.empty() ? "" : uids.front() + " ... " + uids.back()) + ")");
       }
+      // The most the node can report: every on-demand metric switched on (a monitor job the
+      // query may not know of). Answers then tell how dense the data really is.
       site.rates.push_back({uid, internal::ExpectedRowsPerSecond(
-                                     catalogue, uid, query.metrics, report.job_types,
-                                     query.job.has_value(), query.summary)});
+                                     catalogue, uid, query.metrics, {"monitor"}, true,
+                                     query.summary)});
     }
   }
   return sites;
@@ -194,11 +196,11 @@ struct SiteQueue {
   std::string site;
   std::list<Request> queue;  // in output order; the front is the next to deliver
   int running = 0;
-  // Rows per second and node seen in finished answers (the highest): the catalogue's periods
-  // can be far from what a window holds (monitor jobs the query does not mention, series per
-  // CPU), so the rest of the plan is cut again from what the first answer shows.
+  // Rows per second and node in the latest finished answer. The plan assumes the most a node can
+  // report (every on-demand metric on); answers tell what the data holds, and the requests not
+  // yet sent are merged (sparse data) or cut again (denser than the catalogue says, e.g. a
+  // series per CPU) to stay near the budget.
   double observed_density = 0;
-  bool probed = false;
   FILE* spool = nullptr;     // in-order batches waiting while an earlier site is delivered
   ~SiteQueue() {
     if (spool) std::fclose(spool);
@@ -236,8 +238,6 @@ size_t OnData(char* data, size_t size, size_t count, void* user) {
   return length;
 }
 
-constexpr int64_t kProbeNs = 30 * kNanosPerSecond;
-
 class Fetcher {
  public:
   Fetcher(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
@@ -262,13 +262,6 @@ class Fetcher {
       std::vector<internal::PlannedRequest> plan = internal::PlanSite(
           input.rates, query_.metrics, report_->start, report_->end,
           options_.max_rows_per_request);
-      // The first request is a short probe: what it returns tells how dense the data is.
-      if (!plan.empty() && plan[0].end - plan[0].start > kProbeNs) {
-        internal::PlannedRequest rest = plan[0];
-        plan[0].end = plan[0].start + kProbeNs - kNanosPerMicro;
-        rest.start = plan[0].end + kNanosPerMicro;
-        plan.insert(plan.begin() + 1, rest);
-      }
       for (internal::PlannedRequest& request : plan) {
         site->queue.push_back(Request{std::move(request)});
         ++total_requests_;
@@ -326,7 +319,6 @@ class Fetcher {
            ++it, ++position) {
         if (int(transfers_.size()) >= options_.max_concurrency) return;
         if (site->running >= options_.max_per_site) break;
-        if (!site->probed && site->running > 0) break;  // wait for the probe's answer
         if (it->state == Request::State::kPending && it->not_before <= now) Start(*site, it);
       }
     }
@@ -435,35 +427,51 @@ class Fetcher {
     r.batch = std::move(t.batch);
     report_->rows += int64_t(r.batch.size());
     double seconds = std::max(1e-3, double(r.plan.end - r.plan.start) / 1e9);
-    site.observed_density = std::max(
-        site.observed_density, double(r.batch.size()) / seconds / double(r.plan.uids.size()));
-    site.probed = true;
+    site.observed_density = double(r.batch.size()) / seconds / double(r.plan.uids.size());
     Replan(site);
   }
 
-  // Cuts the requests not yet sent that the observed density says are over the budget.
+  // Re-cuts the requests not yet sent from the density of the latest answer: merges adjacent
+  // ones (same nodes and metrics) while their expected rows stay under the budget, and cuts those
+  // expected over one and a half budgets.
   void Replan(SiteQueue& site) {
     double budget = double(options_.max_rows_per_request);
+    auto expected = [&](const internal::PlannedRequest& plan) {
+      return site.observed_density * double(plan.end - plan.start) / 1e9 *
+             double(plan.uids.size());
+    };
+    auto open = [](const Request& r) {
+      return r.state == Request::State::kPending && r.attempts == 0;
+    };
     for (auto it = site.queue.begin(); it != site.queue.end();) {
-      if (it->state != Request::State::kPending || it->attempts > 0) {
+      if (!open(*it)) {
         ++it;
         continue;
       }
-      double expected = site.observed_density * double(it->plan.end - it->plan.start) / 1e9 *
-                        double(it->plan.uids.size());
-      if (expected <= 1.5 * budget) {
-        ++it;
-        continue;
+      double rows = expected(it->plan);
+      if (rows > 1.5 * budget) {
+        std::vector<internal::PlannedRequest> parts =
+            internal::SplitByTime(it->plan, int64_t(std::ceil(rows / budget)));
+        if (parts.size() >= 2) {
+          for (auto& part : parts) site.queue.insert(it, Request{std::move(part)});
+          total_requests_ += int64_t(parts.size()) - 1;
+          it = site.queue.erase(it);
+          continue;
+        }
       }
-      std::vector<internal::PlannedRequest> parts =
-          internal::SplitByTime(it->plan, int64_t(std::ceil(expected / budget)));
-      if (parts.size() < 2) {
-        ++it;
-        continue;
+      // Merge the following adjacent requests while the whole stays under the budget.
+      auto next = std::next(it);
+      while (next != site.queue.end() && open(*next) && next->plan.uids == it->plan.uids &&
+             next->plan.metrics == it->plan.metrics &&
+             next->plan.start == it->plan.end + kNanosPerMicro) {
+        internal::PlannedRequest merged = it->plan;
+        merged.end = next->plan.end;
+        if (expected(merged) > budget) break;
+        it->plan = std::move(merged);
+        next = site.queue.erase(next);
+        --total_requests_;
       }
-      for (internal::PlannedRequest& part : parts) site.queue.insert(it, Request{std::move(part)});
-      total_requests_ += int64_t(parts.size()) - 1;
-      it = site.queue.erase(it);
+      ++it;
     }
   }
 

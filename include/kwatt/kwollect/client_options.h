@@ -22,7 +22,7 @@ struct ClientOptions {
   std::string ca_file;                   // CA bundle to verify with; empty: the system's
   double timeout_s = 300;                // a request making no progress this long fails
   double connect_timeout_s = 30;
-  int max_concurrency = 8;               // requests in flight, all sites together
+  int max_concurrency = 12;              // requests in flight, all sites together
   int max_per_site = 3;                  // requests in flight per site
   int64_t max_rows_per_request = 50000;  // the planner's budget per request
   int max_retries = 5;                   // per request, for transient failures
