@@ -4,12 +4,17 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/fetch.h"
+
+namespace kwatt::archive {
+struct LoadOptions;
+}  // namespace kwatt::archive
 
 namespace kwatt::cli {
 
@@ -33,6 +38,23 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args);
 Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
                     kwollect::ClientOptions* options);
 
+// "1.2 MB": bytes for people (powers of 1000).
+std::string HumanBytes(double bytes);
+// Splits a comma-separated list, dropping empty items.
+std::vector<std::string> SplitCommaList(const std::string& text);
+
+// The rows of energy and stats: an archive directory's (FeedArchive) when `archive_dir` is given,
+// else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
+Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
+                                        const std::vector<std::string>& metrics,
+                                        kwollect::RowSink* sink,
+                                        const kwollect::ProgressCallback& progress);
+// Streams a complete archive's rows of `metrics` (those it holds) in [start, end] (default: its
+// window) to `sink`, after Begin() with the archive's nodes, window and catalogues.
+Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
+                   std::optional<UnixNanos> start, std::optional<UnixNanos> end,
+                   kwollect::RowSink* sink, kwollect::FetchReport* resolved);
+
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
 kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const kwollect::FetchReport& report);
@@ -49,6 +71,18 @@ Runner RegisterBackup(CLI::App* app);
 Runner RegisterEnergy(CLI::App* app);
 Runner RegisterSimulate(CLI::App* app);
 Runner RegisterStats(CLI::App* app);
+Runner RegisterInspect(CLI::App* app);
+Runner RegisterCat(CLI::App* app);
+Runner RegisterExport(CLI::App* app);
+
+// The row filters of cat and export (cat_command.cc).
+struct ArchiveFilterArgs {
+  std::string nodes, metrics, start, end;
+  bool allow_incomplete = false;
+};
+void AddArchiveFilterOptions(CLI::App* command, ArchiveFilterArgs* args);
+// InvalidArgument naming the option when one is wrong.
+Status ResolveArchiveFilters(const ArchiveFilterArgs& args, archive::LoadOptions* options);
 
 }  // namespace kwatt::cli
 

@@ -128,6 +128,7 @@ void PrintTable(const energy::EnergyReport& r) {
 Runner RegisterEnergy(CLI::App* app) {
   struct Args {
     QueryArgs query;
+    std::string archive;
     std::vector<std::string> phases, roles;
     std::string metric, baseline;
     bool json = false, csv = false, quiet = false;
@@ -136,6 +137,9 @@ Runner RegisterEnergy(CLI::App* app) {
   CLI::App* command = app->add_subcommand(
       "energy", "Energy of nodes over a window or a job: best power source, exact integration, "
                 "gaps, per node, role and phase");
+  command->add_option("archive", args->archive,
+                      "An archive directory written by kwatt backup, instead of a query "
+                      "(--start and --end then narrow its window)");
   AddQueryOptions(command, &args->query);
   command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
   command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
@@ -147,18 +151,10 @@ Runner RegisterEnergy(CLI::App* app) {
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    kwollect::FetchQuery query;
-    kwollect::ClientOptions options;
-    QueryArgs query_args = args->query;
-    query_args.metrics.clear();
-    Status status = ResolveQuery(query_args, &query, &options);
-    if (!status.ok()) {
-      std::fprintf(stderr, "kwatt energy: %s\n", status.message().c_str());
-      return ExitCodeOf(status);
-    }
-    query.metrics = args->metric.empty() ? energy::PowerMetrics()
-                                         : std::vector<std::string>{args->metric};
-    for (const std::string& counter : energy::EnergyCounters()) query.metrics.push_back(counter);
+    std::vector<std::string> metrics = args->metric.empty()
+                                           ? energy::PowerMetrics()
+                                           : std::vector<std::string>{args->metric};
+    for (const std::string& counter : energy::EnergyCounters()) metrics.push_back(counter);
     UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
@@ -195,8 +191,9 @@ Runner RegisterEnergy(CLI::App* app) {
         return power->Write(site, batch, interner);
       }
     } collector;
-    Result<kwollect::FetchReport> report = kwollect::Fetch(
-        options, query, &collector, MakeProgress("kwatt energy", args->quiet || args->json));
+    Result<kwollect::FetchReport> report =
+        RunSource(args->archive, args->query, metrics, &collector,
+                  MakeProgress("kwatt energy", args->quiet || args->json));
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
       return ExitCodeOf(report.status());

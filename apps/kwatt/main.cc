@@ -18,11 +18,15 @@ int main(int argc, char** argv) {
                                              kwatt::cli::RegisterBackup(&app),
                                              kwatt::cli::RegisterEnergy(&app),
                                              kwatt::cli::RegisterSimulate(&app),
-                                             kwatt::cli::RegisterStats(&app)};
+                                             kwatt::cli::RegisterStats(&app),
+                                             kwatt::cli::RegisterInspect(&app),
+                                             kwatt::cli::RegisterCat(&app),
+                                             kwatt::cli::RegisterExport(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    int code = app.exit(error);  // prints the message (or the help)
+    return code == 0 ? 0 : kwatt::cli::kExitUsage;
   }
   for (const auto& run : runners) {
     int code = run();

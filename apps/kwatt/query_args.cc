@@ -7,6 +7,21 @@
 
 namespace kwatt::cli {
 
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> items;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = text.find(',', begin);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(begin, comma - begin);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) items.push_back(item);
+    begin = comma + 1;
+  }
+  return items;
+}
+
 int ExitCodeOf(const Status& status) {
   if (status.ok()) return kExitOk;
   return status.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFailure;
@@ -86,21 +101,12 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
       return Status::InvalidArgument("give --start and --end (or --job SITE:ID)");
     }
   }
-  size_t begin = 0;
-  while (begin < args.metrics.size()) {
-    size_t comma = args.metrics.find(',', begin);
-    if (comma == std::string::npos) comma = args.metrics.size();
-    std::string metric = args.metrics.substr(begin, comma - begin);
-    if (!metric.empty()) query->metrics.push_back(metric);
-    begin = comma + 1;
-  }
+  query->metrics = SplitCommaList(args.metrics);
   query->summary = args.summary;
   return Status::OK();
 }
 
-namespace {
-
-std::string Human(double bytes) {
+std::string HumanBytes(double bytes) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
   int unit = 0;
   while (bytes >= 1000 && unit < 4) {
@@ -111,8 +117,6 @@ std::string Human(double bytes) {
   std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
   return text;
 }
-
-}  // namespace
 
 kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
   if (quiet || !isatty(STDERR_FILENO)) return {};
@@ -127,7 +131,7 @@ kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
     }
     std::fprintf(stderr, "\r\033[K%s: %lld/%lld requests, %lld rows, %s, %s/s, ETA %s",
                  verb.c_str(), (long long)p.requests_done, (long long)p.requests_total,
-                 (long long)p.rows, Human(double(p.bytes)).c_str(), Human(rate).c_str(),
+                 (long long)p.rows, HumanBytes(double(p.bytes)).c_str(), HumanBytes(rate).c_str(),
                  eta.c_str());
     if (p.requests_done >= p.requests_total) std::fprintf(stderr, "\n");
     std::fflush(stderr);

@@ -63,6 +63,7 @@ energy::NodeStats Merge(const std::string& name, const std::vector<const energy:
 Runner RegisterStats(CLI::App* app) {
   struct Args {
     QueryArgs query;
+    std::string archive;
     std::vector<std::string> phases, roles;
     bool json = false, csv = false, quiet = false;
   };
@@ -70,6 +71,9 @@ Runner RegisterStats(CLI::App* app) {
   CLI::App* command = app->add_subcommand(
       "stats", "Per node and metric: count, mean, min, max, last; counters' increase and rate; "
                "CPU usage");
+  command->add_option("archive", args->archive,
+                      "An archive directory written by kwatt backup, instead of a query "
+                      "(--start and --end then narrow its window)");
   AddQueryOptions(command, &args->query);
   command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
   command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
@@ -78,13 +82,6 @@ Runner RegisterStats(CLI::App* app) {
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    kwollect::FetchQuery query;
-    kwollect::ClientOptions options;
-    Status status = ResolveQuery(args->query, &query, &options);
-    if (!status.ok()) {
-      std::fprintf(stderr, "kwatt stats: %s\n", status.message().c_str());
-      return ExitCodeOf(status);
-    }
     UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
@@ -122,8 +119,10 @@ Runner RegisterStats(CLI::App* app) {
       }
     } collector;
     collector.phases = phases;
-    Result<kwollect::FetchReport> report = kwollect::Fetch(
-        options, query, &collector, MakeProgress("kwatt stats", args->quiet || args->json));
+    std::vector<std::string> metrics = SplitCommaList(args->query.metrics);
+    Result<kwollect::FetchReport> report =
+        RunSource(args->archive, args->query, metrics, &collector,
+                  MakeProgress("kwatt stats", args->quiet || args->json));
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt stats: %s\n", report.status().message().c_str());
       return ExitCodeOf(report.status());

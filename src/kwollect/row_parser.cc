@@ -64,6 +64,17 @@ struct FrameStopTable {
 };
 constexpr FrameStopTable kFrameStop;
 
+// The same for JSON Lines, where a '\n' ends the framing even inside a string.
+struct LineFrameStopTable {
+  bool stop[256];
+  constexpr LineFrameStopTable() : stop() {
+    stop[uint8_t('"')] = true;
+    stop[uint8_t('\\')] = true;
+    stop[uint8_t('\n')] = true;
+  }
+};
+constexpr LineFrameStopTable kLineFrameStop;
+
 void AppendPrintable(std::string* out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   for (char c : text) {
@@ -216,8 +227,12 @@ bool IsBelowOne(std::string_view number) {
 // error() and error_position() set.
 class RowReader {
  public:
-  explicit RowReader(std::string_view text)
-      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()) {}
+  // `newline_is_whitespace` false (JSON Lines): a '\n' between tokens is an error, as in strings.
+  RowReader(std::string_view text, bool newline_is_whitespace)
+      : begin_(text.data()),
+        p_(text.data()),
+        end_(text.data() + text.size()),
+        newline_is_whitespace_(newline_is_whitespace) {}
 
   const std::string& error() const { return error_; }
   size_t error_position() const { return error_position_; }
@@ -226,7 +241,11 @@ class RowReader {
   char peek() const { return p_ < end_ ? *p_ : '\0'; }
 
   void SkipWhitespace() {
-    while (p_ < end_ && IsWhitespace(*p_)) ++p_;
+    // Rows are mostly written without whitespace: one comparison settles the usual case.
+    while (p_ < end_ && uint8_t(*p_) <= ' ' && IsWhitespace(*p_) &&
+           (*p_ != '\n' || newline_is_whitespace_)) {
+      ++p_;
+    }
   }
 
   // Consumes `text` if the input continues with it.
@@ -456,6 +475,7 @@ class RowReader {
   const char* begin_;
   const char* p_;
   const char* end_;
+  const bool newline_is_whitespace_;
   std::string error_;
   size_t error_position_ = 0;
 };
@@ -589,12 +609,21 @@ void RowStreamParser::CacheMinuteOf(std::string_view text) {
   minute_.valid = true;
 }
 
-RowStreamParser::RowStreamParser(StringInterner* interner) : interner_(interner) {}
+RowStreamParser::RowStreamParser(StringInterner* interner, Framing framing)
+    : interner_(interner),
+      json_lines_(framing == Framing::kJsonLines),
+      state_(json_lines_ ? State::kLineStart : State::kBeforeArray) {}
 
 void RowStreamParser::Fail(std::string_view data, size_t pos, int64_t data_offset,
                            std::string_view what) {
-  std::string message = "metrics body, byte " + std::to_string(data_offset + int64_t(pos));
-  if (state_ == State::kInRow) message += ", row " + std::to_string(rows_);
+  std::string message;
+  if (json_lines_) {
+    message = "JSON Lines, line " + std::to_string(lines_ + 1) + ", byte " +
+              std::to_string(data_offset + int64_t(pos));
+  } else {
+    message = "metrics body, byte " + std::to_string(data_offset + int64_t(pos));
+    if (state_ == State::kInRow) message += ", row " + std::to_string(rows_);
+  }
   message += ": ";
   message += what;
   message += "; ";
@@ -612,15 +641,22 @@ bool RowStreamParser::FrameRow(std::string_view data, size_t* pos, int64_t data_
   bool in_string = in_string_;
   bool in_escape = in_escape_;
   bool complete = false;
+  const bool* stop = json_lines_ ? kLineFrameStop.stop : kFrameStop.stop;
   while (i < n) {
+    if (json_lines_ && s[i] == '\n') {  // the line ends inside the row: ParseRow says why
+      ++i;
+      complete = true;
+      break;
+    }
     if (in_string) {
       if (in_escape) {
         in_escape = false;
         ++i;
         continue;
       }
-      while (i < n && !kFrameStop.stop[uint8_t(s[i])]) ++i;
+      while (i < n && !stop[uint8_t(s[i])]) ++i;
       if (i == n) break;
+      if (s[i] == '\n') continue;  // handled above
       if (s[i] == '\\') {
         in_escape = true;
       } else {
@@ -711,7 +747,7 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
         }
         partial_.clear();
         row_start = std::string_view::npos;
-        state_ = State::kAfterRow;
+        state_ = json_lines_ ? State::kLineEnd : State::kAfterRow;
         break;
       }
       case State::kBeforeArray:
@@ -723,6 +759,7 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
         }
         ++i;
         break;
+      case State::kLineStart:
       case State::kBeforeFirst:
       case State::kBeforeRow:
         if (c == '{') {
@@ -734,7 +771,7 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
           if (ParseRow(bytes.substr(i), base + int64_t(i), /*report_errors=*/false, batch,
                        &length)) {
             i += length;
-            state_ = State::kAfterRow;
+            state_ = json_lines_ ? State::kLineEnd : State::kAfterRow;
             break;
           }
           // FrameRow reads the '{' itself (depth 0 -> 1), so that a piece ending right after it
@@ -746,6 +783,11 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
           array_bits_ = 0;
           in_string_ = in_escape_ = false;
           break;
+        } else if (state_ == State::kLineStart) {
+          Fail(bytes, i, base,
+               c == '\n' ? std::string("blank line (one row per line, no empty line)")
+                         : "expected a row '{' at the start of the line, got " + DescribeByte(c));
+          return status_;
         } else if (c == ']' && state_ == State::kBeforeFirst) {
           state_ = State::kDone;
         } else if (!IsWhitespace(c)) {
@@ -770,6 +812,16 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
         }
         ++i;
         break;
+      case State::kLineEnd:
+        if (c != '\n') {
+          Fail(bytes, i, base,
+               "expected a newline after the row (one row per line), got " + DescribeByte(c));
+          return status_;
+        }
+        ++lines_;
+        state_ = State::kLineStart;
+        ++i;
+        break;
       case State::kDone:
         if (!IsWhitespace(c)) {
           Fail(bytes, i, base, "unexpected " + DescribeByte(c) + " after the closing ]");
@@ -785,7 +837,7 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
 bool RowStreamParser::ParseRow(std::string_view text, int64_t offset, bool report_errors,
                                RowBatch* batch, size_t* length) {
   std::string_view row = text;  // the row alone once its end is known; for the error excerpts
-  RowReader reader(text);
+  RowReader reader(text, /*newline_is_whitespace=*/!json_lines_);
   std::string_view texts[kKeyCount];  // unescaped (timestamp, device, metric) or raw (labels)
   const char* positions[kKeyCount] = {};  // where each value starts; null when absent
   double value = 0;
@@ -952,6 +1004,15 @@ bool RowStreamParser::ParseRow(std::string_view text, int64_t offset, bool repor
 
 Status RowStreamParser::Finish() {
   if (!status_.ok() || state_ == State::kDone) return status_;
+  if (json_lines_) {
+    if (state_ != State::kInRow) return status_;
+    status_ = Status::Corruption(
+        "JSON Lines text ended after " + std::to_string(rows_) +
+        " rows, in the middle of a row (line " + std::to_string(lines_ + 1) + ", from byte " +
+        std::to_string(row_offset_) + ", " + std::to_string(bytes_ - row_offset_) +
+        " bytes of it read); the text was cut");
+    return status_;
+  }
   std::string message = "metrics body ended after " + std::to_string(rows_) + " rows, ";
   switch (state_) {
     case State::kBeforeArray:

@@ -1,9 +1,13 @@
-// Incremental parser of Kwollect metrics response bodies into RowBatch columns. Internal to the
-// kwollect client.
+// Incremental parser of Kwollect metrics response bodies into RowBatch columns. Internal to kwatt
+// (the kwollect client, and the archive reader).
 //
 // A body is one JSON array of row objects (KWOLLECT.md section 3):
 //   [{"timestamp":"2025-04-18T18:55:33.754307+02:00","device_id":"ecotype-7",
 //     "metric_id":"bmc_node_power_watt","value":98,"labels":{}}, ...]
+// or, with Framing::kJsonLines (the data files of an archive, doc/archive_format.md), one row per
+// line, each followed by '\n' (the last one's '\n' may be missing): no brackets, no commas, no
+// blank line, nothing before a row's '{' or between its '}' and the '\n', and no '\n' inside a row
+// (between its tokens either). The rows themselves are read exactly as in a JSON array.
 // It arrives in pieces of any size; the parser takes them as they come and keeps in memory only
 // the row in progress, so its memory is bounded by the longest row (plus fixed caches of about
 // 10 KiB), never by the body. Rows that lie whole in one piece are read in place, without a copy
@@ -22,7 +26,8 @@
 // is appended to RowBatch::raw.
 //
 // Error messages name the byte offset in the body (counting from 0), the row index (counting from
-// 0), what was expected, and a short excerpt: "...near `<before>` ^ `<at the error>`".
+// 0), what was expected, and a short excerpt: "...near `<before>` ^ `<at the error>`". In JSON
+// Lines they name the line (counting from 1) instead of the row: "JSON Lines, line 3, byte 412:".
 //
 // Thread safety: none; a parser, its interner and its batches belong to one thread at a time.
 #ifndef KWATT_SRC_KWOLLECT_ROW_PARSER_H_
@@ -46,11 +51,17 @@ inline constexpr size_t kMaxRowBytes = 16 << 20;
 // Deepest nesting of arrays and objects accepted, the row object itself being level 1.
 inline constexpr int kMaxNestingDepth = 64;
 
+// How rows are put together in the text.
+enum class Framing : uint8_t {
+  kJsonArray,  // '[' row ',' row ... ']', whitespace between: a metrics API body
+  kJsonLines,  // row '\n' row '\n' ...: an archive data file
+};
+
 class RowStreamParser {
  public:
   // `interner` is not owned and must outlive the parser; device ids, metric ids and labels texts
   // are interned into it (only those of rows that are valid).
-  explicit RowStreamParser(StringInterner* interner);
+  explicit RowStreamParser(StringInterner* interner, Framing framing = Framing::kJsonArray);
 
   RowStreamParser(const RowStreamParser&) = delete;
   RowStreamParser& operator=(const RowStreamParser&) = delete;
@@ -71,6 +82,8 @@ class RowStreamParser {
   // before the closing ]" (or "... before the opening [" for an empty body), so that a cut body is
   // never taken as a complete answer. The parser then stays failed. Calling it again returns the
   // same result.
+  // In JSON Lines: OK unless the text ends inside a row (an empty text is zero rows; the last
+  // row's '\n' may be missing: a caller that requires it checks the last byte itself).
   Status Finish();
 
   // Rows appended so far.
@@ -87,6 +100,8 @@ class RowStreamParser {
     kInRow,          // inside a row, framing it
     kAfterRow,       // expecting ',' or ']'
     kDone,           // after ']': only whitespace
+    kLineStart,      // JSON Lines: at the start of a line, expecting '{'
+    kLineEnd,        // JSON Lines: after a row, expecting '\n'
   };
 
   // Frames the row in progress over data[*pos, size). Returns true once its closing '}' is read
@@ -106,12 +121,15 @@ class RowStreamParser {
   void Fail(std::string_view data, size_t pos, int64_t data_offset, std::string_view what);
 
   StringInterner* interner_;
-  State state_ = State::kBeforeArray;
+  const bool json_lines_;
+  State state_;
   Status status_;  // the error once failed
   int64_t rows_ = 0;
   int64_t bytes_ = 0;
+  int64_t lines_ = 0;  // JSON Lines: '\n' read after rows
 
-  // Framing state of the row in progress, carried across Feed calls.
+  // Framing state of the row in progress, carried across Feed calls. In JSON Lines, a '\n' ends
+  // the framing (the row is then bad: ParseRow reports why).
   int depth_ = 0;            // open arrays and objects, the row itself included
   uint64_t array_bits_ = 0;  // bit d set when level d+1 is an array, clear when an object
   bool in_string_ = false;

@@ -72,9 +72,10 @@ struct Parsed {
   int64_t byte_count = 0;
 };
 
-Parsed ParseInPieces(std::string_view body, const std::vector<size_t>& cuts) {
+Parsed ParseInPieces(std::string_view body, const std::vector<size_t>& cuts,
+                     Framing framing = Framing::kJsonArray) {
   StringInterner interner;
-  RowStreamParser parser(&interner);
+  RowStreamParser parser(&interner, framing);
   RowBatch batch;
   Parsed out;
   size_t begin = 0;
@@ -94,18 +95,21 @@ Parsed ParseInPieces(std::string_view body, const std::vector<size_t>& cuts) {
   return out;
 }
 
-Parsed Parse(std::string_view body) { return ParseInPieces(body, {}); }
+Parsed Parse(std::string_view body, Framing framing = Framing::kJsonArray) {
+  return ParseInPieces(body, {}, framing);
+}
 
-Parsed ParseByteByByte(std::string_view body) {
+Parsed ParseByteByByte(std::string_view body, Framing framing = Framing::kJsonArray) {
   std::vector<size_t> cuts;
   for (size_t i = 1; i < body.size(); ++i) cuts.push_back(i);
-  return ParseInPieces(body, cuts);
+  return ParseInPieces(body, cuts, framing);
 }
 
 // The body fails with Corruption whose message contains every one of `parts`.
-void ExpectCorruption(std::string_view body, const std::vector<std::string>& parts) {
+void ExpectCorruption(std::string_view body, const std::vector<std::string>& parts,
+                      Framing framing = Framing::kJsonArray) {
   SCOPED_TRACE(std::string(body));
-  for (const Parsed& parsed : {Parse(body), ParseByteByByte(body)}) {
+  for (const Parsed& parsed : {Parse(body, framing), ParseByteByByte(body, framing)}) {
     Status status = parsed.feed.ok() ? parsed.finish : parsed.feed;
     ASSERT_EQ(status.code(), Status::Code::kCorruption) << status.ToString();
     for (const std::string& part : parts) {
@@ -725,6 +729,195 @@ TEST(RowStreamParser, DamagedBodies) {
     }
   }
   // Both outcomes are well represented.
+  EXPECT_GT(refused, 1000);
+  EXPECT_GT(3000 - refused, 300);
+}
+
+// ---- JSON Lines (archive data files) ----
+
+constexpr Framing kLines = Framing::kJsonLines;
+
+// The rows of TrickyBody(), one per line (none of them has a newline inside).
+std::vector<std::string> TrickyRows() {
+  Parsed parsed = Parse(TrickyBody());
+  std::vector<std::string> rows;
+  for (const Row& row : parsed.rows) rows.push_back(row.raw);
+  return rows;
+}
+
+std::string Lines(const std::vector<std::string>& rows, bool final_newline = true) {
+  std::string text;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0) text += '\n';
+    text += rows[i];
+  }
+  if (final_newline && !rows.empty()) text += '\n';
+  return text;
+}
+
+TEST(RowStreamParser, JsonLinesGivesTheSameRowsAsTheArray) {
+  Parsed array = Parse(TrickyBody());
+  ASSERT_EQ(array.rows.size(), 5u);
+  std::string text = Lines(TrickyRows());
+  for (const Parsed& parsed : {Parse(text, kLines), ParseByteByByte(text, kLines)}) {
+    ASSERT_TRUE(parsed.feed.ok()) << parsed.feed.ToString();
+    ASSERT_TRUE(parsed.finish.ok()) << parsed.finish.ToString();
+    EXPECT_EQ(parsed.rows, array.rows);
+    EXPECT_EQ(parsed.row_count, 5);
+    EXPECT_EQ(parsed.byte_count, int64_t(text.size()));
+  }
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    Parsed two = ParseInPieces(text, {cut}, kLines);
+    ASSERT_TRUE(two.feed.ok() && two.finish.ok()) << "cut at " << cut << ": "
+                                                  << two.feed.ToString() << two.finish.ToString();
+    ASSERT_EQ(two.rows, array.rows) << "cut at " << cut;
+  }
+  // The last row's newline may be missing.
+  Parsed no_final = Parse(Lines(TrickyRows(), /*final_newline=*/false), kLines);
+  ASSERT_TRUE(no_final.finish.ok()) << no_final.finish.ToString();
+  EXPECT_EQ(no_final.rows, array.rows);
+}
+
+TEST(RowStreamParser, JsonLinesEmptyTextIsZeroRows) {
+  Parsed parsed = Parse("", kLines);
+  EXPECT_TRUE(parsed.feed.ok());
+  EXPECT_TRUE(parsed.finish.ok());
+  EXPECT_TRUE(parsed.rows.empty());
+}
+
+TEST(RowStreamParser, JsonLinesSpacesAndTabsInsideARowAreKept) {
+  std::string spaced =
+      "{ \"timestamp\" : \"2025-07-22T13:05:25+02:00\" ,\t\"device_id\":\"d\", \"metric_id\" :"
+      "\"m\",\"value\" :\t-1.5 , \"labels\" : { \"a\" : [ 1 , 2 ] } }";
+  Parsed parsed = Parse(spaced + "\n", kLines);
+  ASSERT_TRUE(parsed.finish.ok()) << parsed.finish.ToString();
+  ASSERT_EQ(parsed.rows.size(), 1u);
+  EXPECT_EQ(parsed.rows[0].raw, spaced);
+}
+
+TEST(RowStreamParser, JsonLinesFramingErrors) {
+  const std::string r0(kRow0), r1(kRow1), r2(kRow2);
+  ExpectCorruption("\n", {"JSON Lines, line 1, byte 0", "blank line"}, kLines);
+  ExpectCorruption(r0 + "\n\n" + r1 + "\n", {"line 2", "blank line"}, kLines);
+  ExpectCorruption(r0 + "\n" + r1 + "\n\n", {"line 3", "blank line"}, kLines);
+  ExpectCorruption(" " + r0 + "\n", {"line 1", "expected a row '{' at the start of the line"},
+                   kLines);
+  ExpectCorruption(r0 + " \n", {"line 1", "expected a newline after the row", "' '"}, kLines);
+  ExpectCorruption(r0 + "\r\n", {"line 1", "expected a newline after the row", "'\\r'"}, kLines);
+  ExpectCorruption(r0 + "\n" + r1 + "\n" + r2 + "x\n", {"line 3", "after the row", "'x'"},
+                   kLines);
+  ExpectCorruption("[" + r0 + "]\n", {"line 1", "expected a row '{'", "'['"}, kLines);
+  ExpectCorruption(r0 + ",\n" + r1 + "\n", {"line 1", "expected a newline", "','"}, kLines);
+  ExpectCorruption(r0 + r1 + "\n", {"line 1", "expected a newline", "'{'"}, kLines);
+  // A newline inside a row: between tokens, or in a string (a row cut, the next one glued on).
+  std::string broken = r1;
+  broken.insert(broken.find("\"device_id\""), "\n");
+  ExpectCorruption(r0 + "\n" + broken + "\n", {"line 2", "byte " + std::to_string(r0.size() + 1 +
+                                                                                 broken.find('\n')),
+                                               "'\\n'"},
+                   kLines);
+  ExpectCorruption(r0 + "\n" + r1.substr(0, 30) + "\n" + r2 + "\n",
+                   {"line 2", "control character in a string"}, kLines);
+  ExpectCorruption(r0 + "\n" + r1.substr(0, 12) + "\n" + r2 + "\n", {"line 2", "'\\n'"}, kLines);
+  // A bad row is reported with its line.
+  std::string no_value =
+      R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"d","metric_id":"m"})";
+  ExpectCorruption(r0 + "\n" + r1 + "\n" + no_value + "\n", {"line 3", "no \"value\" key"}, kLines);
+}
+
+TEST(RowStreamParser, JsonLinesCutTexts) {
+  const std::string text = Lines(TrickyRows());
+  ExpectCorruption("{", {"ended after 0 rows", "in the middle of a row (line 1, from byte 0"},
+                   kLines);
+  // Every prefix: whole rows (with or without the last newline) are a valid text; anything else
+  // is cut in the middle of a row.
+  std::vector<size_t> row_ends;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') row_ends.push_back(i);
+  }
+  for (size_t length = 0; length < text.size(); ++length) {
+    Parsed parsed = Parse(text.substr(0, length), kLines);
+    ASSERT_TRUE(parsed.feed.ok()) << length << ": " << parsed.feed.ToString();
+    size_t whole = 0;
+    bool at_boundary = length == 0;
+    for (size_t end : row_ends) {
+      if (end <= length) ++whole;
+      if (end == length || end + 1 == length) at_boundary = true;
+    }
+    if (at_boundary) {
+      ASSERT_TRUE(parsed.finish.ok()) << length << ": " << parsed.finish.ToString();
+      ASSERT_EQ(parsed.rows.size(), whole) << length;
+    } else {
+      ASSERT_EQ(parsed.finish.code(), Status::Code::kCorruption) << length;
+      EXPECT_NE(parsed.finish.message().find("ended after " + std::to_string(whole) +
+                                             " rows, in the middle of a row (line " +
+                                             std::to_string(whole + 1)),
+                std::string::npos)
+          << parsed.finish.message();
+      EXPECT_NE(parsed.finish.message().find("the text was cut"), std::string::npos);
+    }
+  }
+}
+
+// Random damage to a valid JSON Lines text: refused unless every line is JSON, and the same answer
+// however the text is split.
+TEST(RowStreamParser, JsonLinesDamagedTexts) {
+  const std::string original = Lines(TrickyRows());
+  std::mt19937 random(20251129);
+  const std::string alphabet = "{}[]\",:\\ \n\n\nu0aeE.-+9tfnl\x01\xc3\xa9\xff";
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = original;
+    int edits = 1 + int(random() % 3);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = random() % text.size();
+      switch (random() % 3) {
+        case 0: text[at] = alphabet[random() % alphabet.size()]; break;
+        case 1: text.erase(at, 1 + random() % 3); break;
+        default: text.insert(at, 1, alphabet[random() % alphabet.size()]); break;
+      }
+    }
+    SCOPED_TRACE(text);
+    Parsed whole = Parse(text, kLines);
+    size_t a = random() % (text.size() + 1), b = random() % (text.size() + 1);
+    Parsed split = ParseInPieces(text, {std::min(a, b), std::max(a, b)}, kLines);
+    bool accepted = whole.feed.ok() && whole.finish.ok();
+    EXPECT_EQ(split.feed.ok() && split.finish.ok(), accepted);
+    EXPECT_EQ(ErrorWithoutExcerpt(split), ErrorWithoutExcerpt(whole));
+    EXPECT_EQ(split.rows, whole.rows);
+    if (trial % 20 == 0) {
+      Parsed bytewise = ParseByteByByte(text, kLines);
+      EXPECT_EQ(ErrorWithoutExcerpt(bytewise), ErrorWithoutExcerpt(whole));
+      EXPECT_EQ(bytewise.rows, whole.rows);
+    }
+    // The reference: the lines (a final empty one aside) are each a JSON object.
+    std::vector<std::string> lines;
+    size_t begin = 0;
+    while (begin <= text.size()) {
+      size_t end = text.find('\n', begin);
+      if (end == std::string::npos) end = text.size();
+      lines.push_back(text.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    if (!lines.empty() && lines.back().empty()) lines.pop_back();
+    bool all_json = true;
+    for (const std::string& line : lines) {
+      all_json = all_json && !line.empty() && line[0] == '{' && nlohmann::json::accept(line);
+    }
+    if (!all_json) {
+      EXPECT_FALSE(accepted) << "not JSON Lines, yet accepted";
+    }
+    if (accepted) {
+      EXPECT_TRUE(all_json);
+      EXPECT_EQ(whole.rows.size(), lines.size());
+      for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(whole.rows[i].raw, lines[i]);
+    } else {
+      Status status = whole.feed.ok() ? whole.finish : whole.feed;
+      EXPECT_EQ(status.code(), Status::Code::kCorruption) << status.ToString();
+      EXPECT_NE(status.message().find("JSON Lines"), std::string::npos) << status.message();
+      ++refused;
+    }
+  }
   EXPECT_GT(refused, 1000);
   EXPECT_GT(3000 - refused, 300);
 }

@@ -181,3 +181,27 @@ def test_stats_cpu_usage_and_counters(setup):
     assert net["increase"] > 0 and net["resets"] == 0
     power = busy["metrics"]["wattmetre_power_watt"]
     assert power["count"] == 291 and power["min"] <= power["mean"] <= power["max"]
+
+
+def test_the_same_figures_from_an_archive_and_a_live_query(setup, tmp_path):
+    server, _ = setup
+    archive = tmp_path / "archive"
+    backup = subprocess.run([KWATT, "backup", "--api", server.url, "--job", "lyon:7001", "-q",
+                             "-o", str(archive)], capture_output=True, timeout=300)
+    assert backup.returncode == 0, backup.stderr
+    phases = ["--phase", f"busy={T0 + 300}..{T0 + 600}", "--role", "pair=nova-1.lyon,nova-5.lyon"]
+    live, _ = energy(server, "--job", "lyon:7001", *phases)
+    result = subprocess.run([KWATT, "energy", str(archive), "--json", *phases],
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == live
+    stats_live = subprocess.run([KWATT, "stats", "--api", server.url, "--job", "lyon:7001",
+                                 "--json", "--metrics", "wattmetre_power_watt"],
+                                capture_output=True, timeout=300)
+    stats_archive = subprocess.run([KWATT, "stats", str(archive), "--json", "--metrics",
+                                    "wattmetre_power_watt"], capture_output=True, timeout=300)
+    assert stats_archive.returncode == 0, stats_archive.stderr
+    assert json.loads(stats_archive.stdout) == json.loads(stats_live.stdout)
+    both = subprocess.run([KWATT, "energy", str(archive), "--job", "lyon:7001"],
+                          capture_output=True, timeout=60)
+    assert both.returncode == 2 and b"not both" in both.stderr
