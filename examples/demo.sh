@@ -57,6 +57,18 @@ echo "== kwatt backup --job lyon:1001: a compressed, lossless archive of the job
 "$KWATT" backup --api "$URL" --job lyon:1001 -o "$OUT/archive"
 ls -l "$OUT/archive" "$OUT/archive/data" | sed 's/^/  /'
 echo
+echo "== kwatt inspect --verify: what the archive holds, every checksum and row count checked"
+"$KWATT" inspect "$OUT/archive" --verify | sed -n '1,16s/^/  /p'
+echo "  ..."
+echo
+echo "== kwatt energy on the archive: per node and phase, idle baseline"
+"$KWATT" energy "$OUT/archive" --phase idle=2025-04-18T14:00:00+02:00..2025-04-18T14:05:00+02:00 \
+  --phase busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00 --baseline idle \
+  --role pair=nova-1.lyon,nova-4.lyon | sed 's/^/  /'
+echo "  the simulator's truth for nova-1:"
+"$KWATT" simulate energy --node nova-1.lyon --start 2025-04-18T14:00:00+02:00 \
+  --end 2025-04-18T14:30:00+02:00 --jobs "$HERE/jobs.json" | sed 's/^/    /'
+echo
 echo "== 5-minute summary of nova-1's power (summary=true)"
 curl -s "$URL/sites/lyon/metrics?nodes=nova-1&metrics=wattmetre_power_watt&summary=true&job_id=1001" | python3 -c '
 import json, sys
