@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
@@ -201,7 +202,10 @@ struct SiteQueue {
   // yet sent are merged (sparse data) or cut again (denser than the catalogue says, e.g. a
   // series per CPU) to stay near the budget.
   double observed_density = 0;
-  FILE* spool = nullptr;     // in-order batches waiting while an earlier site is delivered
+  // In-order batches waiting while an earlier site is delivered: in memory up to a bound shared
+  // by all sites, then (for this site, from then on) in a temporary file.
+  std::deque<RowBatch> held;
+  FILE* spool = nullptr;
   ~SiteQueue() {
     if (spool) std::fclose(spool);
   }
@@ -237,6 +241,9 @@ size_t OnData(char* data, size_t size, size_t count, void* user) {
   }
   return length;
 }
+
+// Rows of later sites kept in memory before spilling to a temporary file.
+constexpr size_t kHeldBytesLimit = 256u << 20;
 
 class Fetcher {
  public:
@@ -512,7 +519,19 @@ class Fetcher {
     return n == 0 || std::fread(v->data(), sizeof(T), n, file) == n;
   }
 
-  Status Spool(SiteQueue& site, const RowBatch& batch) {
+  static size_t BatchBytes(const RowBatch& batch) {
+    return batch.raw.size() + batch.size() * (sizeof(UnixNanos) + sizeof(int32_t) +
+                                              3 * sizeof(uint32_t) + sizeof(double) +
+                                              sizeof(uint32_t));
+  }
+
+  Status Spool(SiteQueue& site, RowBatch& batch) {
+    size_t bytes = BatchBytes(batch);
+    if (!site.spool && held_bytes_ + bytes <= kHeldBytesLimit) {
+      held_bytes_ += bytes;
+      site.held.push_back(std::move(batch));
+      return Status::OK();
+    }
     if (!site.spool && !(site.spool = std::tmpfile())) {
       return Status::IOError("cannot create a temporary file to hold site " + site.site +
                              "'s rows (TMPDIR full or not writable?)");
@@ -529,6 +548,11 @@ class Fetcher {
   }
 
   Status Replay(SiteQueue& site) {
+    for (RowBatch& batch : site.held) {
+      KWATT_RETURN_IF_ERROR(sink_->Write(site.site, batch, interner_));
+      held_bytes_ -= BatchBytes(batch);
+    }
+    site.held.clear();
     if (!site.spool) return Status::OK();
     std::rewind(site.spool);
     RowBatch batch;
@@ -584,6 +608,7 @@ class Fetcher {
   std::vector<std::unique_ptr<SiteQueue>> sites_;
   std::map<CURL*, std::unique_ptr<Transfer>> transfers_;
   std::vector<RowBatch> pool_;
+  size_t held_bytes_ = 0;  // in SiteQueue::held, all sites
   size_t current_ = 0;  // the site being delivered to the sink
   int64_t total_requests_ = 0, requests_done_ = 0;
   double started_ = 0, last_progress_ = 0;
