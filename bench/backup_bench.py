@@ -165,26 +165,6 @@ class ServeProcess(sb.Server):
             r.read()
 
 
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def child_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            kids = f.read().split()
-        return int(kids[0]) if kids else None
-    except (OSError, ValueError):
-        return None
-
-
 def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
                  mem_limit: int | None = None, timeout_s: float | None = None) -> dict:
     """argv to its end under GNU time: wall time, CPU time, peak RSS (%M, ru_maxrss of the tool
@@ -204,10 +184,10 @@ def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
     def watchdog():
         tool = None
         while not done.wait(0.05):
-            tool = tool or child_of(proc.pid)
+            tool = tool or sb.child_of(proc.pid)
             if tool is None:
                 continue
-            rss = rss_bytes(tool)
+            rss = sb.rss_bytes(tool)
             elapsed = time.perf_counter() - t0
             reason = None
             if mem_limit is not None and rss > mem_limit:
@@ -227,7 +207,7 @@ def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
     try:
         proc.wait()
     except BaseException:
-        tool = child_of(proc.pid)
+        tool = sb.child_of(proc.pid)
         if tool:
             os.kill(tool, signal.SIGKILL)
         proc.kill()
@@ -251,12 +231,6 @@ def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
     return {"wall_s": wall, "cpu_s": float(user_s) + float(sys_s),
             "peak_mb": int(peak_kb) * 1024 / 1e6, "returncode": proc.returncode,
             "killed": killed[0] if killed else None, "stdout": stdout, "stderr": stderr}
-
-
-def child_env(home: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KWATT_")}
-    env["HOME"] = home
-    return env
 
 
 def dir_files(path: str, suffix: str) -> list[str]:
@@ -303,7 +277,7 @@ class Tools:
     def load(self, archive: str, runs: int = 1, extra: list[str] | None = None) -> dict:
         """kwatt_load_bench ARCHIVE --runs N [extra], under GNU time."""
         run = run_measured([self.load_bench, archive, "--runs", str(runs)] + (extra or []),
-                           child_env(self.home or self.tmpdir), self.tmpdir,
+                           sb.child_env(self.home or self.tmpdir), self.tmpdir,
                            self._name("load"), timeout_s=TOOL_TIMEOUT_S)
         if run["returncode"] != 0:
             raise BenchError(f"kwatt_load_bench {' '.join(extra or [])} exited "
@@ -318,7 +292,7 @@ class Tools:
         out = os.path.join(self.tmpdir, name)
         argv = [self.binary, "backup", "--api", self.base_url] + args + ["-o", out]
         try:
-            run = run_measured(argv, child_env(self.home), self.tmpdir, name,
+            run = run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
                                timeout_s=TOOL_TIMEOUT_S)
             if run["returncode"] != 0:
                 last = (run["stderr"].strip().splitlines() or ["?"])[-1]
@@ -350,7 +324,7 @@ class Tools:
         out = os.path.join(self.tmpdir, name)
         try:
             run = run_measured([self.python, "-c", ENOSLIB_CHILD, ",".join(hosts), str(start),
-                                str(end), METRIC, out], child_env(self.home), self.tmpdir,
+                                str(end), METRIC, out], sb.child_env(self.home), self.tmpdir,
                                name, mem_limit=PY_MEM_LIMIT, timeout_s=TOOL_TIMEOUT_S)
             if run["killed"]:
                 raise BenchError(f"EnOSlib backup killed: {run['killed']}")
@@ -683,7 +657,7 @@ def render(results: dict) -> str:
         lines += ["", f"Note: peak RSS, {ll} minus {sl}: "
                   f"{large['peak_mb'] - small['peak_mb']:+.1f} MB with `--nodes`, "
                   f"{jw['large']['peak_mb'] - jw['small']['peak_mb']:+.1f} MB with `--job` "
-                  f"(same rows; the job's plan knows its monitor types, so 50 rows/s/node). "
+                  f"(same rows). "
                   f"Peaks per run with `--nodes`: "
                   + ", ".join(f"{x:.0f}" for x in small["peak_mb_runs"]) + f" MB ({sl}); "
                   + ", ".join(f"{x:.0f}" for x in large["peak_mb_runs"]) + f" MB ({ll}); "
@@ -797,28 +771,6 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: str, section: str) -> None:
-    """server_bench.write_section, for this section's title."""
-    text = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            text = f.read()
-    if not text.strip():
-        text = sb.BENCHMARKS_HEADER
-    pattern = re.compile(r"^" + re.escape(SECTION_TITLE) + r"[ \t]*\n.*?(?=^## |\Z)",
-                         re.MULTILINE | re.DOTALL)
-    body = section.rstrip("\n") + "\n"
-    if pattern.search(text):
-        text = pattern.sub(lambda _: body + "\n", text, count=1)
-        text = text.rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def enoslib_version(python: str) -> str | None:
     code = "import importlib.metadata as m, enoslib; print(m.version('enoslib'))"
     try:
@@ -826,14 +778,6 @@ def enoslib_version(python: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return res.stdout.strip() if res.returncode == 0 else None
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def main() -> int:
@@ -861,7 +805,7 @@ def main() -> int:
             section = render(json.load(f))
         print(section)
         if not args.no_write:
-            write_section(args.benchmarks_md, section)
+            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
         return 0
 
     binary = os.path.abspath(args.binary)
@@ -901,7 +845,7 @@ def main() -> int:
             "machine": sb.machine_info(),
             "version": sb.kwatt_version(binary),
             "binary": built,
-            "binary_sha256": sha256_of(binary),
+            "binary_sha256": sb.sha256_of(binary),
             "enoslib_version": enos_version or "not run",
             "repeats": args.repeats,
             "wait": wait,
@@ -930,7 +874,7 @@ def main() -> int:
         section = render(results)
         print(section)
         if not args.no_write:
-            write_section(args.benchmarks_md, section)
+            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
             out_dir = os.path.join(ROOT, "bench", "out")
             os.makedirs(out_dir, exist_ok=True)
             with open(os.path.join(out_dir, "backup_bench.json"), "w") as f:

@@ -146,28 +146,7 @@ def mem_available_bytes() -> int:
     return 0
 
 
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 TIME = "/usr/bin/time"
-
-
-def child_of(pid: int) -> int | None:
-    """The (only) child of `pid`: the tool run by /usr/bin/time."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            kids = f.read().split()
-        return int(kids[0]) if kids else None
-    except (OSError, ValueError):
-        return None
 
 
 def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
@@ -193,10 +172,10 @@ def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
     def watchdog():
         tool = None
         while not done.wait(0.05):
-            tool = tool or child_of(proc.pid)
+            tool = tool or sb.child_of(proc.pid)
             if tool is None:
                 continue
-            rss = rss_bytes(tool)
+            rss = sb.rss_bytes(tool)
             watch_peak[0] = max(watch_peak[0], rss)
             elapsed = time.perf_counter() - t0
             reason = None
@@ -218,7 +197,7 @@ def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
     try:
         proc.wait()
     except BaseException:
-        tool = child_of(proc.pid)
+        tool = sb.child_of(proc.pid)
         if tool:
             os.kill(tool, signal.SIGKILL)
         proc.kill()
@@ -265,13 +244,6 @@ def write_probe(tmpdir: str, megabytes: int = 1600) -> list[float]:
         times.append(time.perf_counter() - t0)
         remove(path)
     return times
-
-
-def child_env(home: str) -> dict:
-    """The environment of every tool: HOME is the temp dir holding `uri: URL` only."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KWATT_")}
-    env["HOME"] = home
-    return env
 
 
 def count_lines(path: str) -> tuple[int, int]:
@@ -374,7 +346,7 @@ class Tools:
         argv = [self.binary, "fetch", "--api", self.base_url] + args + [
             "--metrics", METRIC, "-o", out]
         try:
-            run = run_measured(argv, child_env(self.home), self.tmpdir, name,
+            run = run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
                                timeout_s=self.timeout_s)
             if run["returncode"] != 0:
                 last = (run["stderr"].strip().splitlines() or ["?"])[-1]
@@ -392,7 +364,7 @@ class Tools:
         out = os.path.join(self.tmpdir, f"{name}.json")
         try:
             run = run_measured(["curl", "-s", url, "-o", out, "-w", "%{http_code}"],
-                               child_env(self.home), self.tmpdir, name, timeout_s=self.timeout_s)
+                               sb.child_env(self.home), self.tmpdir, name, timeout_s=self.timeout_s)
             if run["returncode"] != 0 or run["stdout"].strip() != "200":
                 raise BenchError(f"curl exited {run['returncode']}, HTTP {run['stdout']!r}")
             run["rows"], run["bytes"] = count_rows_in_array(out)
@@ -404,7 +376,7 @@ class Tools:
     def _python(self, tool: str, code: str, args: list[str]) -> dict:
         name = self._name(tool)
         limit = min(self.mem_limit, max(0, mem_available_bytes() - MEM_HEADROOM_BYTES))
-        run = run_measured([self.python, "-c", code] + args, child_env(self.home), self.tmpdir,
+        run = run_measured([self.python, "-c", code] + args, sb.child_env(self.home), self.tmpdir,
                            name, mem_limit=limit, timeout_s=self.timeout_s)
         run["mem_limit_mb"] = limit / 1e6
         if run["killed"]:
@@ -986,28 +958,6 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: str, section: str) -> None:
-    """server_bench.write_section, for this section's title."""
-    text = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            text = f.read()
-    if not text.strip():
-        text = sb.BENCHMARKS_HEADER
-    pattern = re.compile(r"^" + re.escape(SECTION_TITLE) + r"[ \t]*\n.*?(?=^## |\Z)",
-                         re.MULTILINE | re.DOTALL)
-    body = section.rstrip("\n") + "\n"
-    if pattern.search(text):
-        text = pattern.sub(lambda _: body + "\n", text, count=1)
-        text = text.rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def python_versions(python: str) -> tuple[str, str] | None:
     code = ("import importlib.metadata as m, enoslib, grid5000; "
             "print(m.version('enoslib'), m.version('python-grid5000'))")
@@ -1019,14 +969,6 @@ def python_versions(python: str) -> tuple[str, str] | None:
         return None
     enos, pg = res.stdout.split()
     return enos, pg
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def curl_version() -> str:
@@ -1067,7 +1009,7 @@ def main() -> int:
             section = render(json.load(f))
         print(section)
         if not args.no_write:
-            write_section(args.benchmarks_md, section)
+            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
         return 0
 
     binary = os.path.abspath(args.binary)
@@ -1105,7 +1047,7 @@ def main() -> int:
             "pg5k_version": versions[1] if versions else "not run",
             "curl_version": curl_version(),
             "binary": built,
-            "binary_sha256": sha256_of(binary),
+            "binary_sha256": sb.sha256_of(binary),
             "repeats": args.repeats,
             "mem_limit_gb": args.mem_limit_gb,
             "tool_timeout_s": args.tool_timeout,
@@ -1153,7 +1095,7 @@ def main() -> int:
         section = render(results)
         print(section)
         if not args.no_write:
-            write_section(args.benchmarks_md, section)
+            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
             out_dir = os.path.join(ROOT, "bench", "out")
             os.makedirs(out_dir, exist_ok=True)
             with open(os.path.join(out_dir, "fetch_bench.json"), "w") as f:

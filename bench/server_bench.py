@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -402,7 +403,46 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: str, section: str) -> None:
+# Helpers of the other benchmarks (fetch_bench, backup_bench), which import this module.
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def child_of(pid: int) -> int | None:
+    """The (only) child of `pid`: the tool run by /usr/bin/time."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    except (OSError, ValueError):
+        return None
+
+
+def child_env(home: str) -> dict:
+    """The environment of every tool: HOME is the temp dir holding `uri: URL` only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KWATT_")}
+    env["HOME"] = home
+    return env
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_section(path: str, section: str, title: str = SECTION_TITLE) -> None:
+    """Replaces (or appends) the section `title` of BENCHMARKS.md at `path` with `section`."""
     text = ""
     if os.path.exists(path):
         with open(path) as f:
@@ -410,7 +450,7 @@ def write_section(path: str, section: str) -> None:
     if not text.strip():
         text = BENCHMARKS_HEADER
     # The section runs from its title to the next level-2 title (or the end).
-    pattern = re.compile(r"^" + re.escape(SECTION_TITLE) + r"[ \t]*\n.*?(?=^## |\Z)",
+    pattern = re.compile(r"^" + re.escape(title) + r"[ \t]*\n.*?(?=^## |\Z)",
                          re.MULTILINE | re.DOTALL)
     body = section.rstrip("\n") + "\n"
     if pattern.search(text):

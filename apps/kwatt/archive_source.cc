@@ -60,9 +60,7 @@ Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const Qu
     if (!args.nodes.empty() || !args.job.empty()) {
       return Status::InvalidArgument("give an archive or --nodes/--job, not both");
     }
-    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+    UnixNanos now = WallClockNow();
     std::optional<UnixNanos> start, end;
     for (auto [text, slot, name] : {std::tuple{&args.start, &start, "--start"},
                                     std::tuple{&args.end, &end, "--end"}}) {

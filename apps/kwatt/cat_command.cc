@@ -21,13 +21,10 @@ void AddArchiveFilterOptions(CLI::App* command, ArchiveFilterArgs* args) {
 }
 
 Status ResolveArchiveFilters(const ArchiveFilterArgs& args, archive::LoadOptions* options) {
-  auto split = [](const std::string& text) { return SplitCommaList(text); };
 
-  options->nodes = split(args.nodes);
-  options->metrics = split(args.metrics);
-  UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+  options->nodes = SplitCommaList(args.nodes);
+  options->metrics = SplitCommaList(args.metrics);
+  UnixNanos now = WallClockNow();
   for (auto [text, slot, name] : {std::tuple{&args.start, &options->start, "--start"},
                                   std::tuple{&args.end, &options->end, "--end"}}) {
     if (text->empty()) continue;

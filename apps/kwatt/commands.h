@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kwatt/core/status.h"
+#include "kwatt/core/text.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/fetch.h"
@@ -40,8 +41,6 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
 
 // "1.2 MB": bytes for people (powers of 1000).
 std::string HumanBytes(double bytes);
-// Splits a comma-separated list, dropping empty items.
-std::vector<std::string> SplitCommaList(const std::string& text);
 
 // The rows of energy and stats: an archive directory's (FeedArchive) when `archive_dir` is given,
 // else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
@@ -59,9 +58,16 @@ Status FeedArchive(const std::string& dir, const std::vector<std::string>& metri
 kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const kwollect::FetchReport& report);
 
-// --phase NAME=START..END and --role NAME=NODE,NODE of energy and stats.
-Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now);
-Result<energy::Role> ParseRoleArgument(const std::string& text);
+// The arguments energy and stats share: a query or an archive, and phases and roles.
+struct AnalysisArgs {
+  QueryArgs query;
+  std::string archive;
+  std::vector<std::string> phases, roles;  // NAME=START..END, NAME=NODE,NODE
+};
+void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args);
+// Parses --phase and --role; InvalidArgument naming the one that is wrong.
+Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
+                             std::vector<energy::Role>* roles);
 
 // Registers a subcommand; the returned function runs it once parsed.
 using Runner = std::function<int()>;

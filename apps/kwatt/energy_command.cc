@@ -15,6 +15,8 @@ namespace {
 
 }  // namespace
 
+namespace {
+
 // "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00"
 Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now) {
   size_t eq = text.find('='), dots = text.find("..");
@@ -39,6 +41,33 @@ Result<energy::Role> ParseRoleArgument(const std::string& text) {
   energy::Role role{text.substr(0, eq), {}};
   for (const auto& node : *nodes) role.nodes.push_back(node.Fqdn());
   return role;
+}
+
+}  // namespace
+
+void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args) {
+  command->add_option("archive", args->archive,
+                      "An archive directory written by kwatt backup, instead of a query "
+                      "(--start and --end then narrow its window)");
+  AddQueryOptions(command, &args->query);
+  command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
+  command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
+}
+
+Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
+                             std::vector<energy::Role>* roles) {
+  UnixNanos now = WallClockNow();
+  for (const std::string& text : args.phases) {
+    Result<energy::Interval> phase = ParsePhaseArgument(text, now);
+    if (!phase.ok()) return phase.status();
+    phases->push_back(*phase);
+  }
+  for (const std::string& text : args.roles) {
+    Result<energy::Role> role = ParseRoleArgument(text);
+    if (!role.ok()) return role.status();
+    roles->push_back(*role);
+  }
+  return Status::OK();
 }
 
 namespace {
@@ -127,9 +156,7 @@ void PrintTable(const energy::EnergyReport& r) {
 
 Runner RegisterEnergy(CLI::App* app) {
   struct Args {
-    QueryArgs query;
-    std::string archive;
-    std::vector<std::string> phases, roles;
+    AnalysisArgs analysis;
     std::string metric, baseline;
     bool json = false, csv = false, quiet = false;
   };
@@ -137,12 +164,7 @@ Runner RegisterEnergy(CLI::App* app) {
   CLI::App* command = app->add_subcommand(
       "energy", "Energy of nodes over a window or a job: best power source, exact integration, "
                 "gaps, per node, role and phase");
-  command->add_option("archive", args->archive,
-                      "An archive directory written by kwatt backup, instead of a query "
-                      "(--start and --end then narrow its window)");
-  AddQueryOptions(command, &args->query);
-  command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
-  command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
+  AddAnalysisOptions(command, &args->analysis);
   command->add_option("--metric", args->metric, "Use this power metric for every node");
   command->add_option("--baseline", args->baseline,
                       "A phase whose mean power is the idle baseline (energy above it reported)");
@@ -155,27 +177,14 @@ Runner RegisterEnergy(CLI::App* app) {
                                            ? energy::PowerMetrics()
                                            : std::vector<std::string>{args->metric};
     for (const std::string& counter : energy::EnergyCounters()) metrics.push_back(counter);
-    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
     energy::EnergyOptions energy_options;
     energy_options.metric = args->metric;
     energy_options.baseline_phase = args->baseline;
-    for (const std::string& text : args->phases) {
-      Result<energy::Interval> phase = ParsePhaseArgument(text, now);
-      if (!phase.ok()) {
-        std::fprintf(stderr, "kwatt energy: %s\n", phase.status().message().c_str());
-        return kExitUsage;
-      }
-      energy_options.phases.push_back(*phase);
-    }
-    for (const std::string& text : args->roles) {
-      Result<energy::Role> role = ParseRoleArgument(text);
-      if (!role.ok()) {
-        std::fprintf(stderr, "kwatt energy: %s\n", role.status().message().c_str());
-        return kExitUsage;
-      }
-      energy_options.roles.push_back(*role);
+    Status parsed =
+        ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
+      return kExitUsage;
     }
     // The nodes are known once the query is resolved (a job's); collect then.
     struct Collector : kwollect::RowSink {
@@ -192,7 +201,7 @@ Runner RegisterEnergy(CLI::App* app) {
       }
     } collector;
     Result<kwollect::FetchReport> report =
-        RunSource(args->archive, args->query, metrics, &collector,
+        RunSource(args->analysis.archive, args->analysis.query, metrics, &collector,
                   MakeProgress("kwatt energy", args->quiet || args->json));
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
@@ -300,9 +309,7 @@ Runner RegisterSimulate(CLI::App* app) {
   simulate->require_subcommand(1);
   return [energy, args]() -> int {
     if (!energy->parsed()) return -1;
-    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+    UnixNanos now = WallClockNow();
     Result<kwollect::NodeName> node = kwollect::ParseNodeName(args->node);
     Result<UnixNanos> a = ParseUserTime(args->start, now);
     Result<UnixNanos> b = ParseUserTime(args->end, now);

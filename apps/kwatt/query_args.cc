@@ -7,21 +7,6 @@
 
 namespace kwatt::cli {
 
-std::vector<std::string> SplitCommaList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t comma = text.find(',', begin);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(begin, comma - begin);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) items.push_back(item);
-    begin = comma + 1;
-  }
-  return items;
-}
-
 int ExitCodeOf(const Status& status) {
   if (status.ok()) return kExitOk;
   return status.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFailure;
@@ -66,9 +51,7 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   if (args.rows_per_request > 0) options->max_rows_per_request = args.rows_per_request;
   if (args.retries >= 0) options->max_retries = args.retries;
   if (args.backoff >= 0) options->backoff_s = args.backoff;
-  UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+  UnixNanos now = WallClockNow();
   if (!args.nodes.empty()) {
     Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(args.nodes);
     if (!nodes.ok()) return nodes.status().WithContext("--nodes");

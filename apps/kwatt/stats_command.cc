@@ -62,46 +62,25 @@ energy::NodeStats Merge(const std::string& name, const std::vector<const energy:
 
 Runner RegisterStats(CLI::App* app) {
   struct Args {
-    QueryArgs query;
-    std::string archive;
-    std::vector<std::string> phases, roles;
+    AnalysisArgs analysis;
     bool json = false, csv = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
       "stats", "Per node and metric: count, mean, min, max, last; counters' increase and rate; "
                "CPU usage");
-  command->add_option("archive", args->archive,
-                      "An archive directory written by kwatt backup, instead of a query "
-                      "(--start and --end then narrow its window)");
-  AddQueryOptions(command, &args->query);
-  command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
-  command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
+  AddAnalysisOptions(command, &args->analysis);
   command->add_flag("--json", args->json, "JSON output");
   command->add_flag("--csv", args->csv, "CSV output");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    UnixNanos now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
     std::vector<energy::Interval> phases;
-    for (const std::string& text : args->phases) {
-      Result<energy::Interval> phase = ParsePhaseArgument(text, now);
-      if (!phase.ok()) {
-        std::fprintf(stderr, "kwatt stats: %s\n", phase.status().message().c_str());
-        return kExitUsage;
-      }
-      phases.push_back(*phase);
-    }
     std::vector<energy::Role> roles;
-    for (const std::string& text : args->roles) {
-      Result<energy::Role> role = ParseRoleArgument(text);
-      if (!role.ok()) {
-        std::fprintf(stderr, "kwatt stats: %s\n", role.status().message().c_str());
-        return kExitUsage;
-      }
-      roles.push_back(*role);
+    Status parsed = ResolvePhasesAndRoles(args->analysis, &phases, &roles);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "kwatt stats: %s\n", parsed.message().c_str());
+      return kExitUsage;
     }
     struct Collector : kwollect::RowSink {
       std::vector<energy::Interval> phases;
@@ -119,9 +98,9 @@ Runner RegisterStats(CLI::App* app) {
       }
     } collector;
     collector.phases = phases;
-    std::vector<std::string> metrics = SplitCommaList(args->query.metrics);
+    std::vector<std::string> metrics = SplitCommaList(args->analysis.query.metrics);
     Result<kwollect::FetchReport> report =
-        RunSource(args->archive, args->query, metrics, &collector,
+        RunSource(args->analysis.archive, args->analysis.query, metrics, &collector,
                   MakeProgress("kwatt stats", args->quiet || args->json));
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt stats: %s\n", report.status().message().c_str());

@@ -31,11 +31,6 @@ Status Errno(const std::string& what) {
   return Status::IOError(what + ": " + std::strerror(errno));
 }
 
-UnixNanos WallNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Status WriteAll(int fd, const char* data, size_t size, const std::string& path) {
   while (size > 0) {
@@ -107,6 +102,14 @@ struct ArchiveWriter::Impl {
     std::string frame_first, frame_last;
     std::optional<UnixNanos> close_at;
     bool stalled = false;  // a piece of this node failed: nothing more is committed this run
+
+    void ClearFrame() {
+      frame.clear();
+      frame_rows = 0;
+      frame_metrics.clear();
+      frame_first.clear();
+      close_at.reset();
+    }
   };
 
   fs::path dir;
@@ -174,11 +177,7 @@ struct ArchiveWriter::Impl {
     file.last = file.frame_last;
     file.next = next;
     file.dirty = true;
-    file.frame.clear();
-    file.frame_rows = 0;
-    file.frame_metrics.clear();
-    file.frame_first.clear();
-    file.close_at.reset();
+    file.ClearFrame();
     return Status::OK();
   }
 
@@ -307,7 +306,7 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
     impl.manifest["format_version"] = kFormatVersion;
     impl.manifest["kwatt_version"] = kwatt_version;
     impl.manifest["state"] = kStateIncomplete;
-    impl.manifest["created_at"] = FormatUtcTimestamp(WallNow());
+    impl.manifest["created_at"] = FormatUtcTimestamp(WallClockNow());
     impl.manifest["query"] = wanted;
     KWATT_RETURN_IF_ERROR(impl.WriteManifest());
   }
@@ -431,11 +430,7 @@ Status ArchiveWriter::Failed(const kwollect::FetchFailure& failure) {
     Impl::File& file = impl.FileFor(failure.site, uid);
     // Rows after the hole cannot be committed: the file resumes from its last frame next time.
     file.stalled = true;
-    file.frame.clear();
-    file.frame_rows = 0;
-    file.frame_metrics.clear();
-    file.frame_first.clear();
-    file.close_at.reset();
+    file.ClearFrame();
   }
   return Status::OK();
 }
@@ -495,7 +490,7 @@ Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
                             {"seconds", report.seconds},
                             {"resumed", resuming_}};
   impl.manifest["state"] = kStateComplete;
-  impl.manifest["completed_at"] = FormatUtcTimestamp(WallNow());
+  impl.manifest["completed_at"] = FormatUtcTimestamp(WallClockNow());
   KWATT_RETURN_IF_ERROR(impl.WriteManifest());
   ::close(impl.journal);
   impl.journal = -1;

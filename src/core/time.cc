@@ -61,6 +61,10 @@ Status BadTimestamp(std::string_view text, std::string_view why) {
 
 }  // namespace
 
+UnixNanos WallClockNow() {
+  return chr::duration_cast<chr::nanoseconds>(chr::system_clock::now().time_since_epoch()).count();
+}
+
 int ParisUtcOffsetSeconds(int64_t unix_seconds) {
   int year = ToCivil(unix_seconds).year;
   if (year < 1981) return 3600;

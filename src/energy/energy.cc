@@ -41,16 +41,39 @@ std::string SeriesKey(std::string_view labels) { return std::string(labels); }
 
 }  // namespace
 
+int detail::NodeLookup::Find(const std::vector<std::string>& nodes, std::string_view site,
+                             uint32_t device, const StringInterner& interner) {
+  if (&interner != interner_ || site != site_) {
+    interner_ = &interner;
+    site_ = std::string(site);
+    cache_.clear();
+  }
+  if (device >= cache_.size()) cache_.resize(interner.size(), -2);
+  int& index = cache_[device];
+  if (index == -2) {
+    std::string fqdn = std::string(interner.Get(device)) + "." + site_ + ".grid5000.fr";
+    auto it = std::find(nodes.begin(), nodes.end(), fqdn);
+    index = it == nodes.end() ? -1 : int(it - nodes.begin());
+  }
+  return index;
+}
+
 Status PowerCollector::Write(std::string_view site, const RowBatch& batch,
                              const StringInterner& interner) {
-  std::string suffix = "." + std::string(site) + ".grid5000.fr";
+  if (&interner != metric_interner_) {
+    metric_interner_ = &interner;
+    wanted_metric_.clear();
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
-    std::string_view metric = interner.Get(batch.metric[i]);
-    if (!Wanted(metric)) continue;
-    std::string node = std::string(interner.Get(batch.device[i])) + suffix;
-    if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) continue;
-    Add(node, std::string(metric), SeriesKey(interner.Get(batch.labels[i])), batch.time[i],
-        batch.value[i]);
+    uint32_t metric_id = batch.metric[i];
+    if (metric_id >= wanted_metric_.size()) wanted_metric_.resize(interner.size(), -1);
+    int8_t& wanted = wanted_metric_[metric_id];
+    if (wanted < 0) wanted = Wanted(interner.Get(metric_id)) ? 1 : 0;
+    if (!wanted) continue;
+    int node = lookup_.Find(nodes_, site, batch.device[i], interner);
+    if (node < 0) continue;
+    Add(nodes_[size_t(node)], std::string(interner.Get(metric_id)),
+        SeriesKey(interner.Get(batch.labels[i])), batch.time[i], batch.value[i]);
   }
   return Status::OK();
 }

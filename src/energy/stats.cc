@@ -21,12 +21,11 @@ StatsCollector::StatsCollector(std::vector<std::string> nodes, UnixNanos start, 
 
 Status StatsCollector::Write(std::string_view site, const RowBatch& batch,
                              const StringInterner& interner) {
-  std::string suffix = "." + std::string(site) + ".grid5000.fr";
-  std::string node, series_key;
+  std::string series_key;
   for (size_t i = 0; i < batch.size(); ++i) {
-    node.assign(interner.Get(batch.device[i]));
-    node += suffix;
-    if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) continue;
+    int index = lookup_.Find(nodes_, site, batch.device[i], interner);
+    if (index < 0) continue;
+    const std::string& node = nodes_[size_t(index)];
     std::string_view metric = interner.Get(batch.metric[i]);
     std::string_view labels = interner.Get(batch.labels[i]);
     double v = batch.value[i];

@@ -27,11 +27,6 @@ double SteadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-UnixNanos WallNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Join(const std::vector<std::string>& items, char separator = ',') {
   std::string out;
@@ -88,7 +83,7 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
   UnixNanos started = (*doc)["started_at"].get<int64_t>() * kNanosPerSecond;
   UnixNanos stopped = doc->contains("stopped_at") && (*doc)["stopped_at"].is_number()
                           ? (*doc)["stopped_at"].get<int64_t>() * kNanosPerSecond
-                          : WallNow();
+                          : WallClockNow();
   report->start = query.start.value_or(started);
   report->end = query.end.value_or(stopped);
   for (const json& type : doc->value("types", json::array())) {

@@ -1,5 +1,7 @@
 #include "kwatt/kwollect/node_name.h"
 
+#include "kwatt/core/text.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -73,13 +75,7 @@ Result<NodeName> ParseNodeName(std::string_view text) {
 
 Result<std::vector<NodeName>> ParseNodeList(std::string_view text) {
   std::vector<NodeName> nodes;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view item = text.substr(start, comma - start);
-    start = comma + 1;
-    if (item.find_first_not_of(" \t") == std::string_view::npos) continue;
+  for (const std::string& item : SplitCommaList(text)) {
     Result<NodeName> node = ParseNodeName(item);
     if (!node.ok()) return node.status();
     if (std::find(nodes.begin(), nodes.end(), *node) == nodes.end()) nodes.push_back(*node);

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "kwatt/core/text.h"
 #include "kwatt/server/testbed.h"
 #include "src/server/row_stream.h"
 #include "src/server/series.h"
@@ -41,21 +42,6 @@ std::string ApiError(int code, std::string_view title, std::string_view message)
   body["message"] = message;
   body["title"] = title;
   return body.dump();
-}
-
-std::vector<std::string> SplitList(std::string_view text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view item = text.substr(start, comma - start);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    start = comma + 1;
-  }
-  return out;
 }
 
 // PostgreSQL's boolean input.
@@ -104,10 +90,7 @@ struct Server::Impl {
   bool stopped = false;
 
   UnixNanos Now() const {
-    auto real = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-    return real + clock_shift_ns;
+    return WallClockNow() + clock_shift_ns;
   }
 
   static std::string Prefix(const httplib::Request& req) { return "/" + req.matches[1].str(); }
@@ -311,7 +294,7 @@ void Server::Impl::Routes() {
     if (!s) return;
     std::string prefix = Prefix(req);
     UnixNanos now = Now();
-    std::vector<std::string> states = SplitList(req.get_param_value("state"));
+    std::vector<std::string> states = SplitCommaList(req.get_param_value("state"));
     std::string user = req.get_param_value("user");
     int64_t offset = 0, limit = 50;
     try {
@@ -394,7 +377,7 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
     std::vector<std::string> out;
     auto range = req.params.equal_range(key);
     for (auto it = range.first; it != range.second; ++it) {
-      for (std::string& item : SplitList(it->second)) out.push_back(std::move(item));
+      for (std::string& item : SplitCommaList(it->second)) out.push_back(std::move(item));
     }
     return out;
   };
@@ -538,10 +521,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->testbed = std::move(*testbed);
   impl->random.seed(options.seed);
   if (options.start_clock_at) {
-    auto real = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-    impl->clock_shift_ns = *options.start_clock_at - real;
+    impl->clock_shift_ns = *options.start_clock_at - WallClockNow();
   }
   int threads = std::max(1, options.threads);
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };

@@ -26,6 +26,11 @@ class RunningServer:
         return self.process.returncode
 
 
+def run_kwatt(*args, timeout=300, env=None):
+    """Runs `kwatt ARGS` to its end; stdout and stderr captured as bytes."""
+    return subprocess.run([KWATT, *map(str, args)], capture_output=True, timeout=timeout, env=env)
+
+
 def start_server(*args, jobs=None, tmp_path=None):
     """Starts `kwatt serve --simulate --port 0 ARGS` and returns once it printed its URL."""
     command = [KWATT, "serve", "--simulate", "--port", "0", *map(str, args)]

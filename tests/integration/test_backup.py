@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KWATT, start_server
+from conftest import KWATT, run_kwatt as run, start_server
 from test_server import JOBS, T0
 
 NODES = ["nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr", "taurus-3.lyon.grid5000.fr"]
@@ -18,10 +18,6 @@ def server(tmp_path_factory):
     s = start_server(jobs=JOBS, tmp_path=tmp_path_factory.mktemp("jobs"))
     yield s
     s.stop()
-
-
-def run(*args, timeout=300):
-    return subprocess.run([KWATT, *map(str, args)], capture_output=True, timeout=timeout)
 
 
 def unpack(path):

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from conftest import KWATT, start_server
+from conftest import KWATT, run_kwatt as run, start_server
 from test_server import JOBS, T0
 
 NOVA1 = "nova-1.lyon.grid5000.fr"
@@ -23,10 +23,6 @@ def server(tmp_path_factory):
     s = start_server(jobs=JOBS, tmp_path=tmp_path_factory.mktemp("jobs"))
     yield s
     s.stop()
-
-
-def run(*args, timeout=300):
-    return subprocess.run([KWATT, *map(str, args)], capture_output=True, timeout=timeout)
 
 
 def fetch(*args, env=None, check=True, timeout=300):

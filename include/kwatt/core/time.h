@@ -31,6 +31,9 @@ inline int64_t FloorDiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+// The system clock, now.
+UnixNanos WallClockNow();
+
 // The UTC offset of Europe/Paris at `unix_seconds`: 3600 (CET) or 7200 (CEST).
 int ParisUtcOffsetSeconds(int64_t unix_seconds);
 

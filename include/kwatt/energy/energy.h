@@ -33,6 +33,24 @@ inline const std::vector<std::string>& EnergyCounters() {
   return counters;
 }
 
+namespace detail {
+
+// Which of a list of node FQDNs a row's (site, device id) is, cached per interned id so that the
+// per-row cost is an array read (the cache follows the interner and site of the batches).
+class NodeLookup {
+ public:
+  // Index in `nodes`, or -1 when the device is none of them.
+  int Find(const std::vector<std::string>& nodes, std::string_view site, uint32_t device,
+           const StringInterner& interner);
+
+ private:
+  const StringInterner* interner_ = nullptr;
+  std::string site_;
+  std::vector<int> cache_;  // by device id; -2: not looked up yet
+};
+
+}  // namespace detail
+
 struct Interval {
   std::string name;
   UnixNanos start = 0;  // inclusive
@@ -116,6 +134,9 @@ class PowerCollector : public kwollect::RowSink {
  private:
   std::vector<std::string> nodes_;
   Store store_;
+  detail::NodeLookup lookup_;
+  const StringInterner* metric_interner_ = nullptr;
+  std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
 };
 
 // `catalogue_metrics`: per node FQDN, the metric ids its catalogue offers (used to explain a

@@ -59,6 +59,7 @@ class StatsCollector : public kwollect::RowSink {
   std::vector<std::map<std::string, SeriesState>> series_;
   // CPU seconds per interval, node: idle (idle + iowait) and total increases.
   std::vector<std::map<std::string, std::pair<double, double>>> cpu_;
+  detail::NodeLookup lookup_;
 };
 
 }  // namespace kwatt::energy
