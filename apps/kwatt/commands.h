@@ -42,18 +42,12 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
 // "1.2 MB": bytes for people (powers of 1000).
 std::string HumanBytes(double bytes);
 
-// The rows of energy and stats: an archive directory's (FeedArchive) when `archive_dir` is given,
+// The rows of energy and stats: an archive directory's (archive::FeedSource) when `archive_dir` is given,
 // else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                                         const std::vector<std::string>& metrics,
                                         kwollect::RowSink* sink,
                                         const kwollect::ProgressCallback& progress);
-// Streams a complete archive's rows of `metrics` (those it holds) in [start, end] (default: its
-// window) to `sink`, after Begin() with the archive's nodes, window and catalogues.
-Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
-                   std::optional<UnixNanos> start, std::optional<UnixNanos> end,
-                   kwollect::RowSink* sink, kwollect::FetchReport* resolved);
-
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
 kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const kwollect::FetchReport& report);

@@ -13,10 +13,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-}  // namespace
-
-namespace {
-
 // "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00"
 Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now) {
   size_t eq = text.find('='), dots = text.find("..");
@@ -173,10 +169,6 @@ Runner RegisterEnergy(CLI::App* app) {
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    std::vector<std::string> metrics = args->metric.empty()
-                                           ? energy::PowerMetrics()
-                                           : std::vector<std::string>{args->metric};
-    for (const std::string& counter : energy::EnergyCounters()) metrics.push_back(counter);
     energy::EnergyOptions energy_options;
     energy_options.metric = args->metric;
     energy_options.baseline_phase = args->baseline;
@@ -186,41 +178,17 @@ Runner RegisterEnergy(CLI::App* app) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
     }
-    // The nodes are known once the query is resolved (a job's); collect then.
-    struct Collector : kwollect::RowSink {
-      std::unique_ptr<energy::PowerCollector> power;
-      Status Begin(const kwollect::FetchReport& resolved) override {
-        std::vector<std::string> nodes;
-        for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
-        power = std::make_unique<energy::PowerCollector>(nodes);
-        return Status::OK();
-      }
-      Status Write(std::string_view site, const RowBatch& batch,
-                   const StringInterner& interner) override {
-        return power->Write(site, batch, interner);
-      }
-    } collector;
+    energy::EnergySink collector;
     Result<kwollect::FetchReport> report =
-        RunSource(args->analysis.archive, args->analysis.query, metrics, &collector,
+        RunSource(args->analysis.archive, args->analysis.query,
+                  energy::EnergyInputMetrics(args->metric), &collector,
                   MakeProgress("kwatt energy", args->quiet || args->json));
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
       return ExitCodeOf(report.status());
     }
     PrintFailures("kwatt energy", *report);
-    std::map<std::string, std::vector<std::string>> catalogue_metrics;
-    for (const auto& node : report->nodes) {
-      for (const auto& [cluster, metrics] : report->catalogues) {
-        if (cluster != node.site + "/" + node.Cluster()) continue;
-        auto catalogue = kwollect::Catalogue::FromJson(metrics);
-        if (!catalogue.ok()) continue;
-        for (const auto& m : catalogue->MetricsOf(node.uid)) {
-          catalogue_metrics[node.Fqdn()].push_back(m.metric_id);
-        }
-      }
-    }
-    Result<energy::EnergyReport> result = energy::ComputeEnergy(
-        *collector.power, report->start, report->end, energy_options, catalogue_metrics);
+    Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
     if (!result.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
       return ExitCodeOf(result.status());

@@ -27,37 +27,6 @@ ordered_json StatsJson(const energy::MetricStats& s) {
   return out;
 }
 
-// Sums the stats of a role's nodes.
-energy::NodeStats Merge(const std::string& name, const std::vector<const energy::NodeStats*>& all) {
-  energy::NodeStats merged;
-  merged.node = name;
-  double busy = 0;
-  int with_cpu = 0;
-  for (const energy::NodeStats* n : all) {
-    for (const auto& [metric, s] : n->metrics) {
-      energy::MetricStats& m = merged.metrics[metric];
-      m.counter = s.counter;
-      m.count += s.count;
-      m.sum += s.sum;
-      m.min = std::min(m.min, s.min);
-      m.max = std::max(m.max, s.max);
-      if (s.last_time >= m.last_time) {
-        m.last = s.last;
-        m.last_time = s.last_time;
-      }
-      m.first_time = std::min(m.first_time, s.first_time);
-      m.increase += s.increase;
-      m.resets += s.resets;
-    }
-    if (!std::isnan(n->cpu_busy)) {
-      busy += n->cpu_busy;
-      ++with_cpu;
-    }
-  }
-  if (with_cpu) merged.cpu_busy = busy / with_cpu;
-  return merged;
-}
-
 }  // namespace
 
 Runner RegisterStats(CLI::App* app) {
@@ -82,22 +51,7 @@ Runner RegisterStats(CLI::App* app) {
       std::fprintf(stderr, "kwatt stats: %s\n", parsed.message().c_str());
       return kExitUsage;
     }
-    struct Collector : kwollect::RowSink {
-      std::vector<energy::Interval> phases;
-      std::unique_ptr<energy::StatsCollector> stats;
-      Status Begin(const kwollect::FetchReport& resolved) override {
-        std::vector<std::string> nodes;
-        for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
-        stats = std::make_unique<energy::StatsCollector>(nodes, resolved.start, resolved.end,
-                                                         phases);
-        return Status::OK();
-      }
-      Status Write(std::string_view site, const RowBatch& batch,
-                   const StringInterner& interner) override {
-        return stats->Write(site, batch, interner);
-      }
-    } collector;
-    collector.phases = phases;
+    energy::StatsSink collector(phases);
     std::vector<std::string> metrics = SplitCommaList(args->analysis.query.metrics);
     Result<kwollect::FetchReport> report =
         RunSource(args->analysis.archive, args->analysis.query, metrics, &collector,
@@ -107,25 +61,13 @@ Runner RegisterStats(CLI::App* app) {
       return ExitCodeOf(report.status());
     }
     PrintFailures("kwatt stats", *report);
-    auto results = collector.stats->Results();
-    const auto& intervals = collector.stats->intervals();
-    // Roles: merged node stats, after the nodes, in each interval.
-    for (size_t k = 0; k < results.size(); ++k) {
-      for (const energy::Role& role : roles) {
-        std::vector<const energy::NodeStats*> members;
-        for (const std::string& member : role.nodes) {
-          auto it = std::find_if(results[k].begin(), results[k].end(),
-                                 [&](const energy::NodeStats& n) { return n.node == member; });
-          if (it == results[k].end()) {
-            std::fprintf(stderr, "kwatt stats: role %s: %s is not one of the nodes\n",
-                         role.name.c_str(), member.c_str());
-            return kExitUsage;
-          }
-          members.push_back(&*it);
-        }
-        results[k].push_back(Merge("role " + role.name, members));
-      }
+    Result<std::vector<std::vector<energy::NodeStats>>> computed = collector.Results(roles);
+    if (!computed.ok()) {
+      std::fprintf(stderr, "kwatt stats: %s\n", computed.status().message().c_str());
+      return kExitUsage;
     }
+    const auto& results = *computed;
+    const auto& intervals = collector.intervals();
     if (args->json) {
       ordered_json out = ordered_json::object();
       for (size_t k = 0; k < results.size(); ++k) {

@@ -500,3 +500,41 @@ Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
 }
 
 }  // namespace kwatt::archive
+
+namespace kwatt::archive {
+
+Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
+                             const kwollect::FetchQuery& query, const std::string& dir,
+                             const std::string& kwatt_version,
+                             const kwollect::ProgressCallback& progress,
+                             const std::function<void(bool resuming)>& on_start) {
+  BackupQuery described;
+  described.api = options.api_url;
+  for (const kwollect::NodeName& node : query.nodes) described.nodes.push_back(node.Fqdn());
+  described.job = query.job;
+  described.start = query.start;
+  described.end = query.end;
+  described.metrics = query.metrics;
+  described.summary = query.summary;
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(dir, described, kwatt_version);
+  if (!writer.ok()) return writer.status();
+  BackupOutcome outcome;
+  outcome.already_complete = (*writer)->already_complete();
+  outcome.resuming = (*writer)->resuming();
+  if (outcome.already_complete) {
+    outcome.bytes_written = (*writer)->bytes_written();
+    return outcome;
+  }
+  if (on_start) on_start(outcome.resuming);
+  Result<kwollect::FetchReport> report =
+      kwollect::Fetch(options, (*writer)->FetchQueryToRun(query), writer->get(), progress);
+  if (!report.ok()) return report.status();
+  outcome.report = std::move(*report);
+  outcome.finished = (*writer)->Finish(outcome.report);
+  outcome.rows_written = (*writer)->rows_written();
+  outcome.bytes_written = (*writer)->bytes_written();
+  return outcome;
+}
+
+}  // namespace kwatt::archive

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kwatt/kwollect/catalogue.h"
+
 namespace kwatt::energy {
 
 void Figures::Add(const Figures& other) {
@@ -384,6 +386,46 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
     report.role_phases.push_back(phases);
   }
   return report;
+}
+
+}  // namespace kwatt::energy
+
+namespace kwatt::energy {
+
+std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
+  std::vector<std::string> metrics =
+      metric.empty() ? PowerMetrics() : std::vector<std::string>{metric};
+  for (const std::string& counter : EnergyCounters()) metrics.push_back(counter);
+  return metrics;
+}
+
+Status EnergySink::Begin(const kwollect::FetchReport& resolved) {
+  std::vector<std::string> nodes;
+  for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
+  power_ = std::make_unique<PowerCollector>(nodes);
+  return Status::OK();
+}
+
+Status EnergySink::Write(std::string_view site, const RowBatch& batch,
+                         const StringInterner& interner) {
+  return power_->Write(site, batch, interner);
+}
+
+Result<EnergyReport> EnergySink::Compute(const kwollect::FetchReport& resolved,
+                                         const EnergyOptions& options) const {
+  if (!power_) return Status::InvalidArgument("EnergySink::Compute before any rows were fed");
+  std::map<std::string, std::vector<std::string>> catalogue_metrics;
+  for (const auto& node : resolved.nodes) {
+    for (const auto& [cluster, metrics] : resolved.catalogues) {
+      if (cluster != node.site + "/" + node.Cluster()) continue;
+      Result<kwollect::Catalogue> catalogue = kwollect::Catalogue::FromJson(metrics);
+      if (!catalogue.ok()) continue;
+      for (const auto& m : catalogue->MetricsOf(node.uid)) {
+        catalogue_metrics[node.Fqdn()].push_back(m.metric_id);
+      }
+    }
+  }
+  return ComputeEnergy(*power_, resolved.start, resolved.end, options, catalogue_metrics);
 }
 
 }  // namespace kwatt::energy

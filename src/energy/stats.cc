@@ -1,6 +1,7 @@
 #include "kwatt/energy/stats.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kwatt::energy {
 
@@ -98,6 +99,73 @@ std::vector<std::vector<NodeStats>> StatsCollector::Results() const {
     }
   }
   return out;
+}
+
+NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeStats*>& nodes) {
+  NodeStats merged;
+  merged.node = name;
+  double busy = 0;
+  int with_cpu = 0;
+  for (const NodeStats* n : nodes) {
+    for (const auto& [metric, s] : n->metrics) {
+      MetricStats& m = merged.metrics[metric];
+      m.counter = s.counter;
+      m.count += s.count;
+      m.sum += s.sum;
+      m.min = std::min(m.min, s.min);
+      m.max = std::max(m.max, s.max);
+      if (s.last_time >= m.last_time) {
+        m.last = s.last;
+        m.last_time = s.last_time;
+      }
+      m.first_time = std::min(m.first_time, s.first_time);
+      m.increase += s.increase;
+      m.resets += s.resets;
+    }
+    if (!std::isnan(n->cpu_busy)) {
+      busy += n->cpu_busy;
+      ++with_cpu;
+    }
+  }
+  if (with_cpu) merged.cpu_busy = busy / with_cpu;
+  return merged;
+}
+
+Status StatsSink::Begin(const kwollect::FetchReport& resolved) {
+  std::vector<std::string> nodes;
+  for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
+  stats_ = std::make_unique<StatsCollector>(nodes, resolved.start, resolved.end, phases_);
+  return Status::OK();
+}
+
+Status StatsSink::Write(std::string_view site, const RowBatch& batch,
+                        const StringInterner& interner) {
+  return stats_->Write(site, batch, interner);
+}
+
+Result<std::vector<std::vector<NodeStats>>> StatsSink::Results(
+    const std::vector<Role>& roles) const {
+  if (!stats_) return Status::InvalidArgument("StatsSink::Results before any rows were fed");
+  std::vector<std::vector<NodeStats>> results = stats_->Results();
+  for (std::vector<NodeStats>& interval : results) {
+    size_t node_count = interval.size();
+    for (const Role& role : roles) {
+      std::vector<const NodeStats*> members;
+      for (const std::string& member : role.nodes) {
+        auto end = interval.begin() + ptrdiff_t(node_count);
+        auto it = std::find_if(interval.begin(), end,
+                               [&](const NodeStats& n) { return n.node == member; });
+        if (it == end) {
+          return Status::InvalidArgument("role " + role.name + ": " + member +
+                                         " is not one of the nodes");
+        }
+        members.push_back(&*it);
+      }
+      NodeStats merged = MergeNodeStats("role " + role.name, members);
+      interval.push_back(std::move(merged));
+    }
+  }
+  return results;
 }
 
 }  // namespace kwatt::energy

@@ -112,10 +112,96 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
   return Status::OK();
 }
 
+}  // namespace
+
+Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<NodeName>& nodes) {
+  NodeLookup lookup;
+  for (const NodeName& node : nodes) lookup.nodes.push_back({node, node.Cluster(), ""});
+  std::vector<std::string> sites;
+  for (const NodeName& node : nodes) {
+    if (std::find(sites.begin(), sites.end(), node.site) == sites.end()) sites.push_back(node.site);
+  }
+  for (const std::string& site : sites) {
+    std::string site_url = options.api_url + "/sites/" + site;
+    Result<json> site_doc = GetJson(options, site_url);
+    std::string site_problem;
+    if (!site_doc.ok()) {
+      if (site_doc.status().code() != Status::Code::kNotFound) return site_doc.status();
+      site_problem = "unknown site \"" + site + "\"" + KnownSites(options);
+    }
+    // cluster -> its nodes' uids, or why it cannot be used
+    std::map<std::string, std::pair<std::vector<std::string>, std::string>> clusters;
+    for (NodeInfo& info : lookup.nodes) {
+      if (info.node.site != site) continue;
+      if (!site_problem.empty()) {
+        info.problem = site_problem;
+        continue;
+      }
+      if (!clusters.count(info.cluster)) {
+        std::string url = site_url + "/clusters/" + info.cluster;
+        auto& [uids, problem] = clusters[info.cluster];
+        Result<json> doc = GetJson(options, url);
+        if (!doc.ok()) {
+          if (doc.status().code() != Status::Code::kNotFound) return doc.status();
+          problem = "site " + site + " has no cluster \"" + info.cluster + "\"";
+        } else {
+          Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
+          if (!catalogue.ok()) return catalogue.status().WithContext(internal::Redact(url));
+          lookup.catalogues.emplace_back(site + "/" + info.cluster,
+                                         doc->value("metrics", json::array()).dump());
+          Result<json> node_docs = GetJson(options, url + "/nodes");
+          if (!node_docs.ok()) return node_docs.status();
+          const json& items =
+              node_docs->contains("items") ? (*node_docs)["items"] : *node_docs;
+          for (const json& item : items) {
+            if (item.is_object()) uids.push_back(item.value("uid", ""));
+          }
+        }
+      }
+      const auto& [uids, problem] = clusters.at(info.cluster);
+      if (!problem.empty()) {
+        info.problem = problem;
+      } else if (std::find(uids.begin(), uids.end(), info.node.uid) == uids.end()) {
+        info.problem = "cluster " + info.cluster + " has " + std::to_string(uids.size()) +
+                       " nodes (" + (uids.empty() ? "" : uids.front() + " ... " + uids.back()) +
+                       ")";
+      }
+    }
+  }
+  return lookup;
+}
+
+const std::string* NodeLookup::CatalogueOf(const NodeName& node) const {
+  std::string key = node.site + "/" + node.Cluster();
+  for (const auto& [cluster, metrics] : catalogues) {
+    if (cluster == key) return &metrics;
+  }
+  return nullptr;
+}
+
+namespace {
+
 // Checks every site and node against the reference API and computes the nodes' expected rates.
 Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
                                                 const FetchQuery& query,
                                                 FetchReport& report) {
+  Result<NodeLookup> lookup = LookUpNodes(options, report.nodes);
+  if (!lookup.ok()) return lookup.status();
+  for (const NodeInfo& info : lookup->nodes) {
+    if (!info.problem.empty()) {
+      return Status::NotFound(info.problem.rfind("unknown site", 0) == 0
+                                  ? info.problem
+                                  : "unknown node " + info.node.uid + "." + info.node.site +
+                                        ": " + info.problem);
+    }
+  }
+  report.catalogues = lookup->catalogues;
+  std::map<std::string, Catalogue> catalogues;
+  for (const auto& [cluster, metrics] : lookup->catalogues) {
+    Result<Catalogue> catalogue = Catalogue::FromJson(metrics);
+    if (!catalogue.ok()) return catalogue.status().WithContext(cluster);
+    catalogues.emplace(cluster, std::move(*catalogue));
+  }
   std::vector<SitePlanInput> sites;
   for (const NodeName& node : report.nodes) {
     auto it = std::find_if(sites.begin(), sites.end(),
@@ -125,54 +211,11 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
       it = sites.end() - 1;
     }
     it->uids.push_back(node.uid);
-  }
-  for (SitePlanInput& site : sites) {
-    std::string site_url = options.api_url + "/sites/" + site.site;
-    Result<json> site_doc = GetJson(options, site_url);
-    if (!site_doc.ok()) {
-      if (site_doc.status().code() == Status::Code::kNotFound) {
-        return Status::NotFound("unknown site \"" + site.site + "\"" + KnownSites(options));
-      }
-      return site_doc.status();
-    }
-    std::map<std::string, std::pair<Catalogue, std::vector<std::string>>> clusters;
-    for (const std::string& uid : site.uids) {
-      std::string cluster = NodeName{uid, site.site}.Cluster();
-      if (!clusters.count(cluster)) {
-        std::string url = site_url + "/clusters/" + cluster;
-        Result<json> doc = GetJson(options, url);
-        if (!doc.ok()) {
-          if (doc.status().code() == Status::Code::kNotFound) {
-            return Status::NotFound("unknown node " + uid + "." + site.site + ": site " +
-                                    site.site + " has no cluster \"" + cluster + "\"");
-          }
-          return doc.status();
-        }
-        Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
-        if (!catalogue.ok()) return catalogue.status().WithContext(internal::Redact(url));
-        report.catalogues.emplace_back(site.site + "/" + cluster,
-                                       doc->value("metrics", json::array()).dump());
-        Result<json> nodes = GetJson(options, url + "/nodes");
-        if (!nodes.ok()) return nodes.status();
-        std::vector<std::string> uids;
-        const json& items = nodes->contains("items") ? (*nodes)["items"] : *nodes;
-        for (const json& item : items) {
-          if (item.is_object()) uids.push_back(item.value("uid", ""));
-        }
-        clusters.emplace(cluster, std::make_pair(std::move(*catalogue), std::move(uids)));
-      }
-      const auto& [catalogue, uids] = clusters.at(cluster);
-      if (std::find(uids.begin(), uids.end(), uid) == uids.end()) {
-        return Status::NotFound("unknown node " + uid + "." + site.site + ": cluster " + cluster +
-                                " has " + std::to_string(uids.size()) + " nodes (" +
-                                (uids.empty() ? "" : uids.front() + " ... " + uids.back()) + ")");
-      }
-      // The most the node can report: every on-demand metric switched on (a monitor job the
-      // query may not know of). Answers then tell how dense the data really is.
-      site.rates.push_back({uid, internal::ExpectedRowsPerSecond(
-                                     catalogue, uid, query.metrics, {"monitor"}, true,
-                                     query.summary)});
-    }
+    // The most the node can report: every on-demand metric switched on (a monitor job the
+    // query may not know of). Answers then tell how dense the data really is.
+    it->rates.push_back({node.uid, internal::ExpectedRowsPerSecond(
+                                       catalogues.at(node.site + "/" + node.Cluster()), node.uid,
+                                       query.metrics, {"monitor"}, true, query.summary)});
   }
   return sites;
 }

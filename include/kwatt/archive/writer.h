@@ -10,6 +10,7 @@
 #ifndef KWATT_ARCHIVE_WRITER_H_
 #define KWATT_ARCHIVE_WRITER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,27 @@ class ArchiveWriter : public kwollect::RowSink {
   bool resuming_ = false;
   int64_t rows_written_ = 0;
 };
+
+// What Backup() did.
+struct BackupOutcome {
+  bool already_complete = false;  // the archive was complete already: nothing fetched
+  bool resuming = false;          // an interrupted backup was completed
+  kwollect::FetchReport report;   // the fetch (what failed, if anything)
+  int64_t rows_written = 0;       // by this run
+  int64_t bytes_written = 0;      // the archive's data files
+  // OK when the archive is complete; Incomplete (naming what to do) when pieces failed: what was
+  // fetched is committed and running the same backup again completes it.
+  Status finished;
+};
+
+// A whole backup, as `kwatt backup` runs it: opens (or resumes) the archive of `query` in `dir`,
+// fetches what it lacks, finishes it. `on_start(resuming)` is called before the fetch. A non-OK
+// result means nothing was fetched (bad query, `dir` holds something else, API unreachable).
+Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
+                             const kwollect::FetchQuery& query, const std::string& dir,
+                             const std::string& kwatt_version,
+                             const kwollect::ProgressCallback& progress = {},
+                             const std::function<void(bool resuming)>& on_start = {});
 
 }  // namespace kwatt::archive
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,25 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
                                    const EnergyOptions& options,
                                    const std::map<std::string, std::vector<std::string>>&
                                        catalogue_metrics = {});
+
+// The metrics an energy computation reads: the power metrics (or only `metric` when given) and
+// the energy counters.
+std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
+
+// A PowerCollector for the nodes of a query known only once it is resolved (a job's, an
+// archive's): give it to Fetch or FeedSource, then Compute().
+class EnergySink : public kwollect::RowSink {
+ public:
+  Status Begin(const kwollect::FetchReport& resolved) override;
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override;
+  // The energy over the resolved window; the resolved catalogues explain missing sources.
+  Result<EnergyReport> Compute(const kwollect::FetchReport& resolved,
+                               const EnergyOptions& options) const;
+
+ private:
+  std::unique_ptr<PowerCollector> power_;
+};
 
 }  // namespace kwatt::energy
 

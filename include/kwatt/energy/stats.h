@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,29 @@ class StatsCollector : public kwollect::RowSink {
   // CPU seconds per interval, node: idle (idle + iowait) and total increases.
   std::vector<std::map<std::string, std::pair<double, double>>> cpu_;
   detail::NodeLookup lookup_;
+};
+
+// The stats of a role: its nodes' summed (count, sum, min, max, last, increase...; CPU busy
+// their mean), under `name`.
+NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeStats*>& nodes);
+
+// A StatsCollector for the nodes and window of a query known only once it is resolved (a job's,
+// an archive's): give it to Fetch or FeedSource, then Results().
+class StatsSink : public kwollect::RowSink {
+ public:
+  explicit StatsSink(std::vector<Interval> phases) : phases_(std::move(phases)) {}
+  Status Begin(const kwollect::FetchReport& resolved) override;
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override;
+  // [interval][node] as StatsCollector::Results, each interval's nodes followed by one entry per
+  // role ("role NAME"). InvalidArgument when a role names a node that is not one of the nodes.
+  Result<std::vector<std::vector<NodeStats>>> Results(const std::vector<Role>& roles) const;
+  // The window ("window"), then each phase.
+  const std::vector<Interval>& intervals() const { return stats_->intervals(); }
+
+ private:
+  std::vector<Interval> phases_;
+  std::unique_ptr<StatsCollector> stats_;
 };
 
 }  // namespace kwatt::energy

@@ -101,6 +101,28 @@ using ProgressCallback = std::function<void(const FetchProgress&)>;
 Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
                           const ProgressCallback& progress = {});
 
+// What the reference API says of some nodes (no metrics are fetched).
+struct NodeInfo {
+  NodeName node;
+  std::string cluster;  // "nova"
+  std::string problem;  // "" for a known node; else why not: "unknown site \"x\" (sites: ...)",
+                        // "site lyon has no cluster \"x\"", "cluster nova has 22 nodes (...)"
+};
+
+struct NodeLookup {
+  std::vector<NodeInfo> nodes;  // in the order given
+  // The metric catalogue of each known cluster, "site/cluster" -> its `metrics` array (JSON).
+  std::vector<std::pair<std::string, std::string>> catalogues;
+
+  // The catalogue of `node`'s cluster, or null when the cluster is unknown.
+  const std::string* CatalogueOf(const NodeName& node) const;
+};
+
+// Looks every node up in the reference API (its site, cluster and the cluster's node list), the
+// same checks Fetch makes before fetching, but telling every unknown node instead of the first.
+// A non-OK result means the API could not be asked (unreachable, credentials refused...).
+Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<NodeName>& nodes);
+
 }  // namespace kwatt::kwollect
 
 #endif  // KWATT_KWOLLECT_FETCH_H_
