@@ -16,7 +16,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certifi
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(VENV)/.kwatt-deps
 
-.PHONY: deps build build-asan test test-unit test-asan test-python demo bench clean format
+.PHONY: deps build build-asan python test test-unit test-asan test-python demo bench clean format
 
 deps: $(DEPS_STAMP)
 
@@ -38,6 +38,16 @@ $(BUILD_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 build: $(DEPS_STAMP) $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The Python package (kwatt, kwatt._core and the kwatt command) into the virtualenv, built by
+# scikit-build-core in build/python-*/ (kept: later builds recompile only what changed).
+PY_STAMP := $(VENV)/.kwatt-python
+PY_SOURCES := $(shell git ls-files 'python/*' 'src/*' 'include/*' 2>/dev/null) CMakeLists.txt pyproject.toml
+python: $(PY_STAMP)
+
+$(PY_STAMP): $(DEPS_STAMP) $(PY_SOURCES)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+	@touch $@
+
 $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKWATT_SANITIZE=ON
 
@@ -53,8 +63,8 @@ test-unit: build
 test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN_DIR)/kwatt_unit_tests
 
-test-python: build
-	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration
+test-python: build python
+	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration python/tests
 
 demo: build
 	@bash examples/demo.sh $(BUILD_DIR)/kwatt

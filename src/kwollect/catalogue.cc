@@ -99,4 +99,12 @@ bool JobRunsNodeExporter(const std::vector<std::string>& job_types) {
   return std::find(job_types.begin(), job_types.end(), "deploy") == job_types.end();
 }
 
+int64_t EffectivePeriodMs(const CatalogueEntry& entry, std::string_view metric_id,
+                          const std::vector<std::string>& job_types) {
+  bool enabled = entry.optional_period_ms > 0 &&
+                 (MonitorEnables(job_types, entry.name) || MonitorEnables(job_types, metric_id) ||
+                  (entry.IsPrometheusGroup() && JobRunsNodeExporter(job_types)));
+  return enabled ? entry.optional_period_ms : entry.period_ms;
+}
+
 }  // namespace kwatt::kwollect

@@ -654,25 +654,43 @@ class Fetcher {
 
 }  // namespace
 
-Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
-                          const ProgressCallback& progress) {
-  FetchReport report;
+namespace {
+
+// Resolves the query (job, window, nodes, catalogues) and plans each site's nodes.
+Result<std::vector<SitePlanInput>> ResolveAndPlan(const ClientOptions& options,
+                                                  const FetchQuery& query, FetchReport* report) {
   if (query.job) {
-    KWATT_RETURN_IF_ERROR(ResolveJob(options, query, &report));
+    KWATT_RETURN_IF_ERROR(ResolveJob(options, query, report));
   } else {
     if (query.nodes.empty()) return Status::InvalidArgument("no node to fetch: give nodes or a job");
     if (!query.start || !query.end) {
       return Status::InvalidArgument("a window is needed: give a start and an end, or a job");
     }
-    report.nodes = query.nodes;
-    report.start = *query.start;
-    report.end = *query.end;
+    report->nodes = query.nodes;
+    report->start = *query.start;
+    report->end = *query.end;
   }
-  if (report.end < report.start) {
-    return Status::InvalidArgument("the window ends (" + FormatUtcTimestamp(report.end) +
-                                   ") before it starts (" + FormatUtcTimestamp(report.start) + ")");
+  if (report->end < report->start) {
+    return Status::InvalidArgument("the window ends (" + FormatUtcTimestamp(report->end) +
+                                   ") before it starts (" + FormatUtcTimestamp(report->start) +
+                                   ")");
   }
-  Result<std::vector<SitePlanInput>> sites = ResolveNodes(options, query, report);
+  return ResolveNodes(options, query, *report);
+}
+
+}  // namespace
+
+Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& query) {
+  FetchReport report;
+  Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
+  if (!sites.ok()) return sites.status();
+  return report;
+}
+
+Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+                          const ProgressCallback& progress) {
+  FetchReport report;
+  Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
   if (!sites.ok()) return sites.status();
   KWATT_RETURN_IF_ERROR(sink->Begin(report));
   Fetcher fetcher(options, query, sink, progress, &report);

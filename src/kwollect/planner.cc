@@ -15,13 +15,8 @@ double ExpectedRowsPerSecond(const Catalogue& catalogue, const std::string& uid,
         std::find(metrics.begin(), metrics.end(), metric.metric_id) == metrics.end()) {
       continue;
     }
-    const CatalogueEntry& entry = *metric.entry;
-    int64_t period = entry.period_ms;
-    bool enabled = in_job && entry.optional_period_ms > 0 &&
-                   (MonitorEnables(job_types, entry.name) ||
-                    MonitorEnables(job_types, metric.metric_id) ||
-                    (entry.IsPrometheusGroup() && JobRunsNodeExporter(job_types)));
-    if (enabled) period = entry.optional_period_ms;
+    int64_t period = in_job ? EffectivePeriodMs(*metric.entry, metric.metric_id, job_types)
+                            : metric.entry->period_ms;
     if (period > 0) rate += summary ? 1.0 / 300 : 1000.0 / double(period);
   }
   return rate;

@@ -67,6 +67,12 @@ bool MonitorEnables(const std::vector<std::string>& job_types, std::string_view 
 // not of type `deploy`).
 bool JobRunsNodeExporter(const std::vector<std::string>& job_types);
 
+// The period (ms) at which a node reports `metric_id` (an id of `entry`) during a job with these
+// types: the on-demand period when the types switch it on (`monitor`, or the node exporter that
+// every non-deploy job runs), else the regular period. 0: not collected.
+int64_t EffectivePeriodMs(const CatalogueEntry& entry, std::string_view metric_id,
+                          const std::vector<std::string>& job_types);
+
 }  // namespace kwatt::kwollect
 
 #endif  // KWATT_KWOLLECT_CATALOGUE_H_

@@ -101,6 +101,10 @@ using ProgressCallback = std::function<void(const FetchProgress&)>;
 Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
                           const ProgressCallback& progress = {});
 
+// Resolves `query` as Fetch does before fetching (the job's nodes, window and types; every node
+// checked against the reference API; the catalogues), without fetching any row. Fetch's errors.
+Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& query);
+
 // What the reference API says of some nodes (no metrics are fetched).
 struct NodeInfo {
   NodeName node;

@@ -1,0 +1,900 @@
+// kwatt._core: the C++ toolkit as seen from Python (doc/python.md).
+//
+// Everything that computes is C++: fetching (with the GIL released), archives, energy, stats, the
+// catalogue rules, time parsing. This module only converts: Python arguments into queries, the
+// columnar Table into numpy arrays (views, no copies) and row dicts, reports into dicts.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kwatt/archive/reader.h"
+#include "kwatt/archive/source.h"
+#include "kwatt/archive/writer.h"
+#include "kwatt/core/row_batch.h"
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+#include "kwatt/energy/energy.h"
+#include "kwatt/energy/stats.h"
+#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/kwollect/client_options.h"
+#include "kwatt/kwollect/fetch.h"
+#include "kwatt/kwollect/node_name.h"
+
+#ifndef KWATT_VERSION
+#define KWATT_VERSION "0.0.0"
+#endif
+
+namespace py = pybind11;
+
+namespace kwatt::python {
+namespace {
+
+// ---- errors ----------------------------------------------------------------------------------
+
+// A Status on its way to Python, where it becomes the kwatt.errors class of its code.
+struct StatusError {
+  Status status;
+};
+
+[[noreturn]] void Throw(const Status& status) { throw StatusError{status}; }
+
+template <typename T>
+T Unwrap(Result<T> result) {
+  if (!result.ok()) Throw(result.status());
+  return std::move(*result);
+}
+
+void Check(const Status& status) {
+  if (!status.ok()) Throw(status);
+}
+
+const char* ErrorClassName(Status::Code code) {
+  switch (code) {
+    case Status::Code::kInvalidArgument: return "InvalidArgumentError";
+    case Status::Code::kNotFound: return "NotFoundError";
+    case Status::Code::kCorruption: return "CorruptionError";
+    case Status::Code::kIOError: return "KwattIOError";
+    case Status::Code::kUnavailable: return "UnavailableError";
+    case Status::Code::kUnauthenticated: return "AuthenticationError";
+    case Status::Code::kIncomplete: return "IncompleteError";
+    default: return "KwattError";
+  }
+}
+
+// ---- arguments ---------------------------------------------------------------------------------
+
+kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
+  kwollect::ClientOptions options;
+  std::string config = given.contains("config") && !given["config"].is_none()
+                           ? given["config"].cast<std::string>()
+                           : kwollect::DefaultConfigPath();
+  Check(kwollect::LoadClientOptions(config, &options));
+  for (auto [key_handle, value] : given) {
+    std::string key = key_handle.cast<std::string>();
+    if (value.is_none() || key == "config") continue;
+    if (key == "api_url") options.api_url = value.cast<std::string>();
+    else if (key == "username") options.username = value.cast<std::string>();
+    else if (key == "password") options.password = value.cast<std::string>();
+    else if (key == "verify_tls") options.verify_tls = value.cast<bool>();
+    else if (key == "ca_file") options.ca_file = value.cast<std::string>();
+    else if (key == "timeout") options.timeout_s = value.cast<double>();
+    else if (key == "connect_timeout") options.connect_timeout_s = value.cast<double>();
+    else if (key == "concurrency") options.max_concurrency = value.cast<int>();
+    else if (key == "per_site") options.max_per_site = value.cast<int>();
+    else if (key == "rows_per_request") options.max_rows_per_request = value.cast<int64_t>();
+    else if (key == "retries") options.max_retries = value.cast<int>();
+    else if (key == "backoff") options.backoff_s = value.cast<double>();
+    else Throw(Status::InvalidArgument("unknown client option \"" + key + "\""));
+  }
+  while (!options.api_url.empty() && options.api_url.back() == '/') options.api_url.pop_back();
+  return options;
+}
+
+std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names) {
+  std::vector<kwollect::NodeName> nodes;
+  for (const std::string& name : names) {
+    kwollect::NodeName node = Unwrap(kwollect::ParseNodeName(name));
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+  return nodes;
+}
+
+// A query from keyword arguments: nodes (names), start, end (int ns), job ((site, id)),
+// metrics, summary.
+kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes,
+                               std::optional<int64_t> start, std::optional<int64_t> end,
+                               std::optional<std::pair<std::string, int64_t>> job,
+                               const std::vector<std::string>& metrics, bool summary) {
+  kwollect::FetchQuery query;
+  query.nodes = ParseNodes(nodes);
+  query.start = start;
+  query.end = end;
+  if (job) query.job = kwollect::JobRef{job->first, job->second};
+  query.metrics = metrics;
+  query.summary = summary;
+  return query;
+}
+
+// ---- progress and interruption -------------------------------------------------------------------
+
+// Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
+// the sink then stops the fetch, and the KeyboardInterrupt is raised once Fetch has returned.
+struct Watch {
+  py::object progress;  // None or callable(dict)
+  bool interrupted = false;
+
+  kwollect::ProgressCallback Callback() {
+    return [this](const kwollect::FetchProgress& p) {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        PyErr_Clear();
+        interrupted = true;
+        return;
+      }
+      if (progress.is_none()) return;
+      py::dict d;
+      d["requests_done"] = p.requests_done;
+      d["requests_total"] = p.requests_total;
+      d["rows"] = p.rows;
+      d["bytes"] = p.bytes;
+      d["seconds"] = p.seconds;
+      try {
+        progress(d);
+      } catch (py::error_already_set&) {
+        interrupted = true;  // a progress function that raises stops the operation
+      }
+    };
+  }
+  Status CheckNotInterrupted() const {
+    return interrupted ? Status::Incomplete("interrupted") : Status::OK();
+  }
+  void RaiseIfInterrupted() const {
+    if (!interrupted) return;
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
+};
+
+// A RowSink that forwards to another and stops when the watch saw an interruption.
+class WatchedSink : public kwollect::RowSink {
+ public:
+  WatchedSink(kwollect::RowSink* inner, const Watch* watch) : inner_(inner), watch_(watch) {}
+  Status Begin(const kwollect::FetchReport& resolved) override { return inner_->Begin(resolved); }
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override {
+    KWATT_RETURN_IF_ERROR(watch_->CheckNotInterrupted());
+    return inner_->Write(site, batch, interner);
+  }
+  Status Failed(const kwollect::FetchFailure& failure) override { return inner_->Failed(failure); }
+
+ private:
+  kwollect::RowSink* inner_;
+  const Watch* watch_;
+};
+
+// ---- reports as dicts ----------------------------------------------------------------------------
+
+py::dict FetchReportDict(const kwollect::FetchReport& r) {
+  py::dict d;
+  py::list nodes;
+  for (const auto& node : r.nodes) nodes.append(node.Fqdn());
+  d["nodes"] = nodes;
+  d["start"] = r.start;
+  d["end"] = r.end;
+  d["job_types"] = r.job_types;
+  py::dict catalogues;
+  for (const auto& [cluster, metrics] : r.catalogues) catalogues[py::str(cluster)] = metrics;
+  d["catalogues"] = catalogues;
+  d["requests"] = r.requests;
+  d["retries"] = r.retries;
+  d["splits"] = r.splits;
+  d["rows"] = r.rows;
+  d["bytes"] = r.bytes;
+  d["seconds"] = r.seconds;
+  py::list failures;
+  for (const auto& f : r.failures) {
+    py::dict fd;
+    fd["site"] = f.site;
+    fd["nodes"] = f.nodes;
+    fd["start"] = f.start;
+    fd["end"] = f.end;
+    fd["metrics"] = f.metrics;
+    fd["error"] = f.error.message();
+    failures.append(fd);
+  }
+  d["failures"] = failures;
+  d["complete"] = r.complete();
+  return d;
+}
+
+py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
+
+py::dict FiguresDict(const energy::Figures& f) {
+  py::dict d;
+  d["joules"] = f.total_joules();
+  d["wh"] = f.total_joules() / 3600;
+  d["measured_joules"] = f.joules;
+  d["gap_joules"] = f.gap_joules;
+  d["seconds"] = f.seconds;
+  d["mean_watts"] = f.mean_watts();
+  d["peak_watts"] = f.peak_watts;
+  d["coverage"] = f.coverage();
+  d["gaps"] = f.gaps;
+  d["counter_joules"] = Number(f.counter_joules);
+  d["baseline_joules"] = Number(f.baseline_joules);
+  return d;
+}
+
+py::dict EnergyReportDict(const energy::EnergyReport& r) {
+  py::dict d;
+  d["start"] = r.start;
+  d["end"] = r.end;
+  d["phases"] = r.phase_names;
+  py::list nodes;
+  for (const auto& n : r.nodes) {
+    py::dict nd;
+    nd["node"] = n.node;
+    nd["metric"] = n.metric.empty() ? py::object(py::none()) : py::str(n.metric);
+    nd["reason"] = n.reason;
+    nd["period_s"] = n.period_s;
+    nd["series"] = n.series;
+    nd["coarse"] = n.coarse;
+    nd["counter_metric"] = n.counter_metric;
+    nd["window"] = FiguresDict(n.window);
+    py::list phases;
+    for (const auto& f : n.phases) phases.append(FiguresDict(f));
+    nd["phases"] = phases;
+    nd["baseline_watts"] = Number(n.baseline_watts);
+    nodes.append(nd);
+  }
+  d["nodes"] = nodes;
+  py::list roles;
+  for (size_t i = 0; i < r.roles.size(); ++i) {
+    py::dict rd;
+    rd["role"] = r.roles[i].first.name;
+    rd["nodes"] = r.roles[i].first.nodes;
+    rd["window"] = FiguresDict(r.roles[i].second);
+    py::list phases;
+    for (const auto& f : r.role_phases[i]) phases.append(FiguresDict(f));
+    rd["phases"] = phases;
+    roles.append(rd);
+  }
+  d["roles"] = roles;
+  d["total"] = FiguresDict(r.total);
+  py::list totals;
+  for (const auto& f : r.phase_totals) totals.append(FiguresDict(f));
+  d["phase_totals"] = totals;
+  return d;
+}
+
+// ---- the columnar table ------------------------------------------------------------------------
+
+// How a row's value was written: json.loads gives an int, a float, None or a string for them.
+enum ValueKind : uint8_t { kFloat = 0, kInt = 1, kNull = 2, kText = 3 };
+
+// What `"value":` is followed by in a row's text (the keys are known to hold no escapes).
+ValueKind KindFromText(std::string_view row) {
+  size_t at = 0;
+  while ((at = row.find("\"value\"", at)) != std::string_view::npos) {
+    size_t i = at + 7;
+    while (i < row.size() && (row[i] == ' ' || row[i] == '\t')) ++i;
+    if (i < row.size() && row[i] == ':') {
+      ++i;
+      while (i < row.size() && (row[i] == ' ' || row[i] == '\t')) ++i;
+      if (i >= row.size()) break;
+      if (row[i] == 'n') return kNull;
+      if (row[i] == '"') return kText;
+      for (; i < row.size(); ++i) {
+        char c = row[i];
+        if (c == '.' || c == 'e' || c == 'E') return kFloat;
+        if (!(c == '-' || c == '+' || (c >= '0' && c <= '9'))) return kInt;
+      }
+      return kInt;
+    }
+    at += 7;
+  }
+  return kFloat;
+}
+
+// Without the text: how Kwollect renders a double (integral values without ".0").
+ValueKind KindFromValue(double v) {
+  if (std::isnan(v) || std::isinf(v)) return kText;
+  return (v == std::floor(v) && std::fabs(v) < 1e15) ? kInt : kFloat;
+}
+
+// Rows with a code per string column (site, node, device, metric, labels), each column's codes
+// dense from 0 in order of first appearance. A RowSink, so Fetch and archives fill it.
+class Table : public kwollect::RowSink {
+ public:
+  std::vector<int64_t> time;
+  std::vector<int32_t> utc_offset;
+  std::vector<double> value;
+  std::vector<uint8_t> kind;
+  std::vector<int32_t> site, node, device, metric, labels;
+  StringInterner sites, nodes, devices, metrics, label_texts;
+  kwollect::FetchReport report;
+  bool complete = true;
+
+  Status Begin(const kwollect::FetchReport& resolved) override {
+    report = resolved;
+    return Status::OK();
+  }
+
+  Status Write(std::string_view site_name, const RowBatch& batch,
+               const StringInterner& interner) override {
+    Append(site_name, batch, interner, 0, batch.size());
+    return Status::OK();
+  }
+
+  void Append(std::string_view site_name, const RowBatch& batch, const StringInterner& interner,
+              size_t begin, size_t end) {
+    if (&interner != source_ || interner.size() < source_size_) {
+      source_ = &interner;
+      device_map_.clear();
+      metric_map_.clear();
+      labels_map_.clear();
+      node_map_.clear();
+    }
+    source_size_ = interner.size();
+    int32_t site_code = int32_t(sites.Intern(site_name));
+    if (site_code != current_site_) {
+      current_site_ = site_code;
+      node_map_.clear();
+    }
+    bool has_raw = batch.raw_end.size() == batch.size();
+    size_t n = end - begin, old = time.size();
+    for (auto* column : {&site, &node, &device, &metric, &labels}) column->resize(old + n);
+    time.insert(time.end(), batch.time.begin() + begin, batch.time.begin() + end);
+    utc_offset.insert(utc_offset.end(), batch.utc_offset.begin() + begin,
+                      batch.utc_offset.begin() + end);
+    value.insert(value.end(), batch.value.begin() + begin, batch.value.begin() + end);
+    kind.resize(old + n);
+    for (size_t i = begin; i < end; ++i) {
+      size_t o = old + i - begin;
+      uint32_t d = batch.device[i];
+      site[o] = site_code;
+      device[o] = Map(device_map_, d, interner, devices);
+      metric[o] = Map(metric_map_, batch.metric[i], interner, metrics);
+      labels[o] = Map(labels_map_, batch.labels[i], interner, label_texts);
+      if (d >= node_map_.size()) node_map_.resize(size_t(d) + 1, -1);
+      if (node_map_[d] < 0) {
+        node_map_[d] = int32_t(nodes.Intern(
+            std::string(interner.Get(d)) + "." + std::string(site_name) + ".grid5000.fr"));
+      }
+      node[o] = node_map_[d];
+      double v = batch.value[i];
+      // The text is needed only when the value alone cannot tell (every float is written with
+      // a fraction or an exponent; NaN may have been null or "NaN").
+      if (has_raw && (std::isnan(v) || v == std::floor(v))) {
+        kind[o] = KindFromText(batch.RawRow(i));
+      } else {
+        kind[o] = KindFromValue(v);
+      }
+    }
+  }
+
+  size_t size() const { return time.size(); }
+
+ private:
+  static int32_t Map(std::vector<int32_t>& map, uint32_t id, const StringInterner& from,
+                     StringInterner& to) {
+    if (id >= map.size()) map.resize(size_t(id) + 1, -1);
+    if (map[id] < 0) map[id] = int32_t(to.Intern(from.Get(id)));
+    return map[id];
+  }
+
+  const StringInterner* source_ = nullptr;
+  size_t source_size_ = 0;
+  int32_t current_site_ = -1;
+  std::vector<int32_t> device_map_, metric_map_, labels_map_, node_map_;
+};
+
+// A numpy view of a column; the table stays alive while the array does.
+template <typename T>
+py::array_t<T> View(const std::shared_ptr<Table>& table, const std::vector<T>& column) {
+  py::object owner = py::cast(table);
+  return py::array_t<T>({py::ssize_t(column.size())}, {py::ssize_t(sizeof(T))}, column.data(),
+                        owner);
+}
+
+py::list Strings(const StringInterner& interner) {
+  py::list out;
+  for (size_t i = 0; i < interner.size(); ++i) out.append(py::str(std::string(interner.Get(uint32_t(i)))));
+  return out;
+}
+
+// A copy of a JSON value made of dicts, lists and immutable scalars.
+PyObject* DeepCopy(PyObject* value) {
+  if (PyDict_CheckExact(value)) {
+    PyObject* copy = PyDict_New();
+    if (!copy) return nullptr;
+    PyObject *key, *item;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(value, &pos, &key, &item)) {
+      PyObject* item_copy = DeepCopy(item);
+      if (!item_copy || PyDict_SetItem(copy, key, item_copy) < 0) {
+        Py_XDECREF(item_copy);
+        Py_DECREF(copy);
+        return nullptr;
+      }
+      Py_DECREF(item_copy);
+    }
+    return copy;
+  }
+  if (PyList_CheckExact(value)) {
+    Py_ssize_t n = PyList_GET_SIZE(value);
+    PyObject* copy = PyList_New(n);
+    if (!copy) return nullptr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item_copy = DeepCopy(PyList_GET_ITEM(value, i));
+      if (!item_copy) {
+        Py_DECREF(copy);
+        return nullptr;
+      }
+      PyList_SET_ITEM(copy, i, item_copy);
+    }
+    return copy;
+  }
+  Py_INCREF(value);
+  return value;
+}
+
+// {node: [row dicts]} for `node_names` (each present, [] without rows), rows in table order, each
+// row the dict json.loads gives for the API's row.
+py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) {
+  py::dict out;
+  std::vector<py::list> lists;
+  std::vector<int> list_of_node(t.nodes.size(), -1);
+  for (const std::string& name : node_names) {
+    if (out.contains(name)) continue;
+    py::list rows;
+    out[py::str(name)] = rows;
+    lists.push_back(rows);
+    for (size_t code = 0; code < t.nodes.size(); ++code) {
+      if (t.nodes.Get(uint32_t(code)) == name) list_of_node[code] = int(lists.size() - 1);
+    }
+  }
+  py::module_ json = py::module_::import("json");
+  py::object loads = json.attr("loads");
+  std::vector<py::object> devices, metrics, labels;
+  for (size_t i = 0; i < t.devices.size(); ++i) devices.push_back(py::str(std::string(t.devices.Get(uint32_t(i)))));
+  for (size_t i = 0; i < t.metrics.size(); ++i) metrics.push_back(py::str(std::string(t.metrics.Get(uint32_t(i)))));
+  for (size_t i = 0; i < t.label_texts.size(); ++i) {
+    labels.push_back(loads(py::str(std::string(t.label_texts.Get(uint32_t(i))))));
+  }
+  py::str k_timestamp("timestamp"), k_device("device_id"), k_metric("metric_id"),
+      k_value("value"), k_labels("labels");
+  py::str nan_text("NaN"), inf_text("Infinity"), minus_inf_text("-Infinity");
+  char text[kMaxTimestampLength];
+  for (size_t i = 0; i < t.size(); ++i) {
+    int which = list_of_node[size_t(t.node[i])];
+    if (which < 0) continue;
+    size_t length = FormatTimestamp(t.time[i], t.utc_offset[i], text);
+    PyObject* row = _PyDict_NewPresized(5);
+    if (!row) throw py::error_already_set();
+    py::object owned = py::reinterpret_steal<py::object>(row);
+    py::object timestamp = py::reinterpret_steal<py::object>(
+        PyUnicode_FromStringAndSize(text, Py_ssize_t(length)));
+    double v = t.value[i];
+    py::object value;
+    switch (t.kind[i]) {
+      case kInt: value = py::reinterpret_steal<py::object>(PyLong_FromDouble(v)); break;
+      case kNull: value = py::none(); break;
+      case kText:
+        value = std::isnan(v) ? nan_text : (v > 0 ? inf_text : minus_inf_text);
+        break;
+      default: value = py::float_(v);
+    }
+    py::object label_copy = py::reinterpret_steal<py::object>(DeepCopy(labels[size_t(t.labels[i])].ptr()));
+    if (!timestamp || !value || !label_copy ||
+        PyDict_SetItem(row, k_timestamp.ptr(), timestamp.ptr()) < 0 ||
+        PyDict_SetItem(row, k_device.ptr(), devices[size_t(t.device[i])].ptr()) < 0 ||
+        PyDict_SetItem(row, k_metric.ptr(), metrics[size_t(t.metric[i])].ptr()) < 0 ||
+        PyDict_SetItem(row, k_value.ptr(), value.ptr()) < 0 ||
+        PyDict_SetItem(row, k_labels.ptr(), label_copy.ptr()) < 0 ||
+        PyList_Append(lists[size_t(which)].ptr(), row) < 0) {
+      throw py::error_already_set();
+    }
+  }
+  return out;
+}
+
+// ---- operations ----------------------------------------------------------------------------------
+
+std::shared_ptr<Table> FetchTable(const py::dict& client, const std::vector<std::string>& nodes,
+                                  std::optional<int64_t> start, std::optional<int64_t> end,
+                                  std::optional<std::pair<std::string, int64_t>> job,
+                                  const std::vector<std::string>& metrics, bool summary,
+                                  py::object progress) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
+  auto table = std::make_shared<Table>();
+  Watch watch{std::move(progress)};
+  WatchedSink sink(table.get(), &watch);
+  Result<kwollect::FetchReport> report = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = kwollect::Fetch(options, query, &sink, watch.Callback());
+  }
+  watch.RaiseIfInterrupted();
+  table->report = Unwrap(std::move(report));
+  table->complete = table->report.complete();
+  return table;
+}
+
+std::shared_ptr<Table> LoadTable(const std::string& dir, const std::vector<std::string>& nodes,
+                                 const std::vector<std::string>& metrics,
+                                 std::optional<int64_t> start, std::optional<int64_t> end,
+                                 bool allow_incomplete, int threads) {
+  archive::LoadOptions options;
+  options.nodes = nodes;
+  options.metrics = metrics;
+  options.start = start;
+  options.end = end;
+  options.allow_incomplete = allow_incomplete;
+  options.threads = threads;
+  options.keep_raw = false;
+  auto table = std::make_shared<Table>();
+  {
+    py::gil_scoped_release release;
+    StringInterner interner;
+    RowBatch batch;
+    archive::LoadReport report;
+    Check(archive::LoadArchive(dir, options, &interner, &batch, &report));
+    for (const archive::LoadedFile& file : report.files) {
+      table->Append(file.site, batch, interner, file.begin, file.end);
+    }
+    table->complete = report.complete;
+    archive::Manifest manifest = Unwrap(archive::ReadManifest(dir));
+    table->report.start = manifest.window_start;
+    table->report.end = manifest.window_end;
+    table->report.job_types = manifest.job_types;
+    table->report.catalogues = manifest.catalogue;
+    for (const auto& node : manifest.nodes) {
+      table->report.nodes.push_back(kwollect::NodeName{node.uid, node.site});
+    }
+    table->report.rows = int64_t(table->size());
+  }
+  return table;
+}
+
+py::dict Backup(const py::dict& client, const std::string& dir,
+                const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+                const std::vector<std::string>& metrics, bool summary, py::object progress) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
+  Watch watch{std::move(progress)};
+  Result<archive::BackupOutcome> outcome = Status::OK();
+  {
+    py::gil_scoped_release release;
+    outcome = archive::Backup(options, query, dir, KWATT_VERSION, watch.Callback());
+  }
+  archive::BackupOutcome done = Unwrap(std::move(outcome));
+  py::dict d;
+  d["dir"] = dir;
+  d["already_complete"] = done.already_complete;
+  d["resuming"] = done.resuming;
+  d["rows_written"] = done.rows_written;
+  d["bytes_written"] = done.bytes_written;
+  d["fetch"] = FetchReportDict(done.report);
+  d["complete"] = done.finished.ok();
+  d["error"] = done.finished.ok() ? py::object(py::none()) : py::str(done.finished.message());
+  return d;
+}
+
+// The source of energy() and stats(): an archive directory, or a query.
+archive::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
+                              const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                              std::optional<int64_t> end,
+                              std::optional<std::pair<std::string, int64_t>> job) {
+  archive::RowSource source;
+  source.archive_dir = archive_dir;
+  if (archive_dir.empty()) source.options = MakeClientOptions(client);
+  source.query = MakeQuery(archive_dir.empty() ? nodes : std::vector<std::string>{}, start, end,
+                           job, {}, false);
+  return source;
+}
+
+std::vector<energy::Interval> MakePhases(
+    const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases) {
+  std::vector<energy::Interval> out;
+  for (const auto& [name, a, b] : phases) {
+    if (b <= a) Throw(Status::InvalidArgument("phase " + name + " ends before it starts"));
+    out.push_back({name, a, b});
+  }
+  return out;
+}
+
+std::vector<energy::Role> MakeRoles(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& roles) {
+  std::vector<energy::Role> out;
+  for (const auto& [name, members] : roles) {
+    energy::Role role{name, {}};
+    for (const auto& node : ParseNodes(members)) role.nodes.push_back(node.Fqdn());
+    out.push_back(role);
+  }
+  return out;
+}
+
+py::dict Energy(const py::dict& client, const std::string& archive_dir,
+                const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
+                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
+                const std::string& metric, const std::string& baseline, double gap_factor,
+                py::object progress) {
+  archive::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  energy::EnergyOptions options;
+  options.phases = MakePhases(phases);
+  options.roles = MakeRoles(roles);
+  options.metric = metric;
+  options.baseline_phase = baseline;
+  options.gap_factor = gap_factor;
+  energy::EnergySink sink;
+  Watch watch{std::move(progress)};
+  WatchedSink watched(&sink, &watch);
+  Result<kwollect::FetchReport> report = Status::OK();
+  Result<energy::EnergyReport> result = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = archive::FeedSource(source, energy::EnergyInputMetrics(metric), &watched,
+                                 watch.Callback());
+    if (report.ok()) result = sink.Compute(*report, options);
+  }
+  watch.RaiseIfInterrupted();
+  py::dict fetch = FetchReportDict(Unwrap(std::move(report)));
+  py::dict d = EnergyReportDict(Unwrap(std::move(result)));
+  d["fetch"] = fetch;
+  return d;
+}
+
+py::dict StatsDict(const energy::MetricStats& s) {
+  py::dict d;
+  d["count"] = s.count;
+  d["mean"] = Number(s.mean());
+  d["min"] = Number(s.count ? s.min : NAN);
+  d["max"] = Number(s.count ? s.max : NAN);
+  d["last"] = Number(s.last);
+  d["counter"] = s.counter;
+  d["increase"] = s.counter ? Number(s.increase) : py::object(py::none());
+  d["rate_per_s"] = s.counter ? Number(s.rate()) : py::object(py::none());
+  d["resets"] = s.resets;
+  return d;
+}
+
+py::dict Stats(const py::dict& client, const std::string& archive_dir,
+               const std::vector<std::string>& nodes, std::optional<int64_t> start,
+               std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+               const std::vector<std::string>& metrics,
+               const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
+               const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
+               py::object progress) {
+  archive::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  energy::StatsSink sink(MakePhases(phases));
+  std::vector<energy::Role> role_list = MakeRoles(roles);
+  Watch watch{std::move(progress)};
+  WatchedSink watched(&sink, &watch);
+  Result<kwollect::FetchReport> report = Status::OK();
+  Result<std::vector<std::vector<energy::NodeStats>>> results = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = archive::FeedSource(source, metrics, &watched, watch.Callback());
+    if (report.ok()) results = sink.Results(role_list);
+  }
+  watch.RaiseIfInterrupted();
+  py::dict d;
+  d["fetch"] = FetchReportDict(Unwrap(std::move(report)));
+  std::vector<std::vector<energy::NodeStats>> all = Unwrap(std::move(results));
+  py::list intervals;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const energy::Interval& interval = sink.intervals()[k];
+    py::dict id;
+    id["name"] = interval.name;
+    id["start"] = interval.start;
+    id["end"] = interval.end;
+    py::list node_list;
+    for (const energy::NodeStats& n : all[k]) {
+      py::dict nd;
+      nd["node"] = n.node;
+      nd["cpu_busy"] = Number(n.cpu_busy);
+      nd["cpu_source"] = n.cpu_source;
+      py::dict ms;
+      for (const auto& [metric, s] : n.metrics) ms[py::str(metric)] = StatsDict(s);
+      nd["metrics"] = ms;
+      node_list.append(nd);
+    }
+    id["nodes"] = node_list;
+    intervals.append(id);
+  }
+  d["intervals"] = intervals;
+  return d;
+}
+
+py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  std::vector<kwollect::NodeName> nodes;
+  py::list problems;
+  std::vector<std::string> parsed_names;
+  for (const std::string& name : names) {
+    Result<kwollect::NodeName> node = kwollect::ParseNodeName(name);
+    if (!node.ok()) {
+      problems.append(py::make_tuple(name, node.status().message()));
+      continue;
+    }
+    nodes.push_back(*node);
+    parsed_names.push_back(name);
+  }
+  Result<kwollect::NodeLookup> lookup = Status::OK();
+  {
+    py::gil_scoped_release release;
+    lookup = kwollect::LookUpNodes(options, nodes);
+  }
+  kwollect::NodeLookup found = Unwrap(std::move(lookup));
+  py::list known;
+  for (size_t i = 0; i < found.nodes.size(); ++i) {
+    const kwollect::NodeInfo& info = found.nodes[i];
+    if (!info.problem.empty()) {
+      problems.append(py::make_tuple(parsed_names[i], info.problem));
+      continue;
+    }
+    py::dict d;
+    d["name"] = parsed_names[i];
+    d["node"] = info.node.Fqdn();
+    d["uid"] = info.node.uid;
+    d["site"] = info.node.site;
+    d["cluster"] = info.cluster;
+    const std::string* catalogue = found.CatalogueOf(info.node);
+    d["catalogue"] = catalogue ? *catalogue : std::string("[]");
+    known.append(d);
+  }
+  py::dict out;
+  out["nodes"] = known;
+  out["problems"] = problems;
+  return out;
+}
+
+py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& nodes,
+                      std::optional<int64_t> start, std::optional<int64_t> end,
+                      std::optional<std::pair<std::string, int64_t>> job) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, {}, false);
+  Result<kwollect::FetchReport> report = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = kwollect::Resolve(options, query);
+  }
+  return FetchReportDict(Unwrap(std::move(report)));
+}
+
+py::list CatalogueMetrics(const std::string& catalogue_json, const std::string& uid,
+                          const std::vector<std::string>& job_types) {
+  kwollect::Catalogue catalogue = Unwrap(kwollect::Catalogue::FromJson(catalogue_json));
+  py::list out;
+  for (const kwollect::CatalogueMetric& m : catalogue.MetricsOf(uid)) {
+    const kwollect::CatalogueEntry& e = *m.entry;
+    py::dict d;
+    d["name"] = m.metric_id;
+    d["description"] = e.description;
+    d["period"] = e.period_ms;
+    d["optional_period"] = e.optional_period_ms;
+    d["protocol"] = e.protocol;
+    d["group"] = e.name != m.metric_id ? py::object(py::str(e.name)) : py::object(py::none());
+    d["on_demand"] = e.period_ms == 0;
+    // The period in a job of these types (none given: a default job, node exporter on).
+    int64_t period = kwollect::EffectivePeriodMs(e, m.metric_id, job_types);
+    d["period_in_job"] = period;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace kwatt::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace kwatt::python;
+  namespace kp = kwatt::python;
+  m.doc() = "kwatt's C++ core (fetching, archives, energy, stats); see the kwatt package";
+  m.attr("__version__") = KWATT_VERSION;
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      py::object errors = py::module_::import("kwatt.errors");
+      py::object cls = errors.attr(ErrorClassName(e.status.code()));
+      PyErr_SetObject(cls.ptr(), py::str(e.status.message()).ptr());
+    }
+  });
+
+  py::class_<Table, std::shared_ptr<Table>>(m, "Table",
+                                            "Rows in columns (numpy views), string columns as "
+                                            "codes into their category lists")
+      .def("__len__", &Table::size)
+      .def_property_readonly("time", [](const std::shared_ptr<Table>& t) { return View(t, t->time); },
+                             "int64 ns since the epoch, UTC")
+      .def_property_readonly("utc_offset",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->utc_offset); },
+                             "int32 seconds, as written in the timestamps")
+      .def_property_readonly("value", [](const std::shared_ptr<Table>& t) { return View(t, t->value); })
+      .def_property_readonly("site_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->site); })
+      .def_property_readonly("node_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->node); })
+      .def_property_readonly("device_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->device); })
+      .def_property_readonly("metric_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->metric); })
+      .def_property_readonly("labels_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->labels); })
+      .def_property_readonly("sites", [](const Table& t) { return Strings(t.sites); })
+      .def_property_readonly("nodes", [](const Table& t) { return Strings(t.nodes); })
+      .def_property_readonly("devices", [](const Table& t) { return Strings(t.devices); })
+      .def_property_readonly("metrics", [](const Table& t) { return Strings(t.metrics); })
+      .def_property_readonly("label_texts", [](const Table& t) { return Strings(t.label_texts); })
+      .def_property_readonly("report", [](const Table& t) { return FetchReportDict(t.report); })
+      .def_readonly("complete", &Table::complete)
+      .def("rows_by_node", &RowsByNode, py::arg("nodes"),
+           "{node: [row dicts]} for these node FQDNs, rows in order");
+
+  m.def("fetch", &FetchTable, py::arg("client"), py::arg("nodes"), py::arg("start"),
+        py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"),
+        py::arg("progress"), "Fetches a query into a Table (the GIL is released)");
+  m.def("load", &LoadTable, py::arg("dir"), py::arg("nodes"), py::arg("metrics"),
+        py::arg("start"), py::arg("end"), py::arg("allow_incomplete"), py::arg("threads"),
+        "Loads an archive (or part of it) into a Table");
+  m.def("backup", &kp::Backup, py::arg("client"), py::arg("dir"), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"),
+        py::arg("progress"), "Backs a query up into an archive directory");
+  m.def("energy", &kp::Energy, py::arg("client"), py::arg("archive"), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
+        py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("progress"));
+  m.def("stats", &kp::Stats, py::arg("client"), py::arg("archive"), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
+        py::arg("roles"), py::arg("progress"));
+  m.def("look_up_nodes", &LookUp, py::arg("client"), py::arg("names"),
+        "Checks node names against the reference API");
+  m.def("resolve", &ResolveQuery, py::arg("client"), py::arg("nodes"), py::arg("start"),
+        py::arg("end"), py::arg("job"),
+        "Resolves a query (a job's nodes, window and types; nodes checked) without fetching");
+  m.def("catalogue_metrics", &CatalogueMetrics, py::arg("catalogue"), py::arg("uid"),
+        py::arg("job_types") = std::vector<std::string>{},
+        "The metric ids a node can report, from its cluster's catalogue");
+  m.def("power_metrics", []() { return kwatt::energy::PowerMetrics(); },
+        "Power metrics, in the order energy() prefers them");
+  m.def("node_fqdn", [](const std::string& name) {
+    return Unwrap(kwatt::kwollect::ParseNodeName(name)).Fqdn();
+  }, "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
+  m.def("parse_time", [](const std::string& text) {
+    return Unwrap(kwatt::ParseUserTime(text, kwatt::WallClockNow()));
+  }, "ns since the epoch of a time text: now, epoch seconds, ISO 8601 (no offset: local time)");
+  m.def("format_paris", [](int64_t t) { return kwatt::FormatParisTimestamp(t); },
+        "A time as Kwollect writes it (Europe/Paris)");
+  m.def("read_manifest", [](const std::string& dir) {
+    kwatt::archive::Manifest m = Unwrap(kwatt::archive::ReadManifest(dir));
+    py::dict d;
+    d["format_version"] = m.format_version;
+    d["kwatt_version"] = m.kwatt_version;
+    d["complete"] = m.complete;
+    d["created_at"] = m.created_at;
+    d["completed_at"] = m.completed_at;
+    d["api"] = m.query.api;
+    d["window_start"] = m.has_window ? py::object(py::int_(m.window_start)) : py::object(py::none());
+    d["window_end"] = m.has_window ? py::object(py::int_(m.window_end)) : py::object(py::none());
+    d["sites"] = m.sites;
+    d["job_types"] = m.job_types;
+    py::list nodes;
+    for (const auto& n : m.nodes) nodes.append(n.node);
+    d["nodes"] = nodes;
+    d["rows"] = m.rows();
+    d["bytes"] = m.bytes();
+    py::dict per_metric;
+    for (const auto& [metric, rows] : m.MetricRows()) per_metric[py::str(metric)] = rows;
+    d["metric_rows"] = per_metric;
+    return d;
+  }, py::arg("dir"), "What an archive's manifest says");
+}

@@ -1,0 +1,27 @@
+"""kwatt: the energy and the metrics of Grid'5000 experiments, from Kwollect.
+
+    import kwatt
+    k = kwatt.Kwollect(roles=roles["compute"])   # EnOSlib hosts, or nodes=["nova-1.lyon", ...]
+    k.deploy(); k.start(); ...; k.stop()
+    data = k.get_metrics(metrics=["wattmetre_power_watt"])   # {node: [row dicts]}
+    df = k.to_pandas()                                       # one DataFrame
+    k.energy()                                               # energy per node, role, phase
+    k.backup("my_experiment"); kwatt.load("my_experiment")   # lossless archive, and back
+
+The work is done by kwatt's C++ core (kwatt._core); see doc/python.md.
+"""
+
+from . import _core
+from .errors import (AuthenticationError, CorruptionError, DeployError, IncompleteError,
+                     InvalidArgumentError, KwattError, KwattIOError, NotFoundError,
+                     UnavailableError)
+from .frames import load, manifest, table_frame
+from .service import Kwollect, energy_frame, stats_frame
+
+__version__ = _core.__version__
+
+__all__ = [
+    "Kwollect", "load", "manifest", "table_frame", "energy_frame", "stats_frame",
+    "KwattError", "InvalidArgumentError", "NotFoundError", "CorruptionError", "KwattIOError",
+    "UnavailableError", "AuthenticationError", "IncompleteError", "DeployError",
+]

@@ -1,0 +1,91 @@
+"""Conversions between what users pass and what the C++ core takes: instants, nodes, options."""
+
+import datetime as _dt
+import numbers
+
+from . import _core
+from .errors import InvalidArgumentError
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def to_ns(value, what="time"):
+    """Nanoseconds since the epoch (UTC) of an instant given as epoch seconds (int or float,
+    as time.time() gives), a datetime (naive ones are in the machine's local time, as
+    datetime.timestamp() reads them), a pandas Timestamp, a numpy datetime64, or a text
+    ("now", epoch seconds, ISO 8601; without an offset: local time). None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{what}: {value!r} is not an instant")
+    if hasattr(value, "value") and hasattr(value, "tz_localize"):  # pandas.Timestamp
+        if value.tzinfo is None:
+            value = value.tz_localize(_dt.datetime.now().astimezone().tzinfo)
+        return int(value.value)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()  # local time, as datetime.timestamp() does
+        delta = value - _EPOCH
+        return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if type(value).__name__ == "datetime64":
+        return int(value.astype("datetime64[ns]").astype("int64"))
+    if isinstance(value, numbers.Integral):
+        return int(value) * 1_000_000_000
+    if isinstance(value, numbers.Real):
+        # Kwollect's resolution is the microsecond: 1732630000.123456 stays exact.
+        return int(round(float(value) * 1e6)) * 1000
+    if isinstance(value, str):
+        try:
+            return int(_core.parse_time(value))
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{what}: {e}") from None
+    raise InvalidArgumentError(
+        f"{what}: {value!r} is not an instant (give epoch seconds, a datetime or an ISO 8601 text)")
+
+
+def node_name(host):
+    """The FQDN of a node given as an EnOSlib Host (or any object with .address, or .alias),
+    or a name: FQDN, KaVLAN or IPv6 name, uid.site."""
+    name = host
+    if not isinstance(host, str):
+        name = getattr(host, "address", None) or getattr(host, "alias", None)
+        if not isinstance(name, str):
+            raise InvalidArgumentError(
+                f"{host!r} is not a node: give an EnOSlib Host, an object with .address, or a "
+                "name like nova-1.lyon.grid5000.fr")
+    return name
+
+
+def fqdn(host):
+    return _core.node_fqdn(node_name(host))
+
+
+def host_list(hosts):
+    """A flat list of hosts from an EnOSlib Roles (every role's hosts), a list or a single one."""
+    if hosts is None:
+        return []
+    if isinstance(hosts, str) or not hasattr(hosts, "__iter__"):
+        return [hosts]
+    if hasattr(hosts, "keys") and hasattr(hosts, "__getitem__"):  # Roles: role -> hosts
+        out = []
+        for role in hosts.keys():
+            out.extend(host_list(hosts[role]))
+        return out
+    return list(hosts)
+
+
+def role_map(roles):
+    """{role name: [FQDN]} of an EnOSlib Roles (or a dict of host lists); {} for a list."""
+    if roles is None or isinstance(roles, str) or not (
+            hasattr(roles, "keys") and hasattr(roles, "__getitem__")):
+        return {}
+    return {str(role): unique(fqdn(h) for h in host_list(roles[role])) for role in roles.keys()}
+
+
+def unique(items):
+    seen, out = set(), []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out

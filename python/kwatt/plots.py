@@ -1,0 +1,83 @@
+"""Plots with matplotlib: power over time per node, energy per node and phase.
+
+Times are drawn in Europe/Paris time, as Kwollect writes them.
+"""
+
+import pandas as pd
+
+from . import _core
+
+PARIS = "Europe/Paris"
+
+
+def _axes(ax, size):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+    _, ax = plt.subplots(figsize=size)
+    return ax
+
+
+def _paris(ns):
+    return pd.Timestamp(int(ns), unit="ns", tz="UTC").tz_convert(PARIS).tz_localize(None)
+
+
+def plot_power(data, ax=None, window=None, phases=(), metric=None):
+    """Power over time, one line per node (per series when a node has several: two PDU
+    outlets, several PSUs), from a DataFrame of to_pandas() or kwatt.load(). Each node's best
+    power metric is drawn (wattmeter, then PDU, then BMC), or `metric`. window: (start, stop)
+    ns, drawn as vertical lines; phases: [(name, start ns, end ns)], drawn as shaded spans.
+    Returns the matplotlib Axes."""
+    ax = _axes(ax, (11, 4.5))
+    preference = [metric] if metric else _core.power_metrics()
+    power = data[data["metric_id"].isin(preference)]
+    drawn = 0
+    for node, rows in power.groupby("node", observed=True, sort=True):
+        present = set(rows["metric_id"].unique())
+        chosen = next((m for m in preference if m in present), None)
+        if chosen is None:
+            continue
+        rows = rows[rows["metric_id"] == chosen]
+        series = list(rows.groupby("labels", observed=True, sort=False))
+        for labels, one in series:
+            times = one["timestamp"].dt.tz_convert(PARIS).dt.tz_localize(None)
+            name = str(node).split(".")[0]
+            label = f"{name} ({chosen})" if len(series) == 1 else f"{name} {labels} ({chosen})"
+            ax.plot(times, one["value"], label=label, linewidth=0.8)
+            drawn += 1
+    if window is not None:
+        for ns, text in zip(window, ("start", "stop")):
+            if ns is not None:
+                ax.axvline(_paris(ns), color="black", linestyle="--", linewidth=1)
+                ax.annotate(text, (_paris(ns), 1), xycoords=("data", "axes fraction"),
+                            rotation=90, va="top", ha="right", fontsize=8)
+    colours = ["tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+    for i, (name, start, end) in enumerate(phases or ()):
+        ax.axvspan(_paris(start), _paris(end), color=colours[i % len(colours)], alpha=0.12)
+        ax.annotate(name, (_paris(start), 0.98), xycoords=("data", "axes fraction"),
+                    va="top", fontsize=8)
+    ax.set_xlabel("time (Europe/Paris)")
+    ax.set_ylabel("power (W)")
+    ax.set_title("Power per node")
+    if drawn:
+        ax.legend(fontsize=8, loc="upper right")
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def plot_energy(energy, ax=None, unit="kJ"):
+    """Energy per node, one bar per phase (the whole window first), from Kwollect.energy()'s
+    DataFrame. unit: "J", "kJ" or "Wh". Returns the matplotlib Axes."""
+    scale = {"J": 1.0, "kJ": 1e-3, "Wh": 1 / 3600}[unit]
+    ax = _axes(ax, (9, 4))
+    nodes = energy[(energy["scope"] == "node") & energy["joules"].notna()]
+    table = nodes.pivot_table(index="name", columns="phase", values="joules", sort=False) * scale
+    order = ["window"] + [p for p in table.columns if p != "window"]
+    table = table[[p for p in order if p in table.columns]]
+    table.index = [str(n).split(".")[0] for n in table.index]
+    table.plot.bar(ax=ax, rot=0)
+    ax.set_xlabel("node")
+    ax.set_ylabel(f"energy ({unit})")
+    ax.set_title("Energy per node and phase")
+    ax.grid(axis="y", alpha=0.3)
+    return ax

@@ -1,0 +1,484 @@
+"""kwatt.Kwollect: the metrics and energy of an experiment's nodes, as an EnOSlib service."""
+
+import os
+import sys
+import time
+
+import pandas as pd
+
+from . import _core
+from ._convert import fqdn, host_list, node_name, role_map, to_ns, unique
+from .errors import DeployError, IncompleteError, InvalidArgumentError
+from .frames import load, table_frame
+
+try:  # Subclass EnOSlib's Service when EnOSlib is there; work without it.
+    from enoslib.service.service import Service as _ServiceBase
+except Exception:  # pragma: no cover - depends on the environment
+    class _ServiceBase:
+        pass
+
+ENERGY_COLUMNS = ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts", "peak_watts",
+                  "seconds", "coverage", "gaps", "gap_joules", "counter_joules",
+                  "baseline_joules", "reason"]
+STATS_COLUMNS = ["interval", "node", "metric", "count", "mean", "min", "max", "last", "counter",
+                 "increase", "rate_per_s", "resets", "cpu_busy", "cpu_source"]
+
+
+def _progress_printer(verb):
+    """A progress function printing one line, rewritten in place, on stderr."""
+    state = {"shown": False}
+
+    def show(p):
+        total = max(p["requests_total"], 1)
+        line = (f"\r{verb}: {p['requests_done']}/{total} requests, {p['rows']:,} rows, "
+                f"{p['bytes'] / 1e6:.1f} MB, {p['seconds']:.1f} s")
+        if p["seconds"] >= 1 or state["shown"]:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            state["shown"] = True
+            if p["requests_done"] >= total:
+                sys.stderr.write("\n")
+                state["shown"] = False
+    return show
+
+
+def _client_dict(api, config, client_options):
+    client = dict(client_options)
+    if api is not None:
+        client["api_url"] = str(api)
+    if config is not None:
+        client["config"] = os.fspath(config)
+    return client
+
+
+def _in_notebook():
+    return "ipykernel" in sys.modules
+
+
+class Kwollect(_ServiceBase):
+    """Metrics and energy of Grid'5000 nodes over the instants of an experiment.
+
+    Args:
+        roles: EnOSlib hosts: a Roles (every role's hosts; role names are kept for energy()
+            and stats()), a list of Hosts (``roles["compute"]``), or one Host.
+        nodes: instead of roles: hostnames ("nova-1.lyon.grid5000.fr", "nova-1.lyon",
+            KaVLAN and IPv6 names) or objects with ``.address``.
+        api: the API's base URL (default: ``~/.python-grid5000.yaml``'s ``uri``, the
+            KWATT_API_URL environment variable, else https://api.grid5000.fr/stable).
+        config: the python-grid5000 YAML file with credentials (default
+            ``~/.python-grid5000.yaml``); KWATT_USERNAME / KWATT_PASSWORD also work.
+        progress: True to print a progress line on long fetches, False for none, or a
+            function called with a dict (requests_done, requests_total, rows, bytes, seconds).
+            Default: on in terminals and notebooks.
+        client_options: concurrency, per_site, rows_per_request, retries, backoff, timeout,
+            connect_timeout, verify_tls, ca_file, username, password.
+
+    start() and stop() record instants (no API call); any number of instances may run, nested
+    or overlapping, each with its own window. ``with Kwollect(...) as k:`` deploys, starts,
+    and stops on exit.
+    """
+
+    def __init__(self, roles=None, nodes=None, api=None, *, config=None, progress=None,
+                 **client_options):
+        if roles is not None and nodes is not None:
+            raise InvalidArgumentError("give roles or nodes, not both")
+        given = roles if roles is not None else nodes
+        self.hosts = host_list(given)
+        if not self.hosts:
+            raise InvalidArgumentError("no node given: pass roles=... or nodes=[...]")
+        self._names = [node_name(h) for h in self.hosts]
+        self.nodes = unique(fqdn(h) for h in self.hosts)
+        self.roles = role_map(roles)
+        self.api = api
+        self._client = _client_dict(api, config, client_options)
+        self.progress = progress
+        self.start_time = None  # epoch seconds (float), as EnOSlib's Kwollect has them
+        self.stop_time = None
+        self._start_ns = None
+        self._stop_ns = None
+        self._job = None
+        self._job_types = []
+        self.marks = []  # [(name, ns)]
+        self.deployed = False
+        self._lookup = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_job(cls, site, job_id, api=None, *, config=None, progress=None, **client_options):
+        """An instance over a past (or running) job: its nodes, and its window (start and stop
+        of the job; a running job's stop is now). start()/stop() may still change it."""
+        client = _client_dict(api, config, client_options)
+        resolved = _core.resolve(client, [], None, None, (str(site), int(job_id)))
+        self = cls(nodes=resolved["nodes"], api=api, config=config, progress=progress,
+                   **client_options)
+        self._job = (str(site), int(job_id))
+        self._job_types = list(resolved["job_types"])
+        self._set_start(resolved["start"])
+        self._set_stop(resolved["end"])
+        return self
+
+    def deploy(self):
+        """Checks that every node is a Grid'5000 node known to the reference API whose cluster
+        reports metrics; raises DeployError naming every offending node and why."""
+        found = _core.look_up_nodes(self._client, self._names)
+        problems = {name: why for name, why in found["problems"]}
+        for node in found["nodes"]:
+            if not _core.catalogue_metrics(node["catalogue"], node["uid"]):
+                problems[node["name"]] = (f"cluster {node['cluster']} reports no metric to "
+                                          "Kwollect")
+        if problems:
+            lines = "\n".join(f"  {name}: {why}" for name, why in problems.items())
+            raise DeployError(f"{len(problems)} of {len(self._names)} nodes cannot be measured "
+                              f"with Kwollect:\n{lines}", problems)
+        self._lookup = {node["node"]: node for node in found["nodes"]}
+        self.deployed = True
+
+    def destroy(self):
+        """Nothing to undo: Kwollect measures the nodes anyway."""
+
+    def start(self, timestamp=None):
+        """Records the start of the window: now, or `timestamp` (epoch seconds, datetime,
+        ISO 8601 text). No API call."""
+        self._set_start(time.time_ns() if timestamp is None else to_ns(timestamp, "start"))
+        self._set_stop(None)
+
+    def stop(self, timestamp=None):
+        """Records the end of the window: now, or `timestamp`. No API call."""
+        if self._start_ns is None:
+            raise InvalidArgumentError("stop() before start(): call start() first")
+        stop = time.time_ns() if timestamp is None else to_ns(timestamp, "stop")
+        if stop < self._start_ns:
+            raise InvalidArgumentError(
+                f"stop {_core.format_paris(stop)} is before start {_core.format_paris(self._start_ns)}")
+        self._set_stop(stop)
+
+    def mark(self, name, timestamp=None):
+        """Marks the start of a phase named `name` (now, or at `timestamp`); a phase lasts until
+        the next mark, or the end of the window. energy() and stats() report each phase."""
+        at = time.time_ns() if timestamp is None else to_ns(timestamp, "mark")
+        self.marks.append((str(name), at))
+        return at
+
+    def __enter__(self):
+        self.deploy()
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def _set_start(self, ns):
+        self._start_ns = ns
+        self.start_time = None if ns is None else ns / 1e9
+
+    def _set_stop(self, ns):
+        self._stop_ns = ns
+        self.stop_time = None if ns is None else ns / 1e9
+
+    # ---- what is asked ----------------------------------------------------------------------
+
+    @property
+    def window(self):
+        """(start, stop) in ns since the epoch, UTC (stop None while running)."""
+        return (self._start_ns, self._stop_ns)
+
+    def _window(self):
+        if self._start_ns is None:
+            raise InvalidArgumentError("no window yet: call start() and stop() first (or use "
+                                       "Kwollect.from_job)")
+        # A window still running ends now: metrics so far.
+        return self._start_ns, (self._stop_ns if self._stop_ns is not None else time.time_ns())
+
+    def _subset(self, roles=None, nodes=None):
+        if roles is not None and nodes is not None:
+            raise InvalidArgumentError("give roles or nodes, not both")
+        given = roles if roles is not None else nodes
+        if given is None:
+            return list(self.nodes)
+        names = unique(fqdn(h) for h in host_list(given))
+        outside = [n for n in names if n not in self.nodes]
+        if outside:
+            raise InvalidArgumentError(
+                f"not nodes of this Kwollect instance: {', '.join(outside)} (its nodes: "
+                f"{', '.join(self.nodes)}); give a subset of them")
+        return names
+
+    def _progress(self, verb):
+        p = self.progress
+        if p is None:
+            p = sys.stderr.isatty() or _in_notebook()
+        if p is True:
+            return _progress_printer(verb)
+        if p is False:
+            return None
+        return p
+
+    def _fetch(self, metrics, roles, nodes, summary, verb):
+        subset = self._subset(roles, nodes)
+        start, stop = self._window()
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+        table = _core.fetch(self._client, subset, start, stop, None, metrics, bool(summary),
+                            self._progress(verb))
+        return subset, table
+
+    @staticmethod
+    def _check_complete(table, result, allow_incomplete):
+        report = table.report
+        if report["complete"]:
+            return result
+        failures = report["failures"]
+        text = "; ".join(f"{f['site']} {','.join(f['nodes'])}: {f['error']}" for f in failures[:5])
+        message = (f"{len(failures)} piece(s) of the query could not be fetched ({text}); the "
+                   "rows that were fetched are in .partial")
+        if allow_incomplete:
+            import warnings
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            return result
+        raise IncompleteError(message, partial=result, failures=failures)
+
+    # ---- metrics -----------------------------------------------------------------------------
+
+    def get_metrics(self, metrics=None, roles=None, nodes=None, summary=False,
+                    allow_incomplete=False):
+        """Every row Kwollect holds for the nodes over the window.
+
+        Returns {node FQDN: [rows]}: every node of the subset (an empty list when it has no
+        data), rows in chronological order, each row the dict json.loads gives for the API's
+        row: {'timestamp': '2024-11-26T15:44:04+01:00', 'device_id': 'nova-1', 'metric_id':
+        'wattmetre_power_watt', 'value': 6.914999999999997, 'labels': {'_device_orig': [...]}}.
+
+        metrics: metric ids (default: all); roles / nodes: a subset of the instance's nodes;
+        summary: 5-minute aggregates. A fetch that could not get everything raises
+        IncompleteError (``.partial`` holds the rows obtained) unless allow_incomplete.
+        """
+        subset, table = self._fetch(metrics, roles, nodes, summary, "kwatt get_metrics")
+        return self._check_complete(table, table.rows_by_node(subset), allow_incomplete)
+
+    def to_pandas(self, metrics=None, roles=None, nodes=None, summary=False,
+                  allow_incomplete=False):
+        """The same rows as one DataFrame: timestamp (UTC-aware), site, node, device_id,
+        metric_id, value, labels (JSON text). See kwatt.frames.table_frame."""
+        _, table = self._fetch(metrics, roles, nodes, summary, "kwatt to_pandas")
+        return self._check_complete(table, table_frame(table), allow_incomplete)
+
+    def get_metrics_pandas(self, *args, **kwargs):
+        """EnOSlib's name for to_pandas()."""
+        return self.to_pandas(*args, **kwargs)
+
+    def backup(self, backup_dir=None, metrics=None, roles=None, nodes=None, summary=False):
+        """Archives every row of the window (doc/archive_format.md): lossless, compressed,
+        written as it is fetched, resumable. Returns the archive's directory (default:
+        kwatt_backup/<start>_<stop>). A backup that could not fetch everything keeps what it
+        has and raises IncompleteError: run the same backup again to complete it."""
+        subset = self._subset(roles, nodes)
+        start, stop = self._window()
+        if backup_dir is None:
+            backup_dir = os.path.join("kwatt_backup", f"{start // 1000}_{stop // 1000}")
+        backup_dir = os.fspath(backup_dir)
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+        outcome = _core.backup(self._client, backup_dir, subset, start, stop, None, metrics,
+                               bool(summary), self._progress("kwatt backup"))
+        if not outcome["complete"]:
+            raise IncompleteError(f"backup {backup_dir} is incomplete: {outcome['error']}",
+                                  partial=backup_dir, failures=outcome["fetch"]["failures"])
+        return backup_dir
+
+    @staticmethod
+    def load(backup_dir, **kwargs):
+        """kwatt.load(): an archive as a DataFrame."""
+        return load(backup_dir, **kwargs)
+
+    # ---- what the nodes can report ---------------------------------------------------------
+
+    def _looked_up(self):
+        if self._lookup is None:
+            self.deploy()
+        return self._lookup
+
+    def available_metrics(self, nodes=None, job_types=None):
+        """{node FQDN: [metric descriptions]} from the reference API's catalogues: prometheus
+        groups expanded to metric ids, `only_for` honoured. Each description: name,
+        description, period (ms; 0: on demand only), optional_period (ms, with a `monitor`
+        job type), protocol, group (the catalogue entry of an expanded id), on_demand, and
+        period_in_job (the period in a job of `job_types`; default: the instance's job's)."""
+        lookup = self._looked_up()
+        types = list(self._job_types if job_types is None else job_types)
+        return {n: _core.catalogue_metrics(lookup[n]["catalogue"], lookup[n]["uid"], types)
+                for n in self._subset(nodes=nodes)}
+
+    def info(self):
+        """A readable summary: nodes by site and cluster, the window, marks, and per cluster
+        what its nodes report, and which metrics need a `monitor` job type."""
+        lookup = self._looked_up()
+        lines = [f"kwatt.Kwollect: {len(self.nodes)} node(s)"]
+        start, stop = self._start_ns, self._stop_ns
+        if start is None:
+            lines.append("window: not started")
+        else:
+            end = _core.format_paris(stop) if stop is not None else "running"
+            length = f" ({(stop - start) / 1e9:.1f} s)" if stop is not None else ""
+            lines.append(f"window: {_core.format_paris(start)} .. {end}{length}")
+        if self._job:
+            lines.append(f"job: {self._job[0]}:{self._job[1]} types {self._job_types}")
+        for name, at in self.marks:
+            lines.append(f"mark {name}: {_core.format_paris(at)}")
+        by_cluster = {}
+        for n in self.nodes:
+            info = lookup[n]
+            by_cluster.setdefault((info["site"], info["cluster"]), []).append(info["uid"])
+        for (site, cluster), uids in by_cluster.items():
+            info = lookup[f"{uids[0]}.{site}.grid5000.fr"]
+            metrics = _core.catalogue_metrics(info["catalogue"], info["uid"], self._job_types)
+            regular = [m for m in metrics if m["period"] > 0]
+            on_demand = [m for m in metrics if m["period"] == 0]
+            power = [m["name"] for m in metrics if m["name"].endswith("power_watt")]
+            lines.append(f"{site}/{cluster}: {', '.join(uids)}")
+            lines.append(f"  {len(regular)} metrics collected by default, {len(on_demand)} on "
+                         "demand only (job type monitor or monitor=<regex>)")
+            if power:
+                fast = [f"{m['name']} {m['period']} ms" +
+                        (f" ({m['optional_period']} ms with monitor)" if m["optional_period"] else "")
+                        for m in metrics if m["name"] in power]
+                lines.append("  power: " + "; ".join(fast))
+            else:
+                lines.append("  power: none (no wattmeter, PDU or BMC power metric)")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        start = "-" if self._start_ns is None else _core.format_paris(self._start_ns)
+        stop = "-" if self._stop_ns is None else _core.format_paris(self._stop_ns)
+        return f"<kwatt.Kwollect {len(self.nodes)} nodes {start} .. {stop}>"
+
+    # ---- energy and statistics ------------------------------------------------------------------
+
+    def phases(self, phases=None):
+        """[(name, start ns, end ns)]: the marks (each phase until the next mark or the end of the
+        window), then `phases` given as {name: (start, end)} or [(name, start, end)]."""
+        start, stop = self._window()
+        out = []
+        marks = sorted(self.marks, key=lambda m: m[1])
+        for i, (name, at) in enumerate(marks):
+            end = marks[i + 1][1] if i + 1 < len(marks) else stop
+            if end > at:
+                out.append((name, at, end))
+        if phases:
+            items = phases.items() if hasattr(phases, "items") else [
+                (p[0], (p[1], p[2])) for p in phases]
+            for name, (a, b) in items:
+                out.append((str(name), to_ns(a, f"phase {name}"), to_ns(b, f"phase {name}")))
+        return out
+
+    def _roles(self, roles):
+        given = self.roles if roles is None else roles
+        return [(str(name), unique(fqdn(h) for h in host_list(hosts)))
+                for name, hosts in (given.items() if hasattr(given, "items") else given)]
+
+    def _source(self, source):
+        if source is not None:
+            return os.fspath(source), [], None, None, None
+        start, stop = self._window()
+        return "", list(self.nodes), start, stop, None
+
+    def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
+                      gap_factor=3.0):
+        """energy() as the C++ report: a dict of nodes, roles, phases and totals."""
+        archive, nodes, start, stop, job = self._source(source)
+        if archive:
+            start, stop = self._start_ns, self._stop_ns
+        return _core.energy(self._client, archive, nodes, start, stop, job, self.phases(phases),
+                            self._roles(roles), metric or "", baseline or "", float(gap_factor),
+                            self._progress("kwatt energy"))
+
+    def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
+               gap_factor=3.0):
+        """The energy of the experiment, as a DataFrame with one row per node, role and total,
+        for the whole window (phase "window") and each phase (marks, and `phases`).
+
+        Each node's power comes from its best source (wattmeter, then PDU, then BMC; or
+        `metric`), integrated on the real timestamps; gaps are estimated and counted, coverage
+        reported. roles: {name: hosts} (default: the Roles given). baseline: a phase whose
+        mean power is the idle baseline (baseline_joules then tells the energy at idle).
+        source: an archive directory instead of the API. Columns: scope (node, role, total),
+        name, phase, metric, joules, wh, mean_watts, peak_watts, seconds, coverage, gaps,
+        gap_joules, counter_joules (energy counter cross-check), baseline_joules, reason.
+        """
+        report = self.energy_report(phases, roles, metric, baseline, source, gap_factor)
+        return energy_frame(report)
+
+    def stats(self, metrics=None, phases=None, roles=None, source=None):
+        """Per interval (window, then each phase), node (and role) and metric: count, mean,
+        min, max, last; counters' increase, rate and resets; CPU usage (cpu_busy, 0..1)."""
+        archive, nodes, start, stop, job = self._source(source)
+        if archive:
+            start, stop = self._start_ns, self._stop_ns
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+        report = _core.stats(self._client, archive, nodes, start, stop, job, metrics,
+                             self.phases(phases), self._roles(roles),
+                             self._progress("kwatt stats"))
+        return stats_frame(report)
+
+    # ---- plots -------------------------------------------------------------------------------
+
+    def plot_power(self, data=None, ax=None, metric=None):
+        """Power over time per node, with the window's start and stop and the phase marks.
+        data: a DataFrame from to_pandas() or kwatt.load() (default: fetched now)."""
+        from .plots import plot_power
+        if data is None:
+            data = self.to_pandas(metrics=[metric] if metric else _core.power_metrics())
+        return plot_power(data, ax=ax, window=self.window, phases=self.phases(), metric=metric)
+
+
+def energy_frame(report):
+    """The long DataFrame of an energy report (see Kwollect.energy)."""
+    rows = []
+    phases = report["phases"]
+
+    def add(scope, name, phase, metric, figures, reason=""):
+        row = {"scope": scope, "name": name, "phase": phase, "metric": metric, "reason": reason}
+        if figures is not None:
+            row.update({k: figures[k] for k in ENERGY_COLUMNS if k in figures})
+        rows.append(row)
+
+    for n in report["nodes"]:
+        if n["metric"] is None:
+            add("node", n["node"], "window", None, None, n["reason"])
+            continue
+        add("node", n["node"], "window", n["metric"], n["window"], n["reason"])
+        for phase, figures in zip(phases, n["phases"]):
+            add("node", n["node"], phase, n["metric"], figures, n["reason"])
+    for r in report["roles"]:
+        add("role", r["role"], "window", None, r["window"])
+        for phase, figures in zip(phases, r["phases"]):
+            add("role", r["role"], phase, None, figures)
+    add("total", "total", "window", None, report["total"])
+    for phase, figures in zip(phases, report["phase_totals"]):
+        add("total", "total", phase, None, figures)
+    frame = pd.DataFrame(rows, columns=ENERGY_COLUMNS)
+    for column in ENERGY_COLUMNS[4:-1]:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame["gaps"] = frame["gaps"].astype("Int64")
+    frame.attrs["kwatt"] = {"start": report["start"], "end": report["end"],
+                            "failures": report["fetch"]["failures"]}
+    return frame
+
+
+def stats_frame(report):
+    """The long DataFrame of a stats report (see Kwollect.stats)."""
+    rows = []
+    for interval in report["intervals"]:
+        for n in interval["nodes"]:
+            for metric, s in n["metrics"].items():
+                row = {"interval": interval["name"], "node": n["node"], "metric": metric,
+                       "cpu_busy": n["cpu_busy"], "cpu_source": n["cpu_source"]}
+                row.update({k: s[k] for k in STATS_COLUMNS if k in s})
+                rows.append(row)
+    frame = pd.DataFrame(rows, columns=STATS_COLUMNS)
+    for column in ("mean", "min", "max", "last", "increase", "rate_per_s", "cpu_busy"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame["count"] = frame["count"].astype("int64")
+    frame["resets"] = frame["resets"].astype("int64")
+    frame["counter"] = frame["counter"].astype(bool)
+    frame.attrs["kwatt"] = {"failures": report["fetch"]["failures"]}
+    return frame
