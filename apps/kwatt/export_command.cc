@@ -3,13 +3,64 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/kwollect/text_sinks.h"
 
 namespace kwatt::cli {
+namespace {
+
+// Parquet is written by the Python package (pyarrow): runs `python3 -m kwatt export` with the
+// Python beside this executable (a pip-installed kwatt's), or $KWATT_PYTHON.
+int ExportParquet(const std::string& dir, const std::string& output,
+                  const ArchiveFilterArgs& filters) {
+  std::string python;
+  char self[4096];
+  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length > 0) {
+    std::string beside = std::string(self, size_t(length));
+    beside = beside.substr(0, beside.rfind('/') + 1) + "python3";
+    if (::access(beside.c_str(), X_OK) == 0) python = beside;
+  }
+  if (const char* given = std::getenv("KWATT_PYTHON"); python.empty() && given && *given) {
+    python = given;
+  }
+  if (python.empty()) {
+    std::fprintf(stderr,
+                 "kwatt export: Parquet is written by the Python package (pyarrow): install it "
+                 "(pip install . in kwatt's source, or make python) and run its kwatt, or run "
+                 "python3 -m kwatt export %s --to parquet -o %s (KWATT_PYTHON names the Python "
+                 "to use)\n",
+                 dir.c_str(), output.c_str());
+    return kExitUsage;
+  }
+  std::vector<std::string> argv = {python, "-m", "kwatt", "export", dir, "--to", "parquet",
+                                   "-o", output};
+  for (auto [flag, value] : {std::pair{"--nodes", &filters.nodes},
+                             std::pair{"--metrics", &filters.metrics},
+                             std::pair{"--start", &filters.start},
+                             std::pair{"--end", &filters.end}}) {
+    if (!value->empty()) {
+      argv.push_back(flag);
+      argv.push_back(*value);
+    }
+  }
+  if (filters.allow_incomplete) argv.push_back("--allow-incomplete");
+  std::vector<char*> pointers;
+  for (std::string& arg : argv) pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execv(python.c_str(), pointers.data());
+  std::fprintf(stderr, "kwatt export: cannot run %s: %s\n", python.c_str(), std::strerror(errno));
+  return kExitFailure;
+}
+
+}  // namespace
 
 Runner RegisterExport(CLI::App* app) {
   struct Args {
@@ -23,20 +74,18 @@ Runner RegisterExport(CLI::App* app) {
       "export", "Write an archive's rows as CSV (the columns of kwatt fetch --format csv), "
                 "checking them as they are read");
   command->add_option("dir", args->dir, "Archive directory")->required();
-  command->add_option("--to", args->to, "Format: csv (parquet: with the Python package)")
+  command->add_option("--to", args->to, "Format: csv, or parquet (written by the Python package, pyarrow)")
       ->required()
       ->check(CLI::IsMember({"csv", "parquet"}));
   command->add_option("-o,--output", args->output, "Output file (- for stdout)");
   AddArchiveFilterOptions(command, &args->filters);
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    if (args->to == "parquet") {
-      std::fprintf(stderr,
-                   "kwatt export: Parquet export comes with the Python package: "
-                   "kwatt.load(\"%s\").to_parquet(PATH)\n",
-                   args->dir.c_str());
+    if (args->output.empty()) {
+      std::fprintf(stderr, "kwatt export: give the output file: -o PATH (- for stdout)\n");
       return kExitUsage;
     }
+    if (args->to == "parquet") return ExportParquet(args->dir, args->output, args->filters);
     if (args->output.empty()) {
       std::fprintf(stderr, "kwatt export: give the output file: -o PATH (- for stdout)\n");
       return kExitUsage;

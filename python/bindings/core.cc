@@ -787,6 +787,9 @@ py::list CatalogueMetrics(const std::string& catalogue_json, const std::string& 
     d["period"] = e.period_ms;
     d["optional_period"] = e.optional_period_ms;
     d["protocol"] = e.protocol;
+    py::dict labels;
+    for (const auto& [key, value] : e.labels) labels[py::str(key)] = value;
+    d["labels"] = labels;
     d["group"] = e.name != m.metric_id ? py::object(py::str(e.name)) : py::object(py::none());
     d["on_demand"] = e.period_ms == 0;
     // The period in a job of these types (none given: a default job, node exporter on).

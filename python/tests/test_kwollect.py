@@ -1,0 +1,626 @@
+"""kwatt.Kwollect with real EnOSlib objects against the real `kwatt serve --simulate`."""
+import datetime as dt
+import json
+import threading
+import time
+import urllib.request
+import zoneinfo
+
+import enoslib as en
+import numpy as np
+import pandas as pd
+import pytest
+from enoslib.service.service import Service
+
+import kwatt
+from conftest import JOBS, run_kwatt, start_server
+
+PARIS = zoneinfo.ZoneInfo("Europe/Paris")
+NOVA = ["nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"]
+# Inside job lyon:1001 (examples/jobs.json): idle 14:00-14:05, busy 14:05-14:10, ...
+T0 = dt.datetime(2025, 4, 18, 14, 4, tzinfo=PARIS).timestamp()
+T1 = T0 + 120
+
+
+def api_rows(server, site, nodes, metrics, start, end, summary=False):
+    """The API's answer, as json.loads gives it."""
+    query = (f"nodes={','.join(nodes)}&start_time={start:.6f}&end_time={end:.6f}"
+             + (f"&metrics={','.join(metrics)}" if metrics else "")
+             + ("&summary=true" if summary else ""))
+    with urllib.request.urlopen(f"{server.url}/sites/{site}/metrics?{query}") as answer:
+        return json.loads(answer.read())
+
+
+def make(server, hosts=NOVA, **kwargs):
+    k = kwatt.Kwollect(nodes=hosts, api=server.url, progress=False, **kwargs)
+    return k
+
+
+# ---- construction ---------------------------------------------------------------------------
+
+def test_is_an_enoslib_service_built_from_roles(server):
+    roles = en.Roles({"compute": [en.Host(NOVA[0]), en.Host(NOVA[1])],
+                      "client": [en.Host(NOVA[2])]})
+    k = kwatt.Kwollect(roles=roles, api=server.url, progress=False)
+    assert isinstance(k, Service)
+    assert sorted(k.nodes) == NOVA
+    assert {r: sorted(n) for r, n in k.roles.items()} == {"compute": NOVA[:2], "client": [NOVA[2]]}
+    # A role's hosts, as in roles["compute"]
+    k2 = kwatt.Kwollect(roles=roles["compute"], api=server.url, progress=False)
+    assert sorted(k2.nodes) == NOVA[:2] and k2.roles == {}
+
+
+def test_accepts_hostnames_addresses_and_vlan_names(server):
+    class Machine:
+        address = "nova-5.lyon.grid5000.fr"
+    k = kwatt.Kwollect(nodes=["nova-1.lyon", "nova-4-kavlan-4.lyon.grid5000.fr", Machine(),
+                              "nova-1.lyon.grid5000.fr"], api=server.url)
+    assert k.nodes == ["nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr",
+                       "nova-5.lyon.grid5000.fr"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "no node given"),
+    ({"nodes": ["nova-1.lyon"], "roles": ["nova-1.lyon"]}, "not both"),
+    ({"nodes": [object()]}, "is not a node"),
+    ({"nodes": ["nova-1"]}, "site"),
+])
+def test_bad_construction_is_explained(kwargs, message):
+    with pytest.raises(kwatt.InvalidArgumentError, match=message):
+        kwatt.Kwollect(**kwargs)
+
+
+# ---- deploy -----------------------------------------------------------------------------------
+
+def test_deploy_accepts_known_nodes(server):
+    k = make(server)
+    k.deploy()
+    assert k.deployed
+
+
+def test_deploy_names_every_offending_node(server):
+    k = kwatt.Kwollect(nodes=["nova-1.lyon.grid5000.fr", "nova-99.lyon.grid5000.fr",
+                              "zorglub-1.lyon.grid5000.fr", "nova-2.atlantis.grid5000.fr"],
+                       api=server.url)
+    with pytest.raises(kwatt.DeployError) as error:
+        k.deploy()
+    problems = error.value.problems
+    assert set(problems) == {"nova-99.lyon.grid5000.fr", "zorglub-1.lyon.grid5000.fr",
+                             "nova-2.atlantis.grid5000.fr"}
+    assert "cluster nova has" in problems["nova-99.lyon.grid5000.fr"]
+    assert "no cluster" in problems["zorglub-1.lyon.grid5000.fr"]
+    assert "unknown site" in problems["nova-2.atlantis.grid5000.fr"]
+    assert "3 of 4 nodes" in str(error.value)
+    assert not k.deployed
+
+
+def test_deploy_refuses_non_grid5000_hosts(server):
+    with pytest.raises(kwatt.InvalidArgumentError):
+        kwatt.Kwollect(nodes=[en.Host("192.168.1.4")], api=server.url)
+
+
+def test_unreachable_api_is_unavailable(no_config):
+    k = kwatt.Kwollect(nodes=NOVA, api="http://127.0.0.1:9/stable", retries=0,
+                       connect_timeout=2)
+    with pytest.raises(kwatt.UnavailableError):
+        k.deploy()
+
+
+def test_refused_credentials(tmp_path, no_config):
+    secured = start_server("--auth", "alice:s3cret", tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA, api=secured.url, username="alice", password="wrong")
+        with pytest.raises(kwatt.AuthenticationError):
+            k.deploy()
+        ok = kwatt.Kwollect(nodes=NOVA, api=secured.url, username="alice", password="s3cret")
+        ok.deploy()
+        # And from ~/.python-grid5000.yaml, as EnOSlib users have it.
+        (no_config / ".python-grid5000.yaml").write_text(
+            f"uri: {secured.url}\nusername: alice\npassword: s3cret\n")
+        kwatt.Kwollect(nodes=NOVA).deploy()
+    finally:
+        secured.stop()
+
+
+# ---- start, stop, window ------------------------------------------------------------------------
+
+def test_start_and_stop_make_no_api_call():
+    k = kwatt.Kwollect(nodes=NOVA, api="http://127.0.0.1:9/stable")  # nothing listens
+    before = time.time()
+    k.start()
+    k.stop()
+    assert before <= k.start_time <= k.stop_time <= time.time()
+
+
+@pytest.mark.parametrize("given", [
+    T0,
+    int(T0),
+    dt.datetime.fromtimestamp(T0, tz=dt.timezone.utc),
+    dt.datetime.fromtimestamp(T0, tz=PARIS),
+    "2025-04-18T14:04:00+02:00",
+    "2025-04-18T12:04:00Z",
+    pd.Timestamp("2025-04-18T14:04:00+02:00"),
+    np.datetime64("2025-04-18T12:04:00", "ns"),
+])
+def test_custom_timestamps_in_every_form(given):
+    k = kwatt.Kwollect(nodes=NOVA)
+    k.start(given)
+    assert k.window[0] == int(T0) * 10**9
+    assert k.start_time == pytest.approx(T0)
+
+
+def test_naive_datetimes_are_local_time(monkeypatch):
+    k = kwatt.Kwollect(nodes=NOVA)
+    naive = dt.datetime(2025, 4, 18, 14, 4)
+    k.start(naive)
+    assert k.window[0] == int(naive.timestamp()) * 10**9
+
+
+def test_bad_windows_are_explained(server):
+    k = make(server)
+    with pytest.raises(kwatt.InvalidArgumentError, match="start"):
+        k.get_metrics()
+    with pytest.raises(kwatt.InvalidArgumentError, match="before start"):
+        k.start(T1)
+        k.stop(T0)
+    with pytest.raises(kwatt.InvalidArgumentError, match="stop\\(\\) before start"):
+        kwatt.Kwollect(nodes=NOVA).stop()
+    with pytest.raises(kwatt.InvalidArgumentError, match="not an instant"):
+        k.start([1, 2])
+    with pytest.raises(kwatt.InvalidArgumentError):
+        k.start("yesterday at noon")
+
+
+def test_context_manager_deploys_starts_and_stops(server):
+    with make(server) as k:
+        assert k.deployed and k.start_time is not None and k.stop_time is None
+    assert k.stop_time >= k.start_time
+
+
+# ---- get_metrics ---------------------------------------------------------------------------------
+
+def test_rows_are_exactly_what_json_loads_gives(server):
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 30)
+    metrics = ["wattmetre_power_watt", "network_ifacein_bytes_total", "bmc_node_power_watt",
+               "prom_node_load1"]
+    data = k.get_metrics(metrics=metrics)
+    assert list(data) == NOVA
+    for node in NOVA:
+        expected = api_rows(server, "lyon", [node.split(".")[0]], metrics, T0, T0 + 30)
+        # The API orders by time only; kwatt keeps its order per node.
+        assert data[node] == expected
+        kinds = {type(r["value"]) for r in data[node] if r["metric_id"] ==
+                 "network_ifacein_bytes_total"}
+        assert kinds == {int}
+        assert {type(r["value"]) for r in data[node]
+                if r["metric_id"] == "wattmetre_power_watt"} <= {float, int}
+    # Every row its own objects: changing one changes no other.
+    rows = data[NOVA[0]]
+    rows[0]["labels"]["_device_orig"].append("x")
+    assert "x" not in rows[1]["labels"].get("_device_orig", [])
+
+
+def test_every_metric_by_default_and_chronological(server):
+    k = make(server, hosts=NOVA[:1])
+    k.start(T0)
+    k.stop(T0 + 20)
+    data = k.get_metrics()
+    rows = data[NOVA[0]]
+    assert rows == api_rows(server, "lyon", ["nova-1"], [], T0, T0 + 20)
+    stamps = [dt.datetime.fromisoformat(r["timestamp"]) for r in rows]
+    assert stamps == sorted(stamps)
+    assert len({r["metric_id"] for r in rows}) > 5
+
+
+def test_every_node_present_even_without_rows(server):
+    k = make(server, hosts=NOVA + ["taurus-7.lyon.grid5000.fr"])
+    k.start(T0)
+    k.stop(T0 + 10)
+    data = k.get_metrics(metrics=["wattmetre_power_watt"], summary=False)
+    assert set(data) == set(k.nodes)
+    # taurus is not in the monitor job: 1 value per second; a metric no node has: empty lists.
+    assert len(data["taurus-7.lyon.grid5000.fr"]) == 11
+    none = k.get_metrics(metrics=["no_such_metric"])
+    assert none == {n: [] for n in k.nodes}
+
+
+def test_subsets_by_roles_or_nodes(server):
+    roles = en.Roles({"a": [en.Host(NOVA[0])], "b": [en.Host(NOVA[1]), en.Host(NOVA[2])]})
+    k = kwatt.Kwollect(roles=roles, api=server.url, progress=False)
+    k.start(T0)
+    k.stop(T0 + 5)
+    assert set(k.get_metrics(metrics=["wattmetre_power_watt"], roles=roles["b"])) == set(NOVA[1:])
+    assert list(k.get_metrics(metrics=["wattmetre_power_watt"], nodes=["nova-1.lyon"])) == [
+        NOVA[0]]
+    with pytest.raises(kwatt.InvalidArgumentError, match="not nodes of this Kwollect"):
+        k.get_metrics(nodes=["nova-9.lyon.grid5000.fr"])
+    with pytest.raises(kwatt.InvalidArgumentError, match="not both"):
+        k.get_metrics(roles=roles["a"], nodes=["nova-1.lyon"])
+
+
+def test_summary_rows(server):
+    k = make(server, hosts=NOVA[:1])
+    k.start(T0 - 600)
+    k.stop(T0 + 600)
+    data = k.get_metrics(metrics=["wattmetre_power_watt"], summary=True)
+    assert data[NOVA[0]] == api_rows(server, "lyon", ["nova-1"], ["wattmetre_power_watt"],
+                                     T0 - 600, T0 + 600, summary=True)
+    assert data[NOVA[0]]
+
+
+def test_nested_and_overlapping_instances(server):
+    outer = make(server)
+    outer.start(T0)
+    inner = make(server, hosts=NOVA[:1])
+    inner.start(T0 + 10)
+    other = make(server, hosts=NOVA[1:])
+    other.start(T0 + 15)
+    inner.stop(T0 + 20)
+    outer.stop(T0 + 30)
+    other.stop(T0 + 40)
+    metrics = ["wattmetre_power_watt"]
+    o, i, x = (k.get_metrics(metrics=metrics) for k in (outer, inner, other))
+    assert len(i[NOVA[0]]) == 10 * 50 + 1
+    assert len(o[NOVA[0]]) == 30 * 50 + 1
+    assert len(x[NOVA[1]]) == 25 * 50 + 1
+    first_inner = i[NOVA[0]][0]
+    assert first_inner in o[NOVA[0]]
+    assert o[NOVA[0]].index(first_inner) == 10 * 50
+
+
+def test_failed_pieces_raise_incomplete_with_the_rows_obtained(tmp_path):
+    failing = start_server("--fail-rate", "1", tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA[:2], api=failing.url, progress=False, retries=0)
+        k.start(T0)
+        k.stop(T0 + 5)
+        with pytest.raises(kwatt.IncompleteError) as error:
+            k.get_metrics(metrics=["wattmetre_power_watt"])
+        assert error.value.failures
+        assert set(error.value.partial) == set(NOVA[:2])
+        with pytest.warns(RuntimeWarning, match="could not be fetched"):
+            partial = k.get_metrics(metrics=["wattmetre_power_watt"], allow_incomplete=True)
+        assert set(partial) == set(NOVA[:2])
+    finally:
+        failing.stop()
+
+
+def test_the_fetch_releases_the_gil(tmp_path):
+    slow = start_server("--latency-ms", "1500", tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA[:1], api=slow.url, progress=False)
+        k.start(T0)
+        k.stop(T0 + 1)
+        done = []
+        worker = threading.Thread(target=lambda: done.append(k.get_metrics()))
+        worker.start()
+        time.sleep(0.3)
+        # This thread ran Python while the fetch waited on the network: the GIL was free.
+        assert worker.is_alive() and not done
+        worker.join()
+        assert done and done[0][NOVA[0]]
+    finally:
+        slow.stop()
+
+
+# ---- to_pandas --------------------------------------------------------------------------------
+
+def test_to_pandas_columns_dtypes_and_values(server):
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 10)
+    metrics = ["wattmetre_power_watt", "network_ifacein_bytes_total"]
+    df = k.to_pandas(metrics=metrics)
+    assert list(df.columns) == kwatt.frames.COLUMNS
+    assert str(df["timestamp"].dtype) == "datetime64[ns, UTC]"
+    for column in ("site", "node", "device_id", "metric_id", "labels"):
+        assert isinstance(df[column].dtype, pd.CategoricalDtype)
+    assert df["value"].dtype == np.float64
+    data = k.get_metrics(metrics=metrics)
+    assert len(df) == sum(len(rows) for rows in data.values())
+    for node, rows in data.items():
+        part = df[df["node"] == node]
+        assert list(part["value"]) == [float(r["value"]) for r in rows]
+        assert list(part["timestamp"]) == [pd.Timestamp(r["timestamp"]).tz_convert("UTC")
+                                           for r in rows]
+        assert [json.loads(text) for text in part["labels"]] == [r["labels"] for r in rows]
+        assert set(part["site"]) == {"lyon"}
+        assert list(part["device_id"]) == [r["device_id"] for r in rows]
+
+
+def test_to_pandas_across_the_dst_change(server):
+    # Europe/Paris goes from +01:00 to +02:00 at 2025-03-30 01:00 UTC.
+    change = dt.datetime(2025, 3, 30, 1, 0, tzinfo=dt.timezone.utc).timestamp()
+    k = make(server, hosts=NOVA[:1])
+    k.start(change - 5)
+    k.stop(change + 5)
+    rows = k.get_metrics(metrics=["wattmetre_power_watt"])[NOVA[0]]
+    offsets = {r["timestamp"][-6:] for r in rows}
+    assert offsets == {"+01:00", "+02:00"}
+    df = k.to_pandas(metrics=["wattmetre_power_watt"])
+    assert df["timestamp"].is_monotonic_increasing
+    assert df["timestamp"].iloc[0] == pd.Timestamp(change - 5, unit="s", tz="UTC")
+    assert df["timestamp"].iloc[-1] == pd.Timestamp(change + 5, unit="s", tz="UTC")
+    assert list(df["timestamp"].diff().dropna().unique()) == [pd.Timedelta(seconds=1)]
+
+
+def test_to_pandas_of_nothing_has_the_same_columns(server):
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 5)
+    df = k.to_pandas(metrics=["no_such_metric"])
+    assert len(df) == 0
+    assert list(df.columns) == kwatt.frames.COLUMNS
+    assert str(df["timestamp"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_columns_are_numpy_views_of_the_cpp_table(server):
+    table = kwatt._core.fetch({"api_url": server.url}, NOVA[:1], int(T0 * 1e9),
+                              int((T0 + 5) * 1e9), None, ["wattmetre_power_watt"], False, None)
+    value = table.value
+    assert len(value) == len(table) == 5 * 50 + 1
+    assert not value.flags.owndata and value.base is not None
+    assert np.shares_memory(value, table.value)
+    assert table.time.dtype == np.int64 and table.node_codes.dtype == np.int32
+
+
+# ---- backup and load -----------------------------------------------------------------------------
+
+def test_backup_then_load_gives_the_same_frame(server, tmp_path):
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 20)
+    path = k.backup(backup_dir=tmp_path / "exp")
+    assert path == str(tmp_path / "exp")
+    assert run_kwatt("inspect", path, "--verify").returncode == 0
+    loaded = kwatt.load(path)
+    fetched = k.to_pandas()
+    # The API's order is by time across the nodes; an archive's is node after node.
+    for node in NOVA:
+        pd.testing.assert_frame_equal(
+            loaded[loaded["node"] == node].reset_index(drop=True).astype({"node": str}),
+            fetched[fetched["node"] == node].reset_index(drop=True).astype({"node": str}),
+            check_categorical=False)
+    assert kwatt.Kwollect.load(path).shape == loaded.shape
+    manifest = kwatt.manifest(path)
+    assert manifest["complete"] and manifest["rows"] == len(loaded)
+
+
+def test_load_filters(server, tmp_path):
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 20)
+    path = k.backup(backup_dir=tmp_path / "exp", metrics=["wattmetre_power_watt",
+                                                          "bmc_node_power_watt"])
+    df = kwatt.load(path, nodes=[en.Host(NOVA[1])], metrics=["wattmetre_power_watt"],
+                    start=T0 + 5, end="2025-04-18T14:04:10+02:00")
+    assert set(df["node"]) == {NOVA[1]}
+    assert set(df["metric_id"]) == {"wattmetre_power_watt"}
+    assert len(df) == 5 * 50 + 1
+    with pytest.raises(kwatt.NotFoundError, match="taurus-1"):
+        kwatt.load(path, nodes=["taurus-1.lyon"])
+
+
+def test_load_refuses_damaged_and_foreign_directories(server, tmp_path):
+    k = make(server, hosts=NOVA[:1])
+    k.start(T0)
+    k.stop(T0 + 10)
+    path = k.backup(backup_dir=tmp_path / "exp")
+    data = next((tmp_path / "exp" / "data").glob("nova-1*"))
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    with pytest.raises(kwatt.CorruptionError, match=data.name):
+        kwatt.load(path)
+    with pytest.raises(kwatt.NotFoundError):
+        kwatt.load(tmp_path / "nothing-here")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "manifest.json").write_text('{"hello": 1}')
+    with pytest.raises(kwatt.CorruptionError, match="manifest"):
+        kwatt.load(tmp_path / "foreign")
+
+
+def test_an_incomplete_backup_raises_and_completes_when_run_again(tmp_path):
+    failing = start_server("--fail-rate", "0.5", "--seed", "3", "--jobs", JOBS,
+                           tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=0,
+                           rows_per_request=500)
+        k.start(T0)
+        k.stop(T0 + 20)
+        target = tmp_path / "exp"
+        with pytest.raises(kwatt.IncompleteError) as error:
+            k.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
+        assert error.value.partial == str(target)
+        assert not kwatt.manifest(target)["complete"]
+        with pytest.raises(kwatt.IncompleteError):
+            kwatt.load(target)
+        partial = kwatt.load(target, allow_incomplete=True)
+        assert partial.attrs["kwatt"]["complete"] is False
+        k2 = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=20,
+                            backoff=0.01, rows_per_request=500)
+        k2.start(T0)
+        k2.stop(T0 + 20)
+        k2.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
+        assert kwatt.manifest(target)["complete"]
+        assert len(kwatt.load(target)) == 3 * (20 * 50 + 1)
+    finally:
+        failing.stop()
+
+
+def test_parquet_export_has_every_row(server, tmp_path):
+    import pyarrow.parquet as pq
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 10)
+    path = k.backup(backup_dir=tmp_path / "exp")
+    frame = kwatt.load(path)
+    out = tmp_path / "rows.parquet"
+    # The CLI installed with the package runs `python -m kwatt export`.
+    import shutil
+    import sys
+    from pathlib import Path
+    cli = Path(sys.executable).parent / "kwatt"
+    assert cli.exists(), "pip install . installs the kwatt command beside python"
+    result = __import__("subprocess").run([str(cli), "export", path, "--to", "parquet", "-o",
+                                           str(out)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table(out)
+    assert table.num_rows == len(frame) == kwatt.manifest(path)["rows"]
+    back = table.to_pandas()
+    assert list(back.columns) == kwatt.frames.COLUMNS
+    assert (back["value"].to_numpy() == frame["value"].to_numpy()).all()
+    assert (back["timestamp"] == frame["timestamp"]).all()
+    # The same through the build tree's kwatt (no Python beside it): a clear pointer.
+    result = run_kwatt("export", path, "--to", "parquet", "-o", tmp_path / "x.parquet",
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    if result.returncode != 0:
+        assert result.returncode == 2 and b"python3 -m kwatt export" in result.stderr
+    assert shutil.which("true")
+
+
+# ---- what the nodes can report -----------------------------------------------------------------
+
+def test_available_metrics_from_the_reference_api(server):
+    k = kwatt.Kwollect(nodes=["chifflot-1.lille", "chifflot-3.lille", "nova-1.lyon"],
+                       api=server.url)
+    metrics = k.available_metrics()
+    names = {node: {m["name"] for m in ms} for node, ms in metrics.items()}
+    # only_for: the eth1 counters exist on chifflot-1, not chifflot-3.
+    eth1 = {node: [m for m in ms if m["name"] == "network_ifacein_bytes_total"
+                   and m["labels"].get("interface") == "eth1"] for node, ms in metrics.items()}
+    assert eth1["chifflot-1.lille.grid5000.fr"] and not eth1["chifflot-3.lille.grid5000.fr"]
+    assert "network_ifacein_bytes_total" in names["chifflot-3.lille.grid5000.fr"]
+    # Prometheus groups expanded to metric ids, on demand.
+    load1 = next(m for m in metrics["nova-1.lyon.grid5000.fr"] if m["name"] == "prom_node_load1")
+    assert load1["group"] == "prom_default_metrics" and load1["on_demand"]
+    watt = next(m for m in metrics["nova-1.lyon.grid5000.fr"]
+                if m["name"] == "wattmetre_power_watt")
+    assert watt["period"] == 1000 and watt["optional_period"] == 20 and not watt["on_demand"]
+    fast = k.available_metrics(nodes=["nova-1.lyon"], job_types=["monitor=wattmetre"])
+    assert next(m for m in fast["nova-1.lyon.grid5000.fr"]
+                if m["name"] == "wattmetre_power_watt")["period_in_job"] == 20
+    with pytest.raises(kwatt.InvalidArgumentError):
+        k.available_metrics(nodes=["nova-2.lyon"])
+
+
+def test_info_is_a_readable_summary(server):
+    k = make(server)
+    k.start(T0)
+    k.mark("busy", T0 + 60)
+    k.stop(T1)
+    text = k.info()
+    assert "lyon/nova: nova-1, nova-4, nova-5" in text
+    assert "2025-04-18T14:04:00+02:00 .. 2025-04-18T14:06:00+02:00 (120.0 s)" in text
+    assert "mark busy" in text and "monitor" in text
+    assert "wattmetre_power_watt 1000 ms (20 ms with monitor)" in text
+    assert repr(k).startswith("<kwatt.Kwollect 3 nodes")
+
+
+def test_from_job(server):
+    k = kwatt.Kwollect.from_job("lyon", 1001, api=server.url, progress=False)
+    assert k.nodes == ["nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr",
+                       "nova-5.lyon.grid5000.fr", "nova-6.lyon.grid5000.fr"]
+    start = dt.datetime(2025, 4, 18, 14, 0, tzinfo=PARIS).timestamp()
+    assert k.start_time == start and k.stop_time == start + 1800
+    assert "job: lyon:1001 types ['monitor=wattmetre_power_watt']" in k.info()
+    k.start(start)
+    k.stop(start + 2)
+    assert len(k.get_metrics(metrics=["wattmetre_power_watt"])[k.nodes[0]]) == 101
+    with pytest.raises(kwatt.NotFoundError, match="job 999"):
+        kwatt.Kwollect.from_job("lyon", 999, api=server.url)
+
+
+# ---- energy and stats ------------------------------------------------------------------------------
+
+def truth(node, start, end):
+    out = run_kwatt("simulate", "energy", "--node", node, "--start", f"{start:.6f}", "--end",
+                    f"{end:.6f}", "--jobs", str(__import__("conftest").JOBS), "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["joules"]
+
+
+def test_energy_by_node_role_and_phase_matches_the_truth(server):
+    roles = en.Roles({"compute": [en.Host(NOVA[0]), en.Host(NOVA[1])], "client": [en.Host(NOVA[2])]})
+    k = kwatt.Kwollect(roles=roles, api=server.url, progress=False)
+    start = dt.datetime(2025, 4, 18, 14, 3, tzinfo=PARIS).timestamp()
+    k.start(start)
+    k.mark("idle", start)
+    k.mark("busy", start + 120)  # 14:05, when the job's busy phase starts
+    k.stop(start + 240)
+    e = k.energy(phases={"last-minute": (start + 180, start + 240)}, baseline="idle")
+    assert list(e.columns) == kwatt.service.ENERGY_COLUMNS
+    nodes = e[(e["scope"] == "node") & (e["phase"] == "window")].set_index("name")
+    for node in NOVA:
+        assert nodes.loc[node, "metric"] == "wattmetre_power_watt"
+        assert nodes.loc[node, "joules"] == pytest.approx(truth(node, start, start + 240),
+                                                          rel=0.002)
+        assert nodes.loc[node, "coverage"] == pytest.approx(1.0)
+    busy = e[(e["scope"] == "node") & (e["phase"] == "busy")].set_index("name")
+    idle = e[(e["scope"] == "node") & (e["phase"] == "idle")].set_index("name")
+    assert (busy["mean_watts"] > idle["mean_watts"] * 1.5).all()
+    assert (nodes["baseline_joules"] > 0).all()
+    role = e[(e["scope"] == "role") & (e["phase"] == "window")].set_index("name")
+    assert role.loc["compute", "joules"] == pytest.approx(nodes.loc[NOVA[:2], "joules"].sum())
+    total = e[(e["scope"] == "total") & (e["phase"] == "window")]
+    assert total["joules"].iloc[0] == pytest.approx(nodes["joules"].sum())
+    assert set(e["phase"]) == {"window", "idle", "busy", "last-minute"}
+    assert e["joules"].dtype == np.float64
+
+
+def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
+    k = make(server)
+    k.start(T0)
+    k.stop(T1)
+    path = k.backup(backup_dir=tmp_path / "exp", metrics=kwatt._core.power_metrics())
+    pd.testing.assert_frame_equal(k.energy(source=path), k.energy())
+
+
+def test_energy_explains_a_node_without_power_data(server):
+    k = make(server, hosts=["nova-1.lyon.grid5000.fr"])
+    k.start(T0)
+    k.stop(T0 + 10)
+    e = k.energy(metric="pdu_outlet_power_watt")
+    row = e[e["scope"] == "node"].iloc[0]
+    assert np.isnan(row["joules"]) and row["reason"]
+
+
+def test_stats_per_node_metric_and_phase(server):
+    k = make(server, hosts=NOVA[:2])
+    k.start(T0)
+    k.mark("idle", T0)
+    k.mark("busy", T0 + 60)
+    k.stop(T1)
+    s = k.stats(metrics=["wattmetre_power_watt", "network_ifacein_bytes_total",
+                         "prom_node_cpu_seconds_total"])
+    assert list(s.columns) == kwatt.service.STATS_COLUMNS
+    w = s[(s["interval"] == "window") & (s["metric"] == "wattmetre_power_watt")]
+    assert list(w["count"]) == [120 * 50 + 1] * 2
+    counters = s[s["metric"] == "network_ifacein_bytes_total"]
+    assert counters["counter"].all() and (counters["increase"] > 0).all()
+    by = s[s["metric"] == "wattmetre_power_watt"].set_index(["interval", "node"])["mean"]
+    assert by[("busy", NOVA[0])] > by[("idle", NOVA[0])]
+
+
+# ---- plots -----------------------------------------------------------------------------------
+
+def test_plots(server, tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from kwatt.plots import plot_energy
+    k = make(server)
+    k.start(T0)
+    k.mark("idle", T0)
+    k.mark("busy", T0 + 60)
+    k.stop(T1)
+    ax = k.plot_power()
+    assert len(ax.get_lines()) == 3 + 2  # a line per node, start and stop
+    assert ax.get_ylabel() == "power (W)"
+    ax.figure.savefig(tmp_path / "power.png")
+    ax2 = plot_energy(k.energy())
+    assert len(ax2.patches) == 3 * 3  # nodes x (window, idle, busy)
+    ax2.figure.savefig(tmp_path / "energy.png")
+    for name in ("power.png", "energy.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
