@@ -54,7 +54,8 @@ $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 build-asan: $(DEPS_STAMP) $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests
 
-# Every test: C++ unit tests (plain and under ASan/UBSan), then the integration tests (pytest).
+# Every test: C++ unit tests (plain and under ASan/UBSan), then the integration tests and the
+# Python package's tests (pytest; two runs, as each directory has its own conftest).
 test: test-unit test-asan test-python
 
 test-unit: build
@@ -64,7 +65,8 @@ test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN_DIR)/kwatt_unit_tests
 
 test-python: build python
-	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration python/tests
+	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration
+	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q python/tests
 
 demo: build
 	@bash examples/demo.sh $(BUILD_DIR)/kwatt

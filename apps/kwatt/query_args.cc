@@ -118,6 +118,7 @@ kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
                  eta.c_str());
     if (p.requests_done >= p.requests_total) std::fprintf(stderr, "\n");
     std::fflush(stderr);
+    return Status::OK();
   };
 }
 

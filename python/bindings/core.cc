@@ -126,31 +126,33 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes,
 // ---- progress and interruption -------------------------------------------------------------------
 
 // Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
-// the sink then stops the fetch, and the KeyboardInterrupt is raised once Fetch has returned.
+// the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned.
 struct Watch {
   py::object progress;  // None or callable(dict)
   bool interrupted = false;
+  std::string error;
 
   kwollect::ProgressCallback Callback() {
-    return [this](const kwollect::FetchProgress& p) {
+    return [this](const kwollect::FetchProgress& p) -> Status {
       py::gil_scoped_acquire gil;
       if (PyErr_CheckSignals() != 0) {
         PyErr_Clear();
         interrupted = true;
-        return;
+      } else if (!progress.is_none()) {
+        py::dict d;
+        d["requests_done"] = p.requests_done;
+        d["requests_total"] = p.requests_total;
+        d["rows"] = p.rows;
+        d["bytes"] = p.bytes;
+        d["seconds"] = p.seconds;
+        try {
+          progress(d);
+        } catch (py::error_already_set& e) {
+          error = e.what();  // a progress function that raises stops the operation
+        }
       }
-      if (progress.is_none()) return;
-      py::dict d;
-      d["requests_done"] = p.requests_done;
-      d["requests_total"] = p.requests_total;
-      d["rows"] = p.rows;
-      d["bytes"] = p.bytes;
-      d["seconds"] = p.seconds;
-      try {
-        progress(d);
-      } catch (py::error_already_set&) {
-        interrupted = true;  // a progress function that raises stops the operation
-      }
+      if (!error.empty()) return Status::InvalidArgument("the progress function raised: " + error);
+      return CheckNotInterrupted();
     };
   }
   Status CheckNotInterrupted() const {
@@ -161,23 +163,6 @@ struct Watch {
     PyErr_SetNone(PyExc_KeyboardInterrupt);
     throw py::error_already_set();
   }
-};
-
-// A RowSink that forwards to another and stops when the watch saw an interruption.
-class WatchedSink : public kwollect::RowSink {
- public:
-  WatchedSink(kwollect::RowSink* inner, const Watch* watch) : inner_(inner), watch_(watch) {}
-  Status Begin(const kwollect::FetchReport& resolved) override { return inner_->Begin(resolved); }
-  Status Write(std::string_view site, const RowBatch& batch,
-               const StringInterner& interner) override {
-    KWATT_RETURN_IF_ERROR(watch_->CheckNotInterrupted());
-    return inner_->Write(site, batch, interner);
-  }
-  Status Failed(const kwollect::FetchFailure& failure) override { return inner_->Failed(failure); }
-
- private:
-  kwollect::RowSink* inner_;
-  const Watch* watch_;
 };
 
 // ---- reports as dicts ----------------------------------------------------------------------------
@@ -518,11 +503,10 @@ std::shared_ptr<Table> FetchTable(const py::dict& client, const std::vector<std:
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   auto table = std::make_shared<Table>();
   Watch watch{std::move(progress)};
-  WatchedSink sink(table.get(), &watch);
   Result<kwollect::FetchReport> report = Status::OK();
   {
     py::gil_scoped_release release;
-    report = kwollect::Fetch(options, query, &sink, watch.Callback());
+    report = kwollect::Fetch(options, query, table.get(), watch.Callback());
   }
   watch.RaiseIfInterrupted();
   table->report = Unwrap(std::move(report));
@@ -578,6 +562,7 @@ py::dict Backup(const py::dict& client, const std::string& dir,
     py::gil_scoped_release release;
     outcome = archive::Backup(options, query, dir, KWATT_VERSION, watch.Callback());
   }
+  watch.RaiseIfInterrupted();
   archive::BackupOutcome done = Unwrap(std::move(outcome));
   py::dict d;
   d["dir"] = dir;
@@ -641,12 +626,11 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.gap_factor = gap_factor;
   energy::EnergySink sink;
   Watch watch{std::move(progress)};
-  WatchedSink watched(&sink, &watch);
   Result<kwollect::FetchReport> report = Status::OK();
   Result<energy::EnergyReport> result = Status::OK();
   {
     py::gil_scoped_release release;
-    report = archive::FeedSource(source, energy::EnergyInputMetrics(metric), &watched,
+    report = archive::FeedSource(source, energy::EnergyInputMetrics(metric), &sink,
                                  watch.Callback());
     if (report.ok()) result = sink.Compute(*report, options);
   }
@@ -682,12 +666,11 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
   energy::StatsSink sink(MakePhases(phases));
   std::vector<energy::Role> role_list = MakeRoles(roles);
   Watch watch{std::move(progress)};
-  WatchedSink watched(&sink, &watch);
   Result<kwollect::FetchReport> report = Status::OK();
   Result<std::vector<std::vector<energy::NodeStats>>> results = Status::OK();
   {
     py::gil_scoped_release release;
-    report = archive::FeedSource(source, metrics, &watched, watch.Callback());
+    report = archive::FeedSource(source, metrics, &sink, watch.Callback());
     if (report.ok()) results = sink.Results(role_list);
   }
   watch.RaiseIfInterrupted();

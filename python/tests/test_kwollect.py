@@ -624,3 +624,40 @@ def test_plots(server, tmp_path):
     ax2.figure.savefig(tmp_path / "energy.png")
     for name in ("power.png", "energy.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- progress and interruption ------------------------------------------------------------------
+
+def test_ctrl_c_stops_a_fetch_without_waiting_for_its_end(tmp_path):
+    import os
+    import signal
+    # 100 s of 50 Hz data paced at 1000 rows/s: the whole answer would take 5 s.
+    paced = start_server("--rows-per-second", "1000", "--jobs", JOBS, tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA[:1], api=paced.url, progress=False)
+        k.start(T0)
+        k.stop(T0 + 100)
+        timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            k.get_metrics(metrics=["wattmetre_power_watt"])
+        assert time.monotonic() - began < 4
+    finally:
+        paced.stop()
+
+
+def test_progress_function(server):
+    seen = []
+    k = kwatt.Kwollect(nodes=NOVA, api=server.url, progress=seen.append, rows_per_request=2000)
+    k.start(T0)
+    k.stop(T0 + 60)
+    k.get_metrics(metrics=["wattmetre_power_watt"])
+    assert seen and seen[-1]["requests_done"] == seen[-1]["requests_total"] > 1
+    assert seen[-1]["rows"] == 3 * (60 * 50 + 1)
+
+    def broken(progress):
+        raise RuntimeError("no")
+    k.progress = broken
+    with pytest.raises(kwatt.InvalidArgumentError, match="progress function raised"):
+        k.get_metrics(metrics=["wattmetre_power_watt"])

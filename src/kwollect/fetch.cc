@@ -330,7 +330,7 @@ class Fetcher {
         RecycleBatch(std::move(node.mapped()->batch));
       }
       KWATT_RETURN_IF_ERROR(Deliver());
-      Report(false);
+      KWATT_RETURN_IF_ERROR(Report(false));
       if (current_ >= sites_.size()) break;
       int timeout_ms = 100;
       if (transfers_.empty()) {
@@ -339,7 +339,7 @@ class Fetcher {
       }
       curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
     }
-    Report(true);
+    KWATT_RETURN_IF_ERROR(Report(true));
     report_->seconds = SteadySeconds() - started_;
     return Status::OK();
   }
@@ -627,13 +627,13 @@ class Fetcher {
     if (pool_.size() < size_t(options_.max_concurrency) + 2) pool_.push_back(std::move(batch));
   }
 
-  void Report(bool final) {
-    if (!progress_) return;
+  Status Report(bool final) {
+    if (!progress_) return Status::OK();
     double now = SteadySeconds();
-    if (!final && now - last_progress_ < 0.2) return;
+    if (!final && now - last_progress_ < 0.2) return Status::OK();
     last_progress_ = now;
-    progress_(FetchProgress{requests_done_, total_requests_, report_->rows, report_->bytes,
-                            now - started_});
+    return progress_(FetchProgress{requests_done_, total_requests_, report_->rows,
+                                   report_->bytes, now - started_});
   }
 
   const ClientOptions& options_;

@@ -93,7 +93,10 @@ struct FetchReport {
   bool complete() const { return failures.empty(); }
 };
 
-using ProgressCallback = std::function<void(const FetchProgress&)>;
+// Called on the fetching thread about 5 times a second (and once at the end). A non-OK status
+// stops the fetch, which returns it (rows already delivered to the sink stay delivered): how a
+// caller cancels (Ctrl-C in Python).
+using ProgressCallback = std::function<Status(const FetchProgress&)>;
 
 // Fetches `query` into `sink`. A non-OK result means nothing was fetched (bad query, unknown site
 // or node, credentials refused, API unreachable); otherwise the report lists what failed, if
