@@ -16,7 +16,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certifi
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(VENV)/.kwatt-deps
 
-.PHONY: deps build build-asan python test test-unit test-asan test-python demo bench clean format
+.PHONY: deps build build-asan python demo-cli test test-unit test-asan test-python demo bench clean format
 
 deps: $(DEPS_STAMP)
 
@@ -68,7 +68,13 @@ test-python: build python
 	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration
 	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q python/tests
 
-demo: build
+# The story of an experiment's energy (examples/demo.py, the notebook's story as a script):
+# simulated testbed, metrics, energy table, archive, plots written to demo-output/*.png.
+demo: build python
+	@$(VENV)/bin/python examples/demo.py demo-output --kwatt $(BUILD_DIR)/kwatt
+
+# The same with the CLI alone: serve, fetch, backup, inspect, energy, simulate energy.
+demo-cli: build
 	@bash examples/demo.sh $(BUILD_DIR)/kwatt
 
 bench: build

@@ -459,6 +459,15 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
       k_value("value"), k_labels("labels");
   py::str nan_text("NaN"), inf_text("Infinity"), minus_inf_text("-Infinity");
   char text[kMaxTimestampLength];
+  // Millions of new dicts and lists would start the cyclic garbage collector over and over (each
+  // pass scanning every object made so far): none of them can be part of a cycle, so it is paused
+  // while they are made.
+  struct GcPause {
+    int was_enabled = PyGC_Disable();
+    ~GcPause() {
+      if (was_enabled) PyGC_Enable();
+    }
+  } gc_pause;
   for (size_t i = 0; i < t.size(); ++i) {
     int which = list_of_node[size_t(t.node[i])];
     if (which < 0) continue;

@@ -15,10 +15,21 @@ from . import _core
 from .errors import (AuthenticationError, CorruptionError, DeployError, IncompleteError,
                      InvalidArgumentError, KwattError, KwattIOError, NotFoundError,
                      UnavailableError)
-from .frames import load, manifest, table_frame
-from .service import Kwollect, energy_frame, stats_frame
+from .frames import energy_frame, load, manifest, stats_frame, table_frame
 
 __version__ = _core.__version__
+
+
+def __getattr__(name):
+    # kwatt.Kwollect subclasses EnOSlib's Service, and importing EnOSlib takes time (and Ansible):
+    # it is imported when Kwollect is first used, not by `import kwatt` (kwatt.load needs none).
+    if name == "Kwollect":
+        from .service import Kwollect
+        return Kwollect
+    if name == "service":
+        from . import service
+        return service
+    raise AttributeError(f"module 'kwatt' has no attribute {name!r}")
 
 __all__ = [
     "Kwollect", "load", "manifest", "table_frame", "energy_frame", "stats_frame",

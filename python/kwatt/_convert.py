@@ -2,6 +2,7 @@
 
 import datetime as _dt
 import numbers
+import re
 
 from . import _core
 from .errors import InvalidArgumentError
@@ -60,8 +61,22 @@ def fqdn(host):
     return _core.node_fqdn(node_name(host))
 
 
+def _natural_key(host):
+    """nova-2 before nova-10: (site, cluster, number) of a node name."""
+    name = node_name(host)
+    uid, _, site = name.partition(".")
+    match = re.fullmatch(r"(.*?)-(\d+)(-.*)?", uid)
+    if match:
+        return (site, match.group(1), int(match.group(2)), name)
+    return (site, uid, 0, name)
+
+
 def host_list(hosts):
-    """A flat list of hosts from an EnOSlib Roles (every role's hosts), a list or a single one."""
+    """A flat list of hosts from an EnOSlib Roles (every role's hosts), a list or a single one.
+
+    Lists and tuples keep their order. Other collections (EnOSlib's role views are sets, whose
+    order changes from one process to the next) are sorted by site, cluster and node number, so
+    that the same Roles always give the same nodes in the same order (and the same backup)."""
     if hosts is None:
         return []
     if isinstance(hosts, str) or not hasattr(hosts, "__iter__"):
@@ -71,7 +86,9 @@ def host_list(hosts):
         for role in hosts.keys():
             out.extend(host_list(hosts[role]))
         return out
-    return list(hosts)
+    if isinstance(hosts, (list, tuple)):
+        return list(hosts)
+    return sorted(hosts, key=_natural_key)
 
 
 def role_map(roles):

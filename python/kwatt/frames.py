@@ -1,4 +1,4 @@
-"""pandas views of kwatt's columnar tables, and kwatt.load(DIR) for archives."""
+"""pandas views of kwatt's results: the columnar tables, kwatt.load(DIR), energy and stats reports."""
 
 import os
 
@@ -10,6 +10,11 @@ from ._convert import fqdn, host_list, to_ns
 from .errors import IncompleteError
 
 COLUMNS = ["timestamp", "site", "node", "device_id", "metric_id", "value", "labels"]
+ENERGY_COLUMNS = ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts", "peak_watts",
+                  "seconds", "coverage", "gaps", "gap_joules", "counter_joules",
+                  "baseline_joules", "reason"]
+STATS_COLUMNS = ["interval", "node", "metric", "count", "mean", "min", "max", "last", "counter",
+                 "increase", "rate_per_s", "resets", "cpu_busy", "cpu_source"]
 
 
 def _categorical(codes, categories):
@@ -60,3 +65,57 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
 def manifest(directory):
     """What an archive's manifest says (window, nodes, rows per metric, completeness)."""
     return _core.read_manifest(os.fspath(directory))
+
+
+def energy_frame(report):
+    """The long DataFrame of an energy report (see Kwollect.energy)."""
+    rows = []
+    phases = report["phases"]
+
+    def add(scope, name, phase, metric, figures, reason=""):
+        row = {"scope": scope, "name": name, "phase": phase, "metric": metric, "reason": reason}
+        if figures is not None:
+            row.update({k: figures[k] for k in ENERGY_COLUMNS if k in figures})
+        rows.append(row)
+
+    for n in report["nodes"]:
+        if n["metric"] is None:
+            add("node", n["node"], "window", None, None, n["reason"])
+            continue
+        add("node", n["node"], "window", n["metric"], n["window"], n["reason"])
+        for phase, figures in zip(phases, n["phases"]):
+            add("node", n["node"], phase, n["metric"], figures, n["reason"])
+    for r in report["roles"]:
+        add("role", r["role"], "window", None, r["window"])
+        for phase, figures in zip(phases, r["phases"]):
+            add("role", r["role"], phase, None, figures)
+    add("total", "total", "window", None, report["total"])
+    for phase, figures in zip(phases, report["phase_totals"]):
+        add("total", "total", phase, None, figures)
+    frame = pd.DataFrame(rows, columns=ENERGY_COLUMNS)
+    for column in ENERGY_COLUMNS[4:-1]:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame["gaps"] = frame["gaps"].astype("Int64")
+    frame.attrs["kwatt"] = {"start": report["start"], "end": report["end"],
+                            "failures": report["fetch"]["failures"]}
+    return frame
+
+
+def stats_frame(report):
+    """The long DataFrame of a stats report (see Kwollect.stats)."""
+    rows = []
+    for interval in report["intervals"]:
+        for n in interval["nodes"]:
+            for metric, s in n["metrics"].items():
+                row = {"interval": interval["name"], "node": n["node"], "metric": metric,
+                       "cpu_busy": n["cpu_busy"], "cpu_source": n["cpu_source"]}
+                row.update({k: s[k] for k in STATS_COLUMNS if k in s})
+                rows.append(row)
+    frame = pd.DataFrame(rows, columns=STATS_COLUMNS)
+    for column in ("mean", "min", "max", "last", "increase", "rate_per_s", "cpu_busy"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame["count"] = frame["count"].astype("int64")
+    frame["resets"] = frame["resets"].astype("int64")
+    frame["counter"] = frame["counter"].astype(bool)
+    frame.attrs["kwatt"] = {"failures": report["fetch"]["failures"]}
+    return frame

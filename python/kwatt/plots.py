@@ -49,8 +49,8 @@ def plot_power(data, ax=None, window=None, phases=(), metric=None):
         for ns, text in zip(window, ("start", "stop")):
             if ns is not None:
                 ax.axvline(_paris(ns), color="black", linestyle="--", linewidth=1)
-                ax.annotate(text, (_paris(ns), 1), xycoords=("data", "axes fraction"),
-                            rotation=90, va="top", ha="right", fontsize=8)
+                ax.annotate(text, (_paris(ns), 0.02), xycoords=("data", "axes fraction"),
+                            rotation=90, va="bottom", ha="right", fontsize=8)
     colours = ["tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
     for i, (name, start, end) in enumerate(phases or ()):
         ax.axvspan(_paris(start), _paris(end), color=colours[i % len(colours)], alpha=0.12)
@@ -60,7 +60,11 @@ def plot_power(data, ax=None, window=None, phases=(), metric=None):
     ax.set_ylabel("power (W)")
     ax.set_title("Power per node")
     if drawn:
-        ax.legend(fontsize=8, loc="upper right")
+        # Room above the curves for the phase names; the legend beside the plot, not on it.
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + 0.12 * (high - low))
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+        ax.figure.tight_layout()
     ax.grid(alpha=0.3)
     return ax
 

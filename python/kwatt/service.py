@@ -4,25 +4,16 @@ import os
 import sys
 import time
 
-import pandas as pd
-
 from . import _core
 from ._convert import fqdn, host_list, node_name, role_map, to_ns, unique
 from .errors import DeployError, IncompleteError, InvalidArgumentError
-from .frames import load, table_frame
+from .frames import energy_frame, load, stats_frame, table_frame
 
 try:  # Subclass EnOSlib's Service when EnOSlib is there; work without it.
     from enoslib.service.service import Service as _ServiceBase
 except Exception:  # pragma: no cover - depends on the environment
     class _ServiceBase:
         pass
-
-ENERGY_COLUMNS = ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts", "peak_watts",
-                  "seconds", "coverage", "gaps", "gap_joules", "counter_joules",
-                  "baseline_joules", "reason"]
-STATS_COLUMNS = ["interval", "node", "metric", "count", "mean", "min", "max", "last", "counter",
-                 "increase", "rate_per_s", "resets", "cpu_busy", "cpu_source"]
-
 
 def _progress_printer(verb):
     """A progress function printing one line, rewritten in place, on stderr."""
@@ -338,10 +329,15 @@ class Kwollect(_ServiceBase):
             lines.append(f"  {len(regular)} metrics collected by default, {len(on_demand)} on "
                          "demand only (job type monitor or monitor=<regex>)")
             if power:
-                fast = [f"{m['name']} {m['period']} ms" +
-                        (f" ({m['optional_period']} ms with monitor)" if m["optional_period"] else "")
-                        for m in metrics if m["name"] in power]
-                lines.append("  power: " + "; ".join(fast))
+                def period(m):
+                    text = f"{m['name']} {m['period']} ms"
+                    if self._job_types and m["period_in_job"] != m["period"]:
+                        return text + f" ({m['period_in_job']} ms in this job)"
+                    if m["optional_period"]:
+                        return text + f" ({m['optional_period']} ms with monitor)"
+                    return text
+                lines.append("  power: " + "; ".join(period(m) for m in metrics
+                                                      if m["name"] in power))
             else:
                 lines.append("  power: none (no wattmeter, PDU or BMC power metric)")
         return "\n".join(lines)
@@ -428,57 +424,3 @@ class Kwollect(_ServiceBase):
         if data is None:
             data = self.to_pandas(metrics=[metric] if metric else _core.power_metrics())
         return plot_power(data, ax=ax, window=self.window, phases=self.phases(), metric=metric)
-
-
-def energy_frame(report):
-    """The long DataFrame of an energy report (see Kwollect.energy)."""
-    rows = []
-    phases = report["phases"]
-
-    def add(scope, name, phase, metric, figures, reason=""):
-        row = {"scope": scope, "name": name, "phase": phase, "metric": metric, "reason": reason}
-        if figures is not None:
-            row.update({k: figures[k] for k in ENERGY_COLUMNS if k in figures})
-        rows.append(row)
-
-    for n in report["nodes"]:
-        if n["metric"] is None:
-            add("node", n["node"], "window", None, None, n["reason"])
-            continue
-        add("node", n["node"], "window", n["metric"], n["window"], n["reason"])
-        for phase, figures in zip(phases, n["phases"]):
-            add("node", n["node"], phase, n["metric"], figures, n["reason"])
-    for r in report["roles"]:
-        add("role", r["role"], "window", None, r["window"])
-        for phase, figures in zip(phases, r["phases"]):
-            add("role", r["role"], phase, None, figures)
-    add("total", "total", "window", None, report["total"])
-    for phase, figures in zip(phases, report["phase_totals"]):
-        add("total", "total", phase, None, figures)
-    frame = pd.DataFrame(rows, columns=ENERGY_COLUMNS)
-    for column in ENERGY_COLUMNS[4:-1]:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
-    frame["gaps"] = frame["gaps"].astype("Int64")
-    frame.attrs["kwatt"] = {"start": report["start"], "end": report["end"],
-                            "failures": report["fetch"]["failures"]}
-    return frame
-
-
-def stats_frame(report):
-    """The long DataFrame of a stats report (see Kwollect.stats)."""
-    rows = []
-    for interval in report["intervals"]:
-        for n in interval["nodes"]:
-            for metric, s in n["metrics"].items():
-                row = {"interval": interval["name"], "node": n["node"], "metric": metric,
-                       "cpu_busy": n["cpu_busy"], "cpu_source": n["cpu_source"]}
-                row.update({k: s[k] for k in STATS_COLUMNS if k in s})
-                rows.append(row)
-    frame = pd.DataFrame(rows, columns=STATS_COLUMNS)
-    for column in ("mean", "min", "max", "last", "increase", "rate_per_s", "cpu_busy"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
-    frame["count"] = frame["count"].astype("int64")
-    frame["resets"] = frame["resets"].astype("int64")
-    frame["counter"] = frame["counter"].astype(bool)
-    frame.attrs["kwatt"] = {"failures": report["fetch"]["failures"]}
-    return frame

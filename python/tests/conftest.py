@@ -1,7 +1,6 @@
 """Fixtures of the Python package's tests: the real `kwatt serve --simulate` on loopback (port 0),
 and a HOME whose python-grid5000 file points EnOSlib at it."""
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest

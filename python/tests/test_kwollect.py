@@ -551,7 +551,7 @@ def test_energy_by_node_role_and_phase_matches_the_truth(server):
     k.mark("busy", start + 120)  # 14:05, when the job's busy phase starts
     k.stop(start + 240)
     e = k.energy(phases={"last-minute": (start + 180, start + 240)}, baseline="idle")
-    assert list(e.columns) == kwatt.service.ENERGY_COLUMNS
+    assert list(e.columns) == kwatt.frames.ENERGY_COLUMNS
     nodes = e[(e["scope"] == "node") & (e["phase"] == "window")].set_index("name")
     for node in NOVA:
         assert nodes.loc[node, "metric"] == "wattmetre_power_watt"
@@ -595,7 +595,7 @@ def test_stats_per_node_metric_and_phase(server):
     k.stop(T1)
     s = k.stats(metrics=["wattmetre_power_watt", "network_ifacein_bytes_total",
                          "prom_node_cpu_seconds_total"])
-    assert list(s.columns) == kwatt.service.STATS_COLUMNS
+    assert list(s.columns) == kwatt.frames.STATS_COLUMNS
     w = s[(s["interval"] == "window") & (s["metric"] == "wattmetre_power_watt")]
     assert list(w["count"]) == [120 * 50 + 1] * 2
     counters = s[s["metric"] == "network_ifacein_bytes_total"]
@@ -661,3 +661,42 @@ def test_progress_function(server):
     k.progress = broken
     with pytest.raises(kwatt.InvalidArgumentError, match="progress function raised"):
         k.get_metrics(metrics=["wattmetre_power_watt"])
+
+
+def test_roles_give_the_same_node_order_in_every_process(tmp_path):
+    # EnOSlib's role views are sets: their order changes with the hash seed. The nodes (and so a
+    # backup's query) must not.
+    import subprocess
+    import sys
+    code = ("import enoslib as en, kwatt; hosts = [en.Host(f'nova-{i}.lyon.grid5000.fr') "
+            "for i in (1, 2, 10, 4)]; roles = en.Roles({'r': hosts}); "
+            "print(kwatt.Kwollect(roles=roles['r']).nodes)")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}
+                              ).stdout for seed in (1, 2, 3, 4)}
+    assert outputs == {str([f"nova-{i}.lyon.grid5000.fr" for i in (1, 2, 4, 10)]) + "\n"}
+
+
+def test_a_phase_marked_twice_is_one_phase(server):
+    k = make(server, hosts=NOVA[:1])
+    start = dt.datetime(2025, 4, 18, 14, 0, tzinfo=PARIS).timestamp()
+    k.start(start)
+    for i, name in enumerate(["idle", "busy", "idle", "busy"]):
+        k.mark(name, start + 300 * i)
+    k.stop(start + 1200)
+    e = k.energy(baseline="idle")
+    node = e[e["scope"] == "node"].set_index("phase")
+    assert list(node.index) == ["window", "idle", "busy"]
+    assert node.loc["idle", "seconds"] == node.loc["busy", "seconds"] == 600
+    assert node.loc["idle", "joules"] + node.loc["busy", "joules"] == pytest.approx(
+        node.loc["window", "joules"])
+    assert node.loc["busy", "mean_watts"] > 1.5 * node.loc["idle", "mean_watts"]
+
+
+def test_import_kwatt_does_not_import_enoslib():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys, kwatt; kwatt.load; "
+                          "print('enoslib' in sys.modules); kwatt.Kwollect; "
+                          "print('enoslib' in sys.modules)"], capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr

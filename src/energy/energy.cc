@@ -21,6 +21,18 @@ void Figures::Add(const Figures& other) {
   baseline_joules = add_nan(baseline_joules, other.baseline_joules);
 }
 
+void Figures::Extend(const Figures& later) {
+  seconds += later.seconds;
+  joules += later.joules;
+  gap_joules += later.gap_joules;
+  covered_seconds += later.covered_seconds;
+  gaps += later.gaps;
+  peak_watts = std::max(peak_watts, later.peak_watts);
+  auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
+  counter_joules = add_nan(counter_joules, later.counter_joules);
+  baseline_joules = add_nan(baseline_joules, later.baseline_joules);
+}
+
 PowerCollector::PowerCollector(std::vector<std::string> nodes) : nodes_(std::move(nodes)) {}
 
 namespace {
@@ -233,30 +245,37 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
   EnergyReport report;
   report.start = start;
   report.end = end;
-  for (const Interval& phase : options.phases) report.phase_names.push_back(phase.name);
+  // Intervals with the same name are one phase (a phase marked several times).
+  std::vector<size_t> phase_of;
+  for (const Interval& phase : options.phases) {
+    auto it = std::find(report.phase_names.begin(), report.phase_names.end(), phase.name);
+    phase_of.push_back(size_t(it - report.phase_names.begin()));
+    if (it == report.phase_names.end()) report.phase_names.push_back(phase.name);
+  }
+  const size_t phase_count = report.phase_names.size();
   int baseline_index = -1;
   if (!options.baseline_phase.empty()) {
-    for (size_t i = 0; i < options.phases.size(); ++i) {
-      if (options.phases[i].name == options.baseline_phase) baseline_index = int(i);
-    }
-    if (baseline_index < 0) {
+    auto it = std::find(report.phase_names.begin(), report.phase_names.end(),
+                        options.baseline_phase);
+    if (it == report.phase_names.end()) {
       return Status::InvalidArgument("the baseline phase \"" + options.baseline_phase +
                                      "\" is not one of the phases given");
     }
+    baseline_index = int(it - report.phase_names.begin());
   }
-  report.phase_totals.resize(options.phases.size());
-  for (Figures& f : report.phase_totals) f = Figures{};
+  report.phase_totals.assign(phase_count, Figures{});
   for (size_t p = 0; p < options.phases.size(); ++p) {
-    report.phase_totals[p].seconds = Seconds(options.phases[p].end - options.phases[p].start);
+    report.phase_totals[phase_of[p]].seconds +=
+        Seconds(options.phases[p].end - options.phases[p].start);
   }
   report.total.seconds = Seconds(end - start);
   bool any_total = false;
-  std::vector<bool> any_phase(options.phases.size(), false);
+  std::vector<bool> any_phase(phase_count, false);
 
   for (const std::string& node : data.nodes()) {
     NodeEnergy result;
     result.node = node;
-    result.phases.resize(options.phases.size());
+    result.phases.resize(phase_count);
     auto node_data = data.store().find(node);
     std::vector<std::string> order =
         options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
@@ -313,9 +332,10 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
     result.coarse = chosen->metric.rfind("bmc_", 0) == 0;
     result.reason = Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
     result.window = chosen->window;
+    std::vector<Figures> intervals(options.phases.size());
     for (size_t p = 0; p < options.phases.size(); ++p) {
-      result.phases[p] = SumOverSeries(*chosen->series, options.phases[p].start,
-                                       options.phases[p].end, options.gap_factor, nullptr);
+      intervals[p] = SumOverSeries(*chosen->series, options.phases[p].start,
+                                   options.phases[p].end, options.gap_factor, nullptr);
     }
     // Cross-check with an energy counter.
     if (node_data != data.store().end()) {
@@ -333,10 +353,19 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
         };
         result.window.counter_joules = increase(start, end);
         for (size_t p = 0; p < options.phases.size(); ++p) {
-          result.phases[p].counter_joules =
-              increase(options.phases[p].start, options.phases[p].end);
+          intervals[p].counter_joules = increase(options.phases[p].start, options.phases[p].end);
         }
         break;
+      }
+    }
+    std::vector<bool> seen(phase_count, false);
+    for (size_t p = 0; p < options.phases.size(); ++p) {
+      Figures& phase = result.phases[phase_of[p]];
+      if (!seen[phase_of[p]]) {
+        phase = intervals[p];
+        seen[phase_of[p]] = true;
+      } else {
+        phase.Extend(intervals[p]);
       }
     }
     if (baseline_index >= 0) {
@@ -350,7 +379,7 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
     } else {
       report.total.Add(result.window);
     }
-    for (size_t p = 0; p < options.phases.size(); ++p) {
+    for (size_t p = 0; p < phase_count; ++p) {
       if (!any_phase[p]) {
         report.phase_totals[p] = result.phases[p];
         any_phase[p] = true;
@@ -362,7 +391,7 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
   }
   for (const Role& role : options.roles) {
     Figures sum;
-    std::vector<Figures> phases(options.phases.size());
+    std::vector<Figures> phases(phase_count);
     bool any = false;
     for (const std::string& member : role.nodes) {
       auto it = std::find_if(report.nodes.begin(), report.nodes.end(),

@@ -32,6 +32,29 @@ TEST(ComputeEnergy, TrapezoidsClippedWithInterpolation) {
   EXPECT_DOUBLE_EQ(node.window.peak_watts, 100);
 }
 
+TEST(ComputeEnergy, IntervalsWithTheSameNameAreOnePhase) {
+  // 50 W from 0 to 10 s, 150 W from 10 to 20 s, 50 W again from 20 to 30 s; "idle" is marked
+  // twice, as an experiment alternating phases marks it.
+  std::vector<std::pair<double, double>> samples;
+  for (int i = 0; i <= 30; ++i) samples.push_back({double(i), i > 10 && i < 20 ? 150.0 : 50.0});
+  auto data = Collect("wattmetre_power_watt", samples);
+  EnergyOptions options;
+  options.phases = {{"idle", 0, 10 * kS}, {"busy", 11 * kS, 19 * kS}, {"idle", 20 * kS, 30 * kS}};
+  options.baseline_phase = "idle";
+  auto report = ComputeEnergy(data, 0, 30 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->phase_names, (std::vector<std::string>{"idle", "busy"}));
+  const NodeEnergy& node = report->nodes[0];
+  ASSERT_EQ(node.phases.size(), 2u);
+  EXPECT_DOUBLE_EQ(node.phases[0].seconds, 20);
+  EXPECT_DOUBLE_EQ(node.phases[0].joules, 1000);
+  EXPECT_DOUBLE_EQ(node.phases[0].coverage(), 1);
+  EXPECT_DOUBLE_EQ(node.phases[1].joules, 1200);
+  EXPECT_DOUBLE_EQ(node.baseline_watts, 50);
+  EXPECT_DOUBLE_EQ(report->phase_totals[0].seconds, 20);
+  EXPECT_DOUBLE_EQ(report->phase_totals[0].joules, 1000);
+}
+
 TEST(ComputeEnergy, GapsAreKeptApart) {
   auto data = Collect("wattmetre_power_watt",
                       {{0, 100}, {1, 100}, {2, 100}, {10, 100}, {11, 100}, {12, 100}});

@@ -131,6 +131,9 @@ struct Server::Impl {
     ordered_json out = ordered_json::parse(cluster.document_json);
     out.erase("nodes");
     out["type"] = "cluster";
+    // What EnOSlib's G5kConf reads of a cluster (the reference API has it for every cluster).
+    if (!out.contains("exotic")) out["exotic"] = false;
+    if (!out.contains("queues")) out["queues"] = {"default", "admin"};
     std::string self = prefix + "/sites/" + cluster.site->uid + "/clusters/" + cluster.uid;
     out["links"] = {Link("self", self, false), Link("nodes", self + "/nodes", true),
                     Link("parent", prefix + "/sites/" + cluster.site->uid, false)};

@@ -64,7 +64,9 @@ struct Role {
 };
 
 struct EnergyOptions {
-  std::vector<Interval> phases;  // named intervals, reported separately (may overlap)
+  // Named intervals, reported separately (they may overlap); intervals with the same name are
+  // one phase (its figures add up; its mean power is over all of them).
+  std::vector<Interval> phases;
   std::vector<Role> roles;       // named sets of nodes, reported as sums
   std::string metric;            // use this power metric for every node; empty: choose
   double gap_factor = 3;         // a gap: no sample for more than this many sampling periods
@@ -85,7 +87,10 @@ struct Figures {
   double coverage() const { return seconds > 0 ? covered_seconds / seconds : 0; }
   double total_joules() const { return joules + gap_joules; }
   double mean_watts() const { return seconds > 0 ? total_joules() / seconds : 0; }
+  // Sums figures of the same interval (nodes of a role, a total).
   void Add(const Figures& other);
+  // Appends the figures of a later, disjoint interval (a phase marked several times).
+  void Extend(const Figures& later);
 };
 
 struct NodeEnergy {
