@@ -396,7 +396,8 @@ py::list Strings(const StringInterner& interner) {
   return out;
 }
 
-// A copy of a JSON value made of dicts, lists and immutable scalars.
+// A copy of a JSON value made of dicts, lists and immutable scalars; its dicts and lists are not
+// tracked by the cyclic garbage collector (see RowsByNode).
 PyObject* DeepCopy(PyObject* value) {
   if (PyDict_CheckExact(value)) {
     PyObject* copy = PyDict_New();
@@ -412,6 +413,7 @@ PyObject* DeepCopy(PyObject* value) {
       }
       Py_DECREF(item_copy);
     }
+    PyObject_GC_UnTrack(copy);
     return copy;
   }
   if (PyList_CheckExact(value)) {
@@ -426,6 +428,7 @@ PyObject* DeepCopy(PyObject* value) {
       }
       PyList_SET_ITEM(copy, i, item_copy);
     }
+    PyObject_GC_UnTrack(copy);
     return copy;
   }
   Py_INCREF(value);
@@ -459,8 +462,11 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
       k_value("value"), k_labels("labels");
   py::str nan_text("NaN"), inf_text("Infinity"), minus_inf_text("-Infinity");
   char text[kMaxTimestampLength];
-  // Millions of new dicts and lists would start the cyclic garbage collector over and over (each
-  // pass scanning every object made so far): none of them can be part of a cycle, so it is paused
+  // The rows' dicts and lists are not tracked by the cyclic garbage collector: made of strings and
+  // numbers, they cannot be part of a reference cycle (CPython untracks such dicts itself, but only
+  // after its collector has scanned them, over and over while millions are being made, and again
+  // once the call returns: seconds per million rows). Reference counting frees them; a dict
+  // that later gets a container inserted is tracked again by CPython. The collector is also paused
   // while they are made.
   struct GcPause {
     int was_enabled = PyGC_Disable();
@@ -497,6 +503,7 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
         PyList_Append(lists[size_t(which)].ptr(), row) < 0) {
       throw py::error_already_set();
     }
+    PyObject_GC_UnTrack(row);
   }
   return out;
 }

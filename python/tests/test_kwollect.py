@@ -700,3 +700,16 @@ def test_import_kwatt_does_not_import_enoslib():
                           "print('enoslib' in sys.modules); kwatt.Kwollect; "
                           "print('enoslib' in sys.modules)"], capture_output=True, text=True)
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_rows_are_left_to_reference_counting(server):
+    # Millions of row dicts would otherwise be scanned by the cyclic collector again and again.
+    import gc
+    k = make(server, hosts=NOVA[:1])
+    k.start(T0)
+    k.stop(T0 + 1)
+    row = k.get_metrics(metrics=["wattmetre_power_watt"])[NOVA[0]][0]
+    assert not gc.is_tracked(row) and not gc.is_tracked(row["labels"])
+    assert not gc.is_tracked(row["labels"]["_device_orig"])
+    row["mine"] = {"a": []}  # a container put in a row: CPython tracks the row again
+    assert gc.is_tracked(row)
