@@ -15,6 +15,7 @@ except Exception:  # pragma: no cover - depends on the environment
     class _ServiceBase:
         pass
 
+
 def _progress_printer(verb):
     """A progress function printing one line, rewritten in place, on stderr."""
     state = {"shown": False}
