@@ -129,14 +129,17 @@ class Kwollect(_ServiceBase):
     def destroy(self):
         """Nothing to undo: Kwollect measures the nodes anyway."""
 
-    def start(self, timestamp=None):
+    def start(self, timestamp=None, *, start_time=None):
         """Records the start of the window: now, or `timestamp` (epoch seconds, datetime,
-        ISO 8601 text). No API call."""
+        ISO 8601 text; `start_time=` as EnOSlib's Kwollect names it). No API call."""
+        timestamp = start_time if timestamp is None else timestamp
         self._set_start(time.time_ns() if timestamp is None else to_ns(timestamp, "start"))
         self._set_stop(None)
 
-    def stop(self, timestamp=None):
-        """Records the end of the window: now, or `timestamp`. No API call."""
+    def stop(self, timestamp=None, *, stop_time=None):
+        """Records the end of the window: now, or `timestamp` (`stop_time=` as EnOSlib's
+        Kwollect names it). No API call."""
+        timestamp = stop_time if timestamp is None else timestamp
         if self._start_ns is None:
             raise InvalidArgumentError("stop() before start(): call start() first")
         stop = time.time_ns() if timestamp is None else to_ns(timestamp, "stop")

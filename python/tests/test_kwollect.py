@@ -149,6 +149,14 @@ def test_custom_timestamps_in_every_form(given):
     assert k.start_time == pytest.approx(T0)
 
 
+def test_enoslib_keyword_names():
+    # Code written for EnOSlib's Kwollect runs unchanged.
+    k = kwatt.Kwollect(nodes=NOVA)
+    k.start(start_time=T0)
+    k.stop(stop_time=T1)
+    assert (k.start_time, k.stop_time) == (T0, T1)
+
+
 def test_naive_datetimes_are_local_time(monkeypatch):
     k = kwatt.Kwollect(nodes=NOVA)
     naive = dt.datetime(2025, 4, 18, 14, 4)
