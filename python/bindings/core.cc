@@ -18,6 +18,7 @@
 #include "kwatt/archive/reader.h"
 #include "kwatt/archive/source.h"
 #include "kwatt/archive/writer.h"
+#include "kwatt/core/json_text.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
@@ -262,39 +263,6 @@ py::dict EnergyReportDict(const energy::EnergyReport& r) {
 
 // ---- the columnar table ------------------------------------------------------------------------
 
-// How a row's value was written: json.loads gives an int, a float, None or a string for them.
-enum ValueKind : uint8_t { kFloat = 0, kInt = 1, kNull = 2, kText = 3 };
-
-// What `"value":` is followed by in a row's text (the keys are known to hold no escapes).
-ValueKind KindFromText(std::string_view row) {
-  size_t at = 0;
-  while ((at = row.find("\"value\"", at)) != std::string_view::npos) {
-    size_t i = at + 7;
-    while (i < row.size() && (row[i] == ' ' || row[i] == '\t')) ++i;
-    if (i < row.size() && row[i] == ':') {
-      ++i;
-      while (i < row.size() && (row[i] == ' ' || row[i] == '\t')) ++i;
-      if (i >= row.size()) break;
-      if (row[i] == 'n') return kNull;
-      if (row[i] == '"') return kText;
-      for (; i < row.size(); ++i) {
-        char c = row[i];
-        if (c == '.' || c == 'e' || c == 'E') return kFloat;
-        if (!(c == '-' || c == '+' || (c >= '0' && c <= '9'))) return kInt;
-      }
-      return kInt;
-    }
-    at += 7;
-  }
-  return kFloat;
-}
-
-// Without the text: how Kwollect renders a double (integral values without ".0").
-ValueKind KindFromValue(double v) {
-  if (std::isnan(v) || std::isinf(v)) return kText;
-  return (v == std::floor(v) && std::fabs(v) < 1e15) ? kInt : kFloat;
-}
-
 // Rows with a code per string column (site, node, device, metric, labels), each column's codes
 // dense from 0 in order of first appearance. A RowSink, so Fetch and archives fill it.
 class Table : public kwollect::RowSink {
@@ -302,7 +270,7 @@ class Table : public kwollect::RowSink {
   std::vector<int64_t> time;
   std::vector<int32_t> utc_offset;
   std::vector<double> value;
-  std::vector<uint8_t> kind;
+  std::vector<JsonValueKind> kind;  // how json.loads sees each row's value
   std::vector<int32_t> site, node, device, metric, labels;
   StringInterner sites, nodes, devices, metrics, label_texts;
   kwollect::FetchReport report;
@@ -356,13 +324,10 @@ class Table : public kwollect::RowSink {
       }
       node[o] = node_map_[d];
       double v = batch.value[i];
-      // The text is needed only when the value alone cannot tell (every float is written with
-      // a fraction or an exponent; NaN may have been null or "NaN").
-      if (has_raw && (std::isnan(v) || v == std::floor(v))) {
-        kind[o] = KindFromText(batch.RawRow(i));
-      } else {
-        kind[o] = KindFromValue(v);
-      }
+      // The text is needed only when the value alone cannot tell (Kwollect writes every
+      // non-integral float with a fraction or an exponent; NaN may have been null or "NaN").
+      kind[o] = has_raw && (std::isnan(v) || v == std::floor(v)) ? RowValueKind(batch.RawRow(i))
+                                                                  : NumberKind(v);
     }
   }
 
@@ -486,9 +451,11 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
     double v = t.value[i];
     py::object value;
     switch (t.kind[i]) {
-      case kInt: value = py::reinterpret_steal<py::object>(PyLong_FromDouble(v)); break;
-      case kNull: value = py::none(); break;
-      case kText:
+      case JsonValueKind::kInt:
+        value = py::reinterpret_steal<py::object>(PyLong_FromDouble(v));
+        break;
+      case JsonValueKind::kNull: value = py::none(); break;
+      case JsonValueKind::kText:
         value = std::isnan(v) ? nan_text : (v > 0 ? inf_text : minus_inf_text);
         break;
       default: value = py::float_(v);

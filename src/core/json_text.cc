@@ -64,4 +64,39 @@ void AppendJsonString(std::string* out, std::string_view text) {
   out->push_back('"');
 }
 
+namespace {
+
+JsonValueKind KindOfLiteral(std::string_view text) {
+  if (text.empty()) return JsonValueKind::kFloat;
+  if (text[0] == 'n') return JsonValueKind::kNull;
+  if (text[0] == '"') return JsonValueKind::kText;
+  for (char c : text) {
+    if (c == '.' || c == 'e' || c == 'E') return JsonValueKind::kFloat;
+    if (!(c == '-' || c == '+' || (c >= '0' && c <= '9'))) break;
+  }
+  return JsonValueKind::kInt;
+}
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+}  // namespace
+
+JsonValueKind RowValueKind(std::string_view row) {
+  constexpr std::string_view kKey = "\"value\"";
+  for (size_t at = row.find(kKey); at != std::string_view::npos; at = row.find(kKey, at + 1)) {
+    size_t i = at + kKey.size();
+    while (i < row.size() && IsJsonSpace(row[i])) ++i;
+    if (i >= row.size() || row[i] != ':') continue;  // a string "value", not the key
+    ++i;
+    while (i < row.size() && IsJsonSpace(row[i])) ++i;
+    return KindOfLiteral(row.substr(i));
+  }
+  return JsonValueKind::kFloat;
+}
+
+JsonValueKind NumberKind(double value) {
+  char text[kMaxNumberLength];
+  return KindOfLiteral(std::string_view(text, FormatJsonNumber(value, text)));
+}
+
 }  // namespace kwatt

@@ -41,5 +41,31 @@ TEST(JsonString, Escapes) {
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
 }
 
+TEST(JsonValueKind, OfARowsValueAsJsonLoadsSeesIt) {
+  auto kind = [](std::string_view value) {
+    std::string row = R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"value",)"
+                      R"("metric_id":"m","value":)" + std::string(value) + R"(,"labels":{}})";
+    return RowValueKind(row);
+  };
+  EXPECT_EQ(kind("98"), JsonValueKind::kInt);
+  EXPECT_EQ(kind("-152601965318"), JsonValueKind::kInt);
+  EXPECT_EQ(kind("90.18"), JsonValueKind::kFloat);
+  EXPECT_EQ(kind("1e+20"), JsonValueKind::kFloat);
+  EXPECT_EQ(kind("null"), JsonValueKind::kNull);
+  EXPECT_EQ(kind(R"("NaN")"), JsonValueKind::kText);
+  EXPECT_EQ(kind(R"("-Infinity")"), JsonValueKind::kText);
+  EXPECT_EQ(RowValueKind(R"({"value" : 7 })"), JsonValueKind::kInt);
+  EXPECT_EQ(RowValueKind(R"({"labels":{"x":"value"}})"), JsonValueKind::kFloat);
+}
+
+TEST(JsonValueKind, OfANumberAsKwollectRendersIt) {
+  EXPECT_EQ(NumberKind(98), JsonValueKind::kInt);
+  EXPECT_EQ(NumberKind(152601965318.0), JsonValueKind::kInt);
+  EXPECT_EQ(NumberKind(6.914999999999997), JsonValueKind::kFloat);
+  EXPECT_EQ(NumberKind(1e20), JsonValueKind::kFloat);
+  EXPECT_EQ(NumberKind(NAN), JsonValueKind::kText);
+  EXPECT_EQ(NumberKind(-INFINITY), JsonValueKind::kText);
+}
+
 }  // namespace
 }  // namespace kwatt

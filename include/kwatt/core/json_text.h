@@ -24,6 +24,16 @@ void AppendJsonNumber(std::string* out, double value);
 // characters; other bytes (UTF-8) are copied.
 void AppendJsonString(std::string* out, std::string_view text);
 
+// What Python's json.loads makes of a row's "value": an int (a number without fraction or
+// exponent: 98), a float (70.18, 1e+20), None (null) or a string ("NaN", "Infinity"...).
+enum class JsonValueKind { kFloat, kInt, kNull, kText };
+
+// The kind of the "value" member of a Kwollect row's text (the first key "value" followed by ':';
+// kFloat when there is none).
+JsonValueKind RowValueKind(std::string_view row);
+// The kind of the text FormatJsonNumber writes for `value` (how Kwollect renders it).
+JsonValueKind NumberKind(double value);
+
 }  // namespace kwatt
 
 #endif  // KWATT_CORE_JSON_TEXT_H_
