@@ -13,6 +13,7 @@ import pytest
 from enoslib.service.service import Service
 
 import kwatt
+import kwatt.simulator
 from conftest import JOBS, run_kwatt, start_server
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
@@ -735,6 +736,7 @@ def test_works_without_enoslib(server):
 import sys
 sys.modules["enoslib"] = None  # as if EnOSlib were not installed
 import kwatt
+import kwatt.simulator
 k = kwatt.Kwollect(nodes=["nova-1.lyon"], api="{server.url}", progress=False)
 k.start({T0}); k.stop({T0 + 1})
 print(type(k).__mro__[1].__module__, len(k.get_metrics(metrics=["wattmetre_power_watt"])["nova-1.lyon.grid5000.fr"]))
@@ -742,3 +744,37 @@ print(type(k).__mro__[1].__module__, len(k.get_metrics(metrics=["wattmetre_power
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["kwatt.service", "51"]
+
+
+def test_nan_values_end_to_end(tmp_path):
+    # A switch port counter and the wattmeter that cannot read for a while (rows with "NaN"): rows
+    # exactly as the API's, NaN in the DataFrame and the archive, and energy counting the NaN span
+    # as a gap rather than as zero watts.
+    jobs = json.loads(__import__("conftest").JOBS.read_text())
+    jobs["outages"] = [
+        {"site": "lyon", "device": "nova-1", "metric": "network_ifacein_bytes_total",
+         "start": T0 + 5, "end": T0 + 35, "report": "NaN"},
+        {"site": "lyon", "device": "nova-1", "metric": "wattmetre_power_watt",
+         "start": T0 + 40, "end": T0 + 50, "report": "NaN"},
+    ]
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(jobs))
+    with kwatt.simulator.SimulatedKwollect(path) as api:
+        k = kwatt.Kwollect(nodes=NOVA[:1], api=api.url, progress=False)
+        k.start(T0)
+        k.stop(T0 + 60)
+        metrics = ["network_ifacein_bytes_total", "wattmetre_power_watt"]
+        rows = k.get_metrics(metrics=metrics)[NOVA[0]]
+        assert rows == api_rows(api, "lyon", ["nova-1"], metrics, T0, T0 + 60)
+        nan_rows = [r for r in rows if r["value"] == "NaN"]
+        assert {r["metric_id"] for r in nan_rows} == set(metrics)
+        assert all(isinstance(r["value"], (int, float)) for r in rows if r not in nan_rows)
+        df = k.to_pandas(metrics=metrics)
+        assert df["value"].isna().sum() == len(nan_rows)
+        archive = k.backup(backup_dir=tmp_path / "exp", metrics=metrics)
+        assert run_kwatt("inspect", archive, "--verify").returncode == 0
+        assert kwatt.load(archive)["value"].isna().sum() == len(nan_rows)
+        e = k.energy(metric="wattmetre_power_watt")
+        node = e[(e["scope"] == "node") & (e["phase"] == "window")].iloc[0]
+        assert node["gaps"] == 1 and node["coverage"] == pytest.approx(50 / 60, abs=0.01)
+        assert node["gap_joules"] > 0

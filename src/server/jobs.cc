@@ -156,6 +156,11 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
       }
       outage.start = *start;
       outage.end = *end;
+      std::string report = item.value("report", "nothing");
+      if (report != "nothing" && report != "NaN") {
+        return Bad(origin, where + ".report", "\"nothing\" (no row) or \"NaN\" (rows with NaN values)");
+      }
+      outage.nan = report == "NaN";
       set.outages.push_back(std::move(outage));
     }
   }

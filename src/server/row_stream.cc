@@ -1,6 +1,7 @@
 #include "src/server/row_stream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -150,7 +151,8 @@ bool RowStream::NextSummary(std::string* out, size_t limit) {
         int64_t k_end = s.grid.FirstIndexAtOrAfter(z, seg.period);
         for (int64_t k = s.grid.FirstIndexAtOrAfter(a, seg.period); k < k_end; ++k) {
           double v = s.ValueAt(s.grid.TimeOf(k, seg.period));
-          max = count == 0 ? v : std::max(max, v);
+          // As PostgreSQL's max(): NaN is above every number.
+          if (count == 0 || std::isnan(v) || (!std::isnan(max) && v > max)) max = v;
           sum += v;
           ++count;
         }

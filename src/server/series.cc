@@ -183,6 +183,9 @@ int64_t OutputSeries::CountIn(UnixNanos lo, UnixNanos hi) const {
 }
 
 double OutputSeries::ValueAt(UnixNanos t) const {
+  for (const auto& [begin, end] : nan_spans) {
+    if (t >= begin && t < end) return NAN;
+  }
   double sum = 0;
   for (const Source& source : sources) sum += source.ValueAt(t);
   return sum;
@@ -269,12 +272,17 @@ struct Builder {
     return segments;
   }
 
-  // Removes the outages that silence this series.
+  // Removes the samples of the outages that silence this series; marks those of the outages that
+  // make it report NaN.
   void ApplyOutages(OutputSeries* series, const std::vector<std::string>& devices) const {
     for (const Outage& outage : testbed.jobs().outages) {
       if (outage.site != site.uid) continue;
       if (!outage.metric.empty() && outage.metric != series->metric_id) continue;
       if (std::find(devices.begin(), devices.end(), outage.device) == devices.end()) continue;
+      if (outage.nan) {
+        series->nan_spans.emplace_back(outage.start, outage.end);
+        continue;
+      }
       std::vector<Segment> kept;
       for (const Segment& s : series->segments) {
         if (outage.end <= s.begin || outage.start >= s.end) {

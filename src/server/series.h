@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kwatt/core/time.h"
@@ -97,6 +98,8 @@ struct OutputSeries {
   std::vector<Source> sources;
   SamplingGrid grid;
   std::vector<Segment> segments;  // sorted, disjoint
+  // [begin, end) spans whose samples are "NaN" (outages with "report": "NaN").
+  std::vector<std::pair<UnixNanos, UnixNanos>> nan_spans;
   std::string row_middle;  // `","device_id":"…","metric_id":"…","value":`
   std::string row_end;     // `,"labels":{…}}`
 

@@ -54,6 +54,9 @@ struct Outage {
   std::string metric;  // only this metric; empty: all
   UnixNanos start = 0;
   UnixNanos end = 0;
+  // false: no row at all during the outage; true ("report": "NaN"): rows go on, with the value
+  // "NaN", as Kwollect stores a reading that is not a number.
+  bool nan = false;
 };
 
 struct JobSet {
