@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
 import re
@@ -1095,12 +1094,7 @@ def main() -> int:
         section = render(results)
         print(section)
         if not args.no_write:
-            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
-            out_dir = os.path.join(ROOT, "bench", "out")
-            os.makedirs(out_dir, exist_ok=True)
-            with open(os.path.join(out_dir, "fetch_bench.json"), "w") as f:
-                json.dump(results, f, indent=1)
-            log(f"wrote the section of {args.benchmarks_md} and bench/out/fetch_bench.json")
+            sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "fetch_bench")
         log(f"done in {results['elapsed_s']:.0f} s")
         return 0
     except BenchError as e:

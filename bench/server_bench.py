@@ -464,6 +464,17 @@ def write_section(path: str, section: str, title: str = SECTION_TITLE) -> None:
     os.replace(tmp, path)
 
 
+def publish(benchmarks_md: str, section: str, title: str, results: dict, name: str) -> None:
+    """Writes `section` as the section `title` of BENCHMARKS.md and the raw `results` as
+    bench/out/NAME.json."""
+    write_section(benchmarks_md, section, title)
+    out_dir = os.path.join(ROOT, "bench", "out")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    log(f"wrote the section of {benchmarks_md} and bench/out/{name}.json")
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -557,12 +568,7 @@ def main() -> int:
         section = render(results)
         print(section)
         if not args.no_write:
-            write_section(args.benchmarks_md, section)
-            out_dir = os.path.join(ROOT, "bench", "out")
-            os.makedirs(out_dir, exist_ok=True)
-            with open(os.path.join(out_dir, "server_bench.json"), "w") as f:
-                json.dump(results, f, indent=1)
-            log(f"wrote the section of {args.benchmarks_md} and bench/out/server_bench.json")
+            publish(args.benchmarks_md, section, SECTION_TITLE, results, "server_bench")
         log(f"done in {results['elapsed_s']:.0f} s")
         return 0
     except BenchError as e:
