@@ -49,7 +49,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
@@ -79,8 +78,7 @@ PY_MEM_LIMIT = int(18e9)
 TOOL_TIMEOUT_S = 900.0
 
 
-class BenchError(Exception):
-    pass
+BenchError = sb.BenchError  # what sb.Server raises too
 
 
 def log(msg: str) -> None:
@@ -134,33 +132,6 @@ def wait_for_quiet() -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # Processes
-
-
-class ServeProcess(sb.Server):
-    """server_bench's Server, unpinned (server and clients share the cores)."""
-
-    def start(self) -> None:
-        argv = [self.binary, "serve", "--simulate", "--port", "0", "--jobs", self.jobs_file,
-                "--seed", "1"]
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        sb._RUNNING.add(self)  # stopped by sb.stop_all_servers() whatever happens
-        deadline = time.monotonic() + sb.SERVER_START_TIMEOUT
-        while time.monotonic() < deadline:
-            with open(self.out_path, "rb") as f:
-                first = f.readline()
-            if first.endswith(b"\n"):
-                self.base_url = first.decode().strip()
-                break
-            if self.proc.poll() is not None:
-                raise BenchError(f"server exited with {self.proc.returncode}: {self.stderr()}")
-            time.sleep(0.05)
-        else:
-            raise BenchError(f"server printed no URL in {sb.SERVER_START_TIMEOUT} s")
-        if not self.base_url.startswith("http"):
-            raise BenchError(f"unexpected first line of the server: {self.base_url!r}")
-        with urllib.request.urlopen(f"{self.base_url}/sites", timeout=30) as r:
-            r.read()
 
 
 def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
@@ -856,7 +827,7 @@ def main() -> int:
         tools = Tools(binary, load_copy, args.python, tmpdir)
         jobs_file = os.path.join(tmpdir, "jobs.json")
         sb.write_jobs_file(jobs_file)
-        with ServeProcess(binary, jobs_file, tmpdir, None, "serve") as server:
+        with sb.Server(binary, jobs_file, tmpdir, None, "serve") as server:
             tools.use_server(server)
             results.update(measure(tools, args.repeats, use_enoslib, problems, small_rows,
                                    large_rows))

@@ -49,7 +49,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
@@ -89,8 +88,7 @@ PY_REPEAT_MAX_ROWS = 1_000_000  # Python tools are repeated up to this size, run
 MEM_HEADROOM_BYTES = int(1.5e9)
 
 
-class BenchError(Exception):
-    pass
+BenchError = sb.BenchError  # what sb.Server raises too
 
 
 def log(msg: str) -> None:
@@ -100,37 +98,6 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Servers
 
-
-class ServeProcess(sb.Server):
-    """server_bench's Server (unpinned), with extra options such as --rows-per-second."""
-
-    def __init__(self, binary: str, jobs_file: str, tmpdir: str, name: str,
-                 extra_args: list[str] | None = None):
-        super().__init__(binary, jobs_file, tmpdir, None, name)
-        self.extra_args = list(extra_args or [])
-
-    def start(self) -> None:
-        argv = [self.binary, "serve", "--simulate", "--port", "0", "--jobs", self.jobs_file,
-                "--seed", "1"] + self.extra_args
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        sb._RUNNING.add(self)  # stopped by sb.stop_all_servers() whatever happens
-        deadline = time.monotonic() + sb.SERVER_START_TIMEOUT
-        while time.monotonic() < deadline:
-            with open(self.out_path, "rb") as f:
-                first = f.readline()
-            if first.endswith(b"\n"):
-                self.base_url = first.decode().strip()
-                break
-            if self.proc.poll() is not None:
-                raise BenchError(f"server exited with {self.proc.returncode}: {self.stderr()}")
-            time.sleep(0.05)
-        else:
-            raise BenchError(f"server printed no URL in {sb.SERVER_START_TIMEOUT} s")
-        if not self.base_url.startswith("http"):
-            raise BenchError(f"unexpected first line of the server: {self.base_url!r}")
-        with urllib.request.urlopen(f"{self.base_url}/sites", timeout=30) as r:
-            r.read()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1065,7 +1032,7 @@ def main() -> int:
         if "single" in cases and sizes:
             jobs_file = os.path.join(tmpdir, "jobs.json")
             sb.write_jobs_file(jobs_file)
-            with ServeProcess(binary, jobs_file, tmpdir, "single") as server:
+            with sb.Server(binary, jobs_file, tmpdir, None, "single") as server:
                 tools.use_server(server, "single")
                 results["single"] = [single_site_case(tools, n, args.repeats, python_tools)
                                      for n in sizes]
@@ -1080,7 +1047,7 @@ def main() -> int:
             # Grid'5000): the server's default (8) would cap a client sending more at once.
             server_args = ["--rows-per-second", str(PACED_ROWS_PER_SECOND),
                            "--threads", str(FOUR_SITES_SERVER_THREADS)]
-            with ServeProcess(binary, jobs_file, tmpdir, "four", server_args) as server:
+            with sb.Server(binary, jobs_file, tmpdir, None, "four", server_args) as server:
                 tools.use_server(server, "four")
                 results["four"] = four_sites_case(tools, window, durations, args.repeats,
                                                   python_tools)

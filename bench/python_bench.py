@@ -748,7 +748,7 @@ def main() -> int:
         kids = Children(args.python, tmpdir, int(args.mem_limit_gb * 1e9), args.timeout)
         jobs_file = os.path.join(tmpdir, "jobs.json")
         sb.write_jobs_file(jobs_file)
-        with bb.ServeProcess(binary, jobs_file, tmpdir, None, "serve") as server:
+        with sb.Server(binary, jobs_file, tmpdir, None, "serve") as server:
             kids.use_server(server)
             results["imports"] = {}
             for tool, op in (("kwatt", "kwatt_import"), ("EnOSlib", "enoslib_import")):

@@ -101,12 +101,15 @@ def pinned(core: int | None, argv: list[str]) -> list[str]:
 
 
 class Server:
-    """One `kwatt serve --simulate` process, pinned; always stopped by stop() / the with block."""
+    """One `kwatt serve --simulate` process, pinned to `core` (None: not pinned), with more
+    options in `extra_args` (--rows-per-second...); always stopped by stop() / the with block."""
 
-    def __init__(self, binary: str, jobs_file: str, tmpdir: str, core: int | None, name: str):
+    def __init__(self, binary: str, jobs_file: str, tmpdir: str, core: int | None, name: str,
+                 extra_args: list[str] | None = None):
         self.binary = binary
         self.jobs_file = jobs_file
         self.core = core
+        self.extra_args = list(extra_args or [])
         self.out_path = os.path.join(tmpdir, f"{name}.stdout")
         self.err_path = os.path.join(tmpdir, f"{name}.stderr")
         self.proc: subprocess.Popen | None = None
@@ -121,7 +124,7 @@ class Server:
 
     def start(self) -> None:
         argv = pinned(self.core, [self.binary, "serve", "--simulate", "--port", "0",
-                                  "--jobs", self.jobs_file, "--seed", "1"])
+                                  "--jobs", self.jobs_file, "--seed", "1"] + self.extra_args)
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             # taskset execs the server: the pid is the server's.
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
