@@ -47,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -70,7 +69,6 @@ BAR_SIZE_FRACTION = 1 / 8
 BAR_MEMORY_MB = 50.0
 BAR_LOAD_ROWS_PER_S = 5_000_000
 
-TIME = "/usr/bin/time"
 WAIT_MAX_S = 20 * 60
 WAIT_POLL_S = 30
 WAIT_LOAD = 1.5
@@ -134,74 +132,6 @@ def wait_for_quiet() -> dict:
 # Processes
 
 
-def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
-                 mem_limit: int | None = None, timeout_s: float | None = None) -> dict:
-    """argv to its end under GNU time: wall time, CPU time, peak RSS (%M, ru_maxrss of the tool
-    itself, not of this Python process). A watchdog kills the tool past mem_limit bytes of RSS
-    or timeout_s seconds (the result says "killed")."""
-    out_path = os.path.join(tmpdir, f"{name}.stdout")
-    err_path = os.path.join(tmpdir, f"{name}.stderr")
-    time_path = os.path.join(tmpdir, f"{name}.time")
-    os.sync()  # no dirty page of an earlier run is written back during this one
-    killed: list[str] = []
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([TIME, "-f", "%e %M %U %S", "-o", time_path, "--"] + argv,
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-    done = threading.Event()
-
-    def watchdog():
-        tool = None
-        while not done.wait(0.05):
-            tool = tool or sb.child_of(proc.pid)
-            if tool is None:
-                continue
-            rss = sb.rss_bytes(tool)
-            elapsed = time.perf_counter() - t0
-            reason = None
-            if mem_limit is not None and rss > mem_limit:
-                reason = f"RSS {rss / 1e9:.1f} GB > limit {mem_limit / 1e9:.1f} GB"
-            elif timeout_s is not None and elapsed > timeout_s:
-                reason = f"still running after {timeout_s:.0f} s"
-            if reason:
-                killed.append(f"{reason}, after {elapsed:.0f} s")
-                try:
-                    os.kill(tool, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                return
-
-    watcher = threading.Thread(target=watchdog, daemon=True)
-    watcher.start()
-    try:
-        proc.wait()
-    except BaseException:
-        tool = sb.child_of(proc.pid)
-        if tool:
-            os.kill(tool, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
-        raise
-    wall = time.perf_counter() - t0
-    done.set()
-    watcher.join()
-    with open(out_path, "rb") as f:
-        stdout = f.read(1 << 20).decode(errors="replace")
-    with open(err_path, "rb") as f:
-        stderr = f.read()[-4000:].decode(errors="replace")
-    with open(time_path) as f:
-        timing = f.read().strip().splitlines()
-    for path in (out_path, err_path, time_path):
-        os.unlink(path)
-    try:
-        _, peak_kb, user_s, sys_s = timing[-1].split()
-    except (IndexError, ValueError):
-        raise BenchError(f"unreadable output of {TIME}: {timing!r}")
-    return {"wall_s": wall, "cpu_s": float(user_s) + float(sys_s),
-            "peak_mb": int(peak_kb) * 1024 / 1e6, "returncode": proc.returncode,
-            "killed": killed[0] if killed else None, "stdout": stdout, "stderr": stderr}
-
-
 def dir_files(path: str, suffix: str) -> list[str]:
     return sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(suffix))
 
@@ -245,7 +175,7 @@ class Tools:
 
     def load(self, archive: str, runs: int = 1, extra: list[str] | None = None) -> dict:
         """kwatt_load_bench ARCHIVE --runs N [extra], under GNU time."""
-        run = run_measured([self.load_bench, archive, "--runs", str(runs)] + (extra or []),
+        run = sb.run_measured([self.load_bench, archive, "--runs", str(runs)] + (extra or []),
                            sb.child_env(self.home or self.tmpdir), self.tmpdir,
                            self._name("load"), timeout_s=TOOL_TIMEOUT_S)
         if run["returncode"] != 0:
@@ -261,7 +191,7 @@ class Tools:
         out = os.path.join(self.tmpdir, name)
         argv = [self.binary, "backup", "--api", self.base_url] + args + ["-o", out]
         try:
-            run = run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
+            run = sb.run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
                                timeout_s=TOOL_TIMEOUT_S)
             if run["returncode"] != 0:
                 last = (run["stderr"].strip().splitlines() or ["?"])[-1]
@@ -292,7 +222,7 @@ class Tools:
         name = self._name("enoslib")
         out = os.path.join(self.tmpdir, name)
         try:
-            run = run_measured([self.python, "-c", ENOSLIB_CHILD, ",".join(hosts), str(start),
+            run = sb.run_measured([self.python, "-c", ENOSLIB_CHILD, ",".join(hosts), str(start),
                                 str(end), METRIC, out], sb.child_env(self.home), self.tmpdir,
                                name, mem_limit=PY_MEM_LIMIT, timeout_s=TOOL_TIMEOUT_S)
             if run["killed"]:
@@ -786,8 +716,8 @@ def main() -> int:
         if not os.access(path, os.X_OK):
             log(f"no executable {what} at {path} (build it with `make build`)")
             return 2
-    if shutil.which("curl") is None or not os.access(TIME, os.X_OK):
-        log(f"`curl` or {TIME} is missing (apt-get install curl time)")
+    if shutil.which("curl") is None or not os.access(sb.TIME, os.X_OK):
+        log(f"`curl` or {sb.TIME} is missing (apt-get install curl time)")
         return 2
     small_rows, large_rows = (int(x) for x in args.sizes.split(","))
     if sb.window_for_rows(large_rows) > sb.JOB_SECONDS:

@@ -47,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,90 +109,6 @@ def mem_available_bytes() -> int:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-TIME = "/usr/bin/time"
-
-
-def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
-                 mem_limit: int | None = None, timeout_s: float | None = None) -> dict:
-    """Runs argv to its end under GNU time: wall time, CPU time and peak RSS of the tool.
-
-    The peak is GNU time's %M (ru_maxrss of its child). Not os.wait4 on a child of this
-    process: ru_maxrss would include the pages of this Python process, which the child shares
-    until it calls exec. A watchdog kills the tool (SIGKILL) when its RSS passes mem_limit bytes
-    or it runs past timeout_s; the result then says so ("killed") with what it reached."""
-    out_path = os.path.join(tmpdir, f"{name}.stdout")
-    err_path = os.path.join(tmpdir, f"{name}.stderr")
-    time_path = os.path.join(tmpdir, f"{name}.time")
-    os.sync()  # no dirty page of an earlier run is written back during this one
-    killed: list[str] = []
-    watch_peak = [0]
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([TIME, "-f", "%e %M %U %S", "-o", time_path, "--"] + argv,
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-    done = threading.Event()
-
-    def watchdog():
-        tool = None
-        while not done.wait(0.05):
-            tool = tool or sb.child_of(proc.pid)
-            if tool is None:
-                continue
-            rss = sb.rss_bytes(tool)
-            watch_peak[0] = max(watch_peak[0], rss)
-            elapsed = time.perf_counter() - t0
-            reason = None
-            if mem_limit is not None and rss > mem_limit:
-                reason = f"RSS {rss / 1e9:.1f} GB > limit {mem_limit / 1e9:.1f} GB"
-            elif timeout_s is not None and elapsed > timeout_s:
-                reason = f"still running after {timeout_s:.0f} s"
-            if reason:
-                killed.append(f"{reason}, after {elapsed:.0f} s")
-                try:
-                    os.kill(tool, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                return
-
-    watcher = threading.Thread(target=watchdog, daemon=True)
-    if mem_limit is not None or timeout_s is not None:
-        watcher.start()
-    try:
-        proc.wait()
-    except BaseException:
-        tool = sb.child_of(proc.pid)
-        if tool:
-            os.kill(tool, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
-        raise
-    wall = time.perf_counter() - t0
-    done.set()
-    if watcher.is_alive():
-        watcher.join()
-    with open(out_path, "rb") as f:
-        stdout = f.read(1 << 20).decode(errors="replace")
-    with open(err_path, "rb") as f:
-        stderr = f.read()[-4000:].decode(errors="replace")
-    with open(time_path) as f:
-        timing = f.read().strip().splitlines()
-    for path in (out_path, err_path, time_path):
-        os.unlink(path)
-    try:
-        _, peak_kb, user_s, sys_s = timing[-1].split()
-    except (IndexError, ValueError):
-        raise BenchError(f"unreadable output of {TIME}: {timing!r}")
-    return {
-        "wall_s": wall,
-        "cpu_s": float(user_s) + float(sys_s),
-        "peak_mb": max(int(peak_kb) * 1024, watch_peak[0]) / 1e6,
-        "returncode": proc.returncode,
-        "killed": killed[0] if killed else None,
-        "stdout": stdout,
-        "stderr": stderr,
-    }
 
 
 def write_probe(tmpdir: str, megabytes: int = 1600) -> list[float]:
@@ -312,7 +227,7 @@ class Tools:
         argv = [self.binary, "fetch", "--api", self.base_url] + args + [
             "--metrics", METRIC, "-o", out]
         try:
-            run = run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
+            run = sb.run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
                                timeout_s=self.timeout_s)
             if run["returncode"] != 0:
                 last = (run["stderr"].strip().splitlines() or ["?"])[-1]
@@ -329,7 +244,7 @@ class Tools:
         name = self._name("curl")
         out = os.path.join(self.tmpdir, f"{name}.json")
         try:
-            run = run_measured(["curl", "-s", url, "-o", out, "-w", "%{http_code}"],
+            run = sb.run_measured(["curl", "-s", url, "-o", out, "-w", "%{http_code}"],
                                sb.child_env(self.home), self.tmpdir, name, timeout_s=self.timeout_s)
             if run["returncode"] != 0 or run["stdout"].strip() != "200":
                 raise BenchError(f"curl exited {run['returncode']}, HTTP {run['stdout']!r}")
@@ -342,7 +257,7 @@ class Tools:
     def _python(self, tool: str, code: str, args: list[str]) -> dict:
         name = self._name(tool)
         limit = min(self.mem_limit, max(0, mem_available_bytes() - MEM_HEADROOM_BYTES))
-        run = run_measured([self.python, "-c", code] + args, sb.child_env(self.home), self.tmpdir,
+        run = sb.run_measured([self.python, "-c", code] + args, sb.child_env(self.home), self.tmpdir,
                            name, mem_limit=limit, timeout_s=self.timeout_s)
         run["mem_limit_mb"] = limit / 1e6
         if run["killed"]:
@@ -982,8 +897,8 @@ def main() -> int:
     if not os.access(binary, os.X_OK):
         log(f"no executable kwatt at {binary} (build it with `make build`)")
         return 2
-    if shutil.which("curl") is None or not os.access(TIME, os.X_OK):
-        log(f"`curl` or {TIME} is missing (apt-get install curl time)")
+    if shutil.which("curl") is None or not os.access(sb.TIME, os.X_OK):
+        log(f"`curl` or {sb.TIME} is missing (apt-get install curl time)")
         return 2
     cases = set(args.cases.split(","))
     sizes = [int(s) for s in args.sizes.split(",") if s]

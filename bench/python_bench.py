@@ -274,7 +274,7 @@ class Children:
                         max(0, fb.mem_available_bytes() - fb.MEM_HEADROOM_BYTES))
             argv = [self.python, "-c", CHILD, op, self.tools.base_url, str(start), str(end),
                     METRIC, ",".join(FQDNS), str(limit + AS_BACKSTOP_BYTES)]
-            run = bb.run_measured(argv, sb.child_env(self.tools.home), self.tmpdir,
+            run = sb.run_measured(argv, sb.child_env(self.tools.home), self.tmpdir,
                                   f"{op}-{self.n}", mem_limit=limit, timeout_s=self.timeout_s)
             out = {}
             for line in run["stdout"].strip().splitlines():  # later lines complete earlier ones
@@ -702,8 +702,8 @@ def main() -> int:
     if not os.access(binary, os.X_OK):
         log(f"no executable kwatt at {binary} (build it with `make build`)")
         return 2
-    if shutil.which("curl") is None or not os.access(bb.TIME, os.X_OK):
-        log(f"`curl` or {bb.TIME} is missing (apt-get install curl time)")
+    if shutil.which("curl") is None or not os.access(sb.TIME, os.X_OK):
+        log(f"`curl` or {sb.TIME} is missing (apt-get install curl time)")
         return 2
     small_rows, large_rows = (int(x) for x in args.sizes.split(","))
     if sb.window_for_rows(large_rows) > sb.JOB_SECONDS:

@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -465,6 +466,90 @@ def write_section(path: str, section: str, title: str = SECTION_TITLE) -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+TIME = "/usr/bin/time"  # GNU time
+
+
+def run_measured(argv: list[str], env: dict, tmpdir: str, name: str,
+                 mem_limit: int | None = None, timeout_s: float | None = None) -> dict:
+    """Runs argv to its end under GNU time: wall time, CPU time and peak RSS of the tool.
+
+    The peak is GNU time's %M (ru_maxrss of its child). Not os.wait4 on a child of this
+    process: ru_maxrss would include the pages of this Python process, which the child shares
+    until it calls exec. A watchdog kills the tool (SIGKILL) when its RSS passes mem_limit bytes
+    or it runs past timeout_s; the result then says so ("killed") with what it reached."""
+    out_path = os.path.join(tmpdir, f"{name}.stdout")
+    err_path = os.path.join(tmpdir, f"{name}.stderr")
+    time_path = os.path.join(tmpdir, f"{name}.time")
+    os.sync()  # no dirty page of an earlier run is written back during this one
+    killed: list[str] = []
+    watch_peak = [0]
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([TIME, "-f", "%e %M %U %S", "-o", time_path, "--"] + argv,
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+    done = threading.Event()
+
+    def watchdog():
+        tool = None
+        while not done.wait(0.05):
+            tool = tool or child_of(proc.pid)
+            if tool is None:
+                continue
+            rss = rss_bytes(tool)
+            watch_peak[0] = max(watch_peak[0], rss)
+            elapsed = time.perf_counter() - t0
+            reason = None
+            if mem_limit is not None and rss > mem_limit:
+                reason = f"RSS {rss / 1e9:.1f} GB > limit {mem_limit / 1e9:.1f} GB"
+            elif timeout_s is not None and elapsed > timeout_s:
+                reason = f"still running after {timeout_s:.0f} s"
+            if reason:
+                killed.append(f"{reason}, after {elapsed:.0f} s")
+                try:
+                    os.kill(tool, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+
+    watcher = threading.Thread(target=watchdog, daemon=True)
+    if mem_limit is not None or timeout_s is not None:
+        watcher.start()
+    try:
+        proc.wait()
+    except BaseException:
+        tool = child_of(proc.pid)
+        if tool:
+            os.kill(tool, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+        raise
+    wall = time.perf_counter() - t0
+    done.set()
+    if watcher.is_alive():
+        watcher.join()
+    with open(out_path, "rb") as f:
+        stdout = f.read(1 << 20).decode(errors="replace")
+    with open(err_path, "rb") as f:
+        stderr = f.read()[-4000:].decode(errors="replace")
+    with open(time_path) as f:
+        timing = f.read().strip().splitlines()
+    for path in (out_path, err_path, time_path):
+        os.unlink(path)
+    try:
+        _, peak_kb, user_s, sys_s = timing[-1].split()
+    except (IndexError, ValueError):
+        raise BenchError(f"unreadable output of {TIME}: {timing!r}")
+    return {
+        "wall_s": wall,
+        "cpu_s": float(user_s) + float(sys_s),
+        "peak_mb": max(int(peak_kb) * 1024, watch_peak[0]) / 1e6,
+        "returncode": proc.returncode,
+        "killed": killed[0] if killed else None,
+        "stdout": stdout,
+        "stderr": stderr,
+    }
 
 
 def publish(benchmarks_md: str, section: str, title: str, results: dict, name: str) -> None:
