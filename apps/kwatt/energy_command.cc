@@ -68,24 +68,6 @@ Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Inter
 
 namespace {
 
-ordered_json FiguresJson(const energy::Figures& f) {
-  ordered_json out;
-  out["joules"] = f.total_joules();
-  out["wh"] = f.total_joules() / 3600;
-  out["measured_joules"] = f.joules;
-  out["gap_joules"] = f.gap_joules;
-  out["seconds"] = f.seconds;
-  out["mean_watts"] = f.mean_watts();
-  out["peak_watts"] = f.peak_watts;
-  out["coverage"] = f.coverage();
-  out["gaps"] = f.gaps;
-  out["counter_joules"] = std::isnan(f.counter_joules) ? ordered_json(nullptr)
-                                                       : ordered_json(f.counter_joules);
-  out["baseline_joules"] = std::isnan(f.baseline_joules) ? ordered_json(nullptr)
-                                                         : ordered_json(f.baseline_joules);
-  return out;
-}
-
 void PrintTable(const energy::EnergyReport& r) {
   std::printf("window %s .. %s (%.0f s)\n", FormatParisTimestamp(r.start).c_str(),
               FormatParisTimestamp(r.end).c_str(), double(r.end - r.start) / 1e9);
@@ -194,41 +176,7 @@ Runner RegisterEnergy(CLI::App* app) {
       return ExitCodeOf(result.status());
     }
     if (args->json) {
-      ordered_json out;
-      out["start"] = FormatParisTimestamp(result->start);
-      out["end"] = FormatParisTimestamp(result->end);
-      out["phases"] = result->phase_names;
-      ordered_json nodes = ordered_json::array();
-      for (const auto& n : result->nodes) {
-        ordered_json node;
-        node["node"] = n.node;
-        node["metric"] = n.metric.empty() ? ordered_json(nullptr) : ordered_json(n.metric);
-        node["reason"] = n.reason;
-        node["period_s"] = n.period_s;
-        node["series"] = n.series;
-        node["coarse"] = n.coarse;
-        node["counter_metric"] = n.counter_metric;
-        node["window"] = n.metric.empty() ? ordered_json(nullptr) : FiguresJson(n.window);
-        ordered_json phases = ordered_json::object();
-        for (size_t p = 0; p < result->phase_names.size() && !n.metric.empty(); ++p) {
-          phases[result->phase_names[p]] = FiguresJson(n.phases[p]);
-        }
-        node["phases"] = phases;
-        node["baseline_watts"] = std::isnan(n.baseline_watts) ? ordered_json(nullptr)
-                                                              : ordered_json(n.baseline_watts);
-        nodes.push_back(node);
-      }
-      out["nodes"] = nodes;
-      ordered_json roles = ordered_json::object();
-      for (const auto& [role, figures] : result->roles) roles[role.name] = FiguresJson(figures);
-      out["roles"] = roles;
-      ordered_json phase_totals = ordered_json::object();
-      for (size_t p = 0; p < result->phase_names.size(); ++p) {
-        phase_totals[result->phase_names[p]] = FiguresJson(result->phase_totals[p]);
-      }
-      out["phase_totals"] = phase_totals;
-      out["total"] = FiguresJson(result->total);
-      std::printf("%s\n", out.dump(2).c_str());
+      std::printf("%s\n", energy::EnergyReportJson(*result).c_str());
     } else if (args->csv) {
       std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
       auto line = [](const std::string& node, const std::string& phase, const std::string& metric,

@@ -203,64 +203,6 @@ py::dict FetchReportDict(const kwollect::FetchReport& r) {
 
 py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
 
-py::dict FiguresDict(const energy::Figures& f) {
-  py::dict d;
-  d["joules"] = f.total_joules();
-  d["wh"] = f.total_joules() / 3600;
-  d["measured_joules"] = f.joules;
-  d["gap_joules"] = f.gap_joules;
-  d["seconds"] = f.seconds;
-  d["mean_watts"] = f.mean_watts();
-  d["peak_watts"] = f.peak_watts;
-  d["coverage"] = f.coverage();
-  d["gaps"] = f.gaps;
-  d["counter_joules"] = Number(f.counter_joules);
-  d["baseline_joules"] = Number(f.baseline_joules);
-  return d;
-}
-
-py::dict EnergyReportDict(const energy::EnergyReport& r) {
-  py::dict d;
-  d["start"] = r.start;
-  d["end"] = r.end;
-  d["phases"] = r.phase_names;
-  py::list nodes;
-  for (const auto& n : r.nodes) {
-    py::dict nd;
-    nd["node"] = n.node;
-    nd["metric"] = n.metric.empty() ? py::object(py::none()) : py::str(n.metric);
-    nd["reason"] = n.reason;
-    nd["period_s"] = n.period_s;
-    nd["series"] = n.series;
-    nd["coarse"] = n.coarse;
-    nd["counter_metric"] = n.counter_metric;
-    nd["window"] = FiguresDict(n.window);
-    py::list phases;
-    for (const auto& f : n.phases) phases.append(FiguresDict(f));
-    nd["phases"] = phases;
-    nd["baseline_watts"] = Number(n.baseline_watts);
-    nodes.append(nd);
-  }
-  d["nodes"] = nodes;
-  py::list roles;
-  for (size_t i = 0; i < r.roles.size(); ++i) {
-    py::dict rd;
-    rd["role"] = r.roles[i].first.name;
-    rd["nodes"] = r.roles[i].first.nodes;
-    rd["window"] = FiguresDict(r.roles[i].second);
-    py::list phases;
-    for (const auto& f : r.role_phases[i]) phases.append(FiguresDict(f));
-    rd["phases"] = phases;
-    roles.append(rd);
-  }
-  d["roles"] = roles;
-  d["total"] = FiguresDict(r.total);
-  py::list totals;
-  for (const auto& f : r.phase_totals) totals.append(FiguresDict(f));
-  d["phase_totals"] = totals;
-  return d;
-}
-
 // ---- the columnar table ------------------------------------------------------------------------
 
 // Rows with a code per string column (site, node, device, metric, labels), each column's codes
@@ -619,7 +561,9 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   }
   watch.RaiseIfInterrupted();
   py::dict fetch = FetchReportDict(Unwrap(std::move(report)));
-  py::dict d = EnergyReportDict(Unwrap(std::move(result)));
+  // The report in the form `kwatt energy --json` prints (one rendering for both).
+  py::dict d = py::module_::import("json").attr("loads")(
+      energy::EnergyReportJson(Unwrap(std::move(result))));
   d["fetch"] = fetch;
   return d;
 }

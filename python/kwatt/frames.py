@@ -68,9 +68,9 @@ def manifest(directory):
 
 
 def energy_frame(report):
-    """The long DataFrame of an energy report (see Kwollect.energy)."""
+    """The long DataFrame of an energy report (the JSON of `kwatt energy --json`, as a dict;
+    see Kwollect.energy)."""
     rows = []
-    phases = report["phases"]
 
     def add(scope, name, phase, metric, figures, reason=""):
         row = {"scope": scope, "name": name, "phase": phase, "metric": metric, "reason": reason}
@@ -78,20 +78,16 @@ def energy_frame(report):
             row.update({k: figures[k] for k in ENERGY_COLUMNS if k in figures})
         rows.append(row)
 
+    def add_all(scope, name, metric, window, phases, reason=""):
+        add(scope, name, "window", metric, window, reason)
+        for phase, figures in phases.items():
+            add(scope, name, phase, metric, figures, reason)
+
     for n in report["nodes"]:
-        if n["metric"] is None:
-            add("node", n["node"], "window", None, None, n["reason"])
-            continue
-        add("node", n["node"], "window", n["metric"], n["window"], n["reason"])
-        for phase, figures in zip(phases, n["phases"]):
-            add("node", n["node"], phase, n["metric"], figures, n["reason"])
-    for r in report["roles"]:
-        add("role", r["role"], "window", None, r["window"])
-        for phase, figures in zip(phases, r["phases"]):
-            add("role", r["role"], phase, None, figures)
-    add("total", "total", "window", None, report["total"])
-    for phase, figures in zip(phases, report["phase_totals"]):
-        add("total", "total", phase, None, figures)
+        add_all("node", n["node"], n["metric"], n["window"], n["phases"], n["reason"])
+    for role, figures in report["roles"].items():
+        add_all("role", role, None, figures, report["role_phases"][role])
+    add_all("total", "total", None, report["total"], report["phase_totals"])
     frame = pd.DataFrame(rows, columns=ENERGY_COLUMNS)
     for column in ENERGY_COLUMNS[4:-1]:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")

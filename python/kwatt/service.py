@@ -383,7 +383,8 @@ class Kwollect(_ServiceBase):
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                       gap_factor=3.0):
-        """energy() as the C++ report: a dict of nodes, roles, phases and totals."""
+        """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, phases, nodes,
+        roles, role_phases, phase_totals, total), plus `fetch` (what was fetched, failures)."""
         archive, nodes, start, stop, job = self._source(source)
         if archive:
             start, stop = self._start_ns, self._stop_ns

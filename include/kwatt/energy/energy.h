@@ -152,6 +152,11 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
                                    const std::map<std::string, std::vector<std::string>>&
                                        catalogue_metrics = {});
 
+// The report as JSON, as `kwatt energy --json` prints it and the Python package reads it
+// (doc/energy.md): start, end (Paris time), phases, nodes (each with window and {phase: figures}),
+// roles and role_phases, phase_totals, total; NaN figures are null.
+std::string EnergyReportJson(const EnergyReport& report);
+
 // The metrics an energy computation reads: the power metrics (or only `metric` when given) and
 // the energy counters.
 std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");

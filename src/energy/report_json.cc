@@ -1,0 +1,74 @@
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "kwatt/energy/energy.h"
+
+namespace kwatt::energy {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json Number(double v) { return std::isnan(v) ? ordered_json(nullptr) : ordered_json(v); }
+
+ordered_json FiguresJson(const Figures& f) {
+  ordered_json out;
+  out["joules"] = f.total_joules();
+  out["wh"] = f.total_joules() / 3600;
+  out["measured_joules"] = f.joules;
+  out["gap_joules"] = f.gap_joules;
+  out["seconds"] = f.seconds;
+  out["mean_watts"] = f.mean_watts();
+  out["peak_watts"] = f.peak_watts;
+  out["coverage"] = f.coverage();
+  out["gaps"] = f.gaps;
+  out["counter_joules"] = Number(f.counter_joules);
+  out["baseline_joules"] = Number(f.baseline_joules);
+  return out;
+}
+
+// {phase name: figures}, in the report's phase order.
+ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector<Figures>& phases) {
+  ordered_json out = ordered_json::object();
+  for (size_t p = 0; p < names.size() && p < phases.size(); ++p) {
+    out[names[p]] = FiguresJson(phases[p]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EnergyReportJson(const EnergyReport& r) {
+  ordered_json out;
+  out["start"] = FormatParisTimestamp(r.start);
+  out["end"] = FormatParisTimestamp(r.end);
+  out["phases"] = r.phase_names;
+  ordered_json nodes = ordered_json::array();
+  for (const NodeEnergy& n : r.nodes) {
+    ordered_json node;
+    node["node"] = n.node;
+    node["metric"] = n.metric.empty() ? ordered_json(nullptr) : ordered_json(n.metric);
+    node["reason"] = n.reason;
+    node["period_s"] = n.period_s;
+    node["series"] = n.series;
+    node["coarse"] = n.coarse;
+    node["counter_metric"] = n.counter_metric;
+    node["window"] = n.metric.empty() ? ordered_json(nullptr) : FiguresJson(n.window);
+    node["phases"] = n.metric.empty() ? ordered_json::object()
+                                      : PhasesJson(r.phase_names, n.phases);
+    node["baseline_watts"] = Number(n.baseline_watts);
+    nodes.push_back(node);
+  }
+  out["nodes"] = nodes;
+  ordered_json roles = ordered_json::object(), role_phases = ordered_json::object();
+  for (size_t i = 0; i < r.roles.size(); ++i) {
+    roles[r.roles[i].first.name] = FiguresJson(r.roles[i].second);
+    role_phases[r.roles[i].first.name] = PhasesJson(r.phase_names, r.role_phases[i]);
+  }
+  out["roles"] = roles;
+  out["role_phases"] = role_phases;
+  out["phase_totals"] = PhasesJson(r.phase_names, r.phase_totals);
+  out["total"] = FiguresJson(r.total);
+  return out.dump(2);
+}
+
+}  // namespace kwatt::energy
