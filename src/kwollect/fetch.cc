@@ -135,6 +135,7 @@ Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<N
       if (info.node.site != site) continue;
       if (!site_problem.empty()) {
         info.problem = site_problem;
+        info.unknown_site = true;
         continue;
       }
       if (!clusters.count(info.cluster)) {
@@ -189,10 +190,9 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
   if (!lookup.ok()) return lookup.status();
   for (const NodeInfo& info : lookup->nodes) {
     if (!info.problem.empty()) {
-      return Status::NotFound(info.problem.rfind("unknown site", 0) == 0
-                                  ? info.problem
-                                  : "unknown node " + info.node.uid + "." + info.node.site +
-                                        ": " + info.problem);
+      return Status::NotFound(info.unknown_site ? info.problem
+                                                : "unknown node " + info.node.uid + "." +
+                                                      info.node.site + ": " + info.problem);
     }
   }
   report.catalogues = lookup->catalogues;

@@ -114,6 +114,7 @@ struct NodeInfo {
   std::string cluster;  // "nova"
   std::string problem;  // "" for a known node; else why not: "unknown site \"x\" (sites: ...)",
                         // "site lyon has no cluster \"x\"", "cluster nova has 22 nodes (...)"
+  bool unknown_site = false;  // the problem is the site's, not the node's
 };
 
 struct NodeLookup {
