@@ -376,19 +376,18 @@ class Kwollect(_ServiceBase):
                 for name, hosts in (given.items() if hasattr(given, "items") else given)]
 
     def _source(self, source):
+        """(archive, nodes, start, stop) for _core.energy/stats: an archive narrowed to the window
+        when there is one, or the instance's nodes over its window."""
         if source is not None:
-            return os.fspath(source), [], None, None, None
-        start, stop = self._window()
-        return "", list(self.nodes), start, stop, None
+            return os.fspath(source), [], self._start_ns, self._stop_ns
+        return ("", list(self.nodes)) + self._window()
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                       gap_factor=3.0):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, phases, nodes,
         roles, role_phases, phase_totals, total), plus `fetch` (what was fetched, failures)."""
-        archive, nodes, start, stop, job = self._source(source)
-        if archive:
-            start, stop = self._start_ns, self._stop_ns
-        return _core.energy(self._client, archive, nodes, start, stop, job, self.phases(phases),
+        archive, nodes, start, stop = self._source(source)
+        return _core.energy(self._client, archive, nodes, start, stop, None, self.phases(phases),
                             self._roles(roles), metric or "", baseline or "", float(gap_factor),
                             self._progress("kwatt energy"))
 
@@ -411,11 +410,9 @@ class Kwollect(_ServiceBase):
     def stats(self, metrics=None, phases=None, roles=None, source=None):
         """Per interval (window, then each phase), node (and role) and metric: count, mean,
         min, max, last; counters' increase, rate and resets; CPU usage (cpu_busy, 0..1)."""
-        archive, nodes, start, stop, job = self._source(source)
-        if archive:
-            start, stop = self._start_ns, self._stop_ns
+        archive, nodes, start, stop = self._source(source)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-        report = _core.stats(self._client, archive, nodes, start, stop, job, metrics,
+        report = _core.stats(self._client, archive, nodes, start, stop, None, metrics,
                              self.phases(phases), self._roles(roles),
                              self._progress("kwatt stats"))
         return stats_frame(report)
