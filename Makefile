@@ -4,19 +4,21 @@ SHELL := /bin/bash
 
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
+FUZZ_DIR ?= build-fuzz
 VENV ?= .venv
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
 
 # Debian packages: compiler and build tools, the C++ libraries, Python's venv, benchmark tools.
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certificates \
-  libcurl4-openssl-dev libsimdjson-dev libzstd-dev zstd libfmt-dev libcli11-dev \
+  libcurl4-openssl-dev libzstd-dev zstd libcli11-dev \
   libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev \
-  python3 python3-dev python3-venv python3-pip time
+  python3 python3-dev python3-venv python3-pip time clang libclang-rt-14-dev clang-format
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(VENV)/.kwatt-deps
 
-.PHONY: deps build build-asan python demo-cli test test-unit test-asan test-python demo bench clean format
+.PHONY: deps build build-asan build-fuzz python demo-cli test test-unit test-asan test-python \
+  test-fuzz fuzz demo bench clean format
 
 deps: $(DEPS_STAMP)
 
@@ -54,9 +56,32 @@ $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 build-asan: $(DEPS_STAMP) $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests
 
-# Every test: C++ unit tests (plain and under ASan/UBSan), then the integration tests and the
-# Python package's tests (pytest; two runs, as each directory has its own conftest).
-test: test-unit test-asan test-python
+# The libFuzzer harnesses of fuzz/ (clang, ASan, UBSan, _GLIBCXX_ASSERTIONS): fuzz/README.md.
+FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query
+$(FUZZ_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DKWATT_FUZZ=ON -DKWATT_BUILD_TESTS=OFF
+
+build-fuzz: $(DEPS_STAMP) $(FUZZ_DIR)/build.ninja
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(addsuffix _fuzzer,$(FUZZERS))
+
+# A bounded campaign: FUZZ_SECONDS per harness, from the seeds and earlier findings; new inputs
+# are kept in $(FUZZ_DIR)/corpus, crashes in $(FUZZ_DIR)/findings (copy one into
+# fuzz/regressions/NAME/ once fixed: every test run replays it).
+FUZZ_SECONDS ?= 120
+fuzz: build-fuzz
+	@bash fuzz/run.sh campaign $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZERS)
+
+# What `make test` runs: every seed and regression input replayed, then FUZZ_RUNS inputs each
+# from a fixed seed.
+FUZZ_RUNS ?= 20000
+test-fuzz: build-fuzz
+	@bash fuzz/run.sh check $(FUZZ_DIR) $(FUZZ_RUNS) $(FUZZERS)
+
+# Every test: C++ unit tests (plain and under ASan/UBSan), the fuzz harnesses on their corpora,
+# then the integration tests and the Python package's tests (pytest; two runs, as each directory
+# has its own conftest).
+test: test-unit test-asan test-fuzz test-python
 
 test-unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
@@ -84,4 +109,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
+#include "kwatt/core/output_file.h"
 #include "kwatt/kwollect/text_sinks.h"
 
 namespace kwatt::cli {
@@ -86,10 +88,6 @@ Runner RegisterExport(CLI::App* app) {
       return kExitUsage;
     }
     if (args->to == "parquet") return ExportParquet(args->dir, args->output, args->filters);
-    if (args->output.empty()) {
-      std::fprintf(stderr, "kwatt export: give the output file: -o PATH (- for stdout)\n");
-      return kExitUsage;
-    }
     archive::LoadOptions options;
     Status status = ResolveArchiveFilters(args->filters, &options);
     if (!status.ok()) {
@@ -101,16 +99,23 @@ Runner RegisterExport(CLI::App* app) {
       std::fprintf(stderr, "kwatt export: %s\n", reader.status().message().c_str());
       return ExitCodeOf(reader.status());
     }
-    // A file is written under a temporary name and renamed once whole, so that a damaged archive
-    // never leaves a shorter file that looks finished.
+    // A regular file is written under a temporary name and renamed once whole, so that a damaged
+    // archive never leaves a shorter file that looks finished; a device or a FIFO is written
+    // through, never replaced (OutputFile).
     const bool to_stdout = args->output == "-";
-    std::string temporary = args->output + ".tmp-" + std::to_string(::getpid());
+    std::optional<OutputFile> target;
     FILE* out = stdout;
     if (!to_stdout) {
-      out = std::fopen(temporary.c_str(), "wb");
+      Result<OutputFile> planned = OutputFile::Plan(args->output);
+      if (!planned.ok()) {
+        std::fprintf(stderr, "kwatt export: -o: %s\n", planned.status().message().c_str());
+        return ExitCodeOf(planned.status());
+      }
+      target.emplace(std::move(*planned));
+      out = std::fopen(target->write_path().c_str(), "wb");
       if (out == nullptr) {
-        std::fprintf(stderr, "kwatt export: cannot create %s: %s\n", temporary.c_str(),
-                     std::strerror(errno));
+        std::fprintf(stderr, "kwatt export: cannot create %s: %s\n",
+                     target->write_path().c_str(), std::strerror(errno));
         return kExitFailure;
       }
     }
@@ -124,20 +129,15 @@ Runner RegisterExport(CLI::App* app) {
     if (!to_stdout && std::fclose(out) != 0 && flushed.ok()) {
       flushed = Status::IOError("cannot write " + args->output + ": " + std::strerror(errno));
     }
-    const Status* results[] = {&written, &(*reader)->status(), &flushed};
-    for (const Status* s : results) {
-      if (!s->ok()) {
-        if (!to_stdout) std::remove(temporary.c_str());
-        std::fprintf(stderr, "kwatt export: %s%s\n", s->message().c_str(),
-                     to_stdout ? "" : "; nothing was written");
-        return ExitCodeOf(*s);
-      }
-    }
-    if (!to_stdout && std::rename(temporary.c_str(), args->output.c_str()) != 0) {
-      std::fprintf(stderr, "kwatt export: cannot rename %s to %s: %s\n", temporary.c_str(),
-                   args->output.c_str(), std::strerror(errno));
-      std::remove(temporary.c_str());
-      return kExitFailure;
+    Status outcome = written;
+    if (outcome.ok()) outcome = (*reader)->status();
+    if (outcome.ok()) outcome = flushed;
+    if (outcome.ok() && target) outcome = target->Commit();
+    if (!outcome.ok()) {
+      if (target) target->Abandon();
+      std::fprintf(stderr, "kwatt export: %s%s\n", outcome.message().c_str(),
+                   target && target->replaces() ? "; nothing was written" : "");
+      return ExitCodeOf(outcome);
     }
     if (!(*reader)->manifest().complete) {
       std::fprintf(stderr, "kwatt export: WARNING: %s is INCOMPLETE: wrote only the rows its "

@@ -43,8 +43,7 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   KWATT_RETURN_IF_ERROR(kwollect::LoadClientOptions(
       args.config.empty() ? kwollect::DefaultConfigPath() : args.config, options));
   if (!args.api.empty()) {
-    options->api_url = args.api;
-    while (!options->api_url.empty() && options->api_url.back() == '/') options->api_url.pop_back();
+    kwollect::SetApiUrl(args.api, options);
   }
   if (args.concurrency > 0) options->max_concurrency = args.concurrency;
   if (args.per_site > 0) options->max_per_site = args.per_site;

@@ -19,8 +19,10 @@
 #include "kwatt/archive/source.h"
 #include "kwatt/archive/writer.h"
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/output_file.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
+#include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/stats.h"
@@ -78,10 +80,11 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
                            ? given["config"].cast<std::string>()
                            : kwollect::DefaultConfigPath();
   Check(kwollect::LoadClientOptions(config, &options));
+  std::optional<std::string> api_url;
   for (auto [key_handle, value] : given) {
     std::string key = key_handle.cast<std::string>();
     if (value.is_none() || key == "config") continue;
-    if (key == "api_url") options.api_url = value.cast<std::string>();
+    if (key == "api_url") api_url = value.cast<std::string>();
     else if (key == "username") options.username = value.cast<std::string>();
     else if (key == "password") options.password = value.cast<std::string>();
     else if (key == "verify_tls") options.verify_tls = value.cast<bool>();
@@ -95,7 +98,8 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
     else if (key == "backoff") options.backoff_s = value.cast<double>();
     else Throw(Status::InvalidArgument("unknown client option \"" + key + "\""));
   }
-  while (!options.api_url.empty() && options.api_url.back() == '/') options.api_url.pop_back();
+  // Last, so that a username given as an option wins over the URL's.
+  if (api_url) kwollect::SetApiUrl(*api_url, &options);
   return options;
 }
 
@@ -127,11 +131,12 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes,
 // ---- progress and interruption -------------------------------------------------------------------
 
 // Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
-// the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned.
+// the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned. An
+// exception the progress function raises stops the operation too, and is raised as it was.
 struct Watch {
   py::object progress;  // None or callable(dict)
   bool interrupted = false;
-  std::string error;
+  std::optional<py::error_already_set> raised;  // by the progress function
 
   kwollect::ProgressCallback Callback() {
     return [this](const kwollect::FetchProgress& p) -> Status {
@@ -139,7 +144,7 @@ struct Watch {
       if (PyErr_CheckSignals() != 0) {
         PyErr_Clear();
         interrupted = true;
-      } else if (!progress.is_none()) {
+      } else if (!progress.is_none() && !raised) {
         py::dict d;
         d["requests_done"] = p.requests_done;
         d["requests_total"] = p.requests_total;
@@ -149,17 +154,24 @@ struct Watch {
         try {
           progress(d);
         } catch (py::error_already_set& e) {
-          error = e.what();  // a progress function that raises stops the operation
+          raised.emplace(std::move(e));
         }
       }
-      if (!error.empty()) return Status::InvalidArgument("the progress function raised: " + error);
+      if (raised) return Status::Incomplete("stopped by an exception of the progress function");
       return CheckNotInterrupted();
     };
   }
   Status CheckNotInterrupted() const {
     return interrupted ? Status::Incomplete("interrupted") : Status::OK();
   }
-  void RaiseIfInterrupted() const {
+  // Once the operation has returned (GIL held): raises the progress function's exception, or
+  // KeyboardInterrupt after Ctrl-C.
+  void RaiseIfInterrupted() {
+    if (raised) {
+      py::error_already_set error = std::move(*raised);
+      raised.reset();
+      throw error;
+    }
     if (!interrupted) return;
     PyErr_SetNone(PyExc_KeyboardInterrupt);
     throw py::error_already_set();
@@ -785,6 +797,18 @@ PYBIND11_MODULE(_core, m) {
   m.def("parse_time", [](const std::string& text) {
     return Unwrap(kwatt::ParseUserTime(text, kwatt::WallClockNow()));
   }, "ns since the epoch of a time text: now, epoch seconds, ISO 8601 (no offset: local time)");
+  py::class_<kwatt::OutputFile>(m, "OutputFile",
+                                "How a file kwatt was asked to write is written (core/output_file.h)")
+      .def_static("plan", [](const std::string& path) {
+        return Unwrap(kwatt::OutputFile::Plan(path));
+      }, py::arg("path"))
+      .def_property_readonly("write_path", &kwatt::OutputFile::write_path)
+      .def_property_readonly("replaces", &kwatt::OutputFile::replaces)
+      .def("commit", [](kwatt::OutputFile& file) { Check(file.Commit()); })
+      .def("abandon", &kwatt::OutputFile::Abandon);
+  m.def("url_without_credentials", [](const std::string& url) {
+    return kwatt::UrlWithoutCredentials(url);
+  }, "The URL without its user:password@ part, as kwatt stores and shows URLs");
   m.def("format_paris", [](int64_t t) { return kwatt::FormatParisTimestamp(t); },
         "A time as Kwollect writes it (Europe/Paris)");
   m.def("read_manifest", [](const std::string& dir) {

@@ -3,15 +3,17 @@
 `kwatt export --to parquet` runs this (the C++ CLI has no Parquet writer: pyarrow is the well-kept
 one, and it comes with the Python package). The columns are those of kwatt.load(): timestamp
 (UTC, ns), site, node, device_id, metric_id (dictionary-encoded), value (double), labels (the
-labels object's JSON text, dictionary-encoded). The file is written under a temporary name and
-renamed once whole: a damaged archive never leaves a shorter file that looks finished.
+labels object's JSON text, dictionary-encoded). A regular file is written under a temporary name
+and renamed once whole (a damaged archive never leaves a shorter file that looks finished); a
+device or a FIFO is written through, never replaced: the C++ core's OutputFile decides, as for
+`kwatt export --to csv`.
 """
 
 import argparse
-import os
+import io
 import sys
 
-from . import load
+from . import _core, load
 from .errors import IncompleteError, KwattError
 
 
@@ -30,13 +32,22 @@ def _export(args):
     except KwattError as e:
         print(f"kwatt export: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
-    temporary = f"{args.output}.tmp-{os.getpid()}"
     try:
-        frame.to_parquet(temporary, index=False)
-        os.replace(temporary, args.output)
+        target = _core.OutputFile.plan(args.output)
+    except KwattError as e:
+        print(f"kwatt export: -o: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ValueError) else 1
+    try:
+        if target.replaces:
+            frame.to_parquet(target.write_path, index=False)
+        else:  # a device or a FIFO cannot seek, as Parquet's writer does: made in memory first
+            content = io.BytesIO()
+            frame.to_parquet(content, index=False)
+            with open(target.write_path, "wb") as out:
+                out.write(content.getbuffer())
+        target.commit()
     except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        target.abandon()
         raise
     if not frame.attrs["kwatt"]["complete"]:
         print(f"kwatt export: WARNING: {args.dir} is INCOMPLETE: wrote only the rows its "

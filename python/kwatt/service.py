@@ -81,7 +81,8 @@ class Kwollect(_ServiceBase):
         self._names = [node_name(h) for h in self.hosts]
         self.nodes = unique(fqdn(h) for h in self.hosts)
         self.roles = role_map(roles)
-        self.api = api
+        # As given, less any user:password@ (the credentials go to the client options only).
+        self.api = None if api is None else _core.url_without_credentials(str(api))
         self._client = _client_dict(api, config, client_options)
         self.progress = progress
         self.start_time = None  # epoch seconds (float), as EnOSlib's Kwollect has them

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "kwatt/archive/format.h"
+#include "kwatt/core/text.h"
 #include "kwatt/kwollect/node_name.h"
 #include "src/kwollect/row_parser.h"
 
@@ -374,6 +375,7 @@ Result<Manifest> ReadManifest(const std::string& dir) {
   if (const Json* query = r.Member(root, "query")) {
     if (!query->is_object()) return r.Bad("\"query\"", "should be an object");
     KWATT_RETURN_IF_ERROR(r.String(*query, "api", "query", false, &m.query.api));
+    m.query.api = UrlWithoutCredentials(m.query.api);  // an older kwatt may have stored them
     KWATT_RETURN_IF_ERROR(r.StringList(*query, "nodes", "query", &m.query.nodes));
     KWATT_RETURN_IF_ERROR(r.String(*query, "start", "query", false, &m.query.start));
     KWATT_RETURN_IF_ERROR(r.String(*query, "end", "query", false, &m.query.end));

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "kwatt/archive/format.h"
+#include "kwatt/core/text.h"
 
 namespace kwatt::archive {
 
@@ -509,7 +510,7 @@ Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
                              const kwollect::ProgressCallback& progress,
                              const std::function<void(bool resuming)>& on_start) {
   BackupQuery described;
-  described.api = options.api_url;
+  described.api = UrlWithoutCredentials(options.api_url);  // never a credential in a manifest
   for (const kwollect::NodeName& node : query.nodes) described.nodes.push_back(node.Fqdn());
   described.job = query.job;
   described.start = query.start;

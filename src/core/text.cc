@@ -19,4 +19,57 @@ std::vector<std::string> SplitCommaList(std::string_view text) {
   return items;
 }
 
+namespace {
+
+// The userinfo of `url` as [begin, end) offsets (the '@' at `end`), or false when it has none.
+bool FindUserinfo(std::string_view url, size_t* begin, size_t* end) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return false;
+  *begin = scheme + 3;
+  size_t authority_end = url.find_first_of("/?#", *begin);
+  if (authority_end == std::string_view::npos) authority_end = url.size();
+  size_t at = url.substr(0, authority_end).rfind('@');
+  if (at == std::string_view::npos || at < *begin) return false;
+  *end = at;
+  return true;
+}
+
+std::string PercentDecode(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 &&
+        hex(text[i + 2]) >= 0) {
+      out.push_back(char(hex(text[i + 1]) * 16 + hex(text[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string UrlWithoutCredentials(std::string_view url) {
+  size_t begin = 0, end = 0;
+  if (!FindUserinfo(url, &begin, &end)) return std::string(url);
+  return std::string(url.substr(0, begin)) + std::string(url.substr(end + 1));
+}
+
+bool UrlCredentials(std::string_view url, std::string* username, std::string* password) {
+  size_t begin = 0, end = 0;
+  if (!FindUserinfo(url, &begin, &end)) return false;
+  std::string_view userinfo = url.substr(begin, end - begin);
+  size_t colon = userinfo.find(':');
+  *username = PercentDecode(userinfo.substr(0, colon));
+  *password = colon == std::string_view::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
+  return true;
+}
+
 }  // namespace kwatt

@@ -5,11 +5,23 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "kwatt/core/text.h"
+
 namespace kwatt::kwollect {
 
 std::string DefaultConfigPath() {
   const char* home = std::getenv("HOME");
   return std::string(home ? home : ".") + "/.python-grid5000.yaml";
+}
+
+void SetApiUrl(std::string_view url, ClientOptions* options) {
+  std::string username, password;
+  if (UrlCredentials(url, &username, &password) && options->username.empty()) {
+    options->username = std::move(username);
+    options->password = std::move(password);
+  }
+  options->api_url = UrlWithoutCredentials(url);
+  while (!options->api_url.empty() && options->api_url.back() == '/') options->api_url.pop_back();
 }
 
 Status LoadClientOptions(const std::string& path, ClientOptions* options) {
@@ -25,9 +37,9 @@ Status LoadClientOptions(const std::string& path, ClientOptions* options) {
       return Status::InvalidArgument(path + ": expected keys such as uri, username, password");
     }
     try {
-      if (config["uri"]) options->api_url = config["uri"].as<std::string>();
       if (config["username"]) options->username = config["username"].as<std::string>();
       if (config["password"]) options->password = config["password"].as<std::string>();
+      if (config["uri"]) SetApiUrl(config["uri"].as<std::string>(), options);
       if (config["timeout"] && !config["timeout"].IsNull()) {
         options->timeout_s = config["timeout"].as<double>();
       }
@@ -47,10 +59,9 @@ Status LoadClientOptions(const std::string& path, ClientOptions* options) {
                                             "a boolean or a CA file path)");
     }
   }
-  if (const char* url = std::getenv("KWATT_API_URL"); url && *url) options->api_url = url;
   if (const char* user = std::getenv("KWATT_USERNAME"); user && *user) options->username = user;
   if (const char* pass = std::getenv("KWATT_PASSWORD"); pass && *pass) options->password = pass;
-  while (!options->api_url.empty() && options->api_url.back() == '/') options->api_url.pop_back();
+  if (const char* url = std::getenv("KWATT_API_URL"); url && *url) SetApiUrl(url, options);
   return Status::OK();
 }
 

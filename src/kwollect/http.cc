@@ -3,6 +3,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "kwatt/core/text.h"
+
 namespace kwatt::kwollect::internal {
 
 void EnsureCurlInitialised() {
@@ -29,14 +31,7 @@ void ConfigureEasy(CURL* easy, const ClientOptions& options) {
   curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");  // whatever the server compresses with
 }
 
-std::string Redact(const std::string& url) {
-  size_t scheme = url.find("://");
-  size_t at = url.find('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
-  size_t slash = url.find('/', scheme + 3);
-  if (slash != std::string::npos && slash < at) return url;
-  return url.substr(0, scheme + 3) + "***@" + url.substr(at + 1);
-}
+std::string Redact(const std::string& url) { return UrlWithoutCredentials(url); }
 
 Status HttpError(long status, const std::string& body, const std::string& url) {
   std::string message;

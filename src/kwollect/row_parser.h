@@ -1,7 +1,7 @@
 // Incremental parser of Kwollect metrics response bodies into RowBatch columns. Internal to kwatt
 // (the kwollect client, and the archive reader).
 //
-// A body is one JSON array of row objects (KWOLLECT.md section 3):
+// A body is one JSON array of row objects (doc/kwollect_api.md section 3):
 //   [{"timestamp":"2025-04-18T18:55:33.754307+02:00","device_id":"ecotype-7",
 //     "metric_id":"bmc_node_power_watt","value":98,"labels":{}}, ...]
 // or, with Framing::kJsonLines (the data files of an archive, doc/archive_format.md), one row per

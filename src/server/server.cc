@@ -214,8 +214,9 @@ void Server::Impl::Routes() {
   });
   if (options.log_requests) {
     http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      std::fprintf(stderr, "%s %s%s%s -> %d\n", req.method.c_str(), req.path.c_str(),
-                   req.params.empty() ? "" : "?", "", res.status);
+      // The request target as sent: path and query (which holds no credential: those travel
+      // in the Authorization header).
+      std::fprintf(stderr, "%s %s -> %d\n", req.method.c_str(), req.target.c_str(), res.status);
     });
   }
 
@@ -507,6 +508,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     if (!loaded.ok()) return loaded.status();
     jobs = std::move(*loaded);
   }
+  if (options.port < 0 || options.port > 65535) {
+    return Status::InvalidArgument("--port " + std::to_string(options.port) +
+                                   " is not a TCP port: give 1 to 65535, or 0 for any free port");
+  }
   if (options.fail_rate < 0 || options.fail_rate > 1) {
     return Status::InvalidArgument("--fail-rate must be between 0 and 1");
   }
@@ -534,6 +539,12 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->http.set_read_timeout(60);
   impl->http.set_write_timeout(600);
   impl->Routes();
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server binds
+  // a port that another one listens on, and the two answer in turn.
+  impl->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   if (options.port == 0) {
     impl->port = impl->http.bind_to_any_port(options.host);
   } else {

@@ -17,7 +17,9 @@
 
 namespace kwatt {
 
-class Status {
+// [[nodiscard]]: a Status or Result that is dropped unread is a compile error (-Werror); a call
+// whose failure truly does not matter says so with a (void) cast and a comment.
+class [[nodiscard]] Status {
  public:
   // The codes, each with a named constructor below. The Python boundary maps each to a subclass
   // of kwatt.Error; the CLI maps them to exit statuses (doc/errors.md).
@@ -75,7 +77,7 @@ class Status {
 // Either a T or a non-OK Status.
 // REQUIRES: value() only when ok(); status() is OK exactly when a value is held.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
@@ -105,5 +107,17 @@ class Result {
     ::kwatt::Status kwatt_status_ = (expr);      \
     if (!kwatt_status_.ok()) return kwatt_status_; \
   } while (0)
+
+// Declares or assigns `lhs` from `expr` (a Result<T>), or returns its Status from the enclosing
+// function when it holds none:
+//   KWATT_ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(dir));
+#define KWATT_ASSIGN_OR_RETURN(lhs, expr) \
+  KWATT_ASSIGN_OR_RETURN_IMPL_(KWATT_STATUS_CONCAT_(kwatt_result_, __LINE__), lhs, expr)
+#define KWATT_ASSIGN_OR_RETURN_IMPL_(result, lhs, expr) \
+  auto result = (expr);                                 \
+  if (!result.ok()) return result.status();             \
+  lhs = std::move(result).value()
+#define KWATT_STATUS_CONCAT_(a, b) KWATT_STATUS_CONCAT_INNER_(a, b)
+#define KWATT_STATUS_CONCAT_INNER_(a, b) a##b
 
 #endif  // KWATT_CORE_STATUS_H_

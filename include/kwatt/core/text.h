@@ -12,6 +12,20 @@ namespace kwatt {
 // removed, empty ones dropped (the form of Kwollect's `nodes` and `metrics` parameters).
 std::vector<std::string> SplitCommaList(std::string_view text);
 
+// URLs and their credentials. An "http://user:password@host:port/path" URL's userinfo is what its
+// authority (from "://" to the first '/', '?' or '#') holds before its LAST '@', so a password may
+// itself hold '@' or ':'. kwatt never stores or shows credentials: they are moved out of a URL as
+// soon as it is given (kwollect::SetApiUrl), and every URL that is stored or shown goes through
+// UrlWithoutCredentials.
+
+// The URL with its userinfo removed: "https://u:p@ss@api.example/stable" ->
+// "https://api.example/stable". Text without "://" or without userinfo is returned unchanged.
+std::string UrlWithoutCredentials(std::string_view url);
+
+// The userinfo of such a URL, percent-decoded ("u%40x:p" -> "u@x", "p"); false when it has none.
+// A userinfo without ':' is a username with an empty password.
+bool UrlCredentials(std::string_view url, std::string* username, std::string* password);
+
 }  // namespace kwatt
 
 #endif  // KWATT_CORE_TEXT_H_

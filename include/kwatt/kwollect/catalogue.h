@@ -1,5 +1,5 @@
 // The metric catalogue of a Grid'5000 cluster, as the reference API publishes it (a cluster
-// object's `metrics` array, KWOLLECT.md section 6), and the rules derived from it: which metric
+// object's `metrics` array, doc/kwollect_api.md section 6), and the rules derived from it: which metric
 // ids a node can report, at which period, and which need a `monitor` job type.
 //
 // Shared by the client's planner and the simulated server, so both read the catalogue the same way.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "kwatt/core/status.h"
 
@@ -29,6 +30,12 @@ struct ClientOptions {
   double backoff_s = 0.5;                // first retry delay; doubles each time
   std::string user_agent = "kwatt";
 };
+
+// Sets options->api_url from `url`, the one way a base URL enters the options: trailing '/'
+// removed, and credentials in it ("https://user:password@host/stable") moved out into username
+// and password (percent-decoded; a username already set wins), so that api_url, which is stored
+// in archives and shown in messages, never holds a credential.
+void SetApiUrl(std::string_view url, ClientOptions* options);
 
 // Reads `path` (python-grid5000's YAML: uri, username, password, verify_ssl (bool or CA path),
 // timeout) into `options`; a missing file leaves them unchanged. Then applies the environment:

@@ -1,4 +1,4 @@
-// `kwatt serve --simulate`: a Kwollect-compatible HTTP API (KWOLLECT.md) over the simulated
+// `kwatt serve --simulate`: a Kwollect-compatible HTTP API (doc/kwollect_api.md) over the simulated
 // testbed. See doc/server.md for what it serves and how it can be made to fail.
 //
 // Thread safety: Start() returns a running server whose methods may be called from any thread.

@@ -1,0 +1,85 @@
+#include "kwatt/core/output_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+namespace kwatt {
+
+namespace fs = std::filesystem;
+
+Result<OutputFile> OutputFile::Plan(const std::string& path) {
+  if (path.empty()) {
+    return Status::InvalidArgument("the output file name is empty: give a path (or - for stdout)");
+  }
+  OutputFile out;
+  out.target_ = path;
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {  // follows a link to what it names
+    if (S_ISDIR(info.st_mode)) {
+      return Status::InvalidArgument(path + " is a directory: give the path of a file to write");
+    }
+    if (!S_ISREG(info.st_mode)) {  // a device, a FIFO, a socket: written through, never replaced
+      out.write_path_ = path;
+      return out;
+    }
+    std::error_code error;
+    fs::path resolved = fs::canonical(path, error);  // replace a link's target, not the link
+    if (!error) out.target_ = resolved.string();
+  } else if (errno != ENOENT) {
+    return Status::IOError("cannot use " + path + ": " + std::strerror(errno));
+  }
+  fs::path directory = fs::path(out.target_).parent_path();
+  if (directory.empty()) directory = ".";
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) {
+    return Status::IOError("cannot write " + path + ": its directory " + directory.string() +
+                           " does not exist");
+  }
+  out.replaces_ = true;
+  out.write_path_ = out.target_ + ".tmp-" + std::to_string(::getpid());
+  return out;
+}
+
+OutputFile::OutputFile(OutputFile&& other) noexcept { *this = std::move(other); }
+
+OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
+  if (this != &other) {
+    Abandon();
+    target_ = std::move(other.target_);
+    write_path_ = std::move(other.write_path_);
+    replaces_ = other.replaces_;
+    done_ = other.done_;
+    other.done_ = true;  // the moved-from object owns no temporary file
+    other.replaces_ = false;
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() { Abandon(); }
+
+Status OutputFile::Commit() {
+  if (done_) return Status::Internal("OutputFile::Commit after Commit or Abandon");
+  done_ = true;
+  if (!replaces_) return Status::OK();
+  if (std::rename(write_path_.c_str(), target_.c_str()) != 0) {
+    Status status = Status::IOError("cannot rename " + write_path_ + " to " + target_ + ": " +
+                                    std::strerror(errno));
+    std::remove(write_path_.c_str());
+    return status;
+  }
+  return Status::OK();
+}
+
+void OutputFile::Abandon() {
+  if (done_) return;
+  done_ = true;
+  if (replaces_) std::remove(write_path_.c_str());
+}
+
+}  // namespace kwatt

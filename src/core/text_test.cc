@@ -1,0 +1,50 @@
+#include "kwatt/core/text.h"
+
+#include <gtest/gtest.h>
+
+namespace kwatt {
+namespace {
+
+TEST(SplitCommaList, DropsSpacesAndEmptyItems) {
+  EXPECT_EQ(SplitCommaList(" a, b,,c ,"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(SplitCommaList("").empty());
+}
+
+TEST(UrlWithoutCredentials, RemovesTheWholeUserinfo) {
+  EXPECT_EQ(UrlWithoutCredentials("https://alice:secret@api.grid5000.fr/stable"),
+            "https://api.grid5000.fr/stable");
+  // A password holding '@' (and ':'): the userinfo ends at the authority's last '@'.
+  EXPECT_EQ(UrlWithoutCredentials("http://bob:p@ss:w@rd@127.0.0.1:8080/stable/sites"),
+            "http://127.0.0.1:8080/stable/sites");
+  EXPECT_EQ(UrlWithoutCredentials("http://user@host/stable"), "http://host/stable");
+  EXPECT_EQ(UrlWithoutCredentials("http://u:p@host"), "http://host");
+  EXPECT_EQ(UrlWithoutCredentials("http://u:p@host?x=1"), "http://host?x=1");
+}
+
+TEST(UrlWithoutCredentials, LeavesOtherTextAlone) {
+  EXPECT_EQ(UrlWithoutCredentials("https://api.grid5000.fr/stable"),
+            "https://api.grid5000.fr/stable");
+  // An '@' after the authority is part of the path or the query, not a userinfo.
+  EXPECT_EQ(UrlWithoutCredentials("http://host/stable/a@b"), "http://host/stable/a@b");
+  EXPECT_EQ(UrlWithoutCredentials("http://host?mail=a@b"), "http://host?mail=a@b");
+  EXPECT_EQ(UrlWithoutCredentials("not a url @ all"), "not a url @ all");
+  EXPECT_EQ(UrlWithoutCredentials(""), "");
+}
+
+TEST(UrlCredentials, SplitsAndDecodes) {
+  std::string user, password;
+  ASSERT_TRUE(UrlCredentials("https://al%40ice:p@ss%3Aw@api.example/stable", &user, &password));
+  EXPECT_EQ(user, "al@ice");
+  EXPECT_EQ(password, "p@ss:w");
+  ASSERT_TRUE(UrlCredentials("http://bob@host/", &user, &password));
+  EXPECT_EQ(user, "bob");
+  EXPECT_EQ(password, "");
+  // A '%' not followed by two hex digits stays as it is.
+  ASSERT_TRUE(UrlCredentials("http://u:100%@host/", &user, &password));
+  EXPECT_EQ(password, "100%");
+  EXPECT_FALSE(UrlCredentials("http://host/stable", &user, &password));
+  EXPECT_FALSE(UrlCredentials("http://host/a@b", &user, &password));
+}
+
+}  // namespace
+}  // namespace kwatt
