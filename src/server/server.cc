@@ -26,6 +26,13 @@ namespace {
 constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr size_t kChunkBytes = 256 * 1024;
 
+// A JSON body. Texts from the request (a path, a parameter) are quoted in error messages and may
+// not be UTF-8: bytes that are not are replaced (U+FFFD) instead of failing the whole answer
+// (nlohmann's default throws, which took the server down: fuzz/regressions/server_query).
+std::string Dump(const ordered_json& body) {
+  return body.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
 std::string PostgrestError(std::string_view code, std::string_view message,
                            std::string_view details = {}) {
   ordered_json body;
@@ -33,7 +40,7 @@ std::string PostgrestError(std::string_view code, std::string_view message,
   body["details"] = details.empty() ? ordered_json(nullptr) : ordered_json(details);
   body["code"] = code;
   body["message"] = message;
-  return body.dump();
+  return Dump(body);
 }
 
 std::string ApiError(int code, std::string_view title, std::string_view message) {
@@ -41,7 +48,7 @@ std::string ApiError(int code, std::string_view title, std::string_view message)
   body["code"] = code;
   body["message"] = message;
   body["title"] = title;
-  return body.dump();
+  return Dump(body);
 }
 
 // PostgreSQL's boolean input.
@@ -97,7 +104,7 @@ struct Server::Impl {
 
   void SendJson(httplib::Response& res, const ordered_json& body, int status = 200) {
     res.status = status;
-    res.set_content(body.dump(), kJson);
+    res.set_content(Dump(body), kJson);
   }
   void NotFound(httplib::Response& res, const std::string& message) {
     res.status = 404;

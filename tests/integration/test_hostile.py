@@ -150,3 +150,33 @@ def test_serve_refuses_a_port_another_server_listens_on(tmp_path):
     finally:
         first.terminate()
         first.wait(timeout=10)
+
+
+def test_the_request_log_shows_the_query(tmp_path):
+    s = start_server("--log", jobs=JOBS, tmp_path=tmp_path)
+    try:
+        result = run("fetch", "--api", s.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1,
+                     "--metrics", "bmc_node_power_watt", "--quiet")
+        assert result.returncode == 0, result.stderr
+    finally:
+        s.stop()
+    log = s.process.stderr.read()
+    assert "GET /stable/sites/lyon/metrics?nodes=nova-1&start_time=" in log, log
+    assert "metrics=bmc_node_power_watt" in log and "-> 200" in log
+
+
+def test_a_request_that_is_not_utf8_gets_an_answer_and_the_server_stays_up(server):
+    # Found by fuzz/server_query_fuzzer: the error message quoting the path failed to render
+    # and the uncaught exception ended the server.
+    port = int(server.url.split(":")[2].split("/")[0])
+    for target in (b"/stable/sites/\x80\xa3lyon", b"/stable/sites/lyon/metrics?nodes=\xff&job_id=1"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 4"), answer[:200]
+        json.loads(answer.split(b"\r\n\r\n", 1)[1])  # a JSON error body
+    assert server.process.poll() is None
+    assert run("fetch", "--api", server.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1,
+               "--quiet").returncode == 0
