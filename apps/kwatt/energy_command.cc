@@ -99,7 +99,9 @@ void PrintTable(const energy::EnergyReport& r) {
     row("phase " + r.phase_names[p], "all nodes", 0, r.phase_totals[p]);
   }
   row("TOTAL", "", 0, r.total);
-  bool notes = false;
+  bool notes = !r.notes.empty();
+  if (notes) std::printf("\nnotes:\n");
+  for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());
   for (const auto& n : r.nodes) {
     std::string extra;
     if (n.coarse) extra += " coarse BMC values (5 s, averaged): trust within ~10%;";
@@ -178,6 +180,9 @@ Runner RegisterEnergy(CLI::App* app) {
     if (args->json) {
       std::printf("%s\n", energy::EnergyReportJson(*result).c_str());
     } else if (args->csv) {
+      for (const std::string& note : result->notes) {
+        std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
+      }
       std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
       auto line = [](const std::string& node, const std::string& phase, const std::string& metric,
                      const energy::Figures& f) {
