@@ -75,6 +75,10 @@ void PrintTable(const energy::EnergyReport& r) {
               "energy (J)", "Wh", "mean W", "peak W", "coverage");
   auto row = [](const std::string& name, const std::string& metric, double period,
                 const energy::Figures& f) {
+    if (f.node_seconds > 0 && f.covered_seconds == 0 && f.total_joules() == 0) {
+      std::printf("%-28s %-22s NO POWER DATA\n", name.c_str(), metric.c_str());
+      return;
+    }
     char period_text[16] = "";
     if (period > 0) std::snprintf(period_text, sizeof period_text, "%.3g s", period);
     std::printf("%-28s %-22s %8s %14.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(),
