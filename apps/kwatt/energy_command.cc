@@ -75,6 +75,10 @@ void PrintTable(const energy::EnergyReport& r) {
               "energy (J)", "Wh", "mean W", "peak W", "coverage");
   auto row = [](const std::string& name, const std::string& metric, double period,
                 const energy::Figures& f) {
+    if (f.node_seconds > 0 && f.covered_seconds == 0 && f.total_joules() == 0) {
+      std::printf("%-28s %-22s NO POWER DATA\n", name.c_str(), metric.c_str());
+      return;
+    }
     char period_text[16] = "";
     if (period > 0) std::snprintf(period_text, sizeof period_text, "%.3g s", period);
     std::printf("%-28s %-22s %8s %14.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(),
@@ -99,7 +103,9 @@ void PrintTable(const energy::EnergyReport& r) {
     row("phase " + r.phase_names[p], "all nodes", 0, r.phase_totals[p]);
   }
   row("TOTAL", "", 0, r.total);
-  bool notes = false;
+  bool notes = !r.notes.empty();
+  if (notes) std::printf("\nnotes:\n");
+  for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());
   for (const auto& n : r.nodes) {
     std::string extra;
     if (n.coarse) extra += " coarse BMC values (5 s, averaged): trust within ~10%;";
@@ -178,6 +184,9 @@ Runner RegisterEnergy(CLI::App* app) {
     if (args->json) {
       std::printf("%s\n", energy::EnergyReportJson(*result).c_str());
     } else if (args->csv) {
+      for (const std::string& note : result->notes) {
+        std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
+      }
       std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
       auto line = [](const std::string& node, const std::string& phase, const std::string& metric,
                      const energy::Figures& f) {

@@ -81,7 +81,11 @@ Runner RegisterStats(CLI::App* app) {
           node["metrics"] = metrics;
           nodes[n.node] = node;
         }
-        out[intervals[k].name] = nodes;
+        // A phase marked several times is reported interval by interval: the second "busy" is
+        // "busy (2)", not written over the first.
+        std::string key = intervals[k].name;
+        for (int n = 2; out.contains(key); ++n) key = intervals[k].name + " (" + std::to_string(n) + ")";
+        out[key] = nodes;
       }
       std::printf("%s\n", out.dump(2).c_str());
     } else {

@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -580,6 +581,39 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   return d;
 }
 
+// The power source energy() would choose for each node, from rows given as columns (a
+// DataFrame's): {node: metric or None}. plot_power() draws these, so that the plot and the
+// energy figures use one choice (ComputeEnergy's).
+py::dict PowerSources(const std::vector<std::string>& nodes,
+                      const std::vector<std::string>& metrics,
+                      const std::vector<std::string>& labels,
+                      py::array_t<int64_t, py::array::c_style | py::array::forcecast> times,
+                      py::array_t<double, py::array::c_style | py::array::forcecast> values,
+                      int64_t start, int64_t end, const std::string& metric) {
+  size_t n = nodes.size();
+  if (metrics.size() != n || labels.size() != n || size_t(times.size()) != n ||
+      size_t(values.size()) != n) {
+    Throw(Status::InvalidArgument("power_sources: the columns differ in length"));
+  }
+  std::vector<std::string> unique;
+  for (const std::string& node : nodes) {
+    if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
+  }
+  energy::PowerCollector collector(unique);
+  const int64_t* t = times.data();
+  const double* v = values.data();
+  for (size_t i = 0; i < n; ++i) collector.Add(nodes[i], metrics[i], labels[i], t[i], v[i]);
+  energy::EnergyOptions options;
+  options.metric = metric;
+  energy::EnergyReport report = Unwrap(energy::ComputeEnergy(collector, start, end, options));
+  py::dict out;
+  for (const energy::NodeEnergy& node : report.nodes) {
+    out[py::str(node.node)] =
+        node.metric.empty() ? py::object(py::none()) : py::object(py::str(node.metric));
+  }
+  return out;
+}
+
 py::dict StatsDict(const energy::MetricStats& s) {
   py::dict d;
   d["count"] = s.count;
@@ -789,6 +823,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("catalogue_metrics", &CatalogueMetrics, py::arg("catalogue"), py::arg("uid"),
         py::arg("job_types") = std::vector<std::string>{},
         "The metric ids a node can report, from its cluster's catalogue");
+  m.def("power_sources", &kp::PowerSources, py::arg("nodes"), py::arg("metrics"), py::arg("labels"),
+        py::arg("times"), py::arg("values"), py::arg("start"), py::arg("end"),
+        py::arg("metric") = "",
+        "{node: the power metric energy() chooses for it (None: none)} from rows given as "
+        "columns, sorted by time");
   m.def("power_metrics", []() { return kwatt::energy::PowerMetrics(); },
         "Power metrics, in the order energy() prefers them");
   m.def("node_fqdn", [](const std::string& name) {

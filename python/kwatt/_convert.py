@@ -1,6 +1,7 @@
 """Conversions between what users pass and what the C++ core takes: instants, nodes, options."""
 
 import datetime as _dt
+import math
 import numbers
 import re
 
@@ -12,20 +13,33 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 def to_ns(value, what="time"):
     """Nanoseconds since the epoch (UTC) of an instant given as epoch seconds (int or float,
-    as time.time() gives), a datetime (naive ones are in the machine's local time, as
-    datetime.timestamp() reads them), a pandas Timestamp, a numpy datetime64, or a text
-    ("now", epoch seconds, ISO 8601; without an offset: local time). None stays None."""
+    as time.time() gives), a datetime (naive ones are in the machine's local time), a pandas
+    Timestamp, a numpy datetime64, or a text ("now", epoch seconds, ISO 8601; without an
+    offset: local time). None stays None.
+
+    Naive datetimes and Timestamps are read by the C++ core's rule for local times, as texts
+    without an offset are (one algorithm): a local time that does not exist (spring forward) or
+    happens twice (autumn) is refused with InvalidArgumentError naming both readings."""
     if value is None:
         return None
+    ns = _to_ns(value, what)
+    if not -2**63 <= ns < 2**63:
+        # As the C++ parsers say it (kwatt::OutOfRange): int64 nanoseconds hold no more.
+        raise InvalidArgumentError(f"{what}: {value!r} is outside the times kwatt handles "
+                                   "(1677-09-21 .. 2262-04-11)")
+    return ns
+
+
+def _to_ns(value, what):
     if isinstance(value, bool):
         raise InvalidArgumentError(f"{what}: {value!r} is not an instant")
     if hasattr(value, "value") and hasattr(value, "tz_localize"):  # pandas.Timestamp
         if value.tzinfo is None:
-            value = value.tz_localize(_dt.datetime.now().astimezone().tzinfo)
+            return _local_ns(value.isoformat(), what)
         return int(value.value)
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            value = value.astimezone()  # local time, as datetime.timestamp() does
+            return _local_ns(value.isoformat(), what)
         delta = value - _EPOCH
         return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if type(value).__name__ == "datetime64":
@@ -33,6 +47,8 @@ def to_ns(value, what="time"):
     if isinstance(value, numbers.Integral):
         return int(value) * 1_000_000_000
     if isinstance(value, numbers.Real):
+        if not math.isfinite(float(value)):
+            raise InvalidArgumentError(f"{what}: {value!r} is not an instant")
         # Kwollect's resolution is the microsecond: 1732630000.123456 stays exact.
         return int(round(float(value) * 1e6)) * 1000
     if isinstance(value, str):
@@ -42,6 +58,14 @@ def to_ns(value, what="time"):
             raise InvalidArgumentError(f"{what}: {e}") from None
     raise InvalidArgumentError(
         f"{what}: {value!r} is not an instant (give epoch seconds, a datetime or an ISO 8601 text)")
+
+
+def _local_ns(text, what):
+    """A local wall-clock time (ISO 8601 text without an offset) read by the C++ core."""
+    try:
+        return int(_core.parse_time(text))
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{what}: {e}") from None
 
 
 def node_name(host):

@@ -93,6 +93,8 @@ def energy_frame(report):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
     frame["gaps"] = frame["gaps"].astype("Int64")
     frame.attrs["kwatt"] = {"start": report["start"], "end": report["end"],
+                            "notes": report.get("notes", []),
+                            "nodes_without_power": report.get("nodes_without_power", []),
                             "failures": report["fetch"]["failures"]}
     return frame
 

@@ -6,6 +6,7 @@ Times are drawn in Europe/Paris time, as Kwollect writes them.
 import pandas as pd
 
 from . import _core
+from .errors import InvalidArgumentError
 
 PARIS = "Europe/Paris"
 
@@ -22,19 +23,41 @@ def _paris(ns):
     return pd.Timestamp(int(ns), unit="ns", tz="UTC").tz_convert(PARIS).tz_localize(None)
 
 
+def _power_sources(power, window, metric):
+    """{node: metric} as energy() chooses them (kwatt._core.power_sources) for these rows."""
+    if power.empty:
+        return {}
+    power = power.sort_values("timestamp", kind="stable")
+    times = power["timestamp"].dt.tz_convert("UTC").dt.tz_localize(None).astype("int64")
+    start, stop = window if window is not None else (None, None)
+    start = int(times.min()) if start is None else int(start)
+    stop = int(times.max()) + 1 if stop is None else int(stop)
+    if stop <= start:
+        stop = start + 1
+    columns = (power["node"].astype(str).tolist(), power["metric_id"].astype(str).tolist(),
+               power["labels"].astype(str).tolist(), times.to_numpy(),
+               power["value"].astype("float64").to_numpy())
+    try:
+        return _core.power_sources(*columns, start, stop, metric or "")
+    except InvalidArgumentError:  # a window outside these rows: choose over the rows' span
+        return _core.power_sources(*columns, int(times.min()), int(times.max()) + 1,
+                                   metric or "")
+
+
 def plot_power(data, ax=None, window=None, phases=(), metric=None):
     """Power over time, one line per node (per series when a node has several: two PDU
-    outlets, several PSUs), from a DataFrame of to_pandas() or kwatt.load(). Each node's best
-    power metric is drawn (wattmeter, then PDU, then BMC), or `metric`. window: (start, stop)
-    ns, drawn as vertical lines; phases: [(name, start ns, end ns)], drawn as shaded spans.
-    Returns the matplotlib Axes."""
+    outlets, several PSUs), from a DataFrame of to_pandas() or kwatt.load(). Each node's power
+    metric is the one energy() chooses over the window (the C++ choice: the first of wattmeter,
+    PDU, BMC covering 95 % of it, else the best covered), or `metric`. window: (start, stop)
+    ns, drawn as vertical lines (default for the choice: the data's span); phases: [(name,
+    start ns, end ns)], drawn as shaded spans. Returns the matplotlib Axes."""
     ax = _axes(ax, (11, 4.5))
     preference = [metric] if metric else _core.power_metrics()
     power = data[data["metric_id"].isin(preference)]
+    sources = _power_sources(power, window, metric)
     drawn = 0
     for node, rows in power.groupby("node", observed=True, sort=True):
-        present = set(rows["metric_id"].unique())
-        chosen = next((m for m in preference if m in present), None)
+        chosen = sources.get(str(node))
         if chosen is None:
             continue
         rows = rows[rows["metric_id"] == chosen]

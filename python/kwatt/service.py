@@ -221,7 +221,13 @@ class Kwollect(_ServiceBase):
 
     @staticmethod
     def _check_complete(table, result, allow_incomplete):
-        report = table.report
+        return Kwollect._check_report(table.report, result, allow_incomplete)
+
+    @staticmethod
+    def _check_report(report, result, allow_incomplete):
+        """`result`, or IncompleteError (``.partial`` = result) when the fetch behind it
+        (`report`: its "fetch" dict) could not get everything: one rule for get_metrics,
+        to_pandas, energy and stats, as the CLI exits 1 for all of them."""
         if report["complete"]:
             return result
         failures = report["failures"]
@@ -230,7 +236,7 @@ class Kwollect(_ServiceBase):
                    "rows that were fetched are in .partial")
         if allow_incomplete:
             import warnings
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
             return result
         raise IncompleteError(message, partial=result, failures=failures)
 
@@ -384,39 +390,51 @@ class Kwollect(_ServiceBase):
         return ("", list(self.nodes)) + self._window()
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-                      gap_factor=3.0):
-        """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, phases, nodes,
-        roles, role_phases, phase_totals, total), plus `fetch` (what was fetched, failures)."""
+                      gap_factor=3.0, allow_incomplete=False):
+        """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
+        requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
+        phase_totals, total), plus `fetch` (what was fetched, failures). A fetch that could not
+        get everything raises IncompleteError (``.partial`` holds the report) unless
+        allow_incomplete."""
+        report = self._energy(phases, roles, metric, baseline, source, gap_factor)
+        return self._check_report(report["fetch"], report, allow_incomplete)
+
+    def _energy(self, phases, roles, metric, baseline, source, gap_factor):
         archive, nodes, start, stop = self._source(source)
-        return _core.energy(self._client, archive, nodes, start, stop, None, self.phases(phases),
-                            self._roles(roles), metric or "", baseline or "", float(gap_factor),
-                            self._progress("kwatt energy"))
+        return _core.energy(self._client, archive, nodes, start, stop, None,
+                            self.phases(phases), self._roles(roles), metric or "",
+                            baseline or "", float(gap_factor), self._progress("kwatt energy"))
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-               gap_factor=3.0):
+               gap_factor=3.0, allow_incomplete=False):
         """The energy of the experiment, as a DataFrame with one row per node, role and total,
         for the whole window (phase "window") and each phase (marks, and `phases`).
 
         Each node's power comes from its best source (wattmeter, then PDU, then BMC; or
         `metric`), integrated on the real timestamps; gaps are estimated and counted, coverage
-        reported. roles: {name: hosts} (default: the Roles given). baseline: a phase whose
-        mean power is the idle baseline (baseline_joules then tells the energy at idle).
-        source: an archive directory instead of the API. Columns: scope (node, role, total),
-        name, phase, metric, joules, wh, mean_watts, peak_watts, seconds, coverage, gaps,
-        gap_joules, counter_joules (energy counter cross-check), baseline_joules, reason.
+        reported. The window and phases are clipped to the data's window (never extrapolated);
+        ``frame.attrs["kwatt"]["notes"]`` says what was clipped or merged. roles: {name: hosts}
+        (default: the Roles given). baseline: a phase whose mean power is the idle baseline
+        (baseline_joules then tells the energy at idle). source: an archive directory instead
+        of the API. Columns: scope (node, role, total), name, phase, metric, joules, wh,
+        mean_watts, peak_watts, seconds, coverage, gaps, gap_joules, counter_joules (energy
+        counter cross-check), baseline_joules, reason. A fetch that could not get everything
+        raises IncompleteError (``.partial`` holds the DataFrame) unless allow_incomplete.
         """
-        report = self.energy_report(phases, roles, metric, baseline, source, gap_factor)
-        return energy_frame(report)
+        report = self._energy(phases, roles, metric, baseline, source, gap_factor)
+        return self._check_report(report["fetch"], energy_frame(report), allow_incomplete)
 
-    def stats(self, metrics=None, phases=None, roles=None, source=None):
+    def stats(self, metrics=None, phases=None, roles=None, source=None, allow_incomplete=False):
         """Per interval (window, then each phase), node (and role) and metric: count, mean,
-        min, max, last; counters' increase, rate and resets; CPU usage (cpu_busy, 0..1)."""
+        min, max, last; counters' increase, rate and resets; CPU usage (cpu_busy, 0..1). A
+        fetch that could not get everything raises IncompleteError (``.partial`` holds the
+        DataFrame) unless allow_incomplete."""
         archive, nodes, start, stop = self._source(source)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         report = _core.stats(self._client, archive, nodes, start, stop, None, metrics,
                              self.phases(phases), self._roles(roles),
                              self._progress("kwatt stats"))
-        return stats_frame(report)
+        return self._check_report(report["fetch"], stats_frame(report), allow_incomplete)
 
     # ---- plots -------------------------------------------------------------------------------
 

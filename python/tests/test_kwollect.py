@@ -165,6 +165,40 @@ def test_naive_datetimes_are_local_time(monkeypatch):
     assert k.window[0] == int(naive.timestamp()) * 10**9
 
 
+def test_nonexistent_and_ambiguous_local_times_are_refused_as_in_text(monkeypatch):
+    # One rule, the C++ one, for texts without an offset and naive datetimes/Timestamps: both
+    # readings named. A naive datetime was read one way (datetime.astimezone: fold=0) and the
+    # same text another; the spring-gap time was moved silently.
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    time.tzset()
+    try:
+        k = kwatt.Kwollect(nodes=NOVA)
+        both = ("2025-10-26T02:30:00 is ambiguous in Europe/Paris (that hour happens twice): "
+                "2025-10-26T02:30:00+02:00 or 2025-10-26T02:30:00+01:00; give the offset")
+        for given in ("2025-10-26T02:30", dt.datetime(2025, 10, 26, 2, 30),
+                      dt.datetime(2025, 10, 26, 2, 30, fold=1), pd.Timestamp("2025-10-26T02:30")):
+            with pytest.raises(kwatt.InvalidArgumentError) as error:
+                k.start(given)
+            assert str(error.value) == "start: " + both, given
+        for given in ("2025-03-30T02:30", dt.datetime(2025, 3, 30, 2, 30),
+                      pd.Timestamp("2025-03-30T02:30")):
+            with pytest.raises(kwatt.InvalidArgumentError, match="does not exist in Europe/Paris"):
+                k.start(given)
+        # Outside those hours, the naive datetime is the local time, to the microsecond.
+        naive = dt.datetime(2025, 10, 26, 3, 30, 0, 123456)
+        k.start(naive)
+        assert k.window[0] == int(naive.timestamp()) * 10**9 + 123456000
+        k.start(pd.Timestamp("2025-04-18T14:04:00.000000001"))
+        assert k.window[0] == int(T0) * 10**9 + 1
+        for far in ("3000-01-01T00:00:00Z", dt.datetime(3000, 1, 1),
+                    dt.datetime(3000, 1, 1, tzinfo=dt.timezone.utc), 20000000000, 1e30):
+            with pytest.raises(kwatt.InvalidArgumentError, match="outside the times kwatt handles"):
+                k.start(far)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_bad_windows_are_explained(server):
     k = make(server)
     with pytest.raises(kwatt.InvalidArgumentError, match="start"):
@@ -292,6 +326,37 @@ def test_failed_pieces_raise_incomplete_with_the_rows_obtained(tmp_path):
         with pytest.warns(RuntimeWarning, match="could not be fetched"):
             partial = k.get_metrics(metrics=["wattmetre_power_watt"], allow_incomplete=True)
         assert set(partial) == set(NOVA[:2])
+    finally:
+        failing.stop()
+
+
+def test_energy_and_stats_raise_incomplete_as_get_metrics_does(tmp_path):
+    # Half the requests fail and none is retried: get_metrics raises, and so must energy(),
+    # energy_report() and stats() (they returned figures from half the rows; the CLI exits 1).
+    failing = start_server("--fail-rate", "0.5", "--seed", "3", "--jobs", JOBS,
+                           tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=0,
+                           rows_per_request=500)
+        k.start(T0)
+        k.stop(T0 + 20)
+        with pytest.raises(kwatt.IncompleteError):
+            k.get_metrics(metrics=["wattmetre_power_watt"])
+        with pytest.raises(kwatt.IncompleteError) as error:
+            k.energy()
+        assert isinstance(error.value.partial, pd.DataFrame) and error.value.failures
+        assert list(error.value.partial.columns) == kwatt.frames.ENERGY_COLUMNS
+        with pytest.raises(kwatt.IncompleteError) as error:
+            k.energy_report()
+        assert error.value.partial["fetch"]["complete"] is False
+        with pytest.raises(kwatt.IncompleteError) as error:
+            k.stats(metrics=["wattmetre_power_watt"])
+        assert list(error.value.partial.columns) == kwatt.frames.STATS_COLUMNS
+        with pytest.warns(RuntimeWarning, match="could not be fetched"):
+            e = k.energy(allow_incomplete=True)
+        assert set(e[e["scope"] == "node"]["name"]) == set(NOVA)
+        with pytest.warns(RuntimeWarning, match="could not be fetched"):
+            k.stats(metrics=["wattmetre_power_watt"], allow_incomplete=True)
     finally:
         failing.stop()
 
@@ -638,6 +703,30 @@ def test_plots(server, tmp_path):
     ax2.figure.savefig(tmp_path / "energy.png")
     for name in ("power.png", "energy.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_power_draws_the_source_energy_chooses():
+    # The wattmeter covers 10 s of 100 and the PDU all of it: energy() uses the PDU (the
+    # wattmeter covers < 95 %), and so must the plot (it drew the first metric present).
+    import matplotlib
+    matplotlib.use("Agg")
+    from kwatt.plots import plot_power
+    node = "nova-1.lyon.grid5000.fr"
+    rows = [(T0 + i, "pdu_outlet_power_watt", 100.0) for i in range(101)]
+    rows += [(T0 + i, "wattmetre_power_watt", 90.0) for i in range(11)]
+    frame = pd.DataFrame({
+        "timestamp": pd.to_datetime([int(t * 1e9) for t, _, _ in rows], utc=True),
+        "site": "lyon", "node": node, "device_id": "nova-1",
+        "metric_id": [m for _, m, _ in rows], "value": [v for _, _, v in rows],
+        "labels": "{}"})
+    window = (int(T0 * 1e9), int((T0 + 100) * 1e9))
+    ax = plot_power(frame, window=window)
+    labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert labels == ["nova-1 (pdu_outlet_power_watt)"]
+    assert kwatt._core.power_sources([node] * len(rows), [m for _, m, _ in rows],
+                                     ["{}"] * len(rows), np.array([int(t * 1e9) for t, _, _ in rows]),
+                                     np.array([v for _, _, v in rows]), *window) == {
+        node: "pdu_outlet_power_watt"}
 
 
 # ---- progress and interruption ------------------------------------------------------------------

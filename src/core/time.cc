@@ -1,9 +1,16 @@
 #include "kwatt/core/time.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
+#include <vector>
 
 namespace kwatt {
 namespace {
@@ -59,7 +66,80 @@ Status BadTimestamp(std::string_view text, std::string_view why) {
   return Status::InvalidArgument(message);
 }
 
+// "YYYY-MM-DDTHH:MM:SS[.f]" of a wall-clock time given as if it were UTC.
+std::string LocalText(UnixNanos local_as_utc) {
+  char buffer[kMaxTimestampLength];
+  size_t n = FormatTimestamp(local_as_utc, 0, buffer);
+  return std::string(buffer, n - 6);
+}
+
+// One wall-clock time to the instant, in a zone given by its UTC offset at each instant
+// (`offset_at`, seconds). The candidates are the instants L - o for the offsets o the zone has
+// around L; a time that is none of them (a spring gap) or two of them (an autumn hour) is refused.
+template <typename OffsetAt>
+Result<UnixNanos> WallClockToUtc(UnixNanos local_as_utc, std::string_view zone,
+                                 OffsetAt offset_at) {
+  int64_t local_seconds = FloorDiv(local_as_utc, kNanosPerSecond);
+  std::vector<int> offsets;
+  for (int64_t probe : {local_seconds - 2 * 86400, local_seconds, local_seconds + 2 * 86400}) {
+    int o = offset_at(probe);
+    if (std::find(offsets.begin(), offsets.end(), o) == offsets.end()) offsets.push_back(o);
+  }
+  std::sort(offsets.begin(), offsets.end(), std::greater<int>());  // earlier instant first
+  std::vector<std::pair<UnixNanos, int>> matches;
+  for (int o : offsets) {
+    UnixNanos t;
+    if (__builtin_sub_overflow(local_as_utc, int64_t(o) * kNanosPerSecond, &t)) {
+      return OutOfRange(LocalText(local_as_utc));
+    }
+    if (offset_at(FloorDiv(t, kNanosPerSecond)) == o) matches.emplace_back(t, o);
+  }
+  if (matches.size() == 1) return matches[0].first;
+  std::string text = LocalText(local_as_utc);
+  auto written = [&](int o) {
+    char buffer[kMaxTimestampLength];
+    return text + std::string(buffer, FormatTimestamp(0, o, buffer)).substr(19);
+  };
+  std::string candidates = offsets.size() >= 2 ? written(offsets[0]) + " or " + written(offsets[1])
+                                               : written(offsets[0]);
+  if (matches.empty()) {
+    return Status::InvalidArgument(text + " does not exist in " + std::string(zone) +
+                                   " (the clocks skip that hour): " + candidates +
+                                   "; give the offset");
+  }
+  return Status::InvalidArgument(text + " is ambiguous in " + std::string(zone) +
+                                 " (that hour happens twice): " + candidates + "; give the offset");
+}
+
+// The machine's time zone, for messages: $TZ, else the zone /etc/localtime links to.
+std::string LocalZoneName() {
+  const char* tz = std::getenv("TZ");
+  if (tz && *tz) return std::string(tz[0] == ':' ? tz + 1 : tz);
+  char target[512];
+  ssize_t n = readlink("/etc/localtime", target, sizeof target - 1);
+  if (n > 0) {
+    std::string path(target, size_t(n));
+    size_t at = path.find("zoneinfo/");
+    if (at != std::string::npos) return path.substr(at + 9);
+  }
+  return "the local time zone";
+}
+
 }  // namespace
+
+Status OutOfRange(std::string_view text) {
+  return Status::InvalidArgument(std::string(text) +
+                                 " is outside the times kwatt handles (1677-09-21 .. 2262-04-11)");
+}
+
+Result<UnixNanos> EpochSecondsToNanos(double seconds, std::string_view text) {
+  // Rounded to the microsecond, as PostgreSQL's to_timestamp does.
+  double micros = std::round(seconds * 1e6);
+  if (!(micros >= -9223372036854775.0 && micros <= 9223372036854775.0)) return OutOfRange(text);
+  UnixNanos t;
+  if (__builtin_mul_overflow(int64_t(micros), kNanosPerMicro, &t)) return OutOfRange(text);
+  return t;
+}
 
 UnixNanos WallClockNow() {
   return chr::duration_cast<chr::nanoseconds>(chr::system_clock::now().time_since_epoch()).count();
@@ -186,21 +266,27 @@ Result<ParsedTime> ParseIsoTimestamp(std::string_view text) {
   }
   if (pos != text.size()) return BadTimestamp(text, "unexpected text after the timestamp");
   int64_t days = chr::sys_days{ymd}.time_since_epoch().count();
-  int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second;
-  parsed.utc = seconds * kNanosPerSecond + nanos - int64_t(parsed.offset_seconds.value_or(0)) *
-                                                       kNanosPerSecond;
+  // Years have 4 digits: these seconds fit; their nanoseconds may not (1677..2262 only).
+  int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second -
+                    int64_t(parsed.offset_seconds.value_or(0));
+  if (__builtin_mul_overflow(seconds, kNanosPerSecond, &parsed.utc) ||
+      __builtin_add_overflow(parsed.utc, nanos, &parsed.utc)) {
+    return OutOfRange(text);
+  }
   return parsed;
 }
 
-UnixNanos ParisLocalToUtc(UnixNanos local_as_utc) {
-  int64_t local_seconds = FloorDiv(local_as_utc, kNanosPerSecond);
-  // Try summer time first (the earlier reading of a repeated hour), then winter time.
-  for (int offset : {7200, 3600}) {
-    if (ParisUtcOffsetSeconds(local_seconds - offset) == offset) {
-      return local_as_utc - int64_t(offset) * kNanosPerSecond;
-    }
-  }
-  return local_as_utc - 3600 * kNanosPerSecond;  // in the spring gap
+Result<UnixNanos> ParisLocalToUtc(UnixNanos local_as_utc) {
+  return WallClockToUtc(local_as_utc, "Europe/Paris", ParisUtcOffsetSeconds);
+}
+
+Result<UnixNanos> LocalToUtc(UnixNanos local_as_utc) {
+  return WallClockToUtc(local_as_utc, LocalZoneName(), [](int64_t unix_seconds) {
+    std::time_t t = std::time_t(unix_seconds);
+    std::tm tm{};
+    if (!localtime_r(&t, &tm)) return 0;
+    return int(tm.tm_gmtoff);
+  });
 }
 
 Result<UnixNanos> ParseKwollectTimeParameter(std::string_view text) {
@@ -231,7 +317,11 @@ Result<UnixNanos> ParseKwollectTimeParameter(std::string_view text) {
   if (numeric && pos == text.size() && int_end > int_begin) {
     int64_t seconds = 0;
     std::from_chars(text.data() + int_begin, text.data() + int_end, seconds);
-    int64_t t = seconds * kNanosPerSecond + frac_nanos;
+    int64_t t;
+    if (__builtin_mul_overflow(seconds, kNanosPerSecond, &t) ||
+        __builtin_add_overflow(t, frac_nanos, &t)) {
+      return OutOfRange(text);
+    }
     return negative ? -t : t;
   }
   Result<ParsedTime> parsed = ParseIsoTimestamp(text);
@@ -247,24 +337,12 @@ Result<UnixNanos> ParseUserTime(std::string_view text, UnixNanos now) {
   if (numeric) return ParseKwollectTimeParameter(text);
   Result<ParsedTime> parsed = ParseIsoTimestamp(text);
   if (!parsed.ok()) {
+    if (parsed.status().message().rfind("invalid timestamp", 0) != 0) return parsed.status();
     return Status::InvalidArgument(parsed.status().message() + ", or \"now\"");
   }
   if (parsed->offset_seconds) return parsed->utc;
-  // Local time of this machine: let the C library apply its time zone rules.
-  int64_t local_seconds = FloorDiv(parsed->utc, kNanosPerSecond);
-  int64_t nanos = parsed->utc - local_seconds * kNanosPerSecond;
-  Civil c = ToCivil(local_seconds);
-  std::tm tm{};
-  tm.tm_year = c.year - 1900;
-  tm.tm_mon = int(c.month) - 1;
-  tm.tm_mday = int(c.day);
-  tm.tm_hour = int(c.hour);
-  tm.tm_min = int(c.minute);
-  tm.tm_sec = int(c.second);
-  tm.tm_isdst = -1;
-  std::time_t t = std::mktime(&tm);
-  if (t == std::time_t(-1)) return Status::InvalidArgument("cannot read local time " + std::string(text));
-  return int64_t(t) * kNanosPerSecond + nanos;
+  // Local time of this machine, by its C library's time zone rules.
+  return LocalToUtc(parsed->utc);
 }
 
 std::string FormatEpochSeconds(UnixNanos t) {

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <optional>
+#include <string>
+
 namespace kwatt {
 namespace {
 
@@ -67,13 +73,98 @@ TEST(ParseKwollectTimeParameter, EpochAndLocalTimes) {
   EXPECT_FALSE(ParseKwollectTimeParameter("soon").ok());
 }
 
-TEST(ParisLocalToUtc, AmbiguousAndGapHours) {
-  // 2025-10-26 02:30 happens twice: the first (summer time, 00:30 UTC) is taken.
+TEST(ParisLocalToUtc, RefusesAmbiguousAndGapHoursNamingBothReadings) {
+  // 2025-10-26 02:30 happens twice (summer then winter time): refused, both readings named.
   auto local = ParseIsoTimestamp("2025-10-26T02:30:00")->utc;
-  EXPECT_EQ(FormatParisTimestamp(ParisLocalToUtc(local)), "2025-10-26T02:30:00+02:00");
-  // 2025-03-30 02:30 does not exist: read with the winter offset -> 03:30 summer time.
+  Result<UnixNanos> autumn = ParisLocalToUtc(local);
+  ASSERT_FALSE(autumn.ok());
+  EXPECT_EQ(autumn.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(autumn.status().message(),
+            "2025-10-26T02:30:00 is ambiguous in Europe/Paris (that hour happens twice): "
+            "2025-10-26T02:30:00+02:00 or 2025-10-26T02:30:00+01:00; give the offset");
+  // 2025-03-30 02:30 does not exist (02:00 -> 03:00): refused, not moved.
   local = ParseIsoTimestamp("2025-03-30T02:30:00")->utc;
-  EXPECT_EQ(FormatParisTimestamp(ParisLocalToUtc(local)), "2025-03-30T03:30:00+02:00");
+  Result<UnixNanos> spring = ParisLocalToUtc(local);
+  ASSERT_FALSE(spring.ok());
+  EXPECT_EQ(spring.status().message(),
+            "2025-03-30T02:30:00 does not exist in Europe/Paris (the clocks skip that hour): "
+            "2025-03-30T02:30:00+02:00 or 2025-03-30T02:30:00+01:00; give the offset");
+  // Just outside those hours: one reading.
+  EXPECT_EQ(FormatParisTimestamp(*ParisLocalToUtc(ParseIsoTimestamp("2025-10-26T03:00:00")->utc)),
+            "2025-10-26T03:00:00+01:00");
+  EXPECT_EQ(FormatParisTimestamp(*ParisLocalToUtc(ParseIsoTimestamp("2025-10-26T01:59:59")->utc)),
+            "2025-10-26T01:59:59+02:00");
+  EXPECT_EQ(FormatParisTimestamp(*ParisLocalToUtc(ParseIsoTimestamp("2025-03-30T03:00:00")->utc)),
+            "2025-03-30T03:00:00+02:00");
+  // The API parameter without offset follows the same rule.
+  EXPECT_FALSE(ParseKwollectTimeParameter("2025-10-26T02:30").ok());
+}
+
+// ParseUserTime reads local time with the machine's zone (TZ), by the same rule as Paris.
+class LocalZone : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tz = std::getenv("TZ");
+    saved_ = tz ? std::optional<std::string>(tz) : std::nullopt;
+    setenv("TZ", "Europe/Paris", 1);
+    tzset();
+  }
+  void TearDown() override {
+    if (saved_) {
+      setenv("TZ", saved_->c_str(), 1);
+    } else {
+      unsetenv("TZ");
+    }
+    tzset();
+  }
+  std::optional<std::string> saved_;
+};
+
+TEST_F(LocalZone, UserTimeRefusesAmbiguousAndMissingLocalTimes) {
+  Result<UnixNanos> autumn = ParseUserTime("2025-10-26T02:30", 0);
+  ASSERT_FALSE(autumn.ok());
+  EXPECT_EQ(autumn.status().message(),
+            "2025-10-26T02:30:00 is ambiguous in Europe/Paris (that hour happens twice): "
+            "2025-10-26T02:30:00+02:00 or 2025-10-26T02:30:00+01:00; give the offset");
+  Result<UnixNanos> spring = ParseUserTime("2025-03-30T02:30", 0);
+  ASSERT_FALSE(spring.ok());
+  EXPECT_NE(spring.status().message().find("does not exist in Europe/Paris"), std::string::npos);
+  // With the offset given, or outside those hours, it is read.
+  EXPECT_EQ(*ParseUserTime("2025-10-26T02:30+01:00", 0), *ParseUserTime("2025-10-26T01:30Z", 0));
+  EXPECT_EQ(*ParseUserTime("2025-04-18T18:55:33", 0), At(1744995333));
+  EXPECT_EQ(*LocalToUtc(ParseIsoTimestamp("2025-01-10T12:00")->utc), At(1736506800));
+}
+
+TEST(TimeRange, RefusesTimesOutsideInt64Nanoseconds) {
+  const std::string expected = " is outside the times kwatt handles (1677-09-21 .. 2262-04-11)";
+  for (const char* text : {"3000-01-01T00:00:00Z", "1600-01-01T00:00:00Z", "2262-04-12T00:00:00Z",
+                           "1677-09-20T00:00:00+00:00"}) {
+    Result<ParsedTime> parsed = ParseIsoTimestamp(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_EQ(parsed.status().message(), text + expected);
+    Result<UnixNanos> user = ParseUserTime(text, 0);
+    ASSERT_FALSE(user.ok()) << text;
+    EXPECT_EQ(user.status().message(), text + expected);
+  }
+  // Without an offset (Paris, or local time) too.
+  EXPECT_FALSE(ParseKwollectTimeParameter("3000-01-01T00:00").ok());
+  EXPECT_FALSE(ParseUserTime("3000-01-01T00:00", 0).ok());
+  // Epoch seconds.
+  for (const char* text : {"20000000000", "-20000000000", "9223372037", "9223372036.9"}) {
+    Result<UnixNanos> t = ParseKwollectTimeParameter(text);
+    ASSERT_FALSE(t.ok()) << text;
+    EXPECT_EQ(t.status().message(), text + expected);
+    EXPECT_FALSE(ParseUserTime(text, 0).ok()) << text;
+  }
+  // The edges themselves are read.
+  EXPECT_EQ(*ParseKwollectTimeParameter("9223372036"), At(9223372036));
+  EXPECT_EQ(ParseIsoTimestamp("2262-04-11T23:47:16Z")->utc, At(9223372036));
+  EXPECT_EQ(ParseIsoTimestamp("1677-09-21T00:12:44Z")->utc, At(-9223372036));
+  // From a JSON number.
+  EXPECT_EQ(*EpochSecondsToNanos(1744995333.754307, "x"), At(1744995333, 754307000));
+  for (double bad : {1e30, -1e30, 1e10, double(NAN)}) {
+    EXPECT_FALSE(EpochSecondsToNanos(bad, "t").ok()) << bad;
+  }
 }
 
 TEST(FormatEpochSeconds, SixDecimals) {

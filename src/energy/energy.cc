@@ -11,9 +11,9 @@ void Figures::Add(const Figures& other) {
   seconds = std::max(seconds, other.seconds);
   joules += other.joules;
   gap_joules += other.gap_joules;
-  // Coverage of a sum: the least covered part bounds it. (Callers start a sum from a copy of its
-  // first term, so this is only ever combining real figures.)
-  covered_seconds = std::min(covered_seconds, other.covered_seconds);
+  // Coverage of a sum: covered node-time over node-time.
+  covered_seconds += other.covered_seconds;
+  node_seconds += other.node_seconds;
   gaps += other.gaps;
   peak_watts += other.peak_watts;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
@@ -26,6 +26,7 @@ void Figures::Extend(const Figures& later) {
   joules += later.joules;
   gap_joules += later.gap_joules;
   covered_seconds += later.covered_seconds;
+  node_seconds += later.node_seconds;
   gaps += later.gaps;
   peak_watts = std::max(peak_watts, later.peak_watts);
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
@@ -128,11 +129,13 @@ int64_t MedianInterval(const Series& s) {
 
 // Integrates one series over [a, b]: trapezoids on the real timestamps, interpolated at a and b;
 // an interval between samples longer than `gap` is a gap (its interpolated energy is kept apart);
-// before the first and after the last sample the first/last value is held, which counts as
-// measured for up to one period and as a gap beyond.
+// before the first and after the last sample the first/last value is held for up to one period
+// (measured); beyond that the time is uncovered and nothing is estimated (a gap with no sample on
+// its other side: holding the value across it would be extrapolating).
 Figures Integrate(const Series& s, UnixNanos a, UnixNanos b, int64_t period, double gap_factor) {
   Figures f;
   f.seconds = Seconds(b - a);
+  f.node_seconds = f.seconds;
   if (s.time.empty() || b <= a) {
     f.gaps = b > a ? 1 : 0;
     return f;
@@ -151,26 +154,24 @@ Figures Integrate(const Series& s, UnixNanos a, UnixNanos b, int64_t period, dou
   size_t first = size_t(std::lower_bound(s.time.begin(), s.time.end(), a) - s.time.begin());
   size_t begin = first > 0 ? first - 1 : 0;  // the sample before a, for interpolation
   double seconds = 0;
-  // Before the first sample.
+  // Before the first sample: held for one period, then nothing.
   if (s.time[0] > a) {
     UnixNanos edge = std::min(s.time[0], b);
-    double joules = s.value[0] * Seconds(edge - a);
-    if (edge - a <= period) {
-      account(joules, Seconds(edge - a), false);
-    } else {
-      account(joules, Seconds(edge - a), true);
-    }
+    UnixNanos held = std::max(a, s.time[0] - period);
+    if (edge > held) account(s.value[0] * Seconds(edge - held), Seconds(edge - held), false);
+    if (held > a) account(0, Seconds(held - a), true);
   }
   for (size_t i = begin; i + 1 < s.time.size() && s.time[i] < b; ++i) {
     double joules = SegmentJoules(s.time[i], s.value[i], s.time[i + 1], s.value[i + 1], a, b,
                                   &seconds);
     account(joules, seconds, s.time[i + 1] - s.time[i] > gap);
   }
-  // After the last sample.
+  // After the last sample: the same.
   if (s.time.back() < b) {
     UnixNanos edge = std::max(s.time.back(), a);
-    double joules = s.value.back() * Seconds(b - edge);
-    account(joules, Seconds(b - edge), b - edge > period);
+    UnixNanos held = std::min(b, s.time.back() + period);
+    if (held > edge) account(s.value.back() * Seconds(held - edge), Seconds(held - edge), false);
+    if (b > held) account(0, Seconds(b - held), true);
   }
   for (size_t i = first; i < s.time.size() && s.time[i] <= b; ++i) {
     f.peak_watts = std::max(f.peak_watts, s.value[i]);
@@ -209,7 +210,12 @@ Figures SumOverSeries(const std::map<std::string, Series>& all, UnixNanos a, Uni
       sum = f;
       first = false;
     } else {
-      sum.Add(f);
+      // Series of one node (PDU outlets, PSUs): the node is covered where all of them are.
+      sum.joules += f.joules;
+      sum.gap_joules += f.gap_joules;
+      sum.covered_seconds = std::min(sum.covered_seconds, f.covered_seconds);
+      sum.gaps += f.gaps;
+      sum.peak_watts += f.peak_watts;
     }
   }
   if (period_out) *period_out = period;
@@ -232,26 +238,170 @@ std::string Percent(double fraction) {
 
 }  // namespace
 
-Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, UnixNanos end,
-                                   const EnergyOptions& options,
-                                   const std::map<std::string, std::vector<std::string>>&
-                                       catalogue_metrics) {
-  if (end <= start) return Status::InvalidArgument("the energy window is empty");
+std::vector<Role> MergeRoles(const std::vector<Role>& roles) {
+  std::vector<Role> merged;
+  for (const Role& role : roles) {
+    auto it = std::find_if(merged.begin(), merged.end(),
+                           [&](const Role& r) { return r.name == role.name; });
+    if (it == merged.end()) {
+      merged.push_back(Role{role.name, {}});
+      it = merged.end() - 1;
+    }
+    for (const std::string& node : role.nodes) {
+      if (std::find(it->nodes.begin(), it->nodes.end(), node) == it->nodes.end()) {
+        it->nodes.push_back(node);
+      }
+    }
+  }
+  return merged;
+}
+
+namespace {
+
+std::string Span(UnixNanos a, UnixNanos b) {
+  return FormatParisTimestamp(a) + " .. " + FormatParisTimestamp(b);
+}
+
+// Where the power data is: from one period before the first sample to one period after the last,
+// over every node and power metric in `metrics`. False when there is none.
+bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metrics, UnixNanos* lo,
+              UnixNanos* hi) {
+  bool any = false;
+  for (const auto& [node, by_metric] : data.store()) {
+    for (const std::string& metric : metrics) {
+      auto it = by_metric.find(metric);
+      if (it == by_metric.end()) continue;
+      for (const auto& [labels, series] : it->second) {
+        if (series.time.empty()) continue;
+        int64_t period = MedianInterval(series);
+        UnixNanos first = series.time.front() - period, last = series.time.back() + period;
+        *lo = any ? std::min(*lo, first) : first;
+        *hi = any ? std::max(*hi, last) : last;
+        any = true;
+      }
+    }
+  }
+  return any;
+}
+
+// A phase's intervals: clipped to [lo, hi], their union (sorted, disjoint).
+struct PhasePlan {
+  std::vector<std::string> names;
+  std::vector<Interval> intervals;  // disjoint within a phase, each with its phase's name
+  std::vector<size_t> phase_of;     // per interval: index in names
+};
+
+Result<PhasePlan> PlanPhases(const std::vector<Interval>& phases, bool clip, UnixNanos lo,
+                             UnixNanos hi, std::vector<std::string>* notes) {
+  PhasePlan plan;
+  std::vector<std::vector<std::pair<UnixNanos, UnixNanos>>> by_name;
+  for (const Interval& phase : phases) {
+    auto it = std::find(plan.names.begin(), plan.names.end(), phase.name);
+    size_t index = size_t(it - plan.names.begin());
+    if (it == plan.names.end()) {
+      plan.names.push_back(phase.name);
+      by_name.emplace_back();
+    }
+    UnixNanos a = phase.start, b = phase.end;
+    if (clip) {
+      a = std::max(a, lo);
+      b = std::min(b, hi);
+      if (b <= a) {
+        notes->push_back("phase " + phase.name + ": " + Span(phase.start, phase.end) +
+                         " left out: no power data then (the data covers " + Span(lo, hi) + ")");
+        continue;
+      }
+      if (a != phase.start || b != phase.end) {
+        notes->push_back("phase " + phase.name + " clipped to " + Span(a, b) + " (asked " +
+                         Span(phase.start, phase.end) + "): no power data outside it");
+      }
+    }
+    by_name[index].emplace_back(a, b);
+  }
+  for (size_t p = 0; p < plan.names.size(); ++p) {
+    auto& list = by_name[p];
+    if (list.empty()) {
+      return Status::InvalidArgument("phase " + plan.names[p] +
+                                     " has no power data: it is outside the data's window " +
+                                     Span(lo, hi) + "; give a phase within it");
+    }
+    std::sort(list.begin(), list.end());
+    std::vector<std::pair<UnixNanos, UnixNanos>> merged;
+    bool overlapped = false;
+    for (const auto& [a, b] : list) {
+      if (!merged.empty() && a < merged.back().second) {
+        overlapped = true;
+        merged.back().second = std::max(merged.back().second, b);
+      } else {
+        merged.emplace_back(a, b);
+      }
+    }
+    if (overlapped) {
+      notes->push_back("phase " + plan.names[p] +
+                       ": overlapping intervals merged (each instant counted once)");
+    }
+    for (const auto& [a, b] : merged) {
+      plan.intervals.push_back(Interval{plan.names[p], a, b});
+      plan.phase_of.push_back(p);
+    }
+  }
+  return plan;
+}
+
+// The figures of a node without power data over an interval: its time, uncovered.
+Figures Uncovered(UnixNanos a, UnixNanos b) {
+  Figures f;
+  f.seconds = f.node_seconds = Seconds(b - a);
+  return f;
+}
+
+std::string JoinedPowerMetrics() {
+  std::string text;
+  for (const std::string& m : PowerMetrics()) text += (text.empty() ? "" : ", ") + m;
+  return text;
+}
+
+}  // namespace
+
+Result<EnergyReport> ComputeEnergy(
+    const PowerCollector& data, UnixNanos requested_start, UnixNanos requested_end,
+    const EnergyOptions& options,
+    const std::map<std::string, std::vector<std::string>>& catalogue_metrics) {
+  if (requested_end <= requested_start) {
+    return Status::InvalidArgument("the energy window is empty");
+  }
   for (const Interval& phase : options.phases) {
     if (phase.end <= phase.start) {
       return Status::InvalidArgument("phase " + phase.name + " ends before it starts");
     }
   }
   EnergyReport report;
+  report.requested_start = requested_start;
+  report.requested_end = requested_end;
+  const std::vector<std::string> order =
+      options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
+  // The window clipped to the data's: nothing is extrapolated past the data.
+  UnixNanos lo = 0, hi = 0;
+  bool any_data = DataSpan(data, order, &lo, &hi);
+  UnixNanos start = requested_start, end = requested_end;
+  if (any_data) {
+    start = std::max(start, lo);
+    end = std::min(end, hi);
+    if (end <= start) {
+      return Status::InvalidArgument("no power data in the window " +
+                                     Span(requested_start, requested_end));
+    }
+    if (start != requested_start || end != requested_end) {
+      report.notes.push_back("window clipped to " + Span(start, end) + " (asked " +
+                             Span(requested_start, requested_end) + "): no power data outside it");
+    }
+  }
   report.start = start;
   report.end = end;
-  // Intervals with the same name are one phase (a phase marked several times).
-  std::vector<size_t> phase_of;
-  for (const Interval& phase : options.phases) {
-    auto it = std::find(report.phase_names.begin(), report.phase_names.end(), phase.name);
-    phase_of.push_back(size_t(it - report.phase_names.begin()));
-    if (it == report.phase_names.end()) report.phase_names.push_back(phase.name);
-  }
+  Result<PhasePlan> planned = PlanPhases(options.phases, any_data, start, end, &report.notes);
+  if (!planned.ok()) return planned.status();
+  const PhasePlan& plan = *planned;
+  report.phase_names = plan.names;
   const size_t phase_count = report.phase_names.size();
   int baseline_index = -1;
   if (!options.baseline_phase.empty()) {
@@ -263,22 +413,28 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
     }
     baseline_index = int(it - report.phase_names.begin());
   }
-  report.phase_totals.assign(phase_count, Figures{});
-  for (size_t p = 0; p < options.phases.size(); ++p) {
-    report.phase_totals[phase_of[p]].seconds +=
-        Seconds(options.phases[p].end - options.phases[p].start);
+  // The figures of a node without power data, per phase: its time, uncovered.
+  std::vector<Figures> uncovered_phases(phase_count);
+  {
+    std::vector<bool> seen(phase_count, false);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      Figures f = Uncovered(plan.intervals[p].start, plan.intervals[p].end);
+      size_t k = plan.phase_of[p];
+      if (!seen[k]) {
+        uncovered_phases[k] = f;
+        seen[k] = true;
+      } else {
+        uncovered_phases[k].Extend(f);
+      }
+    }
   }
-  report.total.seconds = Seconds(end - start);
   bool any_total = false;
-  std::vector<bool> any_phase(phase_count, false);
 
   for (const std::string& node : data.nodes()) {
     NodeEnergy result;
     result.node = node;
     result.phases.resize(phase_count);
     auto node_data = data.store().find(node);
-    std::vector<std::string> order =
-        options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
     std::vector<Candidate> candidates;
     std::string notes;
     auto catalogue = catalogue_metrics.find(node);
@@ -315,14 +471,23 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
       notes += "the best coverage is kept; ";
     }
     if (!chosen) {
-      result.reason = "no power metric: " +
-                      (notes.empty() ? std::string("no row of ") +
-                                           (options.metric.empty() ? "wattmetre_power_watt, "
-                                                                     "pdu_outlet_power_watt, "
-                                                                     "bmc_node_power_watt"
-                                                                   : options.metric) +
-                                           " for this node in the window"
-                                     : notes.substr(0, notes.size() - 2));
+      result.reason =
+          "no power metric: " +
+          (notes.empty()
+               ? "no row of " + (options.metric.empty() ? JoinedPowerMetrics() : options.metric) +
+                     " for this node in the window"
+               : notes.substr(0, notes.size() - 2));
+      result.window = Uncovered(start, end);
+      result.phases = uncovered_phases;
+      report.nodes_without_power.push_back(node);
+      if (!any_total) {
+        report.total = result.window;
+        report.phase_totals = result.phases;
+        any_total = true;
+      } else {
+        report.total.Add(result.window);
+        for (size_t p = 0; p < phase_count; ++p) report.phase_totals[p].Add(result.phases[p]);
+      }
       report.nodes.push_back(result);
       continue;
     }
@@ -330,12 +495,13 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
     result.period_s = Seconds(chosen->period);
     result.series = int(chosen->series->size());
     result.coarse = chosen->metric.rfind("bmc_", 0) == 0;
-    result.reason = Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
+    result.reason =
+        Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
     result.window = chosen->window;
-    std::vector<Figures> intervals(options.phases.size());
-    for (size_t p = 0; p < options.phases.size(); ++p) {
-      intervals[p] = SumOverSeries(*chosen->series, options.phases[p].start,
-                                   options.phases[p].end, options.gap_factor, nullptr);
+    std::vector<Figures> intervals(plan.intervals.size());
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      intervals[p] = SumOverSeries(*chosen->series, plan.intervals[p].start, plan.intervals[p].end,
+                                   options.gap_factor, nullptr);
     }
     // Cross-check with an energy counter.
     if (node_data != data.store().end()) {
@@ -352,18 +518,18 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
           return total;
         };
         result.window.counter_joules = increase(start, end);
-        for (size_t p = 0; p < options.phases.size(); ++p) {
-          intervals[p].counter_joules = increase(options.phases[p].start, options.phases[p].end);
+        for (size_t p = 0; p < plan.intervals.size(); ++p) {
+          intervals[p].counter_joules = increase(plan.intervals[p].start, plan.intervals[p].end);
         }
         break;
       }
     }
     std::vector<bool> seen(phase_count, false);
-    for (size_t p = 0; p < options.phases.size(); ++p) {
-      Figures& phase = result.phases[phase_of[p]];
-      if (!seen[phase_of[p]]) {
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      Figures& phase = result.phases[plan.phase_of[p]];
+      if (!seen[plan.phase_of[p]]) {
         phase = intervals[p];
-        seen[phase_of[p]] = true;
+        seen[plan.phase_of[p]] = true;
       } else {
         phase.Extend(intervals[p]);
       }
@@ -375,23 +541,38 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
     }
     if (!any_total) {
       report.total = result.window;
+      report.phase_totals = result.phases;
       any_total = true;
     } else {
       report.total.Add(result.window);
-    }
-    for (size_t p = 0; p < phase_count; ++p) {
-      if (!any_phase[p]) {
-        report.phase_totals[p] = result.phases[p];
-        any_phase[p] = true;
-      } else {
-        report.phase_totals[p].Add(result.phases[p]);
-      }
+      for (size_t p = 0; p < phase_count; ++p) report.phase_totals[p].Add(result.phases[p]);
     }
     report.nodes.push_back(result);
   }
-  for (const Role& role : options.roles) {
-    Figures sum;
-    std::vector<Figures> phases(phase_count);
+  if (!any_total) {
+    report.total = Uncovered(start, end);
+    report.total.node_seconds = 0;
+    report.phase_totals = uncovered_phases;
+    for (Figures& f : report.phase_totals) f.node_seconds = 0;
+  }
+  if (!report.nodes_without_power.empty()) {
+    std::string names;
+    for (const std::string& n : report.nodes_without_power)
+      names += (names.empty() ? "" : ", ") + n;
+    report.notes.push_back("total: partial, no power data for " + names +
+                           " (their time counts as uncovered)");
+  }
+  std::vector<Role> roles = MergeRoles(options.roles);
+  if (roles.size() < options.roles.size()) {
+    report.notes.push_back(
+        "roles given more than once under one name are merged (their nodes' "
+        "union, each node once)");
+  }
+  for (const Role& role : roles) {
+    Figures sum = Uncovered(start, end);
+    sum.node_seconds = 0;
+    std::vector<Figures> phases = uncovered_phases;
+    for (Figures& f : phases) f.node_seconds = 0;
     bool any = false;
     for (const std::string& member : role.nodes) {
       auto it = std::find_if(report.nodes.begin(), report.nodes.end(),
@@ -400,7 +581,6 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
         return Status::InvalidArgument("role " + role.name + ": " + member +
                                        " is not one of the nodes measured");
       }
-      if (it->metric.empty()) continue;
       if (!any) {
         sum = it->window;
         phases = it->phases;
@@ -410,7 +590,6 @@ Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, 
         for (size_t p = 0; p < phases.size(); ++p) phases[p].Add(it->phases[p]);
       }
     }
-    if (!any) sum.seconds = Seconds(end - start);
     report.roles.emplace_back(role, sum);
     report.role_phases.push_back(phases);
   }

@@ -41,6 +41,10 @@ std::string EnergyReportJson(const EnergyReport& r) {
   ordered_json out;
   out["start"] = FormatParisTimestamp(r.start);
   out["end"] = FormatParisTimestamp(r.end);
+  out["requested_start"] = FormatParisTimestamp(r.requested_start);
+  out["requested_end"] = FormatParisTimestamp(r.requested_end);
+  out["notes"] = r.notes;
+  out["nodes_without_power"] = r.nodes_without_power;
   out["phases"] = r.phase_names;
   ordered_json nodes = ordered_json::array();
   for (const NodeEnergy& n : r.nodes) {

@@ -147,9 +147,11 @@ Result<std::vector<std::vector<NodeStats>>> StatsSink::Results(
     const std::vector<Role>& roles) const {
   if (!stats_) return Status::InvalidArgument("StatsSink::Results before any rows were fed");
   std::vector<std::vector<NodeStats>> results = stats_->Results();
+  // Roles with one name are one role (their union), as in energy: one entry each.
+  const std::vector<Role> merged_roles = MergeRoles(roles);
   for (std::vector<NodeStats>& interval : results) {
     size_t node_count = interval.size();
-    for (const Role& role : roles) {
+    for (const Role& role : merged_roles) {
       std::vector<const NodeStats*> members;
       for (const std::string& member : role.nodes) {
         auto end = interval.begin() + ptrdiff_t(node_count);

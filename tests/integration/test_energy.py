@@ -205,3 +205,126 @@ def test_the_same_figures_from_an_archive_and_a_live_query(setup, tmp_path):
     both = subprocess.run([KWATT, "energy", str(archive), "--job", "lyon:7001"],
                           capture_output=True, timeout=60)
     assert both.returncode == 2 and b"not both" in both.stderr
+
+
+# ---- issue 10: no energy for times without data; partial totals; unions ----------------------
+
+def test_archive_asked_for_a_wider_window_is_clipped_not_extrapolated(setup, tmp_path):
+    server, _ = setup
+    archive = tmp_path / "archive"
+    backup = subprocess.run([KWATT, "backup", "--api", server.url, "--nodes", "nova-1.lyon",
+                             "--start", str(T0), "--end", str(T0 + 600), "-q", "-o",
+                             str(archive)], capture_output=True, timeout=300)
+    assert backup.returncode == 0, backup.stderr
+    inside = subprocess.run([KWATT, "energy", str(archive), "--json"], capture_output=True,
+                            timeout=120)
+    assert inside.returncode == 0, inside.stderr
+    wide = subprocess.run([KWATT, "energy", str(archive), "--json", "--start", str(T0 - 600),
+                           "--end", str(T0 + 1200)], capture_output=True, timeout=120)
+    assert wide.returncode == 0, wide.stderr
+    inside, wide = json.loads(inside.stdout), json.loads(wide.stdout)
+    # Was three times the archive's energy (the first and last values held over 20 minutes).
+    # Now the data's window: the archive's 600 s and one 1 s period held either side.
+    assert wide["total"]["seconds"] == pytest.approx(602, abs=0.01)
+    assert wide["total"]["joules"] == pytest.approx(inside["total"]["joules"], rel=0.005)
+    assert any(n.startswith("window clipped to") for n in wide["notes"])
+    table = subprocess.run([KWATT, "energy", str(archive), "-q", "--start", str(T0 - 600),
+                            "--end", str(T0 + 1200)], capture_output=True, text=True, timeout=120)
+    assert "window clipped to" in table.stdout
+    # A phase with no data at all: refused, not a number with exit 0.
+    outside = subprocess.run([KWATT, "energy", str(archive), "--json", "--phase",
+                              f"later={T0 + 900}..{T0 + 1000}"], capture_output=True, timeout=120)
+    assert outside.returncode == 2, outside.stdout
+    assert b"phase later has no power data" in outside.stderr
+    # A phase partly outside: clipped, and said so.
+    partly = subprocess.run([KWATT, "energy", str(archive), "--json", "--phase",
+                             f"end={T0 + 500}..{T0 + 1000}"], capture_output=True, timeout=120)
+    assert partly.returncode == 0, partly.stderr
+    report = json.loads(partly.stdout)
+    assert report["phase_totals"]["end"]["seconds"] == pytest.approx(100, abs=2)
+    assert any(n.startswith("phase end clipped to") for n in report["notes"])
+
+
+def test_job_still_running_is_clipped_to_the_data_not_the_clients_clock(tmp_path):
+    # The simulated clock is at T0 + 600 s; the job runs on (no stopped_at), so its window ends
+    # at the client's clock, months later: was 14 GJ at 0 % coverage, exit 0.
+    jobs = {"jobs": [{"site": "lyon", "uid": 7100, "nodes": ["nova-1"], "started_at": T0,
+                      "walltime": 86400 * 365}]}
+    server = start_server("--now", T0 + 600, jobs=jobs, tmp_path=tmp_path)
+    try:
+        report, result = energy(server, "--job", "lyon:7100")
+    finally:
+        server.stop()
+    node = node_of(report, "nova-1.lyon.grid5000.fr")
+    assert node["window"]["seconds"] == pytest.approx(600, abs=60)
+    assert node["window"]["coverage"] == pytest.approx(1, abs=0.01)
+    assert node["window"]["joules"] < 600 * 1000  # a node draws < 1 kW
+    assert any(n.startswith("window clipped to") for n in report["notes"])
+
+
+def test_total_over_a_node_without_power_is_partial(setup):
+    server, _ = setup
+    report, result = energy(server, "--nodes", "nova-1.lyon,taurus-3.lyon", "--start", T0,
+                            "--end", T0 + 600, "--metric", "bmc_node_power_watt", check=False)
+    assert result.returncode == 1
+    assert report["total"]["coverage"] == pytest.approx(0.5, abs=0.01)  # was 100 %
+    assert report["nodes_without_power"] == ["nova-1.lyon.grid5000.fr"]
+    table = subprocess.run([KWATT, "energy", "--api", server.url, "--nodes",
+                            "nova-1.lyon,taurus-3.lyon", "--start", str(T0), "--end",
+                            str(T0 + 600), "--metric", "bmc_node_power_watt", "-q"],
+                           capture_output=True, text=True, timeout=120)
+    assert "total: partial, no power data for nova-1.lyon.grid5000.fr" in table.stdout
+
+
+def test_roles_with_one_name_and_overlapping_phase_intervals_are_unions(setup):
+    server, _ = setup
+    report, _ = energy(server, "--nodes", "nova-1.lyon,nova-5.lyon", "--start", T0, "--end",
+                       T0 + 300, "--role", "r=nova-1.lyon", "--role", "r=nova-5.lyon,nova-1.lyon",
+                       "--phase", f"p={T0}..{T0 + 200}", "--phase", f"p={T0 + 100}..{T0 + 300}")
+    nodes = [node_of(report, f"nova-{i}.lyon.grid5000.fr") for i in (1, 5)]
+    # Both roles were kept as one entry, the last only (nova-5 and nova-1 summed, but the
+    # first definition lost); now one role, the union, each node once.
+    assert list(report["roles"]) == ["r"]
+    assert report["roles"]["r"]["joules"] == pytest.approx(
+        sum(n["window"]["joules"] for n in nodes))
+    # The phase covers 0 .. 300 s once: its energy is the window's, not 100 s more.
+    for n in nodes:
+        assert n["phases"]["p"]["seconds"] == pytest.approx(300)
+        assert n["phases"]["p"]["joules"] == pytest.approx(n["window"]["joules"], rel=1e-9)
+    assert any("overlapping intervals merged" in n for n in report["notes"])
+
+
+@pytest.mark.parametrize("command", ["serve", "simulate"])
+def test_jobs_file_field_of_the_wrong_type_is_named(tmp_path, command):
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"jobs": [
+        {"site": "lyon", "uid": 1, "nodes": ["nova-1"], "started_at": T0},
+        {"site": "lyon", "uid": 2, "nodes": ["nova-2"], "started_at": T0, "user": 3}]}))
+    if command == "serve":
+        args = ["serve", "--simulate", "--port", "0", "--jobs", str(jobs)]
+    else:
+        args = ["simulate", "energy", "--node", "nova-1.lyon", "--start", str(T0), "--end",
+                str(T0 + 10), "--jobs", str(jobs)]
+    result = subprocess.run([KWATT, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, (result.returncode, result.stderr)  # was 134 (abort)
+    assert f"jobs file {jobs}: jobs[1].user should be a string, not a number" in result.stderr
+
+
+def test_stats_keeps_every_interval_of_a_phase_and_merges_roles_with_one_name(setup):
+    server, _ = setup
+    result = subprocess.run([KWATT, "stats", "--api", server.url, "--json", "--nodes",
+                             "nova-1.lyon,nova-5.lyon", "--start", str(T0), "--end",
+                             str(T0 + 600), "--metrics", "wattmetre_power_watt",
+                             "--phase", f"idle={T0}..{T0 + 100}",
+                             "--phase", f"idle={T0 + 200}..{T0 + 250}",
+                             "--role", "r=nova-1.lyon", "--role", "r=nova-5.lyon"],
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(result.stdout)
+    assert list(stats) == ["window", "idle", "idle (2)"]  # the second was written over the first
+    power = "wattmetre_power_watt"
+    assert stats["idle"]["nova-1.lyon.grid5000.fr"]["metrics"][power]["count"] == 101
+    assert stats["idle (2)"]["nova-1.lyon.grid5000.fr"]["metrics"][power]["count"] == 51
+    role = stats["window"]["role r"]["metrics"][power]["count"]
+    assert role == sum(stats["window"][f"nova-{i}.lyon.grid5000.fr"]["metrics"][power]["count"]
+                       for i in (1, 5))

@@ -58,19 +58,36 @@ struct ParsedTime {
 };
 Result<ParsedTime> ParseIsoTimestamp(std::string_view text);
 
-// Europe/Paris wall-clock time (given as nanoseconds as if it were UTC) to the instant. In the
-// autumn hour that happens twice, the first (summer time) is taken; a spring-gap time is read with
-// the winter offset, as PostgreSQL does.
-UnixNanos ParisLocalToUtc(UnixNanos local_as_utc);
+// The instants kwatt handles are those of UnixNanos: 1677-09-21T00:12:43.145224192Z ..
+// 2262-04-11T23:47:16.854775807Z. Every parser below range-checks what it reads and refuses a
+// time outside with OutOfRange(text): "TEXT is outside the times kwatt handles (1677-09-21 ..
+// 2262-04-11)" (InvalidArgument).
+Status OutOfRange(std::string_view text);
+
+// Epoch seconds (a JSON number, say) to the instant, rounded to the microsecond; OutOfRange(text)
+// when outside the range above (or NaN).
+Result<UnixNanos> EpochSecondsToNanos(double seconds, std::string_view text);
+
+// Europe/Paris wall-clock time (given as nanoseconds as if it were UTC) to the instant. A time
+// that does not exist (in the spring gap) or happens twice (the autumn hour) is refused
+// (InvalidArgument naming both readings: "2025-10-26T02:30:00 is ambiguous in Europe/Paris (that
+// hour happens twice): 2025-10-26T02:30:00+02:00 or 2025-10-26T02:30:00+01:00; give the offset").
+Result<UnixNanos> ParisLocalToUtc(UnixNanos local_as_utc);
+
+// The same in the machine's local time zone (TZ, else /etc/localtime), by the same rule: the one
+// algorithm both the CLI and the Python package (naive datetimes) read local times with.
+Result<UnixNanos> LocalToUtc(UnixNanos local_as_utc);
 
 // A start_time/end_time parameter of the metrics API: a decimal number is epoch seconds (rounded
 // to the microsecond, as PostgreSQL's to_timestamp does); anything else is an ISO timestamp, read
-// in Europe/Paris time when it has no offset.
+// in Europe/Paris time when it has no offset (ParisLocalToUtc: refused in the spring gap and the
+// autumn hour, where PostgreSQL would pick one reading).
 Result<UnixNanos> ParseKwollectTimeParameter(std::string_view text);
 
 // A time as a user writes it on the command line: "now", epoch seconds ("1745000000.5"), an ISO
 // 8601 timestamp with an offset, or one without, read in the machine's local time zone (the TZ
-// environment variable, else /etc/localtime), like date(1) does.
+// environment variable, else /etc/localtime), like date(1) does, except that a local time that
+// does not exist or is ambiguous there is refused (LocalToUtc).
 Result<UnixNanos> ParseUserTime(std::string_view text, UnixNanos now);
 
 // Epoch seconds with 6 decimals ("1745000133.754307"), how a client sends bounds.

@@ -65,29 +65,34 @@ struct Role {
 
 struct EnergyOptions {
   // Named intervals, reported separately (they may overlap); intervals with the same name are
-  // one phase (its figures add up; its mean power is over all of them).
+  // one phase: their union (an instant in two of them counts once), its mean power over all of
+  // it. Each is clipped to the data's window (see ComputeEnergy).
   std::vector<Interval> phases;
-  std::vector<Role> roles;       // named sets of nodes, reported as sums
+  // Named sets of nodes, reported as sums; roles given twice under one name are one role (the
+  // union of their nodes, each node once).
+  std::vector<Role> roles;
   std::string metric;            // use this power metric for every node; empty: choose
   double gap_factor = 3;         // a gap: no sample for more than this many sampling periods
   std::string baseline_phase;    // a phase whose mean power is the idle baseline; empty: none
 };
 
-// One energy figure over an interval.
+// One energy figure over an interval, for one node or summed over nodes.
 struct Figures {
   double seconds = 0;          // length of the interval
   double joules = 0;           // integrated where samples are close enough (outside gaps)
   double gap_joules = 0;       // estimated in gaps (linear between the samples around them)
-  double covered_seconds = 0;  // part of the interval outside gaps
+  double covered_seconds = 0;  // node-time outside gaps (summed over the nodes of a sum)
+  double node_seconds = 0;     // node-time: seconds x the nodes summed (nodes without power too)
   int gaps = 0;
   double peak_watts = 0;
   double counter_joules = NAN;  // increase of an energy counter over the interval, if any
   double baseline_joules = NAN;  // baseline power x seconds, when a baseline is set
 
-  double coverage() const { return seconds > 0 ? covered_seconds / seconds : 0; }
+  // Covered node-time / node-time: a sum over nodes one of which has no power data is partial.
+  double coverage() const { return node_seconds > 0 ? covered_seconds / node_seconds : 0; }
   double total_joules() const { return joules + gap_joules; }
   double mean_watts() const { return seconds > 0 ? total_joules() / seconds : 0; }
-  // Sums figures of the same interval (nodes of a role, a total).
+  // Sums figures of the same interval over nodes (nodes of a role, a total).
   void Add(const Figures& other);
   // Appends the figures of a later, disjoint interval (a phase marked several times).
   void Extend(const Figures& later);
@@ -102,19 +107,29 @@ struct NodeEnergy {
   bool coarse = false;         // BMC values: averaged, inaccurate
   std::string counter_metric;  // energy counter used for the cross-check, if any
   Figures window;              // over the whole window
-  std::vector<Figures> phases;  // per EnergyOptions::phases
+  std::vector<Figures> phases;  // per EnergyReport::phase_names
   double baseline_watts = NAN;
 };
 
 struct EnergyReport {
-  UnixNanos start = 0, end = 0;
+  UnixNanos start = 0, end = 0;  // the window reported: the one asked, clipped to the data's
+  UnixNanos requested_start = 0, requested_end = 0;  // the window asked (fetched)
   std::vector<std::string> phase_names;
   std::vector<NodeEnergy> nodes;                 // in the order given
   std::vector<std::pair<Role, Figures>> roles;   // window figures summed over the role's nodes
   std::vector<std::vector<Figures>> role_phases;  // [role][phase]
-  Figures total;                                  // nodes with a power metric
+  // Summed over every node: those without power data add their time, uncovered (coverage).
+  Figures total;
   std::vector<Figures> phase_totals;
+  std::vector<std::string> nodes_without_power;  // FQDNs
+  // What was changed from what was asked, for the reader: the window or a phase clipped to the
+  // data's window, overlapping intervals of a phase merged, roles given twice merged.
+  std::vector<std::string> notes;
 };
+
+// Roles with the same name merged into one (the union of their nodes, in order of first
+// appearance); a node listed twice in a role counts once.
+std::vector<Role> MergeRoles(const std::vector<Role>& roles);
 
 // Keeps the samples of power metrics and energy counters of the given nodes (rows of any other
 // metric or device are dropped), one series per (node, metric, labels).
@@ -145,6 +160,13 @@ class PowerCollector : public kwollect::RowSink {
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
 };
 
+// The energy of each node over [start, end) (the window fetched) and each phase.
+//
+// The data's window is where the power data is: from one sampling period before the first sample
+// to one period after the last, over every node and power metric. The window and each phase are
+// clipped to it (nothing is extrapolated past the data: a job still running, an archive asked for
+// a wider window), and the report says so in `notes`; a phase with no data at all is refused
+// (InvalidArgument). A node's own missing stretches at the edges are uncovered and not estimated.
 // `catalogue_metrics`: per node FQDN, the metric ids its catalogue offers (used to explain a
 // missing source); may be empty.
 Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, UnixNanos end,

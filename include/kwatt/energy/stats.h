@@ -76,7 +76,8 @@ class StatsSink : public kwollect::RowSink {
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // [interval][node] as StatsCollector::Results, each interval's nodes followed by one entry per
-  // role ("role NAME"). InvalidArgument when a role names a node that is not one of the nodes.
+  // role ("role NAME"; roles with one name merged, MergeRoles). InvalidArgument when a role names
+  // a node that is not one of the nodes.
   Result<std::vector<std::vector<NodeStats>>> Results(const std::vector<Role>& roles) const;
   // The window ("window"), then each phase.
   const std::vector<Interval>& intervals() const { return stats_->intervals(); }
