@@ -80,9 +80,10 @@ kwollect::FetchReport Resolved() {
 
 // Wattmeter rows of nova-1, one every 10 ms over [from, to): about 200 bytes each, so that frames
 // (closed at a minute boundary once they hold 1 MiB) get committed.
-void MakeRows(UnixNanos from, UnixNanos to, StringInterner* interner, RowBatch* batch) {
+void MakeRows(UnixNanos from, UnixNanos to, StringInterner* interner, RowBatch* batch,
+              UnixNanos step = 10'000'000) {
   std::string text;
-  for (UnixNanos t = from; t < to; t += 10'000'000) {
+  for (UnixNanos t = from; t < to; t += step) {
     text += R"({"timestamp":")" + FormatParisTimestamp(t) +
             R"(","device_id":"nova-1","metric_id":"wattmetre_power_watt","value":123.45,)"
             R"("labels":{"_device_orig":["wattmetre1-port6"]}})"
@@ -359,6 +360,28 @@ TEST(WriterTest, AWindowEndingAfterNowStaysIncompleteAndResumable) {
   VerifyReport report;
   EXPECT_TRUE(VerifyArchive(temp.archive(), &report).ok());
   EXPECT_EQ(report.rows, 10 * 60 * 100);
+}
+
+// A minute that holds more text than a frame may: the frame closes before a later instant.
+TEST(WriterTest, NoFrameHoldsMoreThanTheFormatAllows) {
+  TempDir temp;
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(temp.archive(), Query(), "test");
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Begin(Resolved()).ok());
+  StringInterner interner;
+  RowBatch batch;
+  MakeRows(kT0, kT0 + kMinute, &interner, &batch, 250'000);  // 240,000 rows, about 45 MB
+  ASSERT_GT(batch.raw.size(), kMaxFrameTextBytes / 2 + (1 << 20));
+  ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+  ASSERT_TRUE((*writer)->Finish(Resolved()).ok());
+  Result<Manifest> manifest = ReadManifest(temp.archive());
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  EXPECT_EQ(manifest->files[0].frames, 2);
+  VerifyReport report;
+  Status verified = VerifyArchive(temp.archive(), &report);
+  EXPECT_TRUE(verified.ok()) << verified.ToString();
+  EXPECT_EQ(report.rows, 240'000);
 }
 
 }  // namespace
