@@ -229,6 +229,60 @@ TEST(ManifestTest, JournalRecordsAreValidated) {
   EXPECT_EQ(records[0].next, 120);
 }
 
+// Damaged texts, many of them: an error or a manifest, never an exception (nor, under the
+// sanitizers, undefined behaviour). A small, deterministic cousin of a fuzzer.
+TEST(ManifestTest, DamagedTextsNeverThrow) {
+  Json incomplete = Complete();
+  incomplete["state"] = "incomplete";
+  const std::string journal =
+      R"({"file":"data/nova-1.lyon.grid5000.fr.jsonl.zst","bytes":10,"rows":2,"frames":1,)"
+      R"("next":1744977660000000000,"first":"2025-04-18T14:00:00+02:00",)"
+      R"("last":"2025-04-18T14:00:30+02:00","metrics":{"wattmetre_power_watt":2}})"
+      "\n";
+  const std::string replacements[] = {"",      "1e400",
+                                      "-1",    "\"\"",
+                                      "null",  "[]",
+                                      "{}",    "18446744073709551616",
+                                      "\"x\"", "9223372036854775807",
+                                      "true",  "\"\\u0000\""};
+  uint64_t seed = 12345;
+  auto next = [&seed] {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return seed >> 33;
+  };
+  for (const std::string& base : {Complete().dump(), incomplete.dump()}) {
+    for (int i = 0; i < 3000; ++i) {
+      std::string text = base;
+      std::string jtext = journal;
+      for (int k = 0, n = 1 + int(next() % 3); k < n; ++k) {
+        std::string& target = next() % 4 == 0 ? jtext : text;
+        if (target.empty()) continue;
+        size_t at = next() % target.size();
+        switch (next() % 3) {
+          case 0:  // a byte changed
+            target[at] = char(next() % 256);
+            break;
+          case 1: {  // a value replaced
+            size_t end = target.find_first_of(",}]", at);
+            if (end == std::string::npos) end = target.size();
+            target.replace(at, end - at, replacements[next() % std::size(replacements)]);
+            break;
+          }
+          default:  // cut
+            target.resize(at);
+        }
+      }
+      EXPECT_NO_THROW({
+        Result<Manifest> m = ParseManifest("/archive", text, &jtext);
+        if (!m.ok()) {
+          EXPECT_NE(m.status().code(), Status::Code::kInternal);
+        }
+        ParseJournal(jtext);
+      }) << text;
+    }
+  }
+}
+
 TEST(ManifestTest, DataPaths) {
   EXPECT_TRUE(IsDataPath("data/nova-1.lyon.grid5000.fr.jsonl.zst"));
   EXPECT_TRUE(IsDataPath("data/_other.lyon.jsonl.zst"));
