@@ -51,7 +51,7 @@ Status WriteAll(int fd, const char* data, size_t size, const std::string& path) 
 Status WriteAtomically(const fs::path& path, const std::string& text) {
   fs::path temporary = path;
   temporary += ".tmp";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return Errno("cannot create " + temporary.string());
   Status status = WriteAll(fd, text.data(), text.size(), temporary.string());
   if (status.ok() && ::fsync(fd) != 0) status = Errno("cannot sync " + temporary.string());

@@ -4,6 +4,7 @@ written by `kwatt backup`."""
 import csv
 import io
 import json
+import os
 import struct
 import subprocess
 from pathlib import Path
@@ -489,3 +490,13 @@ def test_a_frame_announcing_a_huge_content_is_corruption_not_an_abort(tmp_path, 
             assert "the frame header announces 1099511627776 bytes" in stderr
         else:
             assert "XXH64" in stderr
+
+
+def test_inspect_json_of_a_directory_whose_name_is_not_utf8(tmp_path):
+    directory, _, rows = make_archive(tmp_path)
+    odd = tmp_path / os.fsdecode(b"archive-\xff")
+    directory.rename(odd)
+    for args in (["--json"], ["--verify", "--json"]):
+        result = kwatt("inspect", odd, *args)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["rows"] == len(rows)
