@@ -1,6 +1,7 @@
 #include "kwatt/archive/writer.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -257,12 +258,18 @@ struct ArchiveWriter::Impl {
       return damaged("is truncated: it has " + std::to_string(info.st_size) + " bytes");
     }
     if (file.bytes == 0) return Status::OK();
-    std::string data(file.bytes, '\0');
-    {
-      std::ifstream in(path, std::ios::binary);
-      in.read(data.data(), std::streamsize(data.size()));
-      if (in.gcount() != std::streamsize(data.size())) return Errno("cannot read " + path.string());
-    }
+    // Mapped, not read: the committed part may be gigabytes.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return Errno("cannot open " + path.string());
+    void* mapped = ::mmap(nullptr, file.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (mapped == MAP_FAILED) return Errno("cannot read " + path.string());
+    struct Unmap {
+      void* data;
+      size_t size;
+      ~Unmap() { ::munmap(data, size); }
+    } unmap{mapped, file.bytes};
+    std::string_view data(static_cast<const char*>(mapped), file.bytes);
     std::vector<internal::FrameSpan> spans;
     Status status = internal::SplitFrames(file.rel, data, &spans);
     if (!status.ok()) return damaged("is damaged (" + status.message() + ")");
@@ -274,7 +281,7 @@ struct ArchiveWriter::Impl {
     uint64_t rows = 0;
     for (size_t k = 0; k < spans.size(); ++k) {
       std::string_view text;
-      status = decoder.Decompress(std::string_view(data).substr(spans[k].offset, spans[k].size),
+      status = decoder.Decompress(data.substr(spans[k].offset, spans[k].size),
                                   spans[k].content_size,
                                   internal::FrameWhere(file.rel, k, spans[k].offset), &text);
       if (!status.ok()) return damaged("is damaged (" + status.message() + ")");
