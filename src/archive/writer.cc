@@ -129,6 +129,13 @@ struct ArchiveWriter::Impl {
   bool have_window = false;
   std::string compressed;
   std::function<UnixNanos()> now;
+  UnixNanos opened_at = 0;  // now() when Open() ran
+  // The window of a job asked without an end was taken up to the moment the fetch asked (the job
+  // had not ended): a rerun takes it further, up to the job's end.
+  bool window_open = false;
+
+  // A job without an explicit end: its window ends when the job ends, which a later run may see.
+  bool Extendable() const { return query.job.has_value() && !query.end.has_value(); }
 
   ~Impl() {
     for (auto& [rel, file] : files) {
@@ -380,6 +387,7 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
   impl.query = query;
   impl.version = kwatt_version;
   impl.now = options.now ? options.now : std::function<UnixNanos()>(WallClockNow);
+  impl.opened_at = impl.now();
   std::error_code error;
   fs::path manifest_path = impl.dir / kManifestName;
   if (fs::exists(manifest_path, error)) {
@@ -452,7 +460,8 @@ kwollect::FetchQuery ArchiveWriter::FetchQueryToRun(const kwollect::FetchQuery& 
   kwollect::FetchQuery query = asked;
   const Impl& impl = *impl_;
   if (!resuming_ || !impl.have_window) return query;
-  query.end = impl.window_end;
+  // A job without an end is resolved again: it may have ended since (a longer window).
+  if (!impl.Extendable()) query.end = impl.window_end;
   UnixNanos start = impl.window_end;
   for (const std::string& fqdn : impl.node_fqdns) {
     auto it = impl.files.find(NodeFileName(fqdn));
@@ -467,9 +476,29 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
   Impl& impl = *impl_;
   if (impl.have_window) {
     if (resolved.end != impl.window_end) {
-      return Status::Internal("resumed backup resolved another window");
+      if (!impl.Extendable()) return Status::Internal("resumed backup resolved another window");
+      // The job ran on, or has ended, since the last run: its window ends at the new end. It may
+      // be a little before the moment the last run took the window to (a job's end is in whole
+      // seconds, and may be known late): fine as long as nothing committed lies after it.
+      for (const auto& [rel, file] : impl.files) {
+        Result<ParsedTime> last = ParseIsoTimestamp(file.last);
+        if (file.rows > 0 && last.ok() && last->utc > resolved.end) {
+          return Status::InvalidArgument(
+              "job " + impl.query.job->site + ":" + std::to_string(impl.query.job->id) +
+              " ended at " + FormatUtcTimestamp(resolved.end) + ", before rows that an earlier "
+              "run committed in " + impl.dir.string() + " (" + rel + " up to " + file.last +
+              "): back up again into a new directory");
+        }
+      }
+      impl.window_end = resolved.end;
+      ordered_json& window = impl.manifest["window"];
+      window["end"] = FormatUtcTimestamp(resolved.end);
+      window["end_ns"] = resolved.end;
+      KWATT_RETURN_IF_ERROR(impl.WriteManifest());
     }
+    impl.window_open = impl.Extendable() && resolved.end >= impl.opened_at;
   } else {
+    impl.window_open = impl.Extendable() && resolved.end >= impl.opened_at;
     impl.window_start = resolved.start;
     impl.window_end = resolved.end;
     impl.have_window = true;
@@ -578,6 +607,14 @@ int64_t ArchiveWriter::bytes_written() const {
 Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
   Impl& impl = *impl_;
   UnixNanos now = impl.now();
+  if (impl.have_window && impl.window_open) {
+    KWATT_RETURN_IF_ERROR(impl.SyncAndJournal());
+    return Status::Incomplete(
+        "job " + impl.query.job->site + ":" + std::to_string(impl.query.job->id) +
+        " has not ended: its window was taken up to now (" + FormatUtcTimestamp(impl.window_end) +
+        "); what was fetched is kept in " + impl.dir.string() +
+        "; rerun the same kwatt backup command after the job ends to complete it");
+  }
   if (impl.have_window && impl.window_end >= now) {
     // Rows of the end of the window do not exist yet: what is committed is kept, and a rerun once
     // the window has passed fetches the rest (the frames in progress are fetched again).

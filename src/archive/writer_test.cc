@@ -362,6 +362,79 @@ TEST(WriterTest, AWindowEndingAfterNowStaysIncompleteAndResumable) {
   EXPECT_EQ(report.rows, 10 * 60 * 100);
 }
 
+// A job that has not ended: its window is taken up to now; the archive stays incomplete, and a
+// run after the job's end extends the window to it and completes the archive, with the bytes of
+// a backup taken after the end.
+TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
+  BackupQuery query;
+  query.api = "http://127.0.0.1:1/stable";
+  query.job = kwollect::JobRef{"lyon", 1001};
+  UnixNanos now = kT0 + 3 * kMinute + 30 * kNanosPerSecond;
+  WriterOptions options;
+  options.now = [&now] { return now; };
+  kwollect::FetchReport running = Resolved();
+  running.end = now;  // what the fetch resolves for a job without stopped_at
+  TempDir temp;
+  {
+    Result<std::unique_ptr<ArchiveWriter>> writer =
+        ArchiveWriter::Open(temp.archive(), query, "test", options);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Begin(running).ok());
+    StringInterner interner;
+    RowBatch batch;
+    MakeRows(kT0, now, &interner, &batch);
+    ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+    now += kNanosPerSecond;
+    Status finished = (*writer)->Finish(running);
+    EXPECT_EQ(finished.code(), Status::Code::kIncomplete) << finished.ToString();
+    EXPECT_NE(finished.message().find("job lyon:1001 has not ended"), std::string::npos)
+        << finished.ToString();
+  }
+  Result<Manifest> manifest = ReadManifest(temp.archive());
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_FALSE(manifest->complete);
+
+  now = kT0 + 20 * kMinute;  // the job ended at kT0 + 10 min
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(temp.archive(), query, "test", options);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  EXPECT_TRUE((*writer)->resuming());
+  kwollect::FetchQuery asked;
+  asked.job = query.job;
+  kwollect::FetchQuery to_run = (*writer)->FetchQueryToRun(asked);
+  EXPECT_FALSE(to_run.end.has_value());  // the job is resolved again
+  ASSERT_TRUE(to_run.start.has_value());
+  ASSERT_EQ(Journal(temp.archive()).size(), 1u);
+  EXPECT_EQ(*to_run.start, Journal(temp.archive())[0].next);  // after the committed frames
+  EXPECT_GT(*to_run.start, kT0);
+  ASSERT_TRUE((*writer)->Begin(Resolved()).ok());
+  StringInterner interner;
+  RowBatch batch;
+  MakeRows(*to_run.start, kT0 + 10 * kMinute, &interner, &batch);
+  ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+  Status finished = (*writer)->Finish(Resolved());
+  ASSERT_TRUE(finished.ok()) << finished.ToString();
+  manifest = ReadManifest(temp.archive());
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  EXPECT_EQ(manifest->window_end, kT0 + 10 * kMinute);
+
+  // The same bytes as a backup taken after the job's end.
+  TempDir reference;
+  Result<std::unique_ptr<ArchiveWriter>> whole =
+      ArchiveWriter::Open(reference.archive(), query, "test", options);
+  ASSERT_TRUE(whole.ok());
+  ASSERT_TRUE((*whole)->Begin(Resolved()).ok());
+  StringInterner interner2;
+  RowBatch all;
+  MakeRows(kT0, kT0 + 10 * kMinute, &interner2, &all);
+  ASSERT_TRUE((*whole)->Write("lyon", all, interner2).ok());
+  ASSERT_TRUE((*whole)->Finish(Resolved()).ok());
+  EXPECT_EQ(ReadFile(fs::path(temp.archive()) / NodeFileName(kNova1)),
+            ReadFile(fs::path(reference.archive()) / NodeFileName(kNova1)));
+  VerifyReport report;
+  EXPECT_TRUE(VerifyArchive(temp.archive(), &report).ok());
+}
+
 // A minute that holds more text than a frame may: the frame closes before a later instant.
 TEST(WriterTest, NoFrameHoldsMoreThanTheFormatAllows) {
   TempDir temp;

@@ -234,3 +234,32 @@ def test_a_window_ending_after_now_stays_incomplete_and_resumable(server, tmp_pa
     assert again.returncode == 1, again.stderr
     assert b"already holds the complete backup" not in again.stderr
     assert b"completing the interrupted backup" in again.stderr and b"after now" in again.stderr
+
+
+def test_a_running_job_stays_incomplete_until_it_ends(server_factory, tmp_path):
+    started = int(time.time()) - 90
+    job = {"site": "lyon", "uid": 4242, "user": "alice", "nodes": ["nova-1"],
+           "started_at": started, "types": ["monitor"]}
+    running = server_factory(jobs={"jobs": [job]})
+    target = tmp_path / "running"
+    args = ("backup", "--job", "lyon:4242", "--metrics", "wattmetre_power_watt", "-o", target)
+    first = run(*args[:1], "--api", running.url, *args[1:])
+    assert first.returncode == 1, first.stderr
+    assert b"job lyon:4242 has not ended" in first.stderr
+    assert b"rerun the same kwatt backup command after the job ends" in first.stderr
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert manifest["state"] == "incomplete"
+    again = run(*args[:1], "--api", running.url, *args[1:])
+    assert again.returncode == 1, again.stderr
+    assert b"completing the interrupted backup" in again.stderr and b"has not ended" in again.stderr
+    assert json.loads((target / "manifest.json").read_text())["window"]["end_ns"] > \
+        manifest["window"]["end_ns"]
+    # The job has ended (same simulated data): the next run completes the archive, as a backup
+    # taken after its end would be.
+    ended = server_factory(jobs={"jobs": [dict(job, stopped_at=int(time.time()) - 1)]})
+    last = run(*args[:1], "--api", ended.url, *args[1:])
+    assert last.returncode == 0, last.stderr
+    reference = tmp_path / "reference"
+    assert run("backup", "--api", ended.url, *args[1:-1], reference, "-q").returncode == 0
+    assert data_files(target) == data_files(reference)
+    assert run("inspect", target, "--verify").returncode == 0

@@ -60,7 +60,8 @@ class ArchiveWriter : public kwollect::RowSink {
   bool already_complete() const { return already_complete_; }
   // True when an earlier, interrupted run is being completed.
   bool resuming() const { return resuming_; }
-  // The fetch to run: the query, narrowed to what is not yet in the archive when resuming.
+  // The fetch to run: the query, narrowed to what is not yet in the archive when resuming (its
+  // end kept open for a job asked without an end: the job is resolved again).
   kwollect::FetchQuery FetchQueryToRun(const kwollect::FetchQuery& asked) const;
 
   Status Begin(const kwollect::FetchReport& resolved) override;
@@ -70,9 +71,12 @@ class ArchiveWriter : public kwollect::RowSink {
 
   // Ends the backup: on a complete fetch of a window that has passed, closes every file, writes
   // the manifest as complete and removes the journal. Otherwise keeps what was committed and
-  // returns Incomplete, naming what to do: pieces failed (run the same command again), or the
+  // returns Incomplete, naming what to do: pieces failed (run the same command again), the
   // window ends at or after now (rows of its end do not exist yet: run the same command again
-  // after its end; the archive stays incomplete and resumable until then).
+  // after its end; the archive stays incomplete and resumable until then), or the window is that
+  // of a job that had not ended (asked without an end, resolved to an end at or after Open():
+  // run the same command again after the job's end; each rerun extends the window to the job's
+  // new end).
   Status Finish(const kwollect::FetchReport& report);
 
   int64_t rows_written() const { return rows_written_; }
