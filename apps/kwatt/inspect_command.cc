@@ -233,7 +233,9 @@ Runner RegisterInspect(CLI::App* app) {
                          {"bytes", report.bytes},
                          {"problems", report.problems}};
       }
-      std::printf("%s\n", out.dump(2).c_str());
+      // The directory, as given, need not be UTF-8: its invalid bytes become U+FFFD.
+      std::printf("%s\n",
+                  out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
       return code;
     }
     PrintText(*manifest);

@@ -1,6 +1,7 @@
 #include "kwatt/archive/writer.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -17,7 +18,9 @@
 #include <sstream>
 
 #include "kwatt/archive/format.h"
+#include "kwatt/archive/manifest.h"
 #include "kwatt/core/text.h"
+#include "src/archive/frames.h"
 
 namespace kwatt::archive {
 
@@ -50,7 +53,7 @@ Status WriteAll(int fd, const char* data, size_t size, const std::string& path) 
 Status WriteAtomically(const fs::path& path, const std::string& text) {
   fs::path temporary = path;
   temporary += ".tmp";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return Errno("cannot create " + temporary.string());
   Status status = WriteAll(fd, text.data(), text.size(), temporary.string());
   if (status.ok() && ::fsync(fd) != 0) status = Errno("cannot sync " + temporary.string());
@@ -101,6 +104,7 @@ struct ArchiveWriter::Impl {
     uint64_t frame_rows = 0;
     std::map<std::string, int64_t> frame_metrics;
     std::string frame_first, frame_last;
+    UnixNanos frame_last_time = kNoneYet;
     std::optional<UnixNanos> close_at;
     bool stalled = false;  // a piece of this node failed: nothing more is committed this run
 
@@ -125,6 +129,14 @@ struct ArchiveWriter::Impl {
   UnixNanos window_start = 0, window_end = 0;
   bool have_window = false;
   std::string compressed;
+  std::function<UnixNanos()> now;
+  UnixNanos opened_at = 0;  // now() when Open() ran
+  // The window of a job asked without an end was taken up to the moment the fetch asked (the job
+  // had not ended): a rerun takes it further, up to the job's end.
+  bool window_open = false;
+
+  // A job without an explicit end: its window ends when the job ends, which a later run may see.
+  bool Extendable() const { return query.job.has_value() && !query.end.has_value(); }
 
   ~Impl() {
     for (auto& [rel, file] : files) {
@@ -137,7 +149,7 @@ struct ArchiveWriter::Impl {
   Status OpenFile(File& file) {
     if (file.fd >= 0) return Status::OK();
     fs::path path = dir / file.rel;
-    file.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    file.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (file.fd < 0) return Errno("cannot open " + path.string());
     if (::ftruncate(file.fd, off_t(file.bytes)) != 0) return Errno("cannot cut " + path.string());
     if (::lseek(file.fd, off_t(file.bytes), SEEK_SET) < 0) return Errno("cannot seek " + path.string());
@@ -212,27 +224,79 @@ struct ArchiveWriter::Impl {
     return WriteAtomically(dir / kManifestName, manifest.dump(2) + "\n");
   }
 
-  // Reads the journal of an interrupted run: the last whole record of each file wins.
-  Status Recover() {
-    std::ifstream in(dir / kJournalName);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (in.eof() && !line.empty()) break;  // a partial last line: the crash cut it
-      ordered_json record = ordered_json::parse(line, nullptr, false);
-      if (record.is_discarded() || !record.contains("file")) continue;
-      std::string rel = record["file"].get<std::string>();
-      File& file = files[rel];
+  // Takes the journal of an interrupted run (parsed and checked by ParseJournal: the last valid
+  // record of each file wins).
+  void Recover(const std::vector<JournalRecord>& records) {
+    for (const JournalRecord& record : records) {
+      File& file = files[record.path];
       if (file.rel.empty()) {
-        file.rel = rel;
-        order.push_back(rel);
+        file.rel = record.path;
+        order.push_back(record.path);
       }
-      file.bytes = record["bytes"].get<uint64_t>();
-      file.rows = record["rows"].get<uint64_t>();
-      file.frames = record["frames"].get<uint64_t>();
-      file.next = record["next"].get<int64_t>();
-      file.first = record["first"].get<std::string>();
-      file.last = record["last"].get<std::string>();
-      file.metrics = record["metrics"].get<std::map<std::string, int64_t>>();
+      file.bytes = uint64_t(record.bytes);
+      file.rows = uint64_t(record.rows);
+      file.frames = uint64_t(record.frames);
+      file.next = record.next;
+      file.first = record.first;
+      file.last = record.last;
+      file.metrics.clear();
+      for (const auto& [metric, rows] : record.metrics) file.metrics[metric] = rows;
+    }
+  }
+
+  // Checks that a file holds what the journal records as committed: at least its bytes, in its
+  // frames (whole, checksums right), with its rows. Corruption otherwise, naming what to do.
+  Status CheckCommitted(const File& file) {
+    fs::path path = dir / file.rel;
+    auto damaged = [&](const std::string& what) {
+      return Status::Corruption(
+          "cannot resume the backup in " + dir.string() + ": " + file.rel + " " + what +
+          ", the journal records " + std::to_string(file.bytes) + " bytes (" +
+          std::to_string(file.rows) + " rows) committed in it. The archive was changed since: "
+          "back up again into a new directory (or remove " + dir.string() + " first)");
+    };
+    struct stat info;
+    if (::lstat(path.c_str(), &info) != 0) {
+      if (errno != ENOENT) return Errno("cannot read " + path.string());
+      if (file.bytes == 0) return Status::OK();
+      return damaged("is missing");
+    }
+    if (!S_ISREG(info.st_mode)) return damaged("is not a regular file");
+    if (uint64_t(info.st_size) < file.bytes) {
+      return damaged("is truncated: it has " + std::to_string(info.st_size) + " bytes");
+    }
+    if (file.bytes == 0) return Status::OK();
+    // Mapped, not read: the committed part may be gigabytes.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return Errno("cannot open " + path.string());
+    void* mapped = ::mmap(nullptr, file.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (mapped == MAP_FAILED) return Errno("cannot read " + path.string());
+    struct Unmap {
+      void* data;
+      size_t size;
+      ~Unmap() { ::munmap(data, size); }
+    } unmap{mapped, file.bytes};
+    std::string_view data(static_cast<const char*>(mapped), file.bytes);
+    std::vector<internal::FrameSpan> spans;
+    Status status = internal::SplitFrames(file.rel, data, &spans);
+    if (!status.ok()) return damaged("is damaged (" + status.message() + ")");
+    if (spans.size() != file.frames) {
+      return damaged("has " + std::to_string(spans.size()) + " frames where the journal records " +
+                     std::to_string(file.frames));
+    }
+    internal::FrameDecoder decoder;
+    uint64_t rows = 0;
+    for (size_t k = 0; k < spans.size(); ++k) {
+      std::string_view text;
+      status = decoder.Decompress(data.substr(spans[k].offset, spans[k].size),
+                                  spans[k].content_size,
+                                  internal::FrameWhere(file.rel, k, spans[k].offset), &text);
+      if (!status.ok()) return damaged("is damaged (" + status.message() + ")");
+      rows += uint64_t(std::count(text.begin(), text.end(), '\n'));
+    }
+    if (rows != file.rows) {
+      return damaged("holds " + std::to_string(rows) + " rows in its committed frames");
     }
     return Status::OK();
   }
@@ -240,63 +304,134 @@ struct ArchiveWriter::Impl {
 
 ArchiveWriter::~ArchiveWriter() = default;
 
+namespace {
+
+// The content of a small file; *exists false when there is none.
+Status ReadText(const fs::path& path, std::string* text, bool* exists) {
+  std::error_code error;
+  *exists = fs::exists(path, error);
+  text->clear();
+  if (!*exists) return Status::OK();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Errno("cannot open " + path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *text = buffer.str();
+  return Status::OK();
+}
+
+// The query as the manifest records it (parsed) equals `query`, the API address aside (it may
+// change between runs: inside or outside Grid'5000, another port).
+bool SameQuery(const Manifest::Query& stored, const BackupQuery& query) {
+  return stored.nodes == query.nodes &&
+         stored.job_site == (query.job ? query.job->site : std::string()) &&
+         stored.job_id == (query.job ? query.job->id : 0) &&
+         stored.start == (query.start ? FormatEpochSeconds(*query.start) : std::string()) &&
+         stored.end == (query.end ? FormatEpochSeconds(*query.end) : std::string()) &&
+         stored.metrics == query.metrics && stored.summary == query.summary;
+}
+
+std::string DescribeQuery(const Manifest::Query& q) {
+  ordered_json out;
+  out["nodes"] = q.nodes;
+  out["job"] = q.job_site.empty() ? ordered_json(nullptr)
+                                  : ordered_json{{"site", q.job_site}, {"id", q.job_id}};
+  out["start"] = q.start.empty() ? ordered_json(nullptr) : ordered_json(q.start);
+  out["end"] = q.end.empty() ? ordered_json(nullptr) : ordered_json(q.end);
+  out["metrics"] = q.metrics;
+  out["summary"] = q.summary;
+  return out.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+// Whether a directory without a manifest holds only what this writer leaves when it is stopped
+// before its first manifest is in place: an empty data/, an empty journal, and a manifest.json.tmp
+// that is (the start of) one of its manifests. Such leftovers are a fresh start.
+bool OnlyLeftovers(const fs::path& dir) {
+  std::error_code error;
+  const std::string manifest_start = "{\n  \"format\": \"" + std::string(kFormatName) + "\"";
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (name == kDataDir) {
+      if (!entry.is_directory(error) || entry.is_symlink(error) ||
+          !fs::is_empty(entry.path(), error)) {
+        return false;
+      }
+    } else if (name == kJournalName) {
+      if (!entry.is_regular_file(error) || entry.is_symlink(error) ||
+          fs::file_size(entry.path(), error) != 0) {
+        return false;
+      }
+    } else if (name == std::string(kManifestName) + ".tmp") {
+      if (!entry.is_regular_file(error) || entry.is_symlink(error)) return false;
+      std::string text;
+      bool exists = false;
+      if (!ReadText(entry.path(), &text, &exists).ok()) return false;
+      size_t n = std::min(text.size(), manifest_start.size());
+      if (text.compare(0, n, manifest_start, 0, n) != 0) return false;
+    } else {
+      return false;
+    }
+  }
+  return !error;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& dir_text,
                                                            const BackupQuery& query,
-                                                           const std::string& kwatt_version) {
+                                                           const std::string& kwatt_version,
+                                                           const WriterOptions& options) {
   std::unique_ptr<ArchiveWriter> writer(new ArchiveWriter());
   writer->impl_ = std::make_unique<Impl>();
   Impl& impl = *writer->impl_;
   impl.dir = fs::path(dir_text);
   impl.query = query;
   impl.version = kwatt_version;
+  impl.now = options.now ? options.now : std::function<UnixNanos()>(WallClockNow);
+  impl.opened_at = impl.now();
   std::error_code error;
   fs::path manifest_path = impl.dir / kManifestName;
-  ordered_json wanted = QueryJson(query);
   if (fs::exists(manifest_path, error)) {
-    std::ifstream in(manifest_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    impl.manifest = ordered_json::parse(text.str(), nullptr, false);
-    if (impl.manifest.is_discarded() || impl.manifest.value("format", "") != kFormatName) {
-      return Status::InvalidArgument(manifest_path.string() +
-                                     " is not a kwatt archive manifest: choose another directory");
-    }
-    if (impl.manifest.value("format_version", 0) != kFormatVersion) {
-      return Status::InvalidArgument(dir_text + " holds an archive of format version " +
-                                     std::to_string(impl.manifest.value("format_version", 0)) +
-                                     ", which this kwatt does not write");
-    }
-    // The API address may change between runs (inside or outside Grid'5000, another port): the
-    // rest of the query must not.
-    ordered_json stored = impl.manifest["query"], asked = wanted;
-    stored.erase("api");
-    asked.erase("api");
-    if (stored != asked) {
+    // The one parser of manifests and journals: every field checked, nothing trusted.
+    std::string text, journal;
+    bool exists = false, has_journal = false;
+    KWATT_RETURN_IF_ERROR(ReadText(manifest_path, &text, &exists));
+    KWATT_RETURN_IF_ERROR(ReadText(impl.dir / kJournalName, &journal, &has_journal));
+    Result<Manifest> stored = ParseManifest(dir_text, text, has_journal ? &journal : nullptr);
+    if (!stored.ok()) return stored.status();
+    if (!SameQuery(stored->query, query)) {
       return Status::InvalidArgument(
-          dir_text + " holds the backup of another query (" + impl.manifest["query"].dump() +
+          dir_text + " holds the backup of another query (" + DescribeQuery(stored->query) +
           "): choose another directory, or rerun exactly that query to complete it");
     }
-    if (impl.manifest.value("state", "") == kStateComplete) {
+    if (stored->complete) {
       writer->already_complete_ = true;
       return writer;
     }
     writer->resuming_ = true;
-    if (impl.manifest.contains("window")) {
-      impl.window_start = impl.manifest["window"]["start_ns"].get<int64_t>();
-      impl.window_end = impl.manifest["window"]["end_ns"].get<int64_t>();
+    // Validated above: parsing it again cannot fail, and only its object is kept to be rewritten.
+    impl.manifest = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!impl.manifest.is_object()) return Status::Internal("manifest.json parsed twice differs");
+    if (stored->has_window) {
+      impl.window_start = stored->window_start;
+      impl.window_end = stored->window_end;
       impl.have_window = true;
-      for (const auto& node : impl.manifest["nodes"]) {
-        impl.node_fqdns.push_back(node["node"].get<std::string>());
-      }
+      for (const ManifestNode& node : stored->nodes) impl.node_fqdns.push_back(node.node);
     }
-    KWATT_RETURN_IF_ERROR(impl.Recover());
+    impl.Recover(ParseJournal(journal));
+    for (const std::string& rel : impl.order) {
+      KWATT_RETURN_IF_ERROR(impl.CheckCommitted(impl.files.at(rel)));
+    }
     // Files of the data directory with nothing journaled start again from nothing.
     for (const auto& entry : fs::directory_iterator(impl.dir / kDataDir, error)) {
       std::string rel = std::string(kDataDir) + "/" + entry.path().filename().string();
-      if (!impl.files.count(rel)) fs::resize_file(entry.path(), 0, error);
+      if (!impl.files.count(rel) && entry.is_regular_file(error) && !entry.is_symlink(error)) {
+        fs::resize_file(entry.path(), 0, error);
+      }
     }
   } else {
-    if (fs::exists(impl.dir, error) && !fs::is_empty(impl.dir, error)) {
+    if (fs::exists(impl.dir, error) && !fs::is_empty(impl.dir, error) &&
+        !OnlyLeftovers(impl.dir)) {
       return Status::InvalidArgument(dir_text + " is not empty and holds no kwatt archive: "
                                                 "choose a new or empty directory");
     }
@@ -308,12 +443,12 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
     impl.manifest["kwatt_version"] = kwatt_version;
     impl.manifest["state"] = kStateIncomplete;
     impl.manifest["created_at"] = FormatUtcTimestamp(WallClockNow());
-    impl.manifest["query"] = wanted;
+    impl.manifest["query"] = QueryJson(query);
     KWATT_RETURN_IF_ERROR(impl.WriteManifest());
   }
   fs::create_directories(impl.dir / kDataDir, error);
   impl.journal = ::open((impl.dir / kJournalName).c_str(),
-                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (impl.journal < 0) return Errno("cannot open the journal of " + dir_text);
   impl.cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_compressionLevel, kZstdLevel);
@@ -326,7 +461,8 @@ kwollect::FetchQuery ArchiveWriter::FetchQueryToRun(const kwollect::FetchQuery& 
   kwollect::FetchQuery query = asked;
   const Impl& impl = *impl_;
   if (!resuming_ || !impl.have_window) return query;
-  query.end = impl.window_end;
+  // A job without an end is resolved again: it may have ended since (a longer window).
+  if (!impl.Extendable()) query.end = impl.window_end;
   UnixNanos start = impl.window_end;
   for (const std::string& fqdn : impl.node_fqdns) {
     auto it = impl.files.find(NodeFileName(fqdn));
@@ -341,9 +477,29 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
   Impl& impl = *impl_;
   if (impl.have_window) {
     if (resolved.end != impl.window_end) {
-      return Status::Internal("resumed backup resolved another window");
+      if (!impl.Extendable()) return Status::Internal("resumed backup resolved another window");
+      // The job ran on, or has ended, since the last run: its window ends at the new end. It may
+      // be a little before the moment the last run took the window to (a job's end is in whole
+      // seconds, and may be known late): fine as long as nothing committed lies after it.
+      for (const auto& [rel, file] : impl.files) {
+        Result<ParsedTime> last = ParseIsoTimestamp(file.last);
+        if (file.rows > 0 && last.ok() && last->utc > resolved.end) {
+          return Status::InvalidArgument(
+              "job " + impl.query.job->site + ":" + std::to_string(impl.query.job->id) +
+              " ended at " + FormatUtcTimestamp(resolved.end) + ", before rows that an earlier "
+              "run committed in " + impl.dir.string() + " (" + rel + " up to " + file.last +
+              "): back up again into a new directory");
+        }
+      }
+      impl.window_end = resolved.end;
+      ordered_json& window = impl.manifest["window"];
+      window["end"] = FormatUtcTimestamp(resolved.end);
+      window["end_ns"] = resolved.end;
+      KWATT_RETURN_IF_ERROR(impl.WriteManifest());
     }
+    impl.window_open = impl.Extendable() && resolved.end >= impl.opened_at;
   } else {
+    impl.window_open = impl.Extendable() && resolved.end >= impl.opened_at;
     impl.window_start = resolved.start;
     impl.window_end = resolved.end;
     impl.have_window = true;
@@ -408,6 +564,10 @@ Status ArchiveWriter::Write(std::string_view site, const RowBatch& batch,
     if (file->stalled || t < file->next) continue;  // already in the archive, or after a hole
     if (file->close_at && t >= *file->close_at) {
       KWATT_RETURN_IF_ERROR(impl.CommitFrame(*file, *file->close_at));
+    } else if (file->frame.size() >= kMaxFrameTextBytes / 2 && t > file->frame_last_time) {
+      // A minute holding that much text: the frame closes before this instant instead, so that
+      // no frame exceeds kMaxFrameTextBytes (rows before `t` are all in it: rows come in order).
+      KWATT_RETURN_IF_ERROR(impl.CommitFrame(*file, t));
     }
     std::string_view raw = batch.RawRow(i);
     file->frame.append(raw);
@@ -417,6 +577,7 @@ Status ArchiveWriter::Write(std::string_view site, const RowBatch& batch,
     std::string stamp(text, FormatTimestamp(t, batch.utc_offset[i], text));
     if (file->frame_first.empty()) file->frame_first = stamp;
     file->frame_last = std::move(stamp);
+    file->frame_last_time = t;
     if (!file->close_at && file->frame.size() >= kFrameMinBytes) {
       file->close_at = (FloorDiv(t, kFrameBoundaryNs) + 1) * kFrameBoundaryNs;
     }
@@ -446,6 +607,25 @@ int64_t ArchiveWriter::bytes_written() const {
 
 Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
   Impl& impl = *impl_;
+  UnixNanos now = impl.now();
+  if (impl.have_window && impl.window_open) {
+    KWATT_RETURN_IF_ERROR(impl.SyncAndJournal());
+    return Status::Incomplete(
+        "job " + impl.query.job->site + ":" + std::to_string(impl.query.job->id) +
+        " has not ended: its window was taken up to now (" + FormatUtcTimestamp(impl.window_end) +
+        "); what was fetched is kept in " + impl.dir.string() +
+        "; rerun the same kwatt backup command after the job ends to complete it");
+  }
+  if (impl.have_window && impl.window_end >= now) {
+    // Rows of the end of the window do not exist yet: what is committed is kept, and a rerun once
+    // the window has passed fetches the rest (the frames in progress are fetched again).
+    KWATT_RETURN_IF_ERROR(impl.SyncAndJournal());
+    return Status::Incomplete("the window ends at " + FormatUtcTimestamp(impl.window_end) +
+                              ", after now (" + FormatUtcTimestamp(now) +
+                              "): what was fetched is kept in " + impl.dir.string() +
+                              "; rerun the same kwatt backup command after " +
+                              FormatUtcTimestamp(impl.window_end) + " to complete it");
+  }
   bool stalled = std::any_of(impl.files.begin(), impl.files.end(),
                              [](const auto& entry) { return entry.second.stalled; });
   if (!report.complete() || stalled) {

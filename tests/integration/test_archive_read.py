@@ -4,6 +4,7 @@ written by `kwatt backup`."""
 import csv
 import io
 import json
+import os
 import struct
 import subprocess
 from pathlib import Path
@@ -410,3 +411,92 @@ def test_backup_then_read_gives_what_fetch_gives(server, tmp_path):
     expected = fetched_csv.stdout.decode().split("\n")
     assert exported[0] == expected[0]
     assert sorted(exported) == sorted(expected)
+
+
+# ---- hostile manifests and frames (issue 10: 6, 16, 18) ----------------------------------------
+
+def refused(*args):
+    result = kwatt(*args)
+    assert result.returncode == 1, (args, result.returncode, result.stderr)
+    return result.stderr.decode()
+
+
+def test_a_huge_number_in_the_manifest_is_corruption_not_an_abort(tmp_path):
+    directory, manifest, _ = make_archive(tmp_path)
+    text = json.dumps(manifest, indent=2).replace('"requests": 3', '"requests": 1e400')
+    (directory / "manifest.json").write_text(text)
+    for command in (["inspect"], ["inspect", "--verify"], ["cat"],
+                    ["export", "--to", "csv", "-o", tmp_path / "o.csv"]):
+        assert "manifest.json is not valid JSON" in refused(command[0], directory, *command[1:])
+
+
+def test_an_empty_window_bound_is_corruption(tmp_path):
+    directory, manifest, _ = make_archive(tmp_path)
+    manifest["window"]["start"] = ""
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    for command in (["inspect"], ["cat"]):
+        assert "window.start is empty" in refused(command[0], directory, *command[1:])
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("no_file_of_a_node", 'has no entry in "files"'),
+    ("no_node_of_a_file", 'which "nodes" does not list'),
+    ("window_reversed", "is after window.end"),
+    ("row_outside_window", "outside the window"),
+])
+def test_parts_of_a_manifest_that_disagree_are_corruption(tmp_path, damage, message):
+    directory, manifest, _ = make_archive(tmp_path)
+    if damage == "no_file_of_a_node":
+        del manifest["files"][0]
+    elif damage == "no_node_of_a_file":
+        del manifest["nodes"][1]
+    elif damage == "window_reversed":
+        manifest["window"]["start"] = "2025-04-18T12:02:00Z"
+    else:
+        manifest["window"]["end"] = "2025-04-18T12:00:02Z"
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    for command in (["inspect"], ["inspect", "--verify"], ["cat"],
+                    ["export", "--to", "csv", "-o", tmp_path / "o.csv"]):
+        assert message in refused(command[0], directory, *command[1:])
+    assert not (tmp_path / "o.csv").exists()
+
+
+def huge_frame():
+    """A zstd frame of 10 bytes of text whose header announces 2**40 bytes: single segment, an
+    8-byte content size, a checksum; one RLE block."""
+    text = b"a" * 10
+    header = struct.pack("<IB", 0xFD2FB528, (3 << 6) | (1 << 5) | (1 << 2)) + struct.pack("<Q", 1 << 40)
+    block = struct.pack("<I", 1 | (1 << 1) | (len(text) << 3))[:3] + b"a"
+    return header + block + struct.pack("<I", 0)
+
+
+@pytest.mark.parametrize("rehash", [True, False])
+def test_a_frame_announcing_a_huge_content_is_corruption_not_an_abort(tmp_path, rehash):
+    directory, manifest, _ = make_archive(tmp_path)
+    path = directory / manifest["files"][1]["path"]
+    data = huge_frame()
+    path.write_bytes(data)
+    manifest["files"][1]["bytes"] = len(data)
+    manifest["files"][1]["frames"] = 1
+    if rehash:  # a header made on purpose; otherwise a stale checksum, which stops the decoding
+        manifest["files"][1]["xxh64"] = f"{xxh64(data):016x}"
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    name = manifest["files"][1]["path"]
+    for command in (["inspect", "--verify"], ["cat"],
+                    ["export", "--to", "csv", "-o", tmp_path / "o.csv"]):
+        stderr = refused(command[0], directory, *command[1:])
+        assert name in stderr
+        if rehash:
+            assert "the frame header announces 1099511627776 bytes" in stderr
+        else:
+            assert "XXH64" in stderr
+
+
+def test_inspect_json_of_a_directory_whose_name_is_not_utf8(tmp_path):
+    directory, _, rows = make_archive(tmp_path)
+    odd = tmp_path / os.fsdecode(b"archive-\xff")
+    directory.rename(odd)
+    for args in (["--json"], ["--verify", "--json"]):
+        result = kwatt("inspect", odd, *args)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["rows"] == len(rows)

@@ -20,6 +20,9 @@ inline constexpr std::string_view kStateIncomplete = "incomplete";
 
 // A frame closes before the first row at or after a boundary once it holds this much text.
 inline constexpr size_t kFrameMinBytes = 1 << 20;
+// No frame holds more text than this: a frame also closes before the first row of a new instant
+// once it holds half of it. Readers refuse a frame header that announces more.
+inline constexpr size_t kMaxFrameTextBytes = size_t(64) << 20;
 // Boundaries: whole minutes since the epoch.
 inline constexpr int64_t kFrameBoundaryNs = 60LL * 1'000'000'000;
 inline constexpr int kZstdLevel = 3;

@@ -37,89 +37,14 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/archive/manifest.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 
 namespace kwatt::archive {
 
-// ---------------------------------------------------------------------------------------------
-// The manifest.
-
-struct ManifestNode {
-  std::string node;  // FQDN: "nova-1.lyon.grid5000.fr"
-  std::string uid;   // "nova-1"
-  std::string site;  // "lyon"
-  std::string cluster;
-  std::string file;  // "data/nova-1.lyon.grid5000.fr.jsonl.zst"
-};
-
-struct ManifestFile {
-  std::string path;  // relative to the archive: "data/nova-1.lyon.grid5000.fr.jsonl.zst"
-  std::string node;  // FQDN; "" for the rows of other devices (data/_other.<site>.jsonl.zst)
-  std::string site;  // the site of the file's rows
-  int64_t rows = 0;
-  int64_t bytes = 0;   // compressed size
-  int64_t frames = 0;  // zstd frames
-  std::string xxh64;   // XXH64 (seed 0) of the whole file, 16 lowercase hex digits; "" if unknown
-  std::string first, last;  // timestamps of the first and last rows as recorded; "" when none
-  std::vector<std::pair<std::string, int64_t>> metrics;  // rows per metric id, as recorded
-};
-
-struct Manifest {
-  std::string dir;  // the archive's directory, as given
-  int format_version = 0;
-  std::string kwatt_version;  // of the kwatt that wrote it
-  bool complete = false;      // state "complete"; false: "incomplete"
-  std::string created_at, completed_at;  // RFC 3339 UTC texts; completed_at "" while incomplete
-
-  // The query, as given to `kwatt backup`.
-  struct Query {
-    std::string api;
-    std::vector<std::string> nodes;
-    std::string start, end;  // epoch seconds with 6 decimals; "" when not given (a job's window)
-    std::string job_site;    // "" when no job
-    int64_t job_id = 0;
-    std::vector<std::string> metrics;  // empty: every metric
-    bool summary = false;
-  } query;
-
-  // The window fetched (inclusive bounds); unknown (has_window false) when the backup stopped
-  // before resolving it.
-  bool has_window = false;
-  UnixNanos window_start = 0, window_end = 0;
-
-  std::vector<std::string> sites;
-  std::vector<std::string> job_types;
-  std::vector<ManifestNode> nodes;
-  // The metric catalogue of each cluster at backup time: "site/cluster" -> its JSON text.
-  std::vector<std::pair<std::string, std::string>> catalogue;
-
-  // The data files, in manifest order (the nodes', then the other devices'). For an incomplete
-  // archive: what the journal records as committed (rows, bytes, frames, and first/last/metrics
-  // when the journal has them; xxh64 ""), for every node and every file the journal names.
-  std::vector<ManifestFile> files;
-
-  // The fetch summary; absent while incomplete.
-  struct Fetch {
-    int64_t requests = 0, retries = 0, splits = 0;
-    double seconds = 0;
-  };
-  std::optional<Fetch> fetch;
-
-  // Whether journal.jsonl exists (it should exactly when the archive is incomplete).
-  bool has_journal = false;
-
-  int64_t rows() const;   // over every file
-  int64_t bytes() const;  // over every file
-  // Rows per metric over every file, in order of first appearance.
-  std::vector<std::pair<std::string, int64_t>> MetricRows() const;
-};
-
-// Reads DIR/manifest.json (and, for an incomplete archive, DIR/journal.jsonl). NotFound when DIR
-// or its manifest does not exist; Corruption when the manifest is not a kwatt archive's, is
-// damaged, or has a format version this kwatt does not read (each naming the file and what to do).
-Result<Manifest> ReadManifest(const std::string& dir);
+// The manifest (Manifest, ManifestFile, ReadManifest): kwatt/archive/manifest.h.
 
 // ---------------------------------------------------------------------------------------------
 // Reading rows.

@@ -32,21 +32,36 @@ struct BackupQuery {
   bool summary = false;
 };
 
+struct WriterOptions {
+  // The clock that tells whether the window has passed (see Finish); empty: WallClockNow. Tests
+  // inject one.
+  std::function<UnixNanos()> now;
+};
+
 class ArchiveWriter : public kwollect::RowSink {
  public:
-  // Creates `dir` (or uses it if empty), or reopens it when it holds an incomplete archive of
-  // `query`. Errors: InvalidArgument when `dir` holds something else (another query, not an
-  // archive); IOError when it cannot be written.
+  // Creates `dir` (or uses it if empty, or if it holds only what a run stopped before writing its
+  // first manifest leaves: an empty data/, an empty journal.jsonl, kwatt's manifest.json.tmp), or
+  // reopens it when it holds an incomplete archive of `query`. The manifest and the journal are
+  // read by ParseManifest and ParseJournal (manifest.h): a damaged manifest is Corruption, a
+  // journal line that is not a valid record is skipped, as the readers do. On reopening, each data
+  // file must hold what the journal records as committed (its bytes, frames with right checksums,
+  // rows): otherwise Corruption naming the file, and nothing is changed (back up again into a new
+  // directory). Bytes after the committed part (a frame the crash cut) are cut off.
+  // Errors: InvalidArgument when `dir` holds something else (another query, not an archive);
+  // Corruption as said; IOError when it cannot be written.
   static Result<std::unique_ptr<ArchiveWriter>> Open(const std::string& dir,
                                                      const BackupQuery& query,
-                                                     const std::string& kwatt_version);
+                                                     const std::string& kwatt_version,
+                                                     const WriterOptions& options = {});
   ~ArchiveWriter() override;
 
   // True when `dir` already holds the complete archive of the query: nothing to do.
   bool already_complete() const { return already_complete_; }
   // True when an earlier, interrupted run is being completed.
   bool resuming() const { return resuming_; }
-  // The fetch to run: the query, narrowed to what is not yet in the archive when resuming.
+  // The fetch to run: the query, narrowed to what is not yet in the archive when resuming (its
+  // end kept open for a job asked without an end: the job is resolved again).
   kwollect::FetchQuery FetchQueryToRun(const kwollect::FetchQuery& asked) const;
 
   Status Begin(const kwollect::FetchReport& resolved) override;
@@ -54,9 +69,14 @@ class ArchiveWriter : public kwollect::RowSink {
                const StringInterner& interner) override;
   Status Failed(const kwollect::FetchFailure& failure) override;
 
-  // Ends the backup: on a complete fetch, closes every file, writes the manifest as complete and
-  // removes the journal; otherwise keeps what was committed and returns Incomplete, naming what to
-  // do.
+  // Ends the backup: on a complete fetch of a window that has passed, closes every file, writes
+  // the manifest as complete and removes the journal. Otherwise keeps what was committed and
+  // returns Incomplete, naming what to do: pieces failed (run the same command again), the
+  // window ends at or after now (rows of its end do not exist yet: run the same command again
+  // after its end; the archive stays incomplete and resumable until then), or the window is that
+  // of a job that had not ended (asked without an end, resolved to an end at or after Open():
+  // run the same command again after the job's end; each rerun extends the window to the job's
+  // new end).
   Status Finish(const kwollect::FetchReport& report);
 
   int64_t rows_written() const { return rows_written_; }
