@@ -8,7 +8,8 @@ namespace kwatt::cli {
 Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                                         const std::vector<std::string>& metrics,
                                         kwollect::RowSink* sink,
-                                        const kwollect::ProgressCallback& progress) {
+                                        const kwollect::ProgressCallback& progress,
+                                        bool metrics_are_candidates) {
   archive::RowSource source;
   if (!archive_dir.empty()) {
     if (!args.nodes.empty() || !args.job.empty()) {
@@ -25,6 +26,7 @@ Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const Qu
     }
   } else {
     KWATT_RETURN_IF_ERROR(ResolveQuery(args, &source.query, &source.options));
+    source.query.check_metrics = !metrics_are_candidates;
   }
   return archive::FeedSource(source, metrics, sink, progress);
 }

@@ -30,9 +30,11 @@ int ExitCodeOf(const Status& status);
 struct QueryArgs {
   std::string nodes, start, end, job, metrics, api, config;
   bool summary = false;
-  int concurrency = 0, per_site = 0, retries = -1;
-  double backoff = -1;
-  int64_t rows_per_request = 0;
+  // Unset: the client options' defaults. Set: taken as given and checked by
+  // kwollect::ValidateClientOptions (exit 2 naming the option).
+  std::optional<int> concurrency, per_site, retries;
+  std::optional<double> backoff;
+  std::optional<int64_t> rows_per_request;
 };
 void AddQueryOptions(CLI::App* command, QueryArgs* args);
 // Builds the query and client options; InvalidArgument naming the option when one is wrong.
@@ -42,12 +44,15 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
 // "1.2 MB": bytes for people (powers of 1000).
 std::string HumanBytes(double bytes);
 
-// The rows of energy and stats: an archive directory's (archive::FeedSource) when `archive_dir` is given,
-// else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
+// The rows of energy and stats: an archive directory's (archive::FeedSource) when `archive_dir` is
+// given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
+// `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
+// check_metrics false), for energy's list of power sources.
 Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                                         const std::vector<std::string>& metrics,
                                         kwollect::RowSink* sink,
-                                        const kwollect::ProgressCallback& progress);
+                                        const kwollect::ProgressCallback& progress,
+                                        bool metrics_are_candidates = false);
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
 kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const kwollect::FetchReport& report);

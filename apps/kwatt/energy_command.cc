@@ -167,10 +167,10 @@ Runner RegisterEnergy(CLI::App* app) {
       return kExitUsage;
     }
     energy::EnergySink collector;
-    Result<kwollect::FetchReport> report =
-        RunSource(args->analysis.archive, args->analysis.query,
-                  energy::EnergyInputMetrics(args->metric), &collector,
-                  MakeProgress("kwatt energy", args->quiet || args->json));
+    Result<kwollect::FetchReport> report = RunSource(
+        args->analysis.archive, args->analysis.query, energy::EnergyInputMetrics(args->metric),
+        &collector, MakeProgress("kwatt energy", args->quiet || args->json),
+        /*metrics_are_candidates=*/true);
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
       return ExitCodeOf(report.status());

@@ -19,8 +19,10 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args) {
   command->add_option("--start", args->start,
                       "Start (inclusive): epoch seconds, ISO 8601 (local time without offset), now");
   command->add_option("--end", args->end, "End (inclusive), same forms");
-  command->add_option("--job", args->job,
-                      "A job, SITE:ID: its nodes and its window (--nodes, --start, --end narrow it)");
+  command->add_option(
+      "--job", args->job,
+      "A job, SITE:ID: its nodes and its window (--nodes, --start, --end narrow it: "
+      "bounds outside the job's window are clipped to it)");
   command->add_option("--metrics", args->metrics, "Metric ids, comma-separated (default: all)");
   command->add_flag("--summary", args->summary, "5-minute aggregates instead of raw values");
   command->add_option("--api", args->api,
@@ -45,11 +47,12 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   if (!args.api.empty()) {
     kwollect::SetApiUrl(args.api, options);
   }
-  if (args.concurrency > 0) options->max_concurrency = args.concurrency;
-  if (args.per_site > 0) options->max_per_site = args.per_site;
-  if (args.rows_per_request > 0) options->max_rows_per_request = args.rows_per_request;
-  if (args.retries >= 0) options->max_retries = args.retries;
-  if (args.backoff >= 0) options->backoff_s = args.backoff;
+  if (args.concurrency) options->max_concurrency = *args.concurrency;
+  if (args.per_site) options->max_per_site = *args.per_site;
+  if (args.rows_per_request) options->max_rows_per_request = *args.rows_per_request;
+  if (args.retries) options->max_retries = *args.retries;
+  if (args.backoff) options->backoff_s = *args.backoff;
+  KWATT_RETURN_IF_ERROR(kwollect::ValidateClientOptions(*options));
   UnixNanos now = WallClockNow();
   if (!args.nodes.empty()) {
     Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(args.nodes);

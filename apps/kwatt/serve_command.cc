@@ -39,6 +39,9 @@ Runner RegisterServe(CLI::App* app) {
                     "Fraction of metrics requests that fail: 503, or a body cut midway")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  serve->add_option("--fail-status", o.fail_status,
+                    "With --fail-rate: failed requests all answer this HTTP status (400-599) "
+                    "with an HTML page, as a proxy would, instead of 503 or a cut body");
   serve->add_option("--auth", o.auth, "Require HTTP Basic credentials USER:PASSWORD");
   serve->add_option("--now", args->start_clock,
                     "Start the simulated clock at this instant (epoch seconds or ISO 8601)");

@@ -436,9 +436,10 @@ std::shared_ptr<Table> FetchTable(const py::dict& client, const std::vector<std:
                                   std::optional<int64_t> start, std::optional<int64_t> end,
                                   std::optional<std::pair<std::string, int64_t>> job,
                                   const std::vector<std::string>& metrics, bool summary,
-                                  py::object progress) {
+                                  py::object progress, bool check_metrics) {
   kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
+  query.check_metrics = check_metrics;
   auto table = std::make_shared<Table>();
   Watch watch{std::move(progress)};
   Result<kwollect::FetchReport> report = Status::OK();
@@ -556,6 +557,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
                 const std::string& metric, const std::string& baseline, double gap_factor,
                 py::object progress) {
   archive::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  source.query.check_metrics = false;  // power sources to try, not metrics the user named
   energy::EnergyOptions options;
   options.phases = MakePhases(phases);
   options.roles = MakeRoles(roles);
@@ -800,9 +802,11 @@ PYBIND11_MODULE(_core, m) {
       .def("rows_by_node", &RowsByNode, py::arg("nodes"),
            "{node: [row dicts]} for these node FQDNs, rows in order");
 
-  m.def("fetch", &FetchTable, py::arg("client"), py::arg("nodes"), py::arg("start"),
-        py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"),
-        py::arg("progress"), "Fetches a query into a Table (the GIL is released)");
+  m.def("fetch", &FetchTable, py::arg("client"), py::arg("nodes"), py::arg("start"), py::arg("end"),
+        py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
+        py::arg("check_metrics") = true,
+        "Fetches a query into a Table (the GIL is released); check_metrics false: metrics no "
+        "node reports are not an error");
   m.def("load", &LoadTable, py::arg("dir"), py::arg("nodes"), py::arg("metrics"),
         py::arg("start"), py::arg("end"), py::arg("allow_incomplete"), py::arg("threads"),
         "Loads an archive (or part of it) into a Table");

@@ -211,12 +211,12 @@ class Kwollect(_ServiceBase):
             return None
         return p
 
-    def _fetch(self, metrics, roles, nodes, summary, verb):
+    def _fetch(self, metrics, roles, nodes, summary, verb, check_metrics=True):
         subset = self._subset(roles, nodes)
         start, stop = self._window()
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         table = _core.fetch(self._client, subset, start, stop, None, metrics, bool(summary),
-                            self._progress(verb))
+                            self._progress(verb), check_metrics=check_metrics)
         return subset, table
 
     @staticmethod
@@ -443,5 +443,8 @@ class Kwollect(_ServiceBase):
         data: a DataFrame from to_pandas() or kwatt.load() (default: fetched now)."""
         from .plots import plot_power
         if data is None:
-            data = self.to_pandas(metrics=[metric] if metric else _core.power_metrics())
+            # Without `metric`, the power sources to try: those the nodes lack are no error.
+            _, table = self._fetch([metric] if metric else _core.power_metrics(), None, None,
+                                   False, "kwatt plot_power", check_metrics=bool(metric))
+            data = self._check_complete(table, table_frame(table), False)
         return plot_power(data, ax=ax, window=self.window, phases=self.phases(), metric=metric)

@@ -19,6 +19,20 @@ std::string ScalarText(const json& value) {
   return value.dump();
 }
 
+// An optional string field of `object`: absent or null gives "", another type is Corruption
+// naming the entry and the field (`label`: how the message names it, "source.protocol").
+Status OptionalString(const json& object, const char* field, const char* label,
+                      const std::string& entry, std::string* out) {
+  auto it = object.find(field);
+  if (it == object.end() || it->is_null()) return Status::OK();
+  if (!it->is_string()) {
+    return Status::Corruption("catalogue entry \"" + entry + "\": field \"" + label + "\" is a " +
+                              it->type_name() + ", not a string");
+  }
+  *out = it->get<std::string>();
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
@@ -38,7 +52,8 @@ Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
     }
     CatalogueEntry entry;
     entry.name = item["name"].get<std::string>();
-    entry.description = item.value("description", "");
+    KWATT_RETURN_IF_ERROR(
+        OptionalString(item, "description", "description", entry.name, &entry.description));
     if (item.contains("period") && item["period"].is_number()) {
       entry.period_ms = item["period"].get<int64_t>();
     }
@@ -49,7 +64,8 @@ Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
       entry.scale_factor = item["scale_factor"].get<double>();
     }
     if (auto source = item.find("source"); source != item.end() && source->is_object()) {
-      entry.protocol = source->value("protocol", "");
+      KWATT_RETURN_IF_ERROR(
+          OptionalString(*source, "protocol", "source.protocol", entry.name, &entry.protocol));
       if (auto id = source->find("id"); id != source->end() && id->is_array()) {
         for (const json& one : *id) entry.source_ids.push_back(ScalarText(one));
       }

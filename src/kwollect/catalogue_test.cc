@@ -31,6 +31,29 @@ TEST(Catalogue, ExpandsAndRestricts) {
   EXPECT_EQ(ids.front(), "bmc_fan_speed_rpm");  // only_for leaves gros-1 without a wattmeter
 }
 
+TEST(Catalogue, AFieldOfTheWrongTypeIsCorruptionNamingItNotAnException) {
+  for (const char* text :
+       {R"([{"name":"m1","description":42}])", R"([{"name":"m1","description":["a"]}])",
+        R"([{"name":"m1","source":{"protocol":7}}])",
+        R"([{"name":"m1","source":{"protocol":{"x":1}}}])"}) {
+    Result<Catalogue> catalogue = Status::OK();
+    EXPECT_NO_THROW(catalogue = Catalogue::FromJson(text)) << text;
+    ASSERT_FALSE(catalogue.ok()) << text;
+    EXPECT_EQ(catalogue.status().code(), Status::Code::kCorruption) << text;
+    EXPECT_NE(catalogue.status().message().find("m1"), std::string::npos)
+        << catalogue.status().message();
+    EXPECT_TRUE(catalogue.status().message().find("description") != std::string::npos ||
+                catalogue.status().message().find("protocol") != std::string::npos)
+        << catalogue.status().message();
+  }
+  // null is an absent field.
+  auto nulls =
+      Catalogue::FromJson(R"([{"name":"m1","description":null,"source":{"protocol":null}}])");
+  ASSERT_TRUE(nulls.ok()) << nulls.status().ToString();
+  EXPECT_EQ(nulls->entries()[0].description, "");
+  EXPECT_EQ(nulls->entries()[0].protocol, "");
+}
+
 TEST(Catalogue, RejectsDamagedInput) {
   EXPECT_EQ(Catalogue::FromJson("{").status().code(), Status::Code::kCorruption);
   EXPECT_EQ(Catalogue::FromJson(R"({"uid":"x"})").status().code(), Status::Code::kCorruption);

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -62,6 +64,54 @@ Status LoadClientOptions(const std::string& path, ClientOptions* options) {
   if (const char* user = std::getenv("KWATT_USERNAME"); user && *user) options->username = user;
   if (const char* pass = std::getenv("KWATT_PASSWORD"); pass && *pass) options->password = pass;
   if (const char* url = std::getenv("KWATT_API_URL"); url && *url) SetApiUrl(url, options);
+  return Status::OK();
+}
+
+namespace {
+
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+}  // namespace
+
+Status ValidateClientOptions(const ClientOptions& options) {
+  // name: the Python keyword (and client option); flag: the CLI's, when it has one.
+  auto refuse = [](const char* name, const char* flag, const std::string& value, const char* rule) {
+    return Status::InvalidArgument(std::string(name) +
+                                   (*flag ? " (" + std::string(flag) + ")" : "") + " must be " +
+                                   rule + ", not " + value);
+  };
+  if (options.api_url.empty()) {
+    return Status::InvalidArgument("api_url (--api) is empty: give the API's base URL, e.g. " +
+                                   std::string(kDefaultApiUrl));
+  }
+  if (!std::isfinite(options.timeout_s) || options.timeout_s <= 0) {
+    return refuse("timeout", "", Number(options.timeout_s), "a number of seconds > 0");
+  }
+  if (!std::isfinite(options.connect_timeout_s) || options.connect_timeout_s <= 0) {
+    return refuse("connect_timeout", "", Number(options.connect_timeout_s),
+                  "a number of seconds > 0");
+  }
+  if (options.max_concurrency < 1) {
+    return refuse("concurrency", "--concurrency", std::to_string(options.max_concurrency),
+                  "at least 1");
+  }
+  if (options.max_per_site < 1) {
+    return refuse("per_site", "--per-site", std::to_string(options.max_per_site), "at least 1");
+  }
+  if (options.max_rows_per_request < 1) {
+    return refuse("rows_per_request", "--rows-per-request",
+                  std::to_string(options.max_rows_per_request), "at least 1");
+  }
+  if (options.max_retries < 0) {
+    return refuse("retries", "--retries", std::to_string(options.max_retries), "0 or more");
+  }
+  if (!std::isfinite(options.backoff_s) || options.backoff_s < 0) {
+    return refuse("backoff", "--backoff", Number(options.backoff_s), "a number of seconds >= 0");
+  }
   return Status::OK();
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +66,46 @@ TEST_F(ClientOptionsTest, BadFileIsNamedButPasswordNeverShown) {
   Status typed = LoadClientOptions(Write("password: {a: hunter2}\n"), &options);
   EXPECT_FALSE(typed.ok());
   EXPECT_EQ(typed.message().find("hunter2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kwatt::kwollect
+
+namespace kwatt::kwollect {
+namespace {
+
+TEST(ValidateClientOptions, RefusesMeaninglessValuesNamingTheOption) {
+  EXPECT_TRUE(ValidateClientOptions(ClientOptions()).ok());
+  struct Case {
+    void (*set)(ClientOptions*);
+    const char* name;
+  };
+  const Case cases[] = {
+      {[](ClientOptions* o) { o->max_concurrency = 0; }, "concurrency"},
+      {[](ClientOptions* o) { o->max_concurrency = -3; }, "concurrency"},
+      {[](ClientOptions* o) { o->max_per_site = 0; }, "per_site"},
+      {[](ClientOptions* o) { o->max_rows_per_request = 0; }, "rows_per_request"},
+      {[](ClientOptions* o) { o->max_rows_per_request = -1; }, "rows_per_request"},
+      {[](ClientOptions* o) { o->max_retries = -1; }, "retries"},
+      {[](ClientOptions* o) { o->backoff_s = -0.5; }, "backoff"},
+      {[](ClientOptions* o) { o->backoff_s = std::nan(""); }, "backoff"},
+      {[](ClientOptions* o) { o->timeout_s = 0; }, "timeout"},
+      {[](ClientOptions* o) { o->timeout_s = -1; }, "timeout"},
+      {[](ClientOptions* o) { o->connect_timeout_s = -1; }, "connect_timeout"},
+      {[](ClientOptions* o) { o->api_url = ""; }, "api_url"},
+  };
+  for (const Case& c : cases) {
+    ClientOptions options;
+    c.set(&options);
+    Status status = ValidateClientOptions(options);
+    ASSERT_FALSE(status.ok()) << c.name;
+    EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << c.name;
+    EXPECT_EQ(status.message().rfind(c.name, 0), 0u) << status.message();
+  }
+  ClientOptions zero_retries;
+  zero_retries.max_retries = 0;
+  zero_retries.backoff_s = 0;
+  EXPECT_TRUE(ValidateClientOptions(zero_retries).ok());
 }
 
 }  // namespace

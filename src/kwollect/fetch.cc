@@ -43,12 +43,24 @@ struct SitePlanInput {
   std::string site;
   std::vector<std::string> uids;
   std::vector<internal::NodeRate> rates;
+  // Each node's metric ids from its cluster's catalogue: what a request for every metric is
+  // split into when even one node over the shortest slice is too much for Kwollect.
+  std::map<std::string, std::vector<std::string>> metric_ids;
 };
+
+bool IsBlank(const std::string& text) {
+  return text.find_first_not_of(" \t\r\n") == std::string::npos;
+}
 
 Result<json> GetJson(const ClientOptions& options, const std::string& url) {
   Result<internal::SmallResponse> response = internal::GetSmall(options, url);
   if (!response.ok()) return response.status();
-  if (response->status != 200) return internal::HttpError(response->status, response->body, url);
+  if (response->status != 200) return internal::HttpError(*response, url, options);
+  if (IsBlank(response->body)) {
+    return Status::Corruption("empty answer (HTTP 200 without a body) from " +
+                              internal::Redact(url) + ": is " + internal::Redact(options.api_url) +
+                              " a Grid'5000 API? (e.g. https://api.grid5000.fr/stable)");
+  }
   json doc = json::parse(response->body, nullptr, false);
   if (doc.is_discarded()) {
     return Status::Corruption("malformed JSON from " + internal::Redact(url));
@@ -56,12 +68,40 @@ Result<json> GetJson(const ClientOptions& options, const std::string& url) {
   return doc;
 }
 
-std::string KnownSites(const ClientOptions& options) {
-  Result<json> sites = GetJson(options, options.api_url + "/sites");
-  if (!sites.ok() || !sites->contains("items")) return "";
-  std::vector<std::string> uids;
-  for (const json& site : (*sites)["items"]) uids.push_back(site.value("uid", ""));
-  return " (sites: " + Join(uids, ' ') + ")";
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The sites the API lists. When it lists none (its /sites is not found or not a list of sites),
+// the API URL itself is wrong, and the error says so.
+Result<std::vector<std::string>> ListSites(const ClientOptions& options) {
+  std::string url = options.api_url + "/sites";
+  Result<json> sites = GetJson(options, url);
+  Status problem = sites.status();
+  if (sites.ok()) {
+    const json* items =
+        sites->is_object() && sites->contains("items") ? &(*sites)["items"] : nullptr;
+    if (items && items->is_array()) {
+      std::vector<std::string> uids;
+      for (const json& site : *items) {
+        if (site.is_object() && site.contains("uid") && site["uid"].is_string()) {
+          uids.push_back(site["uid"].get<std::string>());
+        }
+      }
+      if (!uids.empty()) return uids;
+    }
+    problem = Status::NotFound("GET " + internal::Redact(url) + " lists no site");
+  }
+  if (problem.code() != Status::Code::kNotFound && problem.code() != Status::Code::kCorruption) {
+    return problem;
+  }
+  bool api_like = EndsWith(options.api_url, "/stable") || EndsWith(options.api_url, "/sid");
+  return Status::NotFound("the API URL " + internal::Redact(options.api_url) +
+                          " looks wrong: " + problem.message() +
+                          (api_like ? std::string("")
+                                    : "; it should end with /stable (e.g. "
+                                      "https://api.grid5000.fr/stable)"));
 }
 
 Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchReport* report) {
@@ -70,8 +110,15 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
   Result<json> doc = GetJson(options, url);
   if (!doc.ok()) {
     if (doc.status().code() == Status::Code::kNotFound) {
-      return Status::NotFound("job " + std::to_string(job.id) + " not found on site " + job.site +
-                              KnownSites(options));
+      // An unknown job, an unknown site, or not an API at all.
+      Result<std::vector<std::string>> sites = ListSites(options);
+      if (!sites.ok()) return sites.status();
+      if (std::find(sites->begin(), sites->end(), job.site) == sites->end()) {
+        return Status::NotFound("job " + job.site + ":" + std::to_string(job.id) +
+                                ": unknown site \"" + job.site + "\" (sites: " + Join(*sites, ' ') +
+                                ")");
+      }
+      return Status::NotFound("job " + std::to_string(job.id) + " not found on site " + job.site);
     }
     return doc.status();
   }
@@ -81,11 +128,26 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
                                    "): nothing to fetch yet");
   }
   UnixNanos started = (*doc)["started_at"].get<int64_t>() * kNanosPerSecond;
-  UnixNanos stopped = doc->contains("stopped_at") && (*doc)["stopped_at"].is_number()
-                          ? (*doc)["stopped_at"].get<int64_t>() * kNanosPerSecond
-                          : WallClockNow();
-  report->start = query.start.value_or(started);
-  report->end = query.end.value_or(stopped);
+  bool running = !(doc->contains("stopped_at") && (*doc)["stopped_at"].is_number());
+  UnixNanos stopped =
+      running ? WallClockNow() : (*doc)["stopped_at"].get<int64_t>() * kNanosPerSecond;
+  // The query's bounds narrow the job's window, never widen it: clipped to it, and a window
+  // that does not meet the job's at all is refused.
+  std::string name = "job " + job.site + ":" + std::to_string(job.id);
+  std::string window = " (" + FormatUtcTimestamp(started) + " .. " + FormatUtcTimestamp(stopped) +
+                       (running ? ", running)" : ")");
+  if (query.start && *query.start > stopped) {
+    return Status::InvalidArgument("the start " + FormatUtcTimestamp(*query.start) +
+                                   " is after the end of " + name + window +
+                                   ": a start and end narrow the job's window");
+  }
+  if (query.end && *query.end < started) {
+    return Status::InvalidArgument("the end " + FormatUtcTimestamp(*query.end) +
+                                   " is before the start of " + name + window +
+                                   ": a start and end narrow the job's window");
+  }
+  report->start = std::max(query.start.value_or(started), started);
+  report->end = std::min(query.end.value_or(stopped), stopped);
   for (const json& type : doc->value("types", json::array())) {
     if (type.is_string()) report->job_types.push_back(type.get<std::string>());
   }
@@ -112,9 +174,15 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
   return Status::OK();
 }
 
-}  // namespace
+// An answer of the API whose JSON has fields of unexpected types: Corruption, never an exception
+// out of the library.
+Status UnexpectedAnswer(const ClientOptions& options, const json::exception& e) {
+  return Status::Corruption("unexpected answer from the API at " +
+                            internal::Redact(options.api_url) + ": " + e.what());
+}
 
-Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<NodeName>& nodes) {
+Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
+                                      const std::vector<NodeName>& nodes) {
   NodeLookup lookup;
   for (const NodeName& node : nodes) lookup.nodes.push_back({node, node.Cluster(), ""});
   std::vector<std::string> sites;
@@ -127,7 +195,10 @@ Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<N
     std::string site_problem;
     if (!site_doc.ok()) {
       if (site_doc.status().code() != Status::Code::kNotFound) return site_doc.status();
-      site_problem = "unknown site \"" + site + "\"" + KnownSites(options);
+      // An unknown site, or not an API at all (then no site is known: that is the error).
+      Result<std::vector<std::string>> sites = ListSites(options);
+      if (!sites.ok()) return sites.status();
+      site_problem = "unknown site \"" + site + "\" (sites: " + Join(*sites, ' ') + ")";
     }
     // cluster -> its nodes' uids, or why it cannot be used
     std::map<std::string, std::pair<std::vector<std::string>, std::string>> clusters;
@@ -172,6 +243,17 @@ Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<N
   return lookup;
 }
 
+}  // namespace
+
+Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<NodeName>& nodes) {
+  KWATT_RETURN_IF_ERROR(ValidateClientOptions(options));
+  try {
+    return LookUpNodesOrThrow(options, nodes);
+  } catch (const json::exception& e) {
+    return UnexpectedAnswer(options, e);
+  }
+}
+
 const std::string* NodeLookup::CatalogueOf(const NodeName& node) const {
   std::string key = node.site + "/" + node.Cluster();
   for (const auto& [cluster, metrics] : catalogues) {
@@ -181,6 +263,79 @@ const std::string* NodeLookup::CatalogueOf(const NodeName& node) const {
 }
 
 namespace {
+
+// Edits to turn `a` into `b` (Levenshtein), for "did you mean".
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Every metric of `query` must be one that some node of the query reports according to its
+// cluster's catalogue (`only_for` honoured); metrics of a prometheus group the catalogue does not
+// list (prom_all_metrics) are taken on trust. NotFound naming the unknown ones otherwise.
+Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
+                    const std::map<std::string, Catalogue>& catalogues) {
+  if (query.metrics.empty() || !query.check_metrics) return Status::OK();
+  std::vector<std::string> known;  // every metric id of the query's nodes, in catalogue order
+  bool any_prometheus = false;     // a node has an unexpandable prometheus group
+  std::vector<std::string> clusters;
+  for (const NodeName& node : nodes) {
+    std::string key = node.site + "/" + node.Cluster();
+    const Catalogue& catalogue = catalogues.at(key);
+    std::string cluster = node.Cluster() + " (" + node.site + ")";
+    if (std::find(clusters.begin(), clusters.end(), cluster) == clusters.end()) {
+      clusters.push_back(cluster);
+    }
+    for (const CatalogueMetric& metric : catalogue.MetricsOf(node.uid)) {
+      if (std::find(known.begin(), known.end(), metric.metric_id) == known.end()) {
+        known.push_back(metric.metric_id);
+      }
+    }
+    for (const CatalogueEntry& entry : catalogue.entries()) {
+      if (entry.AppliesTo(node.uid) && !entry.IsExpandable()) any_prometheus = true;
+    }
+  }
+  std::vector<std::string> unknown;
+  for (const std::string& metric : query.metrics) {
+    if (std::find(known.begin(), known.end(), metric) != known.end()) continue;
+    if (any_prometheus && metric.rfind("prom_", 0) == 0) continue;
+    unknown.push_back(metric);
+  }
+  if (unknown.empty()) return Status::OK();
+  std::string message = std::string(unknown.size() == 1 ? "unknown metric " : "unknown metrics ") +
+                        Join(unknown, ' ') + " for cluster" + (clusters.size() == 1 ? " " : "s ") +
+                        Join(clusters, ' ');
+  // The nearest known id to the first unknown one, when it is a plausible typo.
+  std::string nearest;
+  size_t best = std::string::npos;
+  for (const std::string& id : known) {
+    size_t distance = EditDistance(unknown.front(), id);
+    if (distance < best) {
+      best = distance;
+      nearest = id;
+    }
+  }
+  if (!nearest.empty() && best <= std::max<size_t>(2, unknown.front().size() / 4)) {
+    message += " (did you mean " + nearest + "?)";
+  }
+  std::vector<std::string> some(known.begin(), known.begin() + std::min<size_t>(known.size(), 12));
+  message += known.empty() ? ": their catalogues list no metric"
+                           : ": known metrics include " + Join(some, ' ') +
+                                 (known.size() > some.size()
+                                      ? " (" + std::to_string(known.size()) + " in all)"
+                                      : "");
+  return Status::NotFound(message);
+}
 
 // Checks every site and node against the reference API and computes the nodes' expected rates.
 Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
@@ -202,6 +357,7 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
     if (!catalogue.ok()) return catalogue.status().WithContext(cluster);
     catalogues.emplace(cluster, std::move(*catalogue));
   }
+  KWATT_RETURN_IF_ERROR(CheckMetrics(query, report.nodes, catalogues));
   std::vector<SitePlanInput> sites;
   for (const NodeName& node : report.nodes) {
     auto it = std::find_if(sites.begin(), sites.end(),
@@ -211,6 +367,13 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
       it = sites.end() - 1;
     }
     it->uids.push_back(node.uid);
+    std::vector<std::string>& ids = it->metric_ids[node.uid];
+    for (const CatalogueMetric& metric :
+         catalogues.at(node.site + "/" + node.Cluster()).MetricsOf(node.uid)) {
+      if (std::find(ids.begin(), ids.end(), metric.metric_id) == ids.end()) {
+        ids.push_back(metric.metric_id);
+      }
+    }
     // The most the node can report: every on-demand metric switched on (a monitor job the
     // query may not know of). Answers then tell how dense the data really is.
     it->rates.push_back({node.uid, internal::ExpectedRowsPerSecond(
@@ -235,6 +398,7 @@ struct SiteQueue {
   std::string site;
   std::list<Request> queue;  // in output order; the front is the next to deliver
   int running = 0;
+  std::map<std::string, std::vector<std::string>> metric_ids;  // SitePlanInput::metric_ids
   // Rows per second and node in the latest finished answer. The plan assumes the most a node can
   // report (every on-demand metric on); answers tell what the data holds, and the requests not
   // yet sent are merged (sparse data) or cut again (denser than the catalogue says, e.g. a
@@ -257,6 +421,7 @@ struct Transfer {
   RowBatch batch;
   std::string error_body;
   long status = -1;
+  int64_t received = 0;  // body bytes
   Status parse_error;
   std::string url;
   char error[CURL_ERROR_SIZE] = "";
@@ -268,6 +433,7 @@ size_t OnData(char* data, size_t size, size_t count, void* user) {
   size_t length = size * count;
   if (t->status < 0) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
   *t->bytes_counter += int64_t(length);
+  t->received += int64_t(length);
   if (t->status == 200) {
     Status status = t->parser->Feed(std::string_view(data, length), &t->batch);
     if (!status.ok()) {
@@ -304,6 +470,7 @@ class Fetcher {
     for (SitePlanInput& input : inputs) {
       auto site = std::make_unique<SiteQueue>();
       site->site = input.site;
+      site->metric_ids = std::move(input.metric_ids);
       std::vector<internal::PlannedRequest> plan = internal::PlanSite(
           input.rates, query_.metrics, report_->start, report_->end,
           options_.max_rows_per_request);
@@ -402,13 +569,44 @@ class Fetcher {
     transfers_.emplace(easy, std::move(transfer));
   }
 
+  // The metrics URL of `site` without its query, for messages: the failure report says which
+  // nodes, window and metrics, and pieces with the same error can then be merged.
+  std::string MetricsUrl(const SiteQueue& site) const {
+    return options_.api_url + "/sites/" + site.site + "/metrics";
+  }
+
+  // The metric ids of `uids`, in catalogue order: what "every metric" means when a request must
+  // be split by metric.
+  static std::vector<std::string> MetricIdsOf(const SiteQueue& site,
+                                              const std::vector<std::string>& uids) {
+    std::vector<std::string> ids;
+    for (const std::string& uid : uids) {
+      auto it = site.metric_ids.find(uid);
+      if (it == site.metric_ids.end()) continue;
+      for (const std::string& id : it->second) {
+        if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+      }
+    }
+    return ids;
+  }
+
+  // Decides what a finished transfer leads to: rows delivered; Kwollect's "too much data" split
+  // (down to a floor: 1 s, one node, one metric); transient failures (transport, cut or malformed
+  // bodies, 429 after its Retry-After, 5xx that are not Kwollect's timeout) retried with backoff,
+  // at most options.max_retries times; other answers failed at once.
   void Complete(Transfer& t, CURLcode code) {
     Request& r = *t.request;
     SiteQueue& site = *t.site;
     --site.running;
     enum class Action { kDone, kRetry, kSplit, kFail } action;
     Status outcome;
-    std::string where = internal::Redact(t.url);
+    internal::SmallResponse response;
+    if (code == CURLE_OK) {
+      internal::ReadResponseInfo(t.easy, &response);
+      response.body = std::move(t.error_body);
+    }
+    std::string url = MetricsUrl(site);
+    std::string where = internal::Redact(url);
     if (!t.parse_error.ok()) {
       action = Action::kRetry;
       outcome = Status::Corruption("malformed answer from " + where + ": " +
@@ -417,29 +615,37 @@ class Fetcher {
       action = Action::kRetry;
       outcome = Status::Unavailable("transfer from " + where + " failed: " +
                                     (t.error[0] ? t.error : curl_easy_strerror(code)));
-    } else if (t.status == 200) {
-      Status finished = t.parser->Finish();
+    } else if (response.status == 200) {
+      Status finished =
+          t.received == 0 ? Status::Corruption("HTTP 200 without a body") : t.parser->Finish();
       if (finished.ok()) {
         action = Action::kDone;
       } else {
         action = Action::kRetry;
-        outcome = Status::Corruption("incomplete answer from " + where + ": " +
-                                     finished.message());
+        outcome = Status::Corruption(
+            (t.received == 0 ? "empty answer from " : "incomplete answer from ") + where + ": " +
+            finished.message());
       }
     } else {
-      outcome = internal::HttpError(t.status, t.error_body, t.url);
-      if (t.status == 502 || t.status == 503 || t.status == 504) {
-        action = Action::kRetry;
-      } else if (t.status >= 500) {
-        action = Action::kSplit;  // Kwollect's timeout, or another server error: ask for less
+      outcome = internal::HttpError(response, url, options_);
+      if (internal::IsKwollectTimeout(response.status, response.body)) {
+        action = Action::kSplit;  // too much data: ask for less
+      } else if (response.retry_after_s > internal::kMaxRetryAfterSeconds) {
+        action = Action::kFail;  // the message says how long the server asked to wait
+      } else if (internal::IsTransientStatus(response.status) || response.status >= 500) {
+        action = Action::kRetry;  // not about the size: asking for less would not help
       } else {
         action = Action::kFail;
       }
     }
     if (action == Action::kSplit) {
-      std::vector<internal::PlannedRequest> halves = internal::SplitRequest(r.plan);
+      std::vector<internal::PlannedRequest> halves =
+          internal::SplitRequest(r.plan, MetricIdsOf(site, r.plan.uids));
       if (halves.empty()) {
-        action = Action::kRetry;
+        action = Action::kFail;
+        outcome = outcome.WithContext(
+            "too much data for Kwollect even in the smallest piece kwatt asks for (about a "
+            "second of one node and one metric)");
       } else {
         for (internal::PlannedRequest& half : halves) {
           site.queue.insert(t.request, Request{std::move(half)});
@@ -458,7 +664,8 @@ class Fetcher {
       } else {
         ++report_->retries;
         r.state = Request::State::kPending;
-        r.not_before = SteadySeconds() + options_.backoff_s * std::pow(2.0, r.attempts - 1);
+        r.not_before =
+            SteadySeconds() + internal::RetryDelay(options_, r.attempts, response.retry_after_s);
         return;
       }
     }
@@ -471,9 +678,12 @@ class Fetcher {
     r.state = Request::State::kDone;
     r.batch = std::move(t.batch);
     report_->rows += int64_t(r.batch.size());
-    double seconds = std::max(1e-3, double(r.plan.end - r.plan.start) / 1e9);
-    site.observed_density = double(r.batch.size()) / seconds / double(r.plan.uids.size());
-    Replan(site);
+    // A piece split by metric from the catalogue tells nothing of the density of all metrics.
+    if (r.plan.metrics == query_.metrics) {
+      double seconds = std::max(1e-3, double(r.plan.end - r.plan.start) / 1e9);
+      site.observed_density = double(r.batch.size()) / seconds / double(r.plan.uids.size());
+      Replan(site);
+    }
   }
 
   // Re-cuts the requests not yet sent from the density of the latest answer: merges adjacent
@@ -529,9 +739,10 @@ class Fetcher {
                                        site.queue.front().state == Request::State::kFailed)) {
           Request& r = site.queue.front();
           if (r.state == Request::State::kFailed) {
-            report_->failures.push_back(FetchFailure{site.site, r.plan.uids, r.plan.start,
-                                                     r.plan.end, r.plan.metrics, r.error});
-            KWATT_RETURN_IF_ERROR(sink_->Failed(report_->failures.back()));
+            FetchFailure failure{site.site,  r.plan.uids,    r.plan.start,
+                                 r.plan.end, r.plan.metrics, r.error};
+            KWATT_RETURN_IF_ERROR(sink_->Failed(failure));
+            AddFailure(std::move(failure));
           } else if (i == current_) {
             KWATT_RETURN_IF_ERROR(sink_->Write(site.site, r.batch, interner_));
           } else {
@@ -544,6 +755,59 @@ class Fetcher {
       if (current_ >= sites_.size() || !sites_[current_]->queue.empty()) return Status::OK();
       ++current_;
       if (current_ < sites_.size()) KWATT_RETURN_IF_ERROR(Replay(*sites_[current_]));
+    }
+  }
+
+  // Merges the failed piece `b` into `a` when both together are still one piece (nodes x
+  // metrics x window) of one site that failed with the same error: adjacent time slices of the
+  // same nodes and metrics, or the same window of other metrics (of the same nodes) or of other
+  // nodes (with the same metrics).
+  static bool Merge(FetchFailure& a, const FetchFailure& b) {
+    if (a.site != b.site || a.error.code() != b.error.code() ||
+        a.error.message() != b.error.message()) {
+      return false;
+    }
+    bool same_window = a.start == b.start && a.end == b.end;
+    if (a.nodes == b.nodes && a.metrics == b.metrics) {
+      if (b.start == a.end + kNanosPerMicro) {
+        a.end = b.end;
+        return true;
+      }
+      if (a.start == b.end + kNanosPerMicro) {
+        a.start = b.start;
+        return true;
+      }
+      return false;
+    }
+    if (same_window && a.nodes == b.nodes && !a.metrics.empty() && !b.metrics.empty()) {
+      a.metrics.insert(a.metrics.end(), b.metrics.begin(), b.metrics.end());
+      return true;
+    }
+    if (same_window && a.metrics == b.metrics) {
+      a.nodes.insert(a.nodes.end(), b.nodes.begin(), b.nodes.end());
+      return true;
+    }
+    return false;
+  }
+
+  // Adds a failed piece to the report, merged with those it extends: a window split into many
+  // pieces that all failed the same way is reported as a few failures, not thousands. (The sink
+  // was told of the piece itself, where its rows would have been.)
+  void AddFailure(FetchFailure failure) {
+    std::vector<FetchFailure>& failures = report_->failures;
+    failures.push_back(std::move(failure));
+    size_t last = failures.size() - 1;
+    // A merge may make the merged failure mergeable with another one: until none merges.
+    for (bool merged = true; merged;) {
+      merged = false;
+      for (size_t i = 0; i < failures.size(); ++i) {
+        if (i != last && Merge(failures[i], failures[last])) {
+          failures.erase(failures.begin() + std::ptrdiff_t(last));
+          last = i;
+          merged = true;
+          break;
+        }
+      }
     }
   }
 
@@ -657,8 +921,9 @@ class Fetcher {
 namespace {
 
 // Resolves the query (job, window, nodes, catalogues) and plans each site's nodes.
-Result<std::vector<SitePlanInput>> ResolveAndPlan(const ClientOptions& options,
-                                                  const FetchQuery& query, FetchReport* report) {
+Result<std::vector<SitePlanInput>> ResolveAndPlanOrThrow(const ClientOptions& options,
+                                                         const FetchQuery& query,
+                                                         FetchReport* report) {
   if (query.job) {
     KWATT_RETURN_IF_ERROR(ResolveJob(options, query, report));
   } else {
@@ -676,6 +941,16 @@ Result<std::vector<SitePlanInput>> ResolveAndPlan(const ClientOptions& options,
                                    ")");
   }
   return ResolveNodes(options, query, *report);
+}
+
+Result<std::vector<SitePlanInput>> ResolveAndPlan(const ClientOptions& options,
+                                                  const FetchQuery& query, FetchReport* report) {
+  KWATT_RETURN_IF_ERROR(ValidateClientOptions(options));
+  try {
+    return ResolveAndPlanOrThrow(options, query, report);
+  } catch (const json::exception& e) {
+    return UnexpectedAnswer(options, e);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 #include "src/kwollect/http.h"
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "kwatt/core/text.h"
 
@@ -33,7 +38,47 @@ void ConfigureEasy(CURL* easy, const ClientOptions& options) {
 
 std::string Redact(const std::string& url) { return UrlWithoutCredentials(url); }
 
-Status HttpError(long status, const std::string& body, const std::string& url) {
+void ReadResponseInfo(CURL* easy, SmallResponse* response) {
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &response->status);
+  char* location = nullptr;
+  if (curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location) {
+    response->location = location;
+  }
+  curl_off_t retry_after = 0;
+  if (curl_easy_getinfo(easy, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after > 0) {
+    response->retry_after_s = int64_t(retry_after);
+  }
+}
+
+bool IsKwollectTimeout(long status, const std::string& body) {
+  if (status != 500) return false;
+  nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+  if (!doc.is_object()) return false;
+  if (auto code = doc.find("code"); code != doc.end() && code->is_string() && *code == "57014") {
+    return true;  // PostgreSQL: canceling statement due to statement timeout
+  }
+  auto message = doc.find("message");
+  if (message == doc.end() || !message->is_string()) return false;
+  std::string text = message->get<std::string>();
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return text.find("timeout") != std::string::npos ||
+         text.find("too much data") != std::string::npos;
+}
+
+bool IsTransientStatus(long status) {
+  return status == 429 || status == 502 || status == 503 || status == 504;
+}
+
+double RetryDelay(const ClientOptions& options, int attempt, int64_t retry_after_s) {
+  if (retry_after_s >= 0) return double(retry_after_s);
+  return options.backoff_s * std::pow(2.0, attempt - 1);
+}
+
+Status HttpError(const SmallResponse& response, const std::string& url,
+                 const ClientOptions& options) {
+  const long status = response.status;
+  const std::string& body = response.body;
   std::string message;
   nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
   if (doc.is_object()) {
@@ -48,9 +93,46 @@ Status HttpError(long status, const std::string& body, const std::string& url) {
   std::string text = "HTTP " + std::to_string(status) + " from " + Redact(url) +
                      (message.empty() ? "" : ": " + message);
   if (status == 401) {
+    if (!options.username.empty()) {
+      return Status::Unauthenticated(
+          "the API refused the credentials of user " + options.username + " (" + text +
+          "): check the password in ~/.python-grid5000.yaml (or KWATT_PASSWORD)");
+    }
     return Status::Unauthenticated(
-        text + " — set username and password in ~/.python-grid5000.yaml (or KWATT_USERNAME and "
-               "KWATT_PASSWORD)");
+        "the API needs credentials (" + text +
+        "): set username and password in ~/.python-grid5000.yaml (or KWATT_USERNAME and "
+        "KWATT_PASSWORD); none are needed from inside Grid'5000");
+  }
+  if (status >= 300 && status < 400) {
+    std::string where =
+        response.location.empty() ? "(no Location given)" : Redact(response.location);
+    std::string advice = "kwatt does not follow redirects";
+    // The same path under another base: that base is the API URL to give.
+    if (url.rfind(options.api_url, 0) == 0 && !response.location.empty()) {
+      std::string path = url.substr(options.api_url.size());
+      path = path.substr(0, path.find('?'));
+      const std::string& to = response.location;
+      std::string to_path = to.substr(0, to.find('?'));
+      if (!path.empty() && to_path.size() > path.size() &&
+          to_path.compare(to_path.size() - path.size(), path.size(), path) == 0) {
+        advice += ": give --api " + Redact(to_path.substr(0, to_path.size() - path.size())) +
+                  " (or uri in ~/.python-grid5000.yaml)";
+      }
+    }
+    return Status::InvalidArgument("HTTP " + std::to_string(status) + " from " + Redact(url) +
+                                   " redirects to " + where + "; " + advice);
+  }
+  if (status == 429) {
+    std::string wait;
+    if (response.retry_after_s > kMaxRetryAfterSeconds) {
+      wait = " and asks to wait " + std::to_string(response.retry_after_s) +
+             " s, longer than kwatt waits (" + std::to_string(kMaxRetryAfterSeconds) + " s)";
+    } else if (response.retry_after_s >= 0) {
+      wait = " (Retry-After: " + std::to_string(response.retry_after_s) + " s)";
+    }
+    return Status::Unavailable("HTTP 429 from " + Redact(url) +
+                               ": the API limits the request rate" + wait +
+                               "; try again later, or with a lower --concurrency");
   }
   if (status == 404) return Status::NotFound(text);
   if (status >= 500) return Status::Unavailable(text);
@@ -77,13 +159,24 @@ Result<SmallResponse> GetSmall(const ClientOptions& options, const std::string& 
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, AppendBody);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &response.body);
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, error);
-  CURLcode code = curl_easy_perform(easy);
-  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &response.status);
-  curl_easy_cleanup(easy);
-  if (code != CURLE_OK) {
-    return Status::Unavailable("cannot reach " + Redact(url) + ": " +
-                               (error[0] ? error : curl_easy_strerror(code)));
+  for (int attempt = 1;; ++attempt) {
+    response = SmallResponse();
+    error[0] = '\0';
+    CURLcode code = curl_easy_perform(easy);
+    ReadResponseInfo(easy, &response);
+    if (code != CURLE_OK) {
+      curl_easy_cleanup(easy);
+      return Status::Unavailable("cannot reach " + Redact(url) + ": " +
+                                 (error[0] ? error : curl_easy_strerror(code)));
+    }
+    if (!IsTransientStatus(response.status) || attempt > options.max_retries ||
+        response.retry_after_s > kMaxRetryAfterSeconds) {
+      break;
+    }
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(RetryDelay(options, attempt, response.retry_after_s)));
   }
+  curl_easy_cleanup(easy);
   return response;
 }
 

@@ -70,6 +70,13 @@ Result<NodeName> ParseNodeName(std::string_view text) {
   NodeName node;
   node.uid = std::string(StripNetworkSuffixes(host));
   node.site = std::string(site);
+  // "-ipv6" alone leaves no uid, "-1" no cluster: either would ask the API for "/clusters/".
+  if (node.uid.empty() || node.uid.front() == '-' || node.Cluster().empty()) {
+    return Status::InvalidArgument("\"" + std::string(text) +
+                                   "\" is not a Grid'5000 node name: it has no cluster name "
+                                   "before the node number (expected CLUSTER-N.SITE, e.g. "
+                                   "nova-1.lyon)");
+  }
   return node;
 }
 

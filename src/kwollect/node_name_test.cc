@@ -28,6 +28,18 @@ TEST(ParseNodeName, RefusesWithAHint) {
   EXPECT_FALSE(ParseNodeName("nova 1.lyon").ok());
 }
 
+TEST(ParseNodeName, RefusesAnEmptyUidOrCluster) {
+  // "-ipv6" is a suffix only: without it nothing is left, and "-1" has no cluster before its
+  // number. Either would ask the API for "/clusters/".
+  for (const char* text :
+       {"-ipv6.lyon", "-ipv6.lyon.grid5000.fr", "-1.lyon", "-kavlan-4-ipv6.lyon"}) {
+    auto node = ParseNodeName(text);
+    ASSERT_FALSE(node.ok()) << text << " gave uid \"" << node->uid << "\"";
+    EXPECT_EQ(node.status().code(), Status::Code::kInvalidArgument) << text;
+    EXPECT_NE(node.status().message().find(text), std::string::npos) << node.status().message();
+  }
+}
+
 TEST(ParseNodeList, KeepsOrderDropsDuplicates) {
   auto nodes = ParseNodeList("yeti-1.grenoble, nova-1.lyon,nova-1-kavlan-4.lyon.grid5000.fr,,");
   ASSERT_TRUE(nodes.ok());

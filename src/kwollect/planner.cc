@@ -96,8 +96,10 @@ std::vector<PlannedRequest> SplitByTime(const PlannedRequest& request, int64_t c
   return out;
 }
 
-std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request) {
-  if (request.end - request.start >= kNanosPerMilli) {
+std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request,
+                                         const std::vector<std::string>& all_metrics) {
+  // Both bounds are inclusive: the request spans end - start + 1 us.
+  if (request.end - request.start + kMicro >= 2 * kMinSplitNs) {
     auto slices = TimeSlices(request.start, request.end, 2);
     if (slices.size() == 2) {
       return {PlannedRequest{request.uids, request.metrics, slices[0].first, slices[0].second},
@@ -111,11 +113,12 @@ std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request) {
     b.uids.assign(request.uids.begin() + half, request.uids.end());
     return {a, b};
   }
-  if (request.metrics.size() > 1) {
-    size_t half = request.metrics.size() / 2;
+  const std::vector<std::string>& metrics = request.metrics.empty() ? all_metrics : request.metrics;
+  if (metrics.size() > 1) {
+    size_t half = metrics.size() / 2;
     PlannedRequest a = request, b = request;
-    a.metrics.assign(request.metrics.begin(), request.metrics.begin() + half);
-    b.metrics.assign(request.metrics.begin() + half, request.metrics.end());
+    a.metrics.assign(metrics.begin(), metrics.begin() + half);
+    b.metrics.assign(metrics.begin() + half, metrics.end());
     return {a, b};
   }
   return {};

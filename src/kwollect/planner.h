@@ -47,9 +47,17 @@ std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
 // `request` cut into `count` adjacent time slices (fewer when it spans fewer microseconds).
 std::vector<PlannedRequest> SplitByTime(const PlannedRequest& request, int64_t count);
 
-// Halves of a request that failed for its size: by time while it spans more than 1 ms, then by
-// nodes, then by metrics. Empty when it cannot be split.
-std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request);
+// Shortest time slice SplitRequest makes: below it, a request Kwollect refuses as too large is
+// split by nodes, then by metrics, never into sub-second slices (which multiply requests by
+// thousands when the refusal does not come from the size).
+inline constexpr int64_t kMinSplitNs = kNanosPerSecond;
+
+// Halves of a request that Kwollect refused as too large: by time while each half spans at least
+// kMinSplitNs, then by nodes, then by metrics: the request's own list, or, when it asks for every
+// metric, `all_metrics` (the catalogue's metric ids for its nodes; metrics the catalogue does not
+// list are then not asked for). Empty when it cannot be split.
+std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request,
+                                         const std::vector<std::string>& all_metrics = {});
 
 }  // namespace kwatt::kwollect::internal
 

@@ -90,6 +90,57 @@ TEST(SplitRequest, TimeThenNodesThenMetrics) {
   EXPECT_TRUE(SplitRequest(PlannedRequest{{"a"}, {}, kT0, kT0}).empty());
 }
 
+// Splits `r` again and again, as a server that always answers "too much data" would make the
+// fetcher do; returns the pieces that could not be split further, and counts every request.
+std::vector<PlannedRequest> SplitToTheEnd(const PlannedRequest& r,
+                                          const std::vector<std::string>& all_metrics,
+                                          int64_t* requests) {
+  ++*requests;
+  std::vector<PlannedRequest> halves = SplitRequest(r, all_metrics);
+  if (halves.empty()) return {r};
+  std::vector<PlannedRequest> leaves;
+  for (const PlannedRequest& half : halves) {
+    for (PlannedRequest& leaf : SplitToTheEnd(half, all_metrics, requests)) {
+      leaves.push_back(std::move(leaf));
+    }
+  }
+  return leaves;
+}
+
+TEST(SplitRequest, StopsAtTheFloorOfOneSecond) {
+  // A 16 s window refused again and again: 16 slices of 1 s, not sub-millisecond ones.
+  int64_t requests = 0;
+  auto leaves =
+      SplitToTheEnd(PlannedRequest{{"a"}, {}, kT0, kT0 + 16 * kNanosPerSecond}, {}, &requests);
+  EXPECT_LE(leaves.size(), 17u);
+  EXPECT_LE(requests, 40);
+  for (const PlannedRequest& leaf : leaves) {
+    EXPECT_GE(leaf.end - leaf.start + kNanosPerMicro, kMinSplitNs / 2) << leaf.start - kT0;
+  }
+}
+
+TEST(SplitRequest, AtTheFloorSplitsAnImplicitAllByTheCatalogueMetrics) {
+  // One instant of one node holding more rows than Kwollect allows: only metrics can divide it.
+  std::vector<std::string> all = {"m1", "m2", "m3"};
+  auto halves = SplitRequest(PlannedRequest{{"a"}, {}, kT0, kT0}, all);
+  ASSERT_EQ(halves.size(), 2u);
+  EXPECT_EQ(halves[0].metrics, std::vector<std::string>{"m1"});
+  EXPECT_EQ(halves[1].metrics, (std::vector<std::string>{"m2", "m3"}));
+  int64_t requests = 0;
+  auto leaves =
+      SplitToTheEnd(PlannedRequest{{"a"}, {}, kT0, kT0 + 4 * kNanosPerSecond}, all, &requests);
+  std::set<std::vector<std::string>> metrics;
+  for (const PlannedRequest& leaf : leaves) metrics.insert(leaf.metrics);
+  EXPECT_EQ(metrics, (std::set<std::vector<std::string>>{{"m1"}, {"m2"}, {"m3"}}));
+  // Nodes before metrics: several nodes are first split by nodes.
+  halves = SplitRequest(PlannedRequest{{"a", "b"}, {}, kT0, kT0}, all);
+  ASSERT_EQ(halves.size(), 2u);
+  EXPECT_TRUE(halves[0].metrics.empty());
+  EXPECT_EQ(halves[0].uids, std::vector<std::string>{"a"});
+  // One metric left: nothing to split.
+  EXPECT_TRUE(SplitRequest(PlannedRequest{{"a"}, {}, kT0, kT0}, {"m1"}).empty());
+}
+
 TEST(ExpectedRowsPerSecond, FollowsPeriodsAndJobTypes) {
   auto catalogue = Catalogue::FromJson(R"([
     {"name":"wattmetre_power_watt","period":1000,"optional_period":20,"source":{"protocol":"wattmetre"}},

@@ -474,6 +474,19 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
     std::lock_guard<std::mutex> lock(random_mutex);
     std::uniform_real_distribution<double> unit(0, 1);
     if (unit(random) < options.fail_rate) {
+      if (options.fail_status > 0) {
+        res.status = options.fail_status;
+        int code = options.fail_status;
+        std::string line = std::to_string(code) + (code == 500   ? " Internal Server Error"
+                                                   : code == 502 ? " Bad Gateway"
+                                                   : code == 503 ? " Service Unavailable"
+                                                   : code == 504 ? " Gateway Timeout"
+                                                                 : " Error");
+        res.set_content("<html><head><title>" + line + "</title></head><body><h1>" + line +
+                            "</h1>\n</body></html>\n",
+                        "text/html");
+        return;
+      }
       if (rows < 2 || unit(random) < 0.5) {
         res.status = 503;
         res.set_content(
@@ -521,6 +534,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   }
   if (options.fail_rate < 0 || options.fail_rate > 1) {
     return Status::InvalidArgument("--fail-rate must be between 0 and 1");
+  }
+  if (options.fail_status != 0 && (options.fail_status < 400 || options.fail_status > 599)) {
+    return Status::InvalidArgument("--fail-status must be an HTTP error status, 400 to 599");
   }
   if (!options.auth.empty() && options.auth.find(':') == std::string::npos) {
     return Status::InvalidArgument("--auth must be USER:PASSWORD");

@@ -4,8 +4,10 @@ import io
 import json
 import os
 import pty
+import re
 import subprocess
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -260,3 +262,274 @@ def test_progress_line_on_a_terminal(server):
     assert process.wait(timeout=120) == 0
     os.close(primary)
     assert b"requests" in output and b"rows" in output and b"ETA" in output
+
+
+# ---- faults: bounded requests, merged failures (issue 10, defect 8) -----------------------------
+
+SUMMARY = re.compile(rb"\((\d+) requests, (\d+) retries, (\d+) splits\)")
+
+
+def counts(result):
+    """(requests, retries, splits) of the summary line."""
+    found = SUMMARY.search(result.stderr)
+    assert found, result.stderr
+    return tuple(int(n) for n in found.groups())
+
+
+def not_fetched(result):
+    return [line for line in result.stderr.decode().split("\n") if "NOT FETCHED" in line]
+
+
+def test_a_persistent_html_500_is_retried_a_few_times_not_split(server_factory):
+    s = server_factory("--fail-rate", 1, "--fail-status", 500, jobs=JOBS)
+    result = run("fetch", "--api", s.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 16,
+                 "--retries", 2, "--backoff", 0.01, "-o", os.devnull, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert counts(result) == (3, 2, 0)
+    failures = not_fetched(result)
+    assert len(failures) == 1, failures
+    assert "HTTP 500" in failures[0] and "Internal Server Error" in failures[0]
+    assert "gave up after 3 attempts" in failures[0]
+
+
+def test_a_job_behind_a_failing_proxy_ends_with_one_merged_failure(server_factory):
+    # lyon:1001 (30 min, 3 nodes) planned in tens of requests, each refused with an HTML 500.
+    s = server_factory("--fail-rate", 1, "--fail-status", 500, jobs=JOBS)
+    result = run("fetch", "--api", s.url, "--job", "lyon:1001", "--rows-per-request", 20000,
+                 "--retries", 1, "--backoff", 0.01, "-o", os.devnull, timeout=120)
+    assert result.returncode == 1, result.stderr
+    requests, retries, splits = counts(result)
+    assert splits == 0 and requests == 2 * retries and retries >= 10, (requests, retries)
+    failures = not_fetched(result)
+    assert len(failures) == 1, failures
+    assert ("site lyon, nodes nova-1,nova-4,taurus-3, 2025-04-18T12:00:00Z .. "
+            "2025-04-18T12:30:00Z:") in failures[0]
+
+
+def densest(server, site, node, start, end):
+    """The server's rows of `node` over [start, end], the most rows one metric has in a second,
+    and the most rows all metrics have in a second."""
+    rows = server_rows(server, site, nodes=node, start_time=start, end_time=end)
+    per_metric, per_second = {}, {}
+    for text in rows:
+        row = json.loads(text)
+        second = row["timestamp"][:19]
+        per_metric[second, row["metric_id"]] = per_metric.get((second, row["metric_id"]), 0) + 1
+        per_second[second] = per_second.get(second, 0) + 1
+    return rows, max(per_metric.values()), max(per_second.values())
+
+
+def test_a_second_too_large_for_the_server_is_split_by_metric(server, server_factory):
+    # yeti-1 in job grenoble:2001 (monitor): 1024 rows of prom_node_cpu_seconds_total at each
+    # scrape instant, with other metrics in the same second. No time slice can cut an instant.
+    rows, one_metric, all_metrics = densest(server, "grenoble", "yeti-1", T0 + 100, T0 + 103)
+    limit = one_metric + 20  # each metric fits in it over a second, all of them do not
+    assert all_metrics > limit
+    s = server_factory("--max-rows", limit, jobs=JOBS)
+    result = run("fetch", "--api", s.url, "--nodes", "yeti-1.grenoble", "--start", T0 + 100,
+                 "--end", T0 + 103, timeout=120)
+    assert result.returncode == 0, result.stderr
+    got = [line for line in result.stdout.decode().split("\n") if line]
+    assert sorted(got) == sorted(rows) and len(set(got)) == len(got)
+    requests, retries, splits = counts(result)
+    assert splits > 0 and requests < 200, counts(result)
+
+
+def test_what_even_one_metric_cannot_fetch_is_reported_in_a_few_lines(server, server_factory):
+    # nova-1 in job lyon:1001: 50 wattmeter rows a second (and 256 rows of CPU counters at each
+    # node exporter scrape), a few rows of other metrics.
+    _, one_metric, _ = densest(server, "lyon", "nova-1", T0 + 100, T0 + 103)
+    s = server_factory("--max-rows", one_metric // 2, jobs=JOBS)
+    result = run("fetch", "--api", s.url, "--nodes", NOVA1, "--start", T0 + 100,
+                 "--end", T0 + 107, timeout=120)
+    assert result.returncode == 1, result.stderr
+    requests, retries, splits = counts(result)
+    assert requests < 200 and retries == 0, counts(result)
+    failures = not_fetched(result)
+    assert 1 <= len(failures) <= 3, failures
+    # The wattmeter's 7 s, refused piece by piece, are one line.
+    assert any("2025-04-18T12:01:40Z .. 2025-04-18T12:01:47Z, metrics wattmetre_power_watt: "
+               "too much data for Kwollect even in the smallest piece" in line
+               for line in failures), failures
+    failed_metrics = {m for line in failures for m in line.split(", metrics ")[1].split(":")[0]
+                      .split(",")}
+    expected = server_rows(server, "lyon", nodes="nova-1", start_time=T0 + 100,
+                           end_time=T0 + 107)
+    got = [line for line in result.stdout.decode().split("\n") if line]
+    assert set(got) <= set(expected) and len(set(got)) == len(got)
+    assert {r for r in expected if json.loads(r)["metric_id"] not in failed_metrics} <= set(got)
+
+
+# ---- messages that name the real cause (issue 10, defect 9) --------------------------------------
+
+def test_an_unknown_metric_is_named_in_every_command(server, tmp_path):
+    window = ["--nodes", NOVA1, "--start", T0, "--end", T0 + 10, "--metrics",
+              "wattmeter_power_watt"]
+    for command in (["fetch", "-o", os.devnull], ["backup", "-o", tmp_path / "archive"],
+                    ["stats"]):
+        result = run(*command, "--api", server.url, *window)
+        assert result.returncode == 1, (command, result.stderr)
+        assert b"unknown metric wattmeter_power_watt for cluster nova (lyon)" in result.stderr
+        assert b"did you mean wattmetre_power_watt?" in result.stderr
+    # A metric that only some node of the query has is fine (only_for, on-demand metrics).
+    ok = fetch("--api", server.url, "--nodes", f"{NOVA1},yeti-1.grenoble", "--start", T0,
+               "--end", T0 + 1, "--metrics", "wattmetre_power_watt")
+    assert lines(ok)
+
+
+class FixedAnswer(BaseHTTPRequestHandler):
+    """Answers every request with `status`, `extra_headers` and `body`; `hits` counts them."""
+    status, extra_headers, body, hits = 200, {}, b"", 0
+
+    def do_GET(self):
+        type(self).hits += 1
+        self.send_response(self.status)
+        for name, value in self.headers_to_send().items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def headers_to_send(self):
+        return {name: value.replace("{path}", self.path)
+                for name, value in self.extra_headers.items()}
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(handler):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/stable"
+
+
+def answering(status, body=b"", **headers):
+    return type("Answer", (FixedAnswer,),
+                dict(status=status, body=body, extra_headers=headers, hits=0))
+
+
+def test_each_misleading_answer_is_named(server):
+    query = ["--nodes", NOVA1, "--start", T0, "--end", T0 + 1]
+    # --api without /stable: the server has no /sites/lyon, and no /sites either.
+    bare = server.url[:-len("/stable")]
+    result = fetch("--api", bare, *query, check=False)
+    assert result.returncode == 1
+    assert b"looks wrong" in result.stderr and b"should end with /stable" in result.stderr
+    assert b"unknown site" not in result.stderr
+    result = fetch("--api", bare, "--job", "lyon:1001", check=False)
+    assert b"looks wrong" in result.stderr and b"not found" not in result.stderr.split(b":")[0]
+    # An unknown site in --job is an unknown site, not an unknown job.
+    result = fetch("--api", server.url, "--job", "lyonx:123", check=False)
+    assert result.returncode == 1
+    assert b'unknown site "lyonx" (sites: ' in result.stderr and b"lyon " in result.stderr
+    # An empty 200, a redirect to another host.
+    real = server.url[:-len("/stable")]
+    for handler, message in [
+            (answering(200), b"empty answer (HTTP 200 without a body)"),
+            (answering(301, Location=real + "{path}"),
+             b"redirects to " + server.url.encode() + b"/sites/lyon; kwatt does not follow "
+             b"redirects: give --api " + server.url.encode())]:
+        httpd, url = serve(handler)
+        try:
+            result = fetch("--api", url, *query, check=False)
+            assert result.returncode != 0 and message in result.stderr, result.stderr
+        finally:
+            httpd.shutdown()
+
+
+class RateLimited(BaseHTTPRequestHandler):
+    """Forwards to the real server, but answers each metrics request first with a 429 asking to
+    wait 1 s (forever when `always`)."""
+    upstream, always, seen, refused = "", False, set(), 0
+
+    def do_GET(self):
+        cls = type(self)
+        if "/metrics" in self.path and (cls.always or self.path not in cls.seen):
+            cls.seen.add(self.path)
+            cls.refused += 1
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        with urllib.request.urlopen(self.upstream + self.path[len("/stable"):]) as answer:
+            body = answer.read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_429_is_retried_after_its_retry_after(server):
+    expected = lines(fetch("--api", server.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 2))
+    for always in (False, True):
+        handler = type("Limited", (RateLimited,), dict(upstream=server.url, always=always,
+                                                          seen=set(), refused=0))
+        httpd, url = serve(handler)
+        try:
+            began = time.monotonic()
+            result = run("fetch", "--api", url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 2,
+                         "--retries", 2, "--backoff", 0.01, timeout=60)
+            took = time.monotonic() - began
+        finally:
+            httpd.shutdown()
+        if not always:
+            assert result.returncode == 0, result.stderr
+            assert lines(result) == expected and handler.refused == 1
+            assert took >= 1.0  # it waited as asked, not --backoff's 0.01 s
+        else:
+            assert result.returncode == 1 and handler.refused == 3 and took >= 2.0
+            assert b"HTTP 429" in result.stderr and b"limits the request rate" in result.stderr
+
+
+def test_a_wrong_password_is_not_a_missing_one(server_factory, tmp_path):
+    s = server_factory("--auth", "alice:s3cret-pw", jobs=JOBS)
+    env = dict(os.environ, HOME=str(tmp_path))
+    for name in ("KWATT_API_URL", "KWATT_USERNAME", "KWATT_PASSWORD"):
+        env.pop(name, None)
+    query = ["--api", s.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1]
+    missing = fetch(*query, env=env, check=False)
+    assert missing.returncode == 1 and b"needs credentials" in missing.stderr, missing.stderr
+    assert b"KWATT_USERNAME" in missing.stderr
+    wrong = fetch(*query, env=dict(env, KWATT_USERNAME="alice", KWATT_PASSWORD="nope-pw"),
+                  check=False)
+    assert wrong.returncode == 1
+    assert b"refused the credentials of user alice" in wrong.stderr, wrong.stderr
+    assert b"nope-pw" not in wrong.stderr
+
+
+# ---- options that mean nothing are refused (issue 10, defect 10) ---------------------------------
+
+def test_meaningless_client_options_exit_2_naming_the_option(server):
+    query = ["--api", server.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1]
+    for option, value in [("--concurrency", 0), ("--concurrency", -1), ("--per-site", 0),
+                          ("--rows-per-request", 0), ("--rows-per-request", -5),
+                          ("--retries", -1), ("--backoff", -0.5)]:
+        result = fetch(*query, option, value, check=False, timeout=30)
+        assert result.returncode == 2, (option, value, result.stderr)
+        assert option.encode() in result.stderr, result.stderr
+    assert fetch(*query, "--retries", 0, "--backoff", 0).returncode == 0
+
+
+def test_start_and_end_narrow_a_job_never_widen_it(server):
+    # Bounds outside the job's window [T0, T0 + 1800] are clipped to it.
+    widened = lines(fetch("--api", server.url, "--job", "lyon:1001", "--nodes", "nova-4.lyon",
+                          "--metrics", "wattmetre_power_watt", "--start", T0 - 600,
+                          "--end", T0 + 1))
+    narrowed = lines(fetch("--api", server.url, "--job", "lyon:1001", "--nodes", "nova-4.lyon",
+                           "--metrics", "wattmetre_power_watt", "--end", T0 + 1))
+    assert widened == narrowed and len(narrowed) == 51
+    late = lines(fetch("--api", server.url, "--job", "lyon:1001", "--nodes", "nova-4.lyon",
+                       "--metrics", "wattmetre_power_watt", "--start", T0 + 1799,
+                       "--end", T0 + 5000))
+    assert late and all(json.loads(r)["timestamp"] <= "2025-04-18T14:30:00+02:00" for r in late)
+    # A window that does not meet the job's is refused.
+    for bounds, message in [(["--start", T0 + 1801], b"after the end of job lyon:1001"),
+                            (["--end", T0 - 1], b"before the start of job lyon:1001")]:
+        result = fetch("--api", server.url, "--job", "lyon:1001", *bounds, check=False)
+        assert result.returncode == 2 and message in result.stderr, result.stderr

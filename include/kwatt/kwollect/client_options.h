@@ -43,6 +43,13 @@ void SetApiUrl(std::string_view url, ClientOptions* options);
 // Errors: InvalidArgument for an unreadable or malformed file, naming it and the key.
 Status LoadClientOptions(const std::string& path, ClientOptions* options);
 
+// Checks that every option has a meaning: api_url not empty; timeout_s and connect_timeout_s
+// finite and > 0; max_concurrency, max_per_site and max_rows_per_request >= 1; max_retries >= 0;
+// backoff_s finite and >= 0. Fetch, Resolve and LookUpNodes call it first, so every front end
+// (CLI, Python) gets the same checks. Errors: InvalidArgument naming the option (as the Python
+// keyword and the CLI flag call it) and its value.
+Status ValidateClientOptions(const ClientOptions& options);
+
 // "~/.python-grid5000.yaml" with $HOME expanded.
 std::string DefaultConfigPath();
 

@@ -38,6 +38,11 @@ struct FetchQuery {
   std::optional<UnixNanos> end;     // inclusive; with `job`: default its end (or now)
   std::optional<JobRef> job;
   std::vector<std::string> metrics;  // exact metric ids; empty: every metric
+  // Every id of `metrics` must be one that some node of the query reports according to its
+  // cluster's catalogue: Fetch and Resolve fail with NotFound naming the others (a typo would
+  // otherwise give no rows, silently). False: `metrics` are candidates, those no node reports
+  // just give no rows (kwatt energy's list of power sources).
+  bool check_metrics = true;
   bool summary = false;              // 5-minute aggregates
 };
 
@@ -55,7 +60,8 @@ class RowSink {
   virtual Status Begin(const FetchReport& resolved) { return Status::OK(); }
   virtual Status Write(std::string_view site, const RowBatch& batch,
                        const StringInterner& interner) = 0;
-  // A piece that could not be fetched (it is also in the final report).
+  // A piece that could not be fetched, where its rows would have been (the final report lists it
+  // too, merged with the adjacent pieces that failed with the same error).
   virtual Status Failed(const FetchFailure& failure) { return Status::OK(); }
 };
 
@@ -88,6 +94,8 @@ struct FetchReport {
   int64_t rows = 0;
   int64_t bytes = 0;
   double seconds = 0;
+  // What could not be fetched: the failed pieces, merged where they are adjacent (in time, nodes
+  // or metrics) and failed with the same error; in the order of their first piece.
   std::vector<FetchFailure> failures;
 
   bool complete() const { return failures.empty(); }

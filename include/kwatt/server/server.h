@@ -25,6 +25,8 @@ struct ServerOptions {
   int latency_ms = 0;              // added before answering each request
   int64_t rows_per_second = 0;     // pace of each metrics answer, as a database would; 0: flat out
   double fail_rate = 0;            // fraction of metrics requests that fail (503, or a cut body)
+  int fail_status = 0;             // 400-599: the failed ones all answer this status with an HTML
+                                   // page (a proxy's error), never a cut body; 0: as above
   std::string auth;                // "user:password" to require HTTP Basic auth; empty: open
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
   int threads = 8;                 // requests served at once
