@@ -328,3 +328,24 @@ def test_stats_keeps_every_interval_of_a_phase_and_merges_roles_with_one_name(se
     role = stats["window"]["role r"]["metrics"][power]["count"]
     assert role == sum(stats["window"][f"nova-{i}.lyon.grid5000.fr"]["metrics"][power]["count"]
                        for i in (1, 5))
+
+
+@pytest.mark.parametrize("start,message", [
+    ("3000-01-01T00:00:00Z",
+     "3000-01-01T00:00:00Z is outside the times kwatt handles (1677-09-21 .. 2262-04-11)"),
+    ("20000000000", "20000000000 is outside the times kwatt handles"),
+    ("2025-10-26T02:30", "2025-10-26T02:30:00 is ambiguous in Europe/Paris (that hour happens "
+                         "twice): 2025-10-26T02:30:00+02:00 or 2025-10-26T02:30:00+01:00; give "
+                         "the offset"),
+    ("2025-03-30T02:30", "2025-03-30T02:30:00 does not exist in Europe/Paris"),
+])
+def test_times_out_of_range_or_ambiguous_are_refused_before_any_request(start, message):
+    # Were read as 1830 / wrapped / moved silently; nothing listens on port 9: the time is
+    # refused before any request.
+    import os
+    result = subprocess.run([KWATT, "energy", "--api", "http://127.0.0.1:9/stable", "--nodes",
+                             "nova-1.lyon", "--start", start, "--end", "2025-10-27T00:00Z", "-q"],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "TZ": "Europe/Paris"})
+    assert result.returncode == 2, result.stderr
+    assert f"kwatt energy: --start: {message}" in result.stderr
