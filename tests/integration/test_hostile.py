@@ -156,13 +156,13 @@ def test_the_request_log_shows_the_query(tmp_path):
     s = start_server("--log", jobs=JOBS, tmp_path=tmp_path)
     try:
         result = run("fetch", "--api", s.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1,
-                     "--metrics", "bmc_node_power_watt", "--quiet")
+                     "--metrics", "wattmetre_power_watt", "--quiet")
         assert result.returncode == 0, result.stderr
     finally:
         s.stop()
     log = s.process.stderr.read()
     assert "GET /stable/sites/lyon/metrics?nodes=nova-1&start_time=" in log, log
-    assert "metrics=bmc_node_power_watt" in log and "-> 200" in log
+    assert "metrics=wattmetre_power_watt" in log and "-> 200" in log
 
 
 def test_a_request_that_is_not_utf8_gets_an_answer_and_the_server_stays_up(server):
