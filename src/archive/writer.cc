@@ -269,8 +269,9 @@ struct ArchiveWriter::Impl {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return Errno("cannot open " + path.string());
     void* mapped = ::mmap(nullptr, file.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    Status mapping = mapped == MAP_FAILED ? Errno("cannot read " + path.string()) : Status::OK();
     ::close(fd);
-    if (mapped == MAP_FAILED) return Errno("cannot read " + path.string());
+    KWATT_RETURN_IF_ERROR(mapping);
     struct Unmap {
       void* data;
       size_t size;
