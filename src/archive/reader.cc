@@ -39,12 +39,15 @@
 // VerifyArchive decodes every frame of every file in parallel and keeps no row. ArchiveReader
 // reads one frame at a time through a buffer that holds at least one whole frame; it hashes the
 // file in a first pass so that a damaged file gives no row.
+//
+// The files: manifest.cc (the manifest and the journal), frames.cc (zstd frames), this one (what
+// the readers share: selection, file checks, row tallies, parallel reading; read_internal.h),
+// load.cc (LoadArchive), verify.cc (VerifyArchive), stream.cc (ArchiveReader).
 
 namespace kwatt::archive::internal {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-
 
 std::string Hex64(uint64_t value) {
   char text[17];

@@ -270,8 +270,9 @@ struct ArchiveWriter::Impl {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return Errno("cannot open " + path.string());
     void* mapped = ::mmap(nullptr, file.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    Status mapping = mapped == MAP_FAILED ? Errno("cannot read " + path.string()) : Status::OK();
     ::close(fd);
-    if (mapped == MAP_FAILED) return Errno("cannot read " + path.string());
+    KWATT_RETURN_IF_ERROR(mapping);
     struct Unmap {
       void* data;
       size_t size;
@@ -397,6 +398,12 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
     bool exists = false, has_journal = false;
     KWATT_RETURN_IF_ERROR(ReadText(manifest_path, &text, &exists));
     KWATT_RETURN_IF_ERROR(ReadText(impl.dir / kJournalName, &journal, &has_journal));
+    // Another program's manifest.json: the wrong directory (not a damaged archive).
+    ordered_json foreign = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (foreign.is_object() && (!foreign.contains("format") || foreign["format"] != kFormatName)) {
+      return Status::InvalidArgument(manifest_path.string() +
+                                     " is not a kwatt archive manifest: choose another directory");
+    }
     Result<Manifest> stored = ParseManifest(dir_text, text, has_journal ? &journal : nullptr);
     if (!stored.ok()) return stored.status();
     if (!SameQuery(stored->query, query)) {

@@ -265,6 +265,16 @@ TEST(WriterTest, WhatIsNotItsLeftoversIsRefused) {
     EXPECT_EQ(ReadFile(fs::path(temp.archive()) / "manifest.json.tmp"), "my notes");
   }
   {
+    TempDir temp;  // another program's manifest.json
+    fs::create_directories(temp.archive());
+    WriteFile(fs::path(temp.archive()) / kManifestName, R"({"name": "my project"})");
+    Result<std::unique_ptr<ArchiveWriter>> writer =
+        ArchiveWriter::Open(temp.archive(), Query(), "test");
+    ASSERT_FALSE(writer.ok());
+    EXPECT_EQ(writer.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(writer.status().message().find("choose another directory"), std::string::npos);
+  }
+  {
     TempDir temp;  // a journal with records, and no manifest
     fs::create_directories(fs::path(temp.archive()) / kDataDir);
     WriteFile(fs::path(temp.archive()) / kJournalName, "{}\n");
