@@ -22,7 +22,8 @@ Runner RegisterBackup(CLI::App* app) {
   AddQueryOptions(command, &args->query);
   command->add_option("-o,--output", args->dir, "Archive directory (new, empty, or an "
                                                 "interrupted backup of the same query)")
-      ->required();
+      ->required()
+      ->check(NonEmptyPath());
   command->add_flag("-q,--quiet", args->quiet, "No progress line, no summary");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;

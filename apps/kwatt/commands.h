@@ -26,6 +26,10 @@ inline constexpr int kExitUsage = 2;
 
 int ExitCodeOf(const Status& status);
 
+// CLI11 check of a path option: an empty value ("-o ''") is refused (exit 2 naming the option)
+// instead of meaning stdout or the current directory.
+CLI::Validator NonEmptyPath();
+
 // The query arguments shared by fetch, backup, energy and stats.
 struct QueryArgs {
   std::string nodes, start, end, job, metrics, api, config;

@@ -152,8 +152,8 @@ Runner RegisterEnergy(CLI::App* app) {
   command->add_option("--metric", args->metric, "Use this power metric for every node");
   command->add_option("--baseline", args->baseline,
                       "A phase whose mean power is the idle baseline (energy above it reported)");
-  command->add_flag("--json", args->json, "JSON output");
-  command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)");
+  CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
+  command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)")->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;

@@ -79,7 +79,8 @@ Runner RegisterExport(CLI::App* app) {
   command->add_option("--to", args->to, "Format: csv, or parquet (written by the Python package, pyarrow)")
       ->required()
       ->check(CLI::IsMember({"csv", "parquet"}));
-  command->add_option("-o,--output", args->output, "Output file (- for stdout)");
+  command->add_option("-o,--output", args->output, "Output file (- for stdout)")
+      ->check(NonEmptyPath());
   AddArchiveFilterOptions(command, &args->filters);
   return [command, args]() -> int {
     if (!command->parsed()) return -1;

@@ -21,7 +21,8 @@ Runner RegisterFetch(CLI::App* app) {
   command->add_option("--format", args->format, "jsonl (rows exactly as the API sent them) or csv")
       ->check(CLI::IsMember({"jsonl", "csv"}))
       ->capture_default_str();
-  command->add_option("-o,--output", args->output, "Output file (default: stdout)");
+  command->add_option("-o,--output", args->output, "Output file (default: stdout)")
+      ->check(NonEmptyPath());
   command->add_flag("-q,--quiet", args->quiet, "No progress line, no summary");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;

@@ -12,6 +12,14 @@ int ExitCodeOf(const Status& status) {
   return status.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 
+CLI::Validator NonEmptyPath() {
+  return CLI::Validator(
+      [](std::string& value) {
+        return value.empty() ? std::string("is empty: give a path") : std::string();
+      },
+      "PATH", "NonEmptyPath");
+}
+
 void AddQueryOptions(CLI::App* command, QueryArgs* args) {
   command->add_option("--nodes", args->nodes,
                       "Nodes, comma-separated: nova-1.lyon.grid5000.fr, nova-1-kavlan-4.lyon."

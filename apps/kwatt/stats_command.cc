@@ -39,8 +39,8 @@ Runner RegisterStats(CLI::App* app) {
       "stats", "Per node and metric: count, mean, min, max, last; counters' increase and rate; "
                "CPU usage");
   AddAnalysisOptions(command, &args->analysis);
-  command->add_flag("--json", args->json, "JSON output");
-  command->add_flag("--csv", args->csv, "CSV output");
+  CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
+  command->add_flag("--csv", args->csv, "CSV output")->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;

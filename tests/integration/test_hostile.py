@@ -180,3 +180,18 @@ def test_a_request_that_is_not_utf8_gets_an_answer_and_the_server_stays_up(serve
     assert server.process.poll() is None
     assert run("fetch", "--api", server.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1,
                "--quiet").returncode == 0
+
+
+# ---- 10. options that contradict each other or are empty ----------------------------------------
+
+def test_contradicting_or_empty_options_exit_2_naming_them(server, archive, tmp_path):
+    for command in ("energy", "stats"):
+        result = run(command, archive, "--json", "--csv")
+        assert result.returncode == 2 and b"--json" in result.stderr and b"--csv" in result.stderr, \
+            result.stderr
+    query = ["--api", server.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 1]
+    for args in (["fetch", *query, "-o", ""], ["backup", *query, "-o", ""],
+                 ["export", archive, "--to", "csv", "-o", ""]):
+        result = run(*args)
+        assert result.returncode == 2 and b"-o" in result.stderr and b"empty" in result.stderr, \
+            (args, result.stderr)
