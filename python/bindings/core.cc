@@ -802,32 +802,32 @@ PYBIND11_MODULE(_core, m) {
       .def("rows_by_node", &RowsByNode, py::arg("nodes"),
            "{node: [row dicts]} for these node FQDNs, rows in order");
 
-  m.def("fetch", &FetchTable, py::arg("client"), py::arg("nodes"), py::arg("start"), py::arg("end"),
+  m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"), py::arg("end"),
         py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
         py::arg("check_metrics") = true,
         "Fetches a query into a Table (the GIL is released); check_metrics false: metrics no "
         "node reports are not an error");
-  m.def("load", &LoadTable, py::arg("dir"), py::arg("nodes"), py::arg("metrics"),
+  m.def("load", &LoadTable, py::arg("dir"), py::kw_only(), py::arg("nodes"), py::arg("metrics"),
         py::arg("start"), py::arg("end"), py::arg("allow_incomplete"), py::arg("threads"),
         "Loads an archive (or part of it) into a Table");
-  m.def("backup", &kp::Backup, py::arg("client"), py::arg("dir"), py::arg("nodes"),
+  m.def("backup", &kp::Backup, py::arg("client"), py::arg("dir"), py::kw_only(), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"),
         py::arg("progress"), "Backs a query up into an archive directory");
-  m.def("energy", &kp::Energy, py::arg("client"), py::arg("archive"), py::arg("nodes"),
+  m.def("energy", &kp::Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
         py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("progress"));
-  m.def("stats", &kp::Stats, py::arg("client"), py::arg("archive"), py::arg("nodes"),
+  m.def("stats", &kp::Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
         py::arg("roles"), py::arg("progress"));
   m.def("look_up_nodes", &LookUp, py::arg("client"), py::arg("names"),
         "Checks node names against the reference API");
-  m.def("resolve", &ResolveQuery, py::arg("client"), py::arg("nodes"), py::arg("start"),
+  m.def("resolve", &ResolveQuery, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
         py::arg("end"), py::arg("job"),
         "Resolves a query (a job's nodes, window and types; nodes checked) without fetching");
   m.def("catalogue_metrics", &CatalogueMetrics, py::arg("catalogue"), py::arg("uid"),
         py::arg("job_types") = std::vector<std::string>{},
         "The metric ids a node can report, from its cluster's catalogue");
-  m.def("power_sources", &kp::PowerSources, py::arg("nodes"), py::arg("metrics"), py::arg("labels"),
+  m.def("power_sources", &kp::PowerSources, py::kw_only(), py::arg("nodes"), py::arg("metrics"), py::arg("labels"),
         py::arg("times"), py::arg("values"), py::arg("start"), py::arg("end"),
         py::arg("metric") = "",
         "{node: the power metric energy() chooses for it (None: none)} from rows given as "

@@ -49,8 +49,9 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
     """
     directory = os.fspath(directory)
     names = [fqdn(h) for h in host_list(nodes)]
-    table = _core.load(directory, names, list(metrics or []), to_ns(start, "start"),
-                       to_ns(end, "end"), True, int(threads))
+    table = _core.load(directory, nodes=names, metrics=list(metrics or []),
+                       start=to_ns(start, "start"), end=to_ns(end, "end"), allow_incomplete=True,
+                       threads=int(threads))
     frame = table_frame(table)
     frame.attrs["kwatt"] = {"archive": directory, "complete": table.complete,
                             "window": (table.report["start"], table.report["end"])}

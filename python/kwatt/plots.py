@@ -34,14 +34,14 @@ def _power_sources(power, window, metric):
     stop = int(times.max()) + 1 if stop is None else int(stop)
     if stop <= start:
         stop = start + 1
-    columns = (power["node"].astype(str).tolist(), power["metric_id"].astype(str).tolist(),
-               power["labels"].astype(str).tolist(), times.to_numpy(),
-               power["value"].astype("float64").to_numpy())
+    columns = dict(nodes=power["node"].astype(str).tolist(),
+                   metrics=power["metric_id"].astype(str).tolist(),
+                   labels=power["labels"].astype(str).tolist(), times=times.to_numpy(),
+                   values=power["value"].astype("float64").to_numpy(), metric=metric or "")
     try:
-        return _core.power_sources(*columns, start, stop, metric or "")
+        return _core.power_sources(**columns, start=start, end=stop)
     except InvalidArgumentError:  # a window outside these rows: choose over the rows' span
-        return _core.power_sources(*columns, int(times.min()), int(times.max()) + 1,
-                                   metric or "")
+        return _core.power_sources(**columns, start=int(times.min()), end=int(times.max()) + 1)
 
 
 def plot_power(data, ax=None, window=None, phases=(), metric=None):

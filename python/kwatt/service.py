@@ -102,7 +102,8 @@ class Kwollect(_ServiceBase):
         """An instance over a past (or running) job: its nodes, and its window (start and stop
         of the job; a running job's stop is now). start()/stop() may still change it."""
         client = _client_dict(api, config, client_options)
-        resolved = _core.resolve(client, [], None, None, (str(site), int(job_id)))
+        resolved = _core.resolve(client, nodes=[], start=None, end=None,
+                                 job=(str(site), int(job_id)))
         self = cls(nodes=resolved["nodes"], api=api, config=config, progress=progress,
                    **client_options)
         self._job = (str(site), int(job_id))
@@ -215,8 +216,9 @@ class Kwollect(_ServiceBase):
         subset = self._subset(roles, nodes)
         start, stop = self._window()
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-        table = _core.fetch(self._client, subset, start, stop, None, metrics, bool(summary),
-                            self._progress(verb), check_metrics=check_metrics)
+        table = _core.fetch(self._client, nodes=subset, start=start, end=stop, job=None,
+                            metrics=metrics, summary=bool(summary), progress=self._progress(verb),
+                            check_metrics=check_metrics)
         return subset, table
 
     @staticmethod
@@ -280,8 +282,9 @@ class Kwollect(_ServiceBase):
             backup_dir = os.path.join("kwatt_backup", f"{start // 1000}_{stop // 1000}")
         backup_dir = os.fspath(backup_dir)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-        outcome = _core.backup(self._client, backup_dir, subset, start, stop, None, metrics,
-                               bool(summary), self._progress("kwatt backup"))
+        outcome = _core.backup(self._client, backup_dir, nodes=subset, start=start, end=stop,
+                               job=None, metrics=metrics, summary=bool(summary),
+                               progress=self._progress("kwatt backup"))
         if not outcome["complete"]:
             raise IncompleteError(f"backup {backup_dir} is incomplete: {outcome['error']}",
                                   partial=backup_dir, failures=outcome["fetch"]["failures"])
@@ -401,9 +404,10 @@ class Kwollect(_ServiceBase):
 
     def _energy(self, phases, roles, metric, baseline, source, gap_factor):
         archive, nodes, start, stop = self._source(source)
-        return _core.energy(self._client, archive, nodes, start, stop, None,
-                            self.phases(phases), self._roles(roles), metric or "",
-                            baseline or "", float(gap_factor), self._progress("kwatt energy"))
+        return _core.energy(self._client, archive=archive, nodes=nodes, start=start, end=stop,
+                            job=None, phases=self.phases(phases), roles=self._roles(roles),
+                            metric=metric or "", baseline=baseline or "",
+                            gap_factor=float(gap_factor), progress=self._progress("kwatt energy"))
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                gap_factor=3.0, allow_incomplete=False):
@@ -431,9 +435,9 @@ class Kwollect(_ServiceBase):
         DataFrame) unless allow_incomplete."""
         archive, nodes, start, stop = self._source(source)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-        report = _core.stats(self._client, archive, nodes, start, stop, None, metrics,
-                             self.phases(phases), self._roles(roles),
-                             self._progress("kwatt stats"))
+        report = _core.stats(self._client, archive=archive, nodes=nodes, start=start, end=stop,
+                             job=None, metrics=metrics, phases=self.phases(phases),
+                             roles=self._roles(roles), progress=self._progress("kwatt stats"))
         return self._check_report(report["fetch"], stats_frame(report), allow_incomplete)
 
     # ---- plots -------------------------------------------------------------------------------

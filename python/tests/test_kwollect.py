@@ -433,8 +433,9 @@ def test_to_pandas_of_nothing_has_the_same_columns(server):
 
 
 def test_columns_are_numpy_views_of_the_cpp_table(server):
-    table = kwatt._core.fetch({"api_url": server.url}, NOVA[:1], int(T0 * 1e9),
-                              int((T0 + 5) * 1e9), None, ["wattmetre_power_watt"], False, None)
+    table = kwatt._core.fetch({"api_url": server.url}, nodes=NOVA[:1], start=int(T0 * 1e9),
+                              end=int((T0 + 5) * 1e9), job=None, metrics=["wattmetre_power_watt"],
+                              summary=False, progress=None)
     value = table.value
     assert len(value) == len(table) == 5 * 50 + 1
     assert not value.flags.owndata and value.base is not None
@@ -728,9 +729,10 @@ def test_plot_power_draws_the_source_energy_chooses():
     ax = plot_power(frame, window=window)
     labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
     assert labels == ["nova-1 (pdu_outlet_power_watt)"]
-    assert kwatt._core.power_sources([node] * len(rows), [m for _, m, _ in rows],
-                                     ["{}"] * len(rows), np.array([int(t * 1e9) for t, _, _ in rows]),
-                                     np.array([v for _, _, v in rows]), *window) == {
+    assert kwatt._core.power_sources(
+        nodes=[node] * len(rows), metrics=[m for _, m, _ in rows], labels=["{}"] * len(rows),
+        times=np.array([int(t * 1e9) for t, _, _ in rows]),
+        values=np.array([v for _, _, v in rows]), start=window[0], end=window[1]) == {
         node: "pdu_outlet_power_watt"}
 
 
