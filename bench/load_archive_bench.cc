@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
     }
     kwatt::archive::LoadReport report;
     auto t0 = std::chrono::steady_clock::now();
-    kwatt::Status st = kwatt::archive::LoadArchive(dir, options, interner.get(), batch.get(),
-                                                   &report);
+    kwatt::Status st =
+        kwatt::archive::LoadArchive(dir, options, interner.get(), batch.get(), &report);
     auto t1 = std::chrono::steady_clock::now();
     if (!st.ok()) {
       std::fprintf(stderr, "kwatt_load_bench: %s\n", st.ToString().c_str());
@@ -85,10 +85,9 @@ int main(int argc, char** argv) {
         "\"compressed_bytes\": %lld, \"text_bytes\": %lld, \"raw_bytes\": %zu, "
         "\"seconds\": %.6f, \"rows_per_s\": %.0f, \"keep_raw\": %s, \"reuse\": %s}\n",
         run, batch->size(), static_cast<long long>(report.rows), report.files.size(),
-        static_cast<long long>(report.compressed_bytes),
-        static_cast<long long>(report.text_bytes), batch->raw.size(), seconds,
-        seconds > 0 ? batch->size() / seconds : 0.0, options.keep_raw ? "true" : "false",
-        reuse ? "true" : "false");
+        static_cast<long long>(report.compressed_bytes), static_cast<long long>(report.text_bytes),
+        batch->raw.size(), seconds, seconds > 0 ? batch->size() / seconds : 0.0,
+        options.keep_raw ? "true" : "false", reuse ? "true" : "false");
     std::fflush(stdout);
   }
   return 0;

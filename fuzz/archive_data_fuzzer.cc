@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.threads = 1;
   kwatt::Status loaded = ar::LoadArchive(dir.string(), options, &interner, &batch);
   KWATT_FUZZ_CHECK(!loaded.ok() || verified.ok());
-  kwatt::Result<std::unique_ptr<ar::ArchiveReader>> reader = ar::ArchiveReader::Open(dir.string(), options);
+  kwatt::Result<std::unique_ptr<ar::ArchiveReader>> reader =
+      ar::ArchiveReader::Open(dir.string(), options);
   if (reader.ok()) {
     kwatt::RowBatch rows;
     while ((*reader)->Next(&rows)) {

@@ -47,12 +47,12 @@ inline std::pair<std::string_view, std::string_view> SplitInput(std::string_view
 }
 
 // Aborts (a finding) when `condition` is false: for properties a harness checks.
-#define KWATT_FUZZ_CHECK(condition)                                                     \
-  do {                                                                                  \
-    if (!(condition)) {                                                                 \
+#define KWATT_FUZZ_CHECK(condition)                                                           \
+  do {                                                                                        \
+    if (!(condition)) {                                                                       \
       std::fprintf(stderr, "%s:%d: property violated: %s\n", __FILE__, __LINE__, #condition); \
-      std::abort();                                                                     \
-    }                                                                                   \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 
 }  // namespace kwatt::fuzz

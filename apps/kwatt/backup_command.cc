@@ -17,11 +17,14 @@ Runner RegisterBackup(CLI::App* app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
-      "backup", "Archive every row of nodes over a window (or a job): lossless, compressed, "
-                "crash-safe and resumable (doc/archive_format.md)");
+      "backup",
+      "Archive every row of nodes over a window (or a job): lossless, compressed, "
+      "crash-safe and resumable (doc/archive_format.md)");
   AddQueryOptions(command, &args->query);
-  command->add_option("-o,--output", args->dir, "Archive directory (new, empty, or an "
-                                                "interrupted backup of the same query)")
+  command
+      ->add_option("-o,--output", args->dir,
+                   "Archive directory (new, empty, or an "
+                   "interrupted backup of the same query)")
       ->required()
       ->check(NonEmptyPath());
   command->add_flag("-q,--quiet", args->quiet, "No progress line, no summary");
@@ -60,9 +63,8 @@ Runner RegisterBackup(CLI::App* app) {
       return kExitFailure;
     }
     if (!args->quiet) {
-      double ratio = outcome->bytes_written > 0
-                         ? double(report->bytes) / double(outcome->bytes_written)
-                         : 0;
+      double ratio =
+          outcome->bytes_written > 0 ? double(report->bytes) / double(outcome->bytes_written) : 0;
       std::fprintf(stderr,
                    "kwatt backup: %s complete: %lld rows %s for %zu nodes, %.1f MB (%.1f times "
                    "smaller than the %.1f MB the API sent) in %.2f s\n",

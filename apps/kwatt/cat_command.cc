@@ -21,7 +21,6 @@ void AddArchiveFilterOptions(CLI::App* command, ArchiveFilterArgs* args) {
 }
 
 Status ResolveArchiveFilters(const ArchiveFilterArgs& args, archive::LoadOptions* options) {
-
   options->nodes = SplitCommaList(args.nodes);
   options->metrics = SplitCommaList(args.metrics);
   UnixNanos now = WallClockNow();
@@ -43,8 +42,9 @@ Runner RegisterCat(CLI::App* app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
-      "cat", "Print an archive's rows as JSON Lines, exactly as the API sent them (node files in "
-             "manifest order, each in time order), checking them as they are read");
+      "cat",
+      "Print an archive's rows as JSON Lines, exactly as the API sent them (node files in "
+      "manifest order, each in time order), checking them as they are read");
   command->add_option("dir", args->dir, "Archive directory")->required();
   AddArchiveFilterOptions(command, &args->filters);
   return [command, args]() -> int {
@@ -61,8 +61,10 @@ Runner RegisterCat(CLI::App* app) {
       return ExitCodeOf(reader.status());
     }
     if (!(*reader)->manifest().complete) {
-      std::fprintf(stderr, "kwatt cat: WARNING: %s is INCOMPLETE: printing only the rows its "
-                           "interrupted backup committed\n", args->dir.c_str());
+      std::fprintf(stderr,
+                   "kwatt cat: WARNING: %s is INCOMPLETE: printing only the rows its "
+                   "interrupted backup committed\n",
+                   args->dir.c_str());
     }
     kwollect::JsonlSink sink(stdout, "stdout");
     RowBatch batch;

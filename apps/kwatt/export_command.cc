@@ -41,12 +41,11 @@ int ExportParquet(const std::string& dir, const std::string& output,
                  dir.c_str(), output.c_str());
     return kExitUsage;
   }
-  std::vector<std::string> argv = {python, "-m", "kwatt", "export", dir, "--to", "parquet",
-                                   "-o", output};
-  for (auto [flag, value] : {std::pair{"--nodes", &filters.nodes},
-                             std::pair{"--metrics", &filters.metrics},
-                             std::pair{"--start", &filters.start},
-                             std::pair{"--end", &filters.end}}) {
+  std::vector<std::string> argv = {python, "-m",      "kwatt", "export", dir,
+                                   "--to", "parquet", "-o",    output};
+  for (auto [flag, value] :
+       {std::pair{"--nodes", &filters.nodes}, std::pair{"--metrics", &filters.metrics},
+        std::pair{"--start", &filters.start}, std::pair{"--end", &filters.end}}) {
     if (!value->empty()) {
       argv.push_back(flag);
       argv.push_back(*value);
@@ -73,10 +72,13 @@ Runner RegisterExport(CLI::App* app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
-      "export", "Write an archive's rows as CSV (the columns of kwatt fetch --format csv), "
-                "checking them as they are read");
+      "export",
+      "Write an archive's rows as CSV (the columns of kwatt fetch --format csv), "
+      "checking them as they are read");
   command->add_option("dir", args->dir, "Archive directory")->required();
-  command->add_option("--to", args->to, "Format: csv, or parquet (written by the Python package, pyarrow)")
+  command
+      ->add_option("--to", args->to,
+                   "Format: csv, or parquet (written by the Python package, pyarrow)")
       ->required()
       ->check(CLI::IsMember({"csv", "parquet"}));
   command->add_option("-o,--output", args->output, "Output file (- for stdout)")
@@ -115,8 +117,8 @@ Runner RegisterExport(CLI::App* app) {
       target.emplace(std::move(*planned));
       out = std::fopen(target->write_path().c_str(), "wb");
       if (out == nullptr) {
-        std::fprintf(stderr, "kwatt export: cannot create %s: %s\n",
-                     target->write_path().c_str(), std::strerror(errno));
+        std::fprintf(stderr, "kwatt export: cannot create %s: %s\n", target->write_path().c_str(),
+                     std::strerror(errno));
         return kExitFailure;
       }
     }
@@ -141,8 +143,10 @@ Runner RegisterExport(CLI::App* app) {
       return ExitCodeOf(outcome);
     }
     if (!(*reader)->manifest().complete) {
-      std::fprintf(stderr, "kwatt export: WARNING: %s is INCOMPLETE: wrote only the rows its "
-                           "interrupted backup committed\n", args->dir.c_str());
+      std::fprintf(stderr,
+                   "kwatt export: WARNING: %s is INCOMPLETE: wrote only the rows its "
+                   "interrupted backup committed\n",
+                   args->dir.c_str());
     }
     std::fprintf(stderr, "kwatt export: %lld rows to %s\n", (long long)(*reader)->rows(),
                  to_stdout ? "stdout" : args->output.c_str());

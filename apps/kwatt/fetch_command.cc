@@ -73,8 +73,10 @@ Runner RegisterFetch(CLI::App* app) {
     }
     PrintFailures("kwatt fetch", *report);
     if (!report->complete()) {
-      std::fprintf(stderr, "kwatt fetch: %zu piece(s) could not be fetched; every other row was "
-                           "written\n", report->failures.size());
+      std::fprintf(stderr,
+                   "kwatt fetch: %zu piece(s) could not be fetched; every other row was "
+                   "written\n",
+                   report->failures.size());
       return kExitFailure;
     }
     return kExitOk;

@@ -104,8 +104,7 @@ void PrintText(const archive::Manifest& m) {
                 (long long)m.fetch->splits, m.fetch->seconds);
   }
   if (m.files.empty()) return;
-  std::printf("\n%-44s %12s %10s  %-32s %s\n", "node / metric", "rows", "on disk", "first",
-              "last");
+  std::printf("\n%-44s %12s %10s  %-32s %s\n", "node / metric", "rows", "on disk", "first", "last");
   for (const archive::ManifestFile& file : m.files) {
     std::string name = file.node.empty() ? "other devices of " + file.site : file.node;
     std::printf("%-44s %12lld %10s  %-32s %s\n", name.c_str(), (long long)file.rows,
@@ -151,8 +150,11 @@ nlohmann::ordered_json ToJson(const archive::Manifest& m) {
   out["job_types"] = m.job_types;
   Json nodes = Json::array();
   for (const archive::ManifestNode& node : m.nodes) {
-    nodes.push_back({{"node", node.node}, {"uid", node.uid}, {"site", node.site},
-                     {"cluster", node.cluster}, {"file", node.file}});
+    nodes.push_back({{"node", node.node},
+                     {"uid", node.uid},
+                     {"site", node.site},
+                     {"cluster", node.cluster},
+                     {"file", node.file}});
   }
   out["nodes"] = nodes;
   Json metrics = Json::object();
@@ -197,8 +199,9 @@ Runner RegisterInspect(CLI::App* app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
-      "inspect", "Summarise an archive: state, window, nodes, metrics, rows, size; --verify "
-                 "checks every file and row (exit 1 naming any damage)");
+      "inspect",
+      "Summarise an archive: state, window, nodes, metrics, rows, size; --verify "
+      "checks every file and row (exit 1 naming any damage)");
   command->add_option("dir", args->dir, "Archive directory")->required();
   command->add_flag("--verify", args->verify,
                     "Check every file (size, XXH64, zstd frames and checksums, every row, row "
@@ -226,16 +229,14 @@ Runner RegisterInspect(CLI::App* app) {
     if (args->json) {
       nlohmann::ordered_json out = ToJson(*manifest);
       if (args->verify) {
-        out["verify"] = {{"intact", intact},
-                         {"ok", intact && manifest->complete},
-                         {"files", report.files},
-                         {"rows", report.rows},
-                         {"bytes", report.bytes},
-                         {"problems", report.problems}};
+        out["verify"] = {{"intact", intact},      {"ok", intact && manifest->complete},
+                         {"files", report.files}, {"rows", report.rows},
+                         {"bytes", report.bytes}, {"problems", report.problems}};
       }
       // The directory, as given, need not be UTF-8: its invalid bytes become U+FFFD.
-      std::printf("%s\n",
-                  out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      std::printf(
+          "%s\n",
+          out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
       return code;
     }
     PrintText(*manifest);
@@ -247,15 +248,15 @@ Runner RegisterInspect(CLI::App* app) {
         std::fflush(stdout);
         std::fprintf(stderr, "kwatt inspect: %s\n", verified.message().c_str());
       } else if (!manifest->complete) {
-        std::printf("verify     INTACT BUT INCOMPLETE: %lld files, %lld committed rows, %s "
-                    "checked; run the same `kwatt backup` command again to complete it\n",
-                    (long long)report.files, (long long)report.rows,
-                    Size(double(report.bytes)).c_str());
+        std::printf(
+            "verify     INTACT BUT INCOMPLETE: %lld files, %lld committed rows, %s "
+            "checked; run the same `kwatt backup` command again to complete it\n",
+            (long long)report.files, (long long)report.rows, Size(double(report.bytes)).c_str());
       } else {
-        std::printf("verify     OK: %lld files, %lld rows, %s: sizes, XXH64, zstd frames and "
-                    "checksums, every row, rows per file and per metric as recorded\n",
-                    (long long)report.files, (long long)report.rows,
-                    Size(double(report.bytes)).c_str());
+        std::printf(
+            "verify     OK: %lld files, %lld rows, %s: sizes, XXH64, zstd frames and "
+            "checksums, every row, rows per file and per metric as recorded\n",
+            (long long)report.files, (long long)report.rows, Size(double(report.bytes)).c_str());
       }
     }
     return code;

@@ -13,15 +13,12 @@ int main(int argc, char** argv) {
   CLI::App app{"kwatt: the energy and the metrics of experiments on Grid'5000 (Kwollect)"};
   app.set_version_flag("--version", std::string("kwatt ") + KWATT_VERSION);
   app.require_subcommand(1);
-  std::vector<kwatt::cli::Runner> runners = {kwatt::cli::RegisterServe(&app),
-                                             kwatt::cli::RegisterFetch(&app),
-                                             kwatt::cli::RegisterBackup(&app),
-                                             kwatt::cli::RegisterEnergy(&app),
-                                             kwatt::cli::RegisterSimulate(&app),
-                                             kwatt::cli::RegisterStats(&app),
-                                             kwatt::cli::RegisterInspect(&app),
-                                             kwatt::cli::RegisterCat(&app),
-                                             kwatt::cli::RegisterExport(&app)};
+  std::vector<kwatt::cli::Runner> runners = {
+      kwatt::cli::RegisterServe(&app),    kwatt::cli::RegisterFetch(&app),
+      kwatt::cli::RegisterBackup(&app),   kwatt::cli::RegisterEnergy(&app),
+      kwatt::cli::RegisterSimulate(&app), kwatt::cli::RegisterStats(&app),
+      kwatt::cli::RegisterInspect(&app),  kwatt::cli::RegisterCat(&app),
+      kwatt::cli::RegisterExport(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -10,7 +10,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json Number(double v) { return std::isnan(v) || std::isinf(v) ? ordered_json(nullptr) : ordered_json(v); }
+ordered_json Number(double v) {
+  return std::isnan(v) || std::isinf(v) ? ordered_json(nullptr) : ordered_json(v);
+}
 
 ordered_json StatsJson(const energy::MetricStats& s) {
   ordered_json out;
@@ -36,8 +38,9 @@ Runner RegisterStats(CLI::App* app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
-      "stats", "Per node and metric: count, mean, min, max, last; counters' increase and rate; "
-               "CPU usage");
+      "stats",
+      "Per node and metric: count, mean, min, max, last; counters' increase and rate; "
+      "CPU usage");
   AddAnalysisOptions(command, &args->analysis);
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command->add_flag("--csv", args->csv, "CSV output")->excludes(json);
@@ -84,7 +87,8 @@ Runner RegisterStats(CLI::App* app) {
         // A phase marked several times is reported interval by interval: the second "busy" is
         // "busy (2)", not written over the first.
         std::string key = intervals[k].name;
-        for (int n = 2; out.contains(key); ++n) key = intervals[k].name + " (" + std::to_string(n) + ")";
+        for (int n = 2; out.contains(key); ++n)
+          key = intervals[k].name + " (" + std::to_string(n) + ")";
         out[key] = nodes;
       }
       std::printf("%s\n", out.dump(2).c_str());

@@ -64,8 +64,6 @@ std::string JoinList(const std::vector<std::string>& items, size_t max_items) {
 
 std::string Errno() { return std::strerror(errno); }
 
-
-
 static std::string IncompleteMessage(const Manifest& m) {
   return m.dir + " is an incomplete archive: its backup stopped before the end (" +
          std::to_string(m.rows()) + " rows committed so far). Run the same `kwatt backup` " +
@@ -197,7 +195,6 @@ Status AppendFiltered(const RowBatch& src, size_t from, const std::vector<uint32
   return Status::OK();
 }
 
-
 // The problems of a file whose rows were all read: rows, rows per metric, first and last.
 std::vector<std::string> CheckTally(const ManifestFile& file, const FileTally& tally,
                                     bool check_bounds) {
@@ -314,7 +311,6 @@ int ThreadCount(int asked) {
   return hardware == 0 ? 1 : int(hardware);
 }
 
-
 // Phase 1 for one file: read it, check its size and hash, split it into frames.
 static void ReadAndSplit(const Manifest& m, FileWork* w) {
   const ManifestFile& f = *w->file;
@@ -371,6 +367,5 @@ Status ReadFiles(const Manifest& m, const Selection& selection, int threads, boo
   }
   return Status::OK();
 }
-
 
 }  // namespace kwatt::archive::internal

@@ -13,8 +13,9 @@ Status FeedArchive(const std::string& dir, const std::vector<std::string>& metri
   Result<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   if (!manifest->complete) {
-    return Status::Incomplete(dir + " is an incomplete archive: run the same kwatt backup "
-                                    "command again to complete it");
+    return Status::Incomplete(dir +
+                              " is an incomplete archive: run the same kwatt backup "
+                              "command again to complete it");
   }
   LoadOptions options;
   // Only the metrics the archive holds: asking for one it lacks is not an error here.

@@ -35,7 +35,6 @@ Status Errno(const std::string& what) {
   return Status::IOError(what + ": " + std::strerror(errno));
 }
 
-
 Status WriteAll(int fd, const char* data, size_t size, const std::string& path) {
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
@@ -59,7 +58,8 @@ Status WriteAtomically(const fs::path& path, const std::string& text) {
   if (status.ok() && ::fsync(fd) != 0) status = Errno("cannot sync " + temporary.string());
   ::close(fd);
   KWATT_RETURN_IF_ERROR(status);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) return Errno("cannot rename to " + path.string());
+  if (::rename(temporary.c_str(), path.c_str()) != 0)
+    return Errno("cannot rename to " + path.string());
   int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
@@ -72,7 +72,8 @@ ordered_json QueryJson(const BackupQuery& q) {
   ordered_json out;
   out["api"] = q.api;
   out["nodes"] = q.nodes;
-  out["job"] = q.job ? ordered_json{{"site", q.job->site}, {"id", q.job->id}} : ordered_json(nullptr);
+  out["job"] =
+      q.job ? ordered_json{{"site", q.job->site}, {"id", q.job->id}} : ordered_json(nullptr);
   out["start"] = q.start ? ordered_json(FormatEpochSeconds(*q.start)) : ordered_json(nullptr);
   out["end"] = q.end ? ordered_json(FormatEpochSeconds(*q.end)) : ordered_json(nullptr);
   out["metrics"] = q.metrics;
@@ -152,7 +153,8 @@ struct ArchiveWriter::Impl {
     file.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (file.fd < 0) return Errno("cannot open " + path.string());
     if (::ftruncate(file.fd, off_t(file.bytes)) != 0) return Errno("cannot cut " + path.string());
-    if (::lseek(file.fd, off_t(file.bytes), SEEK_SET) < 0) return Errno("cannot seek " + path.string());
+    if (::lseek(file.fd, off_t(file.bytes), SEEK_SET) < 0)
+      return Errno("cannot seek " + path.string());
     return Status::OK();
   }
 
@@ -214,15 +216,13 @@ struct ArchiveWriter::Impl {
       file.dirty = false;
     }
     if (lines.empty()) return Status::OK();
-    KWATT_RETURN_IF_ERROR(WriteAll(journal, lines.data(), lines.size(),
-                                   (dir / kJournalName).string()));
+    KWATT_RETURN_IF_ERROR(
+        WriteAll(journal, lines.data(), lines.size(), (dir / kJournalName).string()));
     if (::fsync(journal) != 0) return Errno("cannot sync the journal");
     return Status::OK();
   }
 
-  Status WriteManifest() {
-    return WriteAtomically(dir / kManifestName, manifest.dump(2) + "\n");
-  }
+  Status WriteManifest() { return WriteAtomically(dir / kManifestName, manifest.dump(2) + "\n"); }
 
   // Takes the journal of an interrupted run (parsed and checked by ParseJournal: the last valid
   // record of each file wins).
@@ -249,11 +249,12 @@ struct ArchiveWriter::Impl {
   Status CheckCommitted(const File& file) {
     fs::path path = dir / file.rel;
     auto damaged = [&](const std::string& what) {
-      return Status::Corruption(
-          "cannot resume the backup in " + dir.string() + ": " + file.rel + " " + what +
-          ", the journal records " + std::to_string(file.bytes) + " bytes (" +
-          std::to_string(file.rows) + " rows) committed in it. The archive was changed since: "
-          "back up again into a new directory (or remove " + dir.string() + " first)");
+      return Status::Corruption("cannot resume the backup in " + dir.string() + ": " + file.rel +
+                                " " + what + ", the journal records " + std::to_string(file.bytes) +
+                                " bytes (" + std::to_string(file.rows) +
+                                " rows) committed in it. The archive was changed since: "
+                                "back up again into a new directory (or remove " +
+                                dir.string() + " first)");
     };
     struct stat info;
     if (::lstat(path.c_str(), &info) != 0) {
@@ -290,9 +291,9 @@ struct ArchiveWriter::Impl {
     uint64_t rows = 0;
     for (size_t k = 0; k < spans.size(); ++k) {
       std::string_view text;
-      status = decoder.Decompress(data.substr(spans[k].offset, spans[k].size),
-                                  spans[k].content_size,
-                                  internal::FrameWhere(file.rel, k, spans[k].offset), &text);
+      status =
+          decoder.Decompress(data.substr(spans[k].offset, spans[k].size), spans[k].content_size,
+                             internal::FrameWhere(file.rel, k, spans[k].offset), &text);
       if (!status.ok()) return damaged("is damaged (" + status.message() + ")");
       rows += uint64_t(std::count(text.begin(), text.end(), '\n'));
     }
@@ -437,10 +438,10 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
       }
     }
   } else {
-    if (fs::exists(impl.dir, error) && !fs::is_empty(impl.dir, error) &&
-        !OnlyLeftovers(impl.dir)) {
-      return Status::InvalidArgument(dir_text + " is not empty and holds no kwatt archive: "
-                                                "choose a new or empty directory");
+    if (fs::exists(impl.dir, error) && !fs::is_empty(impl.dir, error) && !OnlyLeftovers(impl.dir)) {
+      return Status::InvalidArgument(dir_text +
+                                     " is not empty and holds no kwatt archive: "
+                                     "choose a new or empty directory");
     }
     fs::create_directories(impl.dir / kDataDir, error);
     if (error) return Status::IOError("cannot create " + dir_text + ": " + error.message());
@@ -491,11 +492,13 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
       for (const auto& [rel, file] : impl.files) {
         Result<ParsedTime> last = ParseIsoTimestamp(file.last);
         if (file.rows > 0 && last.ok() && last->utc > resolved.end) {
-          return Status::InvalidArgument(
-              "job " + impl.query.job->site + ":" + std::to_string(impl.query.job->id) +
-              " ended at " + FormatUtcTimestamp(resolved.end) + ", before rows that an earlier "
-              "run committed in " + impl.dir.string() + " (" + rel + " up to " + file.last +
-              "): back up again into a new directory");
+          return Status::InvalidArgument("job " + impl.query.job->site + ":" +
+                                         std::to_string(impl.query.job->id) + " ended at " +
+                                         FormatUtcTimestamp(resolved.end) +
+                                         ", before rows that an earlier "
+                                         "run committed in " +
+                                         impl.dir.string() + " (" + rel + " up to " + file.last +
+                                         "): back up again into a new directory");
         }
       }
       impl.window_end = resolved.end;
@@ -518,7 +521,8 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
     impl.manifest["window"] = window;
     ordered_json sites = ordered_json::array(), nodes = ordered_json::array();
     for (const kwollect::NodeName& node : resolved.nodes) {
-      if (std::find(sites.begin(), sites.end(), node.site) == sites.end()) sites.push_back(node.site);
+      if (std::find(sites.begin(), sites.end(), node.site) == sites.end())
+        sites.push_back(node.site);
       nodes.push_back({{"node", node.Fqdn()},
                        {"uid", node.uid},
                        {"site", node.site},

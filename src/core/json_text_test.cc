@@ -37,14 +37,17 @@ TEST(JsonNumber, RoundTrips) {
 
 TEST(JsonString, Escapes) {
   std::string out;
-  AppendJsonString(&out, "a\"b\\c\nd\x01" "é");
+  AppendJsonString(&out,
+                   "a\"b\\c\nd\x01"
+                   "é");
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
 }
 
 TEST(JsonValueKind, OfARowsValueAsJsonLoadsSeesIt) {
   auto kind = [](std::string_view value) {
     std::string row = R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"value",)"
-                      R"("metric_id":"m","value":)" + std::string(value) + R"(,"labels":{}})";
+                      R"("metric_id":"m","value":)" +
+                      std::string(value) + R"(,"labels":{}})";
     return RowValueKind(row);
   };
   EXPECT_EQ(kind("98"), JsonValueKind::kInt);

@@ -9,15 +9,24 @@ const std::string& Status::message() const {
 
 std::string_view Status::CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kNotFound: return "NotFound";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IOError";
-    case Code::kUnavailable: return "Unavailable";
-    case Code::kUnauthenticated: return "Unauthenticated";
-    case Code::kIncomplete: return "Incomplete";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kIOError:
+      return "IOError";
+    case Code::kUnavailable:
+      return "Unavailable";
+    case Code::kUnauthenticated:
+      return "Unauthenticated";
+    case Code::kIncomplete:
+      return "Incomplete";
+    case Code::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

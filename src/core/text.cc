@@ -43,8 +43,7 @@ std::string PercentDecode(std::string_view text) {
   };
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 &&
-        hex(text[i + 2]) >= 0) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
       out.push_back(char(hex(text[i + 1]) * 16 + hex(text[i + 2])));
       i += 2;
     } else {

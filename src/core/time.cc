@@ -32,8 +32,8 @@ Civil ToCivil(int64_t unix_seconds) {
   int64_t days = FloorDiv(unix_seconds, 86400);
   int64_t rem = unix_seconds - days * 86400;
   chr::year_month_day ymd{chr::sys_days{chr::days{days}}};
-  return Civil{int(ymd.year()), unsigned(ymd.month()), unsigned(ymd.day()), unsigned(rem / 3600),
-               unsigned(rem % 3600 / 60), unsigned(rem % 60)};
+  return Civil{int(ymd.year()),      unsigned(ymd.month()),     unsigned(ymd.day()),
+               unsigned(rem / 3600), unsigned(rem % 3600 / 60), unsigned(rem % 60)};
 }
 
 inline char* PutDigits(char* p, unsigned value, int width) {
@@ -332,7 +332,8 @@ Result<UnixNanos> ParseKwollectTimeParameter(std::string_view text) {
 
 Result<UnixNanos> ParseUserTime(std::string_view text, UnixNanos now) {
   if (text == "now") return now;
-  bool numeric = !text.empty() && text.find_first_not_of("0123456789.+-") == std::string_view::npos &&
+  bool numeric = !text.empty() &&
+                 text.find_first_not_of("0123456789.+-") == std::string_view::npos &&
                  text.find('-', 1) == std::string_view::npos;
   if (numeric) return ParseKwollectTimeParameter(text);
   Result<ParsedTime> parsed = ParseIsoTimestamp(text);

@@ -162,8 +162,8 @@ Figures Integrate(const Series& s, UnixNanos a, UnixNanos b, int64_t period, dou
     if (held > a) account(0, Seconds(held - a), true);
   }
   for (size_t i = begin; i + 1 < s.time.size() && s.time[i] < b; ++i) {
-    double joules = SegmentJoules(s.time[i], s.value[i], s.time[i + 1], s.value[i + 1], a, b,
-                                  &seconds);
+    double joules =
+        SegmentJoules(s.time[i], s.value[i], s.time[i + 1], s.value[i + 1], a, b, &seconds);
     account(joules, seconds, s.time[i + 1] - s.time[i] > gap);
   }
   // After the last sample: the same.
@@ -405,8 +405,8 @@ Result<EnergyReport> ComputeEnergy(
   const size_t phase_count = report.phase_names.size();
   int baseline_index = -1;
   if (!options.baseline_phase.empty()) {
-    auto it = std::find(report.phase_names.begin(), report.phase_names.end(),
-                        options.baseline_phase);
+    auto it =
+        std::find(report.phase_names.begin(), report.phase_names.end(), options.baseline_phase);
     if (it == report.phase_names.end()) {
       return Status::InvalidArgument("the baseline phase \"" + options.baseline_phase +
                                      "\" is not one of the phases given");

@@ -8,7 +8,8 @@ namespace {
 constexpr UnixNanos kS = kNanosPerSecond;
 const std::string kNode = "n-1.s.grid5000.fr";
 
-PowerCollector Collect(const std::string& metric, const std::vector<std::pair<double, double>>& samples,
+PowerCollector Collect(const std::string& metric,
+                       const std::vector<std::pair<double, double>>& samples,
                        const std::string& labels = "{}") {
   PowerCollector c({kNode});
   for (auto [t, v] : samples) c.Add(kNode, metric, labels, UnixNanos(t * 1e9), v);

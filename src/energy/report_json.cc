@@ -57,8 +57,8 @@ std::string EnergyReportJson(const EnergyReport& r) {
     node["coarse"] = n.coarse;
     node["counter_metric"] = n.counter_metric;
     node["window"] = n.metric.empty() ? ordered_json(nullptr) : FiguresJson(n.window);
-    node["phases"] = n.metric.empty() ? ordered_json::object()
-                                      : PhasesJson(r.phase_names, n.phases);
+    node["phases"] =
+        n.metric.empty() ? ordered_json::object() : PhasesJson(r.phase_names, n.phases);
     node["baseline_watts"] = Number(n.baseline_watts);
     nodes.push_back(node);
   }

@@ -33,11 +33,10 @@
 namespace kwatt::kwollect::internal {
 namespace {
 
-constexpr std::string_view kKeyNames[] = {"timestamp", "device_id", "metric_id", "value",
-                                          "labels"};
+constexpr std::string_view kKeyNames[] = {"timestamp", "device_id", "metric_id", "value", "labels"};
 enum Key { kTimestamp = 0, kDeviceId, kMetricId, kValue, kLabels, kKeyCount, kUnknownKey };
-constexpr std::string_view kQuotedKeys[] = {"\"timestamp\":", "\"device_id\":", "\"metric_id\":",
-                                            "\"value\":", "\"labels\":"};
+constexpr std::string_view kQuotedKeys[] = {
+    "\"timestamp\":", "\"device_id\":", "\"metric_id\":", "\"value\":", "\"labels\":"};
 // RowStreamParser::scratch_ holds one unescaped text per key, then the unescaped key itself.
 constexpr int kKeyScratch = kKeyCount;
 
@@ -176,11 +175,21 @@ void Unescape(std::string_view content, std::string* out) {
     char e = p[1];
     p += 2;
     switch (e) {
-      case 'b': *out += '\b'; break;
-      case 'f': *out += '\f'; break;
-      case 'n': *out += '\n'; break;
-      case 'r': *out += '\r'; break;
-      case 't': *out += '\t'; break;
+      case 'b':
+        *out += '\b';
+        break;
+      case 'f':
+        *out += '\f';
+        break;
+      case 'n':
+        *out += '\n';
+        break;
+      case 'r':
+        *out += '\r';
+        break;
+      case 't':
+        *out += '\t';
+        break;
       case 'u': {
         uint32_t code_point = uint32_t(ReadHex4(p));
         p += 4;
@@ -192,7 +201,9 @@ void Unescape(std::string_view content, std::string* out) {
         AppendUtf8(out, code_point);
         break;
       }
-      default: *out += e; break;  // '"', '\\', '/'
+      default:
+        *out += e;
+        break;  // '"', '\\', '/'
     }
   }
 }
@@ -223,8 +234,8 @@ bool IsBelowOne(std::string_view number) {
   return -int64_t(zeros) - 1 + exponent < 0;
 }
 
-// A strict JSON reader over a row's text (or a piece of body that starts with a row). Every Read/Skip returns false on error, with
-// error() and error_position() set.
+// A strict JSON reader over a row's text (or a piece of body that starts with a row). Every
+// Read/Skip returns false on error, with error() and error_position() set.
 class RowReader {
  public:
   // `newline_is_whitespace` false (JSON Lines): a '\n' between tokens is an error, as in strings.
@@ -404,9 +415,12 @@ class RowReader {
         bool escaped;
         return ReadString(&content, &escaped);
       }
-      case 't': return ReadLiteral("true");
-      case 'f': return ReadLiteral("false");
-      case 'n': return ReadLiteral("null");
+      case 't':
+        return ReadLiteral("true");
+      case 'f':
+        return ReadLiteral("false");
+      case 'n':
+        return ReadLiteral("null");
       default: {
         if (*p_ != '-' && !IsDigit(*p_)) return Fail("expected a JSON value");
         std::string_view text;
@@ -450,7 +464,14 @@ class RowReader {
     if (p_ == end_) return FailAt(p_, "unterminated escape");
     char e = *p_++;
     switch (e) {
-      case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
         return true;
       case 'u': {
         int code = end_ - p_ >= 4 ? ReadHex4(p_) : -1;
@@ -580,9 +601,8 @@ Result<ParsedTime> RowStreamParser::ParseTimestamp(std::string_view text) {
 // `text` was read by ParseIsoTimestamp, with an offset.
 void RowStreamParser::CacheMinuteOf(std::string_view text) {
   minute_.valid = false;
-  if (text.size() < 20 || text[4] != '-' || text[7] != '-' || text[13] != ':' ||
-      text[16] != ':' || (text[11] == '2' && text[12] == '4') || !IsDigit(text[17]) ||
-      !IsDigit(text[18])) {
+  if (text.size() < 20 || text[4] != '-' || text[7] != '-' || text[13] != ':' || text[16] != ':' ||
+      (text[11] == '2' && text[12] == '4') || !IsDigit(text[17]) || !IsDigit(text[18])) {
     return;
   }
   size_t pos = 19;
@@ -838,7 +858,7 @@ bool RowStreamParser::ParseRow(std::string_view text, int64_t offset, bool repor
                                RowBatch* batch, size_t* length) {
   std::string_view row = text;  // the row alone once its end is known; for the error excerpts
   RowReader reader(text, /*newline_is_whitespace=*/!json_lines_);
-  std::string_view texts[kKeyCount];  // unescaped (timestamp, device, metric) or raw (labels)
+  std::string_view texts[kKeyCount];      // unescaped (timestamp, device, metric) or raw (labels)
   const char* positions[kKeyCount] = {};  // where each value starts; null when absent
   double value = 0;
 
@@ -943,8 +963,8 @@ bool RowStreamParser::ParseRow(std::string_view text, int64_t offset, bool repor
           char c = reader.peek();
           if (c == '{') {
             if (!reader.SkipValue(2)) return fail();
-            texts[kLabels] = std::string_view(positions[kLabels],
-                                              size_t(reader.cursor() - positions[kLabels]));
+            texts[kLabels] =
+                std::string_view(positions[kLabels], size_t(reader.cursor() - positions[kLabels]));
           } else if (c == 'n') {
             if (!reader.ReadLiteral("null")) return fail();
           } else {

@@ -94,14 +94,14 @@ class RowStreamParser {
 
  private:
   enum class State : uint8_t {
-    kBeforeArray,    // expecting '['
-    kBeforeFirst,    // after '[': expecting '{' or ']'
-    kBeforeRow,      // after ',': expecting '{'
-    kInRow,          // inside a row, framing it
-    kAfterRow,       // expecting ',' or ']'
-    kDone,           // after ']': only whitespace
-    kLineStart,      // JSON Lines: at the start of a line, expecting '{'
-    kLineEnd,        // JSON Lines: after a row, expecting '\n'
+    kBeforeArray,  // expecting '['
+    kBeforeFirst,  // after '[': expecting '{' or ']'
+    kBeforeRow,    // after ',': expecting '{'
+    kInRow,        // inside a row, framing it
+    kAfterRow,     // expecting ',' or ']'
+    kDone,         // after ']': only whitespace
+    kLineStart,    // JSON Lines: at the start of a line, expecting '{'
+    kLineEnd,      // JSON Lines: after a row, expecting '\n'
   };
 
   // Frames the row in progress over data[*pos, size). Returns true once its closing '}' is read
@@ -142,8 +142,8 @@ class RowStreamParser {
   // fraction are read (exactly what ParseIsoTimestamp would give; see ParseTimestamp).
   struct MinuteCache {
     bool valid = false;
-    char prefix[17];            // "YYYY-MM-DDTHH:MM:", hour not 24
-    char suffix[8];             // the offset text, "+02:00"
+    char prefix[17];  // "YYYY-MM-DDTHH:MM:", hour not 24
+    char suffix[8];   // the offset text, "+02:00"
     size_t suffix_length = 0;
     int offset_seconds = 0;
     UnixNanos minute_utc = 0;  // the instant of prefix + "00" + suffix

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <charconv>
-#include <nlohmann/json.hpp>
-#include <random>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -137,13 +137,14 @@ TEST(RowStreamParser, CanonicalRows) {
   ASSERT_EQ(parsed.rows.size(), 3u);
   EXPECT_EQ(parsed.rows[0], (Row{1744995333754307000, 7200, "ecotype-7", "bmc_node_power_watt", 98,
                                  "{}", std::string(kRow0)}));
-  EXPECT_EQ(parsed.rows[1],
-            (Row{1744995334732712000, 7200, "ecotype-6", "network_ifacein_bytes_total",
-                 152601965318.0, R"({"interface":"eth1","_device_orig":["ecotype-prod2-port-1_6"]})",
-                 std::string(kRow1)}));
-  EXPECT_EQ(parsed.rows[2], (Row{1753182325000000000, 7200, "taurus-7", "wattmetre_power_watt",
-                                 90.18, R"({"_device_orig":["wattmetre1-port6"]})",
-                                 std::string(kRow2)}));
+  EXPECT_EQ(
+      parsed.rows[1],
+      (Row{1744995334732712000, 7200, "ecotype-6", "network_ifacein_bytes_total", 152601965318.0,
+           R"({"interface":"eth1","_device_orig":["ecotype-prod2-port-1_6"]})",
+           std::string(kRow1)}));
+  EXPECT_EQ(parsed.rows[2],
+            (Row{1753182325000000000, 7200, "taurus-7", "wattmetre_power_watt", 90.18,
+                 R"({"_device_orig":["wattmetre1-port6"]})", std::string(kRow2)}));
   EXPECT_EQ(parsed.row_count, 3);
   EXPECT_EQ(parsed.byte_count, int64_t(body.size()));
 }
@@ -157,9 +158,9 @@ TEST(RowStreamParser, BatchLayoutAndInterning) {
   ASSERT_TRUE(parser.Finish().ok());
   ASSERT_EQ(batch.size(), 3u);
   EXPECT_EQ(batch.raw, std::string(kRow0) + std::string(kRow0) + std::string(kRow2));
-  EXPECT_EQ(batch.raw_end, (std::vector<uint32_t>{uint32_t(kRow0.size()),
-                                                  uint32_t(2 * kRow0.size()),
-                                                  uint32_t(2 * kRow0.size() + kRow2.size())}));
+  EXPECT_EQ(batch.raw_end,
+            (std::vector<uint32_t>{uint32_t(kRow0.size()), uint32_t(2 * kRow0.size()),
+                                   uint32_t(2 * kRow0.size() + kRow2.size())}));
   EXPECT_EQ(batch.device[0], batch.device[1]);
   EXPECT_EQ(batch.labels[0], batch.labels[1]);
   EXPECT_NE(batch.device[0], batch.device[2]);
@@ -221,8 +222,9 @@ TEST(RowStreamParser, TrickyRowColumns) {
   EXPECT_EQ(tricky.metric, "m\xc3\xa9tric");
   EXPECT_TRUE(std::isnan(tricky.value));
   // Labels are kept as sent, escapes included.
-  EXPECT_EQ(tricky.labels,
-            R"({"s":"a\"b\\","e":"caf\u00e9 \ud83d\ude00","n":[["x",{"y":[]}],1.5e-3,true,false,null]})");
+  EXPECT_EQ(
+      tricky.labels,
+      R"({"s":"a\"b\\","e":"caf\u00e9 \ud83d\ude00","n":[["x",{"y":[]}],1.5e-3,true,false,null]})");
   EXPECT_EQ(tricky.raw.substr(0, 10), R"({"labels":)");
   EXPECT_EQ(tricky.raw.back(), '}');
   EXPECT_NE(tricky.raw.find(R"("extra":{"k":[1,2,{"}":"]"}]})"), std::string::npos);
@@ -240,8 +242,8 @@ TEST(RowStreamParser, WhitespaceVariants) {
   ASSERT_EQ(expected.size(), 3u);
   for (std::string_view separator : {",", ",\n", ", \n ", " ,\r\n\t"}) {
     for (std::string_view outside : {"", "\n", " \n\t\r "}) {
-      std::string body = std::string(outside) + Body({kRow0, kRow1, kRow2}, separator) +
-                         std::string(outside);
+      std::string body =
+          std::string(outside) + Body({kRow0, kRow1, kRow2}, separator) + std::string(outside);
       body.insert(body.find('[') + 1, outside);
       body.insert(body.rfind(']'), outside);
       Parsed parsed = Parse(body);
@@ -327,9 +329,10 @@ TEST(RowStreamParser, LargeIntegers) {
 }
 
 TEST(RowStreamParser, LabelsNullOrMissingAreEmptyObject) {
-  for (std::string_view row :
-       {R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"d","metric_id":"m","value":1})",
-        R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"d","metric_id":"m","value":1,"labels":null})"}) {
+  for (
+      std::string_view row :
+      {R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"d","metric_id":"m","value":1})",
+       R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"d","metric_id":"m","value":1,"labels":null})"}) {
     Parsed parsed = Parse("[" + std::string(row) + "]");
     ASSERT_TRUE(parsed.finish.ok()) << parsed.finish.ToString();
     EXPECT_EQ(parsed.rows[0].labels, "{}");
@@ -383,8 +386,7 @@ TEST(RowStreamParser, CutBodies) {
   ExpectCorruption(" \n", {"ended after 0 rows", "before the opening ["});
   ExpectCorruption("[", {"ended after 0 rows", "before the closing ]"});
   ExpectCorruption("[{", {"ended after 0 rows", "in the middle of a row", "from byte 1"});
-  ExpectCorruption("[" + std::string(kRow0) + ",",
-                   {"ended after 1 rows", "before the closing ]"});
+  ExpectCorruption("[" + std::string(kRow0) + ",", {"ended after 1 rows", "before the closing ]"});
   ExpectCorruption("[" + std::string(kRow0) + ",\n" + std::string(kRow1),
                    {"ended after 2 rows", "before the closing ]"});
   // Every proper prefix of a body is refused, and keeps the rows completed so far.
@@ -393,8 +395,7 @@ TEST(RowStreamParser, CutBodies) {
     ASSERT_TRUE(parsed.feed.ok()) << length;
     ASSERT_EQ(parsed.finish.code(), Status::Code::kCorruption) << length;
     std::string expected = "ended after " + std::to_string(parsed.rows.size()) + " rows, ";
-    EXPECT_NE(parsed.finish.message().find(expected), std::string::npos)
-        << parsed.finish.message();
+    EXPECT_NE(parsed.finish.message().find(expected), std::string::npos) << parsed.finish.message();
     bool mid_row = parsed.finish.message().find("in the middle of a row") != std::string::npos;
     bool before_end = parsed.finish.message().find("before the closing ]") != std::string::npos;
     EXPECT_TRUE(mid_row || before_end || length == 0) << parsed.finish.message();
@@ -534,8 +535,9 @@ TEST(RowStreamParser, BadRowIsNotAppendedAndParserStaysFailed) {
   StringInterner interner;
   RowStreamParser parser(&interner);
   RowBatch batch;
-  std::string body = "[" + std::string(kRow0) + "," +
-                     R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"new","metric_id":"new2","value":"x"})";
+  std::string body =
+      "[" + std::string(kRow0) + "," +
+      R"({"timestamp":"2025-04-18T18:55:33+02:00","device_id":"new","metric_id":"new2","value":"x"})";
   Status status = parser.Feed(body, &batch);
   ASSERT_EQ(status.code(), Status::Code::kCorruption);
   EXPECT_EQ(batch.size(), 1u);
@@ -588,16 +590,26 @@ std::string RowWithTimestamp(std::string_view timestamp) {
 // The parser reuses the instant of the previous row's minute; every text must still read exactly
 // as ParseIsoTimestamp reads it, whatever came before.
 TEST(RowStreamParser, TimestampsReadAsParseIsoTimestampDoes) {
-  std::vector<std::string_view> timestamps = {
-      "2025-04-18T18:55:33.754307+02:00", "2025-04-18T18:55:34+02:00",
-      "2025-04-18T18:55:59.999999999+02:00", "2025-04-18T18:55:60+02:00",
-      "2025-04-18T18:55:07.1+02:00", "2025-04-18T18:55:07.1+01:00", "2025-04-18T18:55:07.1Z",
-      "2025-04-18T18:55:07,5+02:00", "2025-04-18T18:55:07.25-03:30", "2025-04-18T18:55:08+02",
-      "2025-04-18T18:55:09+0200", "2025-04-18 18:55:10+02:00", "2025-04-18T18:56:00+02:00",
-      "2025-04-18T24:00:00+02:00", "2025-04-18T18:56:00.000000001+02:00",
-      "2025-10-26T02:59:59.5+02:00", "2025-10-26T02:00:00.5+01:00", "1969-12-31T23:59:59.9Z",
-      "2025-04-18T18:55+02:00",
-      "2025-04-18T18:56:00.123456789+02:00"};
+  std::vector<std::string_view> timestamps = {"2025-04-18T18:55:33.754307+02:00",
+                                              "2025-04-18T18:55:34+02:00",
+                                              "2025-04-18T18:55:59.999999999+02:00",
+                                              "2025-04-18T18:55:60+02:00",
+                                              "2025-04-18T18:55:07.1+02:00",
+                                              "2025-04-18T18:55:07.1+01:00",
+                                              "2025-04-18T18:55:07.1Z",
+                                              "2025-04-18T18:55:07,5+02:00",
+                                              "2025-04-18T18:55:07.25-03:30",
+                                              "2025-04-18T18:55:08+02",
+                                              "2025-04-18T18:55:09+0200",
+                                              "2025-04-18 18:55:10+02:00",
+                                              "2025-04-18T18:56:00+02:00",
+                                              "2025-04-18T24:00:00+02:00",
+                                              "2025-04-18T18:56:00.000000001+02:00",
+                                              "2025-10-26T02:59:59.5+02:00",
+                                              "2025-10-26T02:00:00.5+01:00",
+                                              "1969-12-31T23:59:59.9Z",
+                                              "2025-04-18T18:55+02:00",
+                                              "2025-04-18T18:56:00.123456789+02:00"};
   std::string body = "[";
   for (std::string_view timestamp : timestamps) {
     if (body.size() > 1) body += ",";
@@ -619,9 +631,9 @@ TEST(RowStreamParser, TimestampsReadAsParseIsoTimestampDoes) {
        {"2025-04-18T18:55:07.1234567890+02:00", "2025-04-18T18:55:07.+02:00",
         "2025-04-18T18:55:7+02:00", "2025-04-18T18:55:33+02:00x", "2025-04-18T18:55:33",
         "2025-04-18T18:55:61+02:00", "2025-04-18T18:55:3a+02:00", "2025-04-18T18:55:33+02:0"}) {
-    ExpectCorruption("[" + RowWithTimestamp("2025-04-18T18:55:33.5+02:00") + "," +
-                         RowWithTimestamp(bad) + "]",
-                     {"row 1", "timestamp"});
+    ExpectCorruption(
+        "[" + RowWithTimestamp("2025-04-18T18:55:33.5+02:00") + "," + RowWithTimestamp(bad) + "]",
+        {"row 1", "timestamp"});
   }
   ExpectCorruption("[" + RowWithTimestamp("2025-04-18T24:00:00+02:00") + "," +
                        RowWithTimestamp("2025-04-18T24:00:01+02:00") + "]",
@@ -697,9 +709,15 @@ TEST(RowStreamParser, DamagedBodies) {
     for (int e = 0; e < edits; ++e) {
       size_t at = random() % body.size();
       switch (random() % 3) {
-        case 0: body[at] = alphabet[random() % alphabet.size()]; break;
-        case 1: body.erase(at, 1 + random() % 3); break;
-        default: body.insert(at, 1, alphabet[random() % alphabet.size()]); break;
+        case 0:
+          body[at] = alphabet[random() % alphabet.size()];
+          break;
+        case 1:
+          body.erase(at, 1 + random() % 3);
+          break;
+        default:
+          body.insert(at, 1, alphabet[random() % alphabet.size()]);
+          break;
       }
     }
     SCOPED_TRACE(body);
@@ -768,8 +786,8 @@ TEST(RowStreamParser, JsonLinesGivesTheSameRowsAsTheArray) {
   }
   for (size_t cut = 0; cut <= text.size(); ++cut) {
     Parsed two = ParseInPieces(text, {cut}, kLines);
-    ASSERT_TRUE(two.feed.ok() && two.finish.ok()) << "cut at " << cut << ": "
-                                                  << two.feed.ToString() << two.finish.ToString();
+    ASSERT_TRUE(two.feed.ok() && two.finish.ok())
+        << "cut at " << cut << ": " << two.feed.ToString() << two.finish.ToString();
     ASSERT_EQ(two.rows, array.rows) << "cut at " << cut;
   }
   // The last row's newline may be missing.
@@ -804,17 +822,15 @@ TEST(RowStreamParser, JsonLinesFramingErrors) {
                    kLines);
   ExpectCorruption(r0 + " \n", {"line 1", "expected a newline after the row", "' '"}, kLines);
   ExpectCorruption(r0 + "\r\n", {"line 1", "expected a newline after the row", "'\\r'"}, kLines);
-  ExpectCorruption(r0 + "\n" + r1 + "\n" + r2 + "x\n", {"line 3", "after the row", "'x'"},
-                   kLines);
+  ExpectCorruption(r0 + "\n" + r1 + "\n" + r2 + "x\n", {"line 3", "after the row", "'x'"}, kLines);
   ExpectCorruption("[" + r0 + "]\n", {"line 1", "expected a row '{'", "'['"}, kLines);
   ExpectCorruption(r0 + ",\n" + r1 + "\n", {"line 1", "expected a newline", "','"}, kLines);
   ExpectCorruption(r0 + r1 + "\n", {"line 1", "expected a newline", "'{'"}, kLines);
   // A newline inside a row: between tokens, or in a string (a row cut, the next one glued on).
   std::string broken = r1;
   broken.insert(broken.find("\"device_id\""), "\n");
-  ExpectCorruption(r0 + "\n" + broken + "\n", {"line 2", "byte " + std::to_string(r0.size() + 1 +
-                                                                                 broken.find('\n')),
-                                               "'\\n'"},
+  ExpectCorruption(r0 + "\n" + broken + "\n",
+                   {"line 2", "byte " + std::to_string(r0.size() + 1 + broken.find('\n')), "'\\n'"},
                    kLines);
   ExpectCorruption(r0 + "\n" + r1.substr(0, 30) + "\n" + r2 + "\n",
                    {"line 2", "control character in a string"}, kLines);
@@ -872,9 +888,15 @@ TEST(RowStreamParser, JsonLinesDamagedTexts) {
     for (int e = 0; e < edits; ++e) {
       size_t at = random() % text.size();
       switch (random() % 3) {
-        case 0: text[at] = alphabet[random() % alphabet.size()]; break;
-        case 1: text.erase(at, 1 + random() % 3); break;
-        default: text.insert(at, 1, alphabet[random() % alphabet.size()]); break;
+        case 0:
+          text[at] = alphabet[random() % alphabet.size()];
+          break;
+        case 1:
+          text.erase(at, 1 + random() % 3);
+          break;
+        default:
+          text.insert(at, 1, alphabet[random() % alphabet.size()]);
+          break;
       }
     }
     SCOPED_TRACE(text);

@@ -4,12 +4,13 @@
 // directory comes from CMake as KWATT_REFERENCE_DIR.
 #define KWATT_STRINGIFY2(x) #x
 #define KWATT_STRINGIFY(x) KWATT_STRINGIFY2(x)
-#define KWATT_EMBED(symbol, file)                                                        \
-  extern "C" const char symbol##_begin[];                                                 \
-  extern "C" const char symbol##_end[];                                                   \
-  asm(".section .rodata\n.global " #symbol "_begin\n" #symbol "_begin:\n.incbin \"" \
-      KWATT_STRINGIFY(KWATT_REFERENCE_DIR) "/" file "\"\n.global " #symbol "_end\n" #symbol  \
-      "_end:\n.byte 0\n.previous\n");
+#define KWATT_EMBED(symbol, file)                                                                \
+  extern "C" const char symbol##_begin[];                                                        \
+  extern "C" const char symbol##_end[];                                                          \
+  asm(".section .rodata\n.global " #symbol "_begin\n" #symbol                                    \
+      "_begin:\n.incbin \"" KWATT_STRINGIFY(KWATT_REFERENCE_DIR) "/" file "\"\n.global " #symbol \
+                                                                 "_end\n" #symbol                \
+                                                                 "_end:\n.byte 0\n.previous\n");
 
 KWATT_EMBED(kwatt_ref_sites, "sites.json")
 KWATT_EMBED(kwatt_ref_wattmetre, "wattmetre-mapping.json")
@@ -26,7 +27,7 @@ namespace kwatt::server::internal {
 
 const std::vector<std::pair<std::string_view, std::string_view>>& EmbeddedReferenceFiles() {
 #define KWATT_FILE(symbol, file) \
-  {file, std::string_view(symbol##_begin, size_t(symbol##_end - symbol##_begin))}
+  { file, std::string_view(symbol##_begin, size_t(symbol##_end - symbol##_begin)) }
   static const std::vector<std::pair<std::string_view, std::string_view>> files = {
       KWATT_FILE(kwatt_ref_sites, "sites.json"),
       KWATT_FILE(kwatt_ref_wattmetre, "wattmetre-mapping.json"),

@@ -107,8 +107,8 @@ LoadProfile LoadProfile::ForNode(std::string_view site, std::string_view uid, co
 }
 
 Levels LoadProfile::At(UnixNanos t) const {
-  if (points_.empty() || t <= points_.front().t) return points_.empty() ? Levels{} :
-                                                         points_.front().levels;
+  if (points_.empty() || t <= points_.front().t)
+    return points_.empty() ? Levels{} : points_.front().levels;
   if (t >= points_.back().t) return points_.back().levels;
   auto it = std::upper_bound(points_.begin(), points_.end(), t,
                              [](UnixNanos v, const Point& p) { return v < p.t; });
@@ -121,8 +121,8 @@ Levels LoadProfile::CumulativeAt(UnixNanos t) const {
   if (points_.empty()) return {};
   if (t <= points_.front().t) return Scale(points_.front().levels, Seconds(t - points_.front().t));
   if (t >= points_.back().t) {
-    return Add(points_.back().cumulative, Scale(points_.back().levels,
-                                                Seconds(t - points_.back().t)));
+    return Add(points_.back().cumulative,
+               Scale(points_.back().levels, Seconds(t - points_.back().t)));
   }
   auto it = std::upper_bound(points_.begin(), points_.end(), t,
                              [](UnixNanos v, const Point& p) { return v < p.t; });

@@ -37,15 +37,15 @@ TEST(LoadProfile, IntegralIsExact) {
   EXPECT_NEAR(profile.Integral(kT0, kT0 + 600 * kNanosPerSecond).cpu, 399.5, 1e-9);
   // Riemann sum at 1 ms agrees.
   double sum = 0;
-  for (int64_t t = 0; t < 320'000; ++t) sum += profile.At(kT0 + 90 * kNanosPerSecond +
-                                                        t * kNanosPerMilli + kNanosPerMilli / 2).cpu;
+  for (int64_t t = 0; t < 320'000; ++t)
+    sum += profile.At(kT0 + 90 * kNanosPerSecond + t * kNanosPerMilli + kNanosPerMilli / 2).cpu;
   EXPECT_NEAR(profile.Integral(kT0 + 90 * kNanosPerSecond, kT0 + 410 * kNanosPerSecond).cpu,
               sum / 1000, 1e-6);
 }
 
 TEST(NodeModel, EnergyIsTheIntegralOfPower) {
-  NodeModel node("nova-1", HardwareOfCluster("nova"), LoadProfile::ForNode("lyon", "nova-1",
-                                                                            OneJob()), 1);
+  NodeModel node("nova-1", HardwareOfCluster("nova"),
+                 LoadProfile::ForNode("lyon", "nova-1", OneJob()), 1);
   UnixNanos a = kT0 + 37 * kNanosPerSecond + 123, b = kT0 + 512 * kNanosPerSecond;
   double sum = 0;
   const int64_t step = kNanosPerMilli;
@@ -63,7 +63,8 @@ TEST(JobSet, ErrorsNameTheProblem) {
             std::string::npos)
       << missing.status().message();
   auto level = JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],
-    "started_at":1,"phases":[{"duration":5,"cpu":2}]}]})", "f.json");
+    "started_at":1,"phases":[{"duration":5,"cpu":2}]}]})",
+                             "f.json");
   ASSERT_FALSE(level.ok());
   EXPECT_NE(level.status().message().find("cpu must be between 0 and 1"), std::string::npos);
   EXPECT_FALSE(JobSet::Parse("[", "f.json").ok());

@@ -28,8 +28,8 @@ RowStream::RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNano
   if (summary_) {
     bucket_ = FloorDiv(start + kSummaryBucketNs - 1, kSummaryBucketNs) * kSummaryBucketNs;
     UnixNanos last = FloorDiv(end, kSummaryBucketNs) * kSummaryBucketNs;
-    UnixNanos newest = FloorDiv(now - kSummaryLagNs, kSummaryBucketNs) * kSummaryBucketNs -
-                       kSummaryBucketNs;
+    UnixNanos newest =
+        FloorDiv(now - kSummaryLagNs, kSummaryBucketNs) * kSummaryBucketNs - kSummaryBucketNs;
     bucket_end_ = std::min(last, newest) + kSummaryBucketNs;
     hi_ = bucket_end_;
     return;

@@ -43,24 +43,54 @@ double Source::ValueAt(UnixNanos t) const {
   const NodeHardware& hw = n.hardware();
   double v = 0;
   switch (quantity) {
-    case Quantity::kFeedPower: v = share * n.PowerWatts(t); break;
-    case Quantity::kBmcPower: v = kBmcGain * AveragePower(n, t, 10); break;
+    case Quantity::kFeedPower:
+      v = share * n.PowerWatts(t);
+      break;
+    case Quantity::kBmcPower:
+      v = kBmcGain * AveragePower(n, t, 10);
+      break;
     case Quantity::kBmcEnergyWh:
       v = std::floor(kBmcGain * n.EnergySinceEpochJoules(t) / 3600);
       break;
-    case Quantity::kPsuPower: v = kBmcGain * share * AveragePower(n, t, 10); break;
-    case Quantity::kPsuCurrent: v = share * AveragePower(n, t, 10) / 230; break;
-    case Quantity::kPsuVoltage: v = 230; break;
-    case Quantity::kOtherPower: v = 0.9 * AveragePower(n, t, 10); break;
-    case Quantity::kOtherVoltage: v = param; break;
-    case Quantity::kOtherCurrent: v = AveragePower(n, t, 10) / param; break;
-    case Quantity::kTempAmbient: v = 20 + 3 * UnitFromHash(key); break;
-    case Quantity::kTempCpu: v = 32 + 43 * AverageCpu(n, t, 60); break;
-    case Quantity::kTempExhaust: v = 26 + 16 * AverageCpu(n, t, 120); break;
-    case Quantity::kTempOther: v = 30 + 14 * AverageCpu(n, t, 60); break;
-    case Quantity::kFanRpm: v = 3600 + 7200 * AverageCpu(n, t, 30); break;
-    case Quantity::kFanPercent: v = 15 + 50 * AverageCpu(n, t, 30); break;
-    case Quantity::kCpuUsagePercent: v = 100 * AverageCpu(n, t, 5); break;
+    case Quantity::kPsuPower:
+      v = kBmcGain * share * AveragePower(n, t, 10);
+      break;
+    case Quantity::kPsuCurrent:
+      v = share * AveragePower(n, t, 10) / 230;
+      break;
+    case Quantity::kPsuVoltage:
+      v = 230;
+      break;
+    case Quantity::kOtherPower:
+      v = 0.9 * AveragePower(n, t, 10);
+      break;
+    case Quantity::kOtherVoltage:
+      v = param;
+      break;
+    case Quantity::kOtherCurrent:
+      v = AveragePower(n, t, 10) / param;
+      break;
+    case Quantity::kTempAmbient:
+      v = 20 + 3 * UnitFromHash(key);
+      break;
+    case Quantity::kTempCpu:
+      v = 32 + 43 * AverageCpu(n, t, 60);
+      break;
+    case Quantity::kTempExhaust:
+      v = 26 + 16 * AverageCpu(n, t, 120);
+      break;
+    case Quantity::kTempOther:
+      v = 30 + 14 * AverageCpu(n, t, 60);
+      break;
+    case Quantity::kFanRpm:
+      v = 3600 + 7200 * AverageCpu(n, t, 30);
+      break;
+    case Quantity::kFanPercent:
+      v = 15 + 50 * AverageCpu(n, t, 30);
+      break;
+    case Quantity::kCpuUsagePercent:
+      v = 100 * AverageCpu(n, t, 5);
+      break;
     case Quantity::kSwitchBytesIn:
     case Quantity::kSwitchBytesOut:
     case Quantity::kSwitchPacketsIn:
@@ -68,8 +98,8 @@ double Source::ValueAt(UnixNanos t) const {
     case Quantity::kSwitchDiscards: {
       bool in = quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchPacketsIn ||
                 quantity == Quantity::kSwitchDiscards;
-      double bytes = 1e10 * (1 + UnitFromHash(key)) +
-                     LinkBytes(n, kModelEpoch, t, param, in ? 1.0 : 0.7);
+      double bytes =
+          1e10 * (1 + UnitFromHash(key)) + LinkBytes(n, kModelEpoch, t, param, in ? 1.0 : 0.7);
       if (quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchBytesOut) {
         v = std::floor(bytes);
       } else if (quantity == Quantity::kSwitchDiscards) {
@@ -79,7 +109,9 @@ double Source::ValueAt(UnixNanos t) const {
       }
       break;
     }
-    case Quantity::kSwitchErrors: v = 0; break;
+    case Quantity::kSwitchErrors:
+      v = 0;
+      break;
     case Quantity::kCpuSeconds: {
       UnixNanos boot = n.BootTimeSeconds() * kNanosPerSecond;
       double up = Seconds(t - boot);
@@ -88,34 +120,64 @@ double Source::ValueAt(UnixNanos t) const {
              softirq = 0.004 * busy + 0.0005 * up;
       static constexpr int kIdle = 0, kIowait = 1, kSoftirq = 4, kSystem = 6, kUser = 7;
       switch (index) {
-        case kIdle: v = up - user - system - iowait - softirq; break;
-        case kIowait: v = iowait; break;
-        case kSoftirq: v = softirq; break;
-        case kSystem: v = system; break;
-        case kUser: v = user; break;
-        default: v = 0;
+        case kIdle:
+          v = up - user - system - iowait - softirq;
+          break;
+        case kIowait:
+          v = iowait;
+          break;
+        case kSoftirq:
+          v = softirq;
+          break;
+        case kSystem:
+          v = system;
+          break;
+        case kUser:
+          v = user;
+          break;
+        default:
+          v = 0;
       }
       break;
     }
-    case Quantity::kCpuFrequency: v = hw.cpu_base_hz * (0.55 + 0.45 * n.LoadAt(t).cpu); break;
-    case Quantity::kLoadAverage: v = 0.02 + hw.threads * AverageCpu(n, t, param); break;
+    case Quantity::kCpuFrequency:
+      v = hw.cpu_base_hz * (0.55 + 0.45 * n.LoadAt(t).cpu);
+      break;
+    case Quantity::kLoadAverage:
+      v = 0.02 + hw.threads * AverageCpu(n, t, param);
+      break;
     case Quantity::kMemory: {
       double total = std::floor(hw.memory_bytes * 0.985 / 4096) * 4096;
       double cpu = n.LoadAt(t).cpu;
       double cached = total * (0.03 + 0.05 * cpu);
       double free = total * (0.92 - 0.6 * cpu);
       switch (index) {
-        case 0: v = total; break;
-        case 1: v = free; break;
-        case 2: v = free + cached; break;
-        case 3: v = total * 0.002; break;
-        case 4: v = cached; break;
-        case 5: v = total * 0.001; break;
-        default: v = 4294967296.0;  // swap total and free: 4 GiB, unused
+        case 0:
+          v = total;
+          break;
+        case 1:
+          v = free;
+          break;
+        case 2:
+          v = free + cached;
+          break;
+        case 3:
+          v = total * 0.002;
+          break;
+        case 4:
+          v = cached;
+          break;
+        case 5:
+          v = total * 0.001;
+          break;
+        default:
+          v = 4294967296.0;  // swap total and free: 4 GiB, unused
       }
       break;
     }
-    case Quantity::kBootTime: v = double(n.BootTimeSeconds()); break;
+    case Quantity::kBootTime:
+      v = double(n.BootTimeSeconds());
+      break;
     case Quantity::kFilesystem:
       v = index == 0 ? param : param * (0.8 - 0.1 * AverageCpu(n, t, 300));
       break;
@@ -126,16 +188,36 @@ double Source::ValueAt(UnixNanos t) const {
       v = std::floor(quantity == Quantity::kNodeNetBytes ? bytes : bytes / 1000);
       break;
     }
-    case Quantity::kProcsRunning: v = 1 + std::round(hw.threads * n.LoadAt(t).cpu); break;
-    case Quantity::kProcsBlocked: v = 0; break;
-    case Quantity::kGpuPower: v = 32 + 215 * n.LoadAt(t).gpu; break;
-    case Quantity::kGpuTemp: v = 34 + 45 * AverageGpu(n, t, 60); break;
-    case Quantity::kGpuClock: v = 1380 * (0.3 + 0.7 * n.LoadAt(t).gpu); break;
-    case Quantity::kGpuUtil: v = 100 * n.LoadAt(t).gpu; break;
-    case Quantity::kGpuMemCopy: v = 60 * n.LoadAt(t).gpu; break;
-    case Quantity::kGpuMemUsed: v = 300 + 15000 * n.LoadAt(t).gpu; break;
-    case Quantity::kGpuTensor: v = 0.4 * n.LoadAt(t).gpu; break;
-    case Quantity::kConstant: v = param; break;
+    case Quantity::kProcsRunning:
+      v = 1 + std::round(hw.threads * n.LoadAt(t).cpu);
+      break;
+    case Quantity::kProcsBlocked:
+      v = 0;
+      break;
+    case Quantity::kGpuPower:
+      v = 32 + 215 * n.LoadAt(t).gpu;
+      break;
+    case Quantity::kGpuTemp:
+      v = 34 + 45 * AverageGpu(n, t, 60);
+      break;
+    case Quantity::kGpuClock:
+      v = 1380 * (0.3 + 0.7 * n.LoadAt(t).gpu);
+      break;
+    case Quantity::kGpuUtil:
+      v = 100 * n.LoadAt(t).gpu;
+      break;
+    case Quantity::kGpuMemCopy:
+      v = 60 * n.LoadAt(t).gpu;
+      break;
+    case Quantity::kGpuMemUsed:
+      v = 300 + 15000 * n.LoadAt(t).gpu;
+      break;
+    case Quantity::kGpuTensor:
+      v = 0.4 * n.LoadAt(t).gpu;
+      break;
+    case Quantity::kConstant:
+      v = param;
+      break;
   }
   if (noise > 0) {
     uint64_t h = HashMix(key ^ uint64_t(t) * 0x9e3779b97f4a7c15ULL);
@@ -158,10 +240,11 @@ UnixNanos SamplingGrid::TimeOf(int64_t k, int64_t period) const {
   int64_t micros = std::max<int64_t>(period / kNanosPerMicro, 1);
   int64_t offset = int64_t(HashMix(key ^ uint64_t(period)) % uint64_t(micros)) * kNanosPerMicro;
   int64_t jitter_micros = MaxJitter(period) / kNanosPerMicro;
-  int64_t jitter = jitter_micros > 0
-                       ? int64_t(HashMix(key + uint64_t(k) * 0x9e3779b97f4a7c15ULL) %
-                                 uint64_t(jitter_micros)) * kNanosPerMicro
-                       : 0;
+  int64_t jitter =
+      jitter_micros > 0
+          ? int64_t(HashMix(key + uint64_t(k) * 0x9e3779b97f4a7c15ULL) % uint64_t(jitter_micros)) *
+                kNanosPerMicro
+          : 0;
   return k * period + offset + jitter;
 }
 
@@ -211,8 +294,8 @@ std::string RenderLabels(LabelList labels, const std::vector<std::string>& devic
   };
   const std::string orig_key = "_device_orig";
   for (const auto& [key, value] : labels) {
-    if (!placed_orig && (key.size() > orig_key.size() ||
-                         (key.size() == orig_key.size() && key > orig_key))) {
+    if (!placed_orig &&
+        (key.size() > orig_key.size() || (key.size() == orig_key.size() && key > orig_key))) {
       put_orig();
     }
     if (out.size() > 1) out += ',';
@@ -244,8 +327,8 @@ struct Builder {
                                 std::string_view metric_id) const {
     int64_t base = entry.period_ms * kNanosPerMilli;
     int64_t optional = entry.optional_period_ms * kNanosPerMilli;
-    bool exporter_default = entry.IsPrometheusGroup() &&
-                            entry.name.find("default") != std::string::npos;
+    bool exporter_default =
+        entry.IsPrometheusGroup() && entry.name.find("default") != std::string::npos;
     std::vector<std::pair<UnixNanos, UnixNanos>> on;
     if (optional > 0) {
       for (const Job* job : node.jobs) {
@@ -304,8 +387,8 @@ struct Builder {
     series.device_id = device_id;
     series.metric_id = metric_id;
     series.labels_json = RenderLabels(labels, device_orig);
-    series.counter = metric_id.size() >= 6 && metric_id.compare(metric_id.size() - 6, 6,
-                                                                "_total") == 0;
+    series.counter =
+        metric_id.size() >= 6 && metric_id.compare(metric_id.size() - 6, 6, "_total") == 0;
     series.grid = SamplingGrid{HashText(site.uid + "/" + sampler, testbed.seed()), exact};
     series.segments = std::move(segments);
     for (Source& source : sources) {
@@ -397,21 +480,28 @@ void AddPrometheus(const Builder& b, const kwollect::CatalogueEntry& entry,
   if (gpu_exporter) {
     Quantity q = Quantity::kConstant;
     double step = 1;
-    if (id == "DCGM_FI_DEV_POWER_USAGE") q = Quantity::kGpuPower, step = 0.001;
-    else if (id == "DCGM_FI_DEV_GPU_TEMP") q = Quantity::kGpuTemp;
-    else if (id == "DCGM_FI_DEV_SM_CLOCK") q = Quantity::kGpuClock;
-    else if (id == "DCGM_FI_DEV_GPU_UTIL") q = Quantity::kGpuUtil;
-    else if (id == "DCGM_FI_DEV_MEM_COPY_UTIL") q = Quantity::kGpuMemCopy;
-    else if (id == "DCGM_FI_DEV_FB_USED") q = Quantity::kGpuMemUsed;
-    else if (id == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") q = Quantity::kGpuTensor, step = 1e-6;
+    if (id == "DCGM_FI_DEV_POWER_USAGE")
+      q = Quantity::kGpuPower, step = 0.001;
+    else if (id == "DCGM_FI_DEV_GPU_TEMP")
+      q = Quantity::kGpuTemp;
+    else if (id == "DCGM_FI_DEV_SM_CLOCK")
+      q = Quantity::kGpuClock;
+    else if (id == "DCGM_FI_DEV_GPU_UTIL")
+      q = Quantity::kGpuUtil;
+    else if (id == "DCGM_FI_DEV_MEM_COPY_UTIL")
+      q = Quantity::kGpuMemCopy;
+    else if (id == "DCGM_FI_DEV_FB_USED")
+      q = Quantity::kGpuMemUsed;
+    else if (id == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+      q = Quantity::kGpuTensor, step = 1e-6;
     for (int gpu = 0; gpu < hw.gpu_count; ++gpu) {
       emit({{"gpu", std::to_string(gpu)}, {"device", "nvidia" + std::to_string(gpu)}},
            b.Make(q, step, q == Quantity::kGpuPower ? 1.5 : 0));
     }
     return;
   }
-  static const char* kModes[] = {"idle", "iowait", "irq", "nice", "softirq", "steal", "system",
-                                 "user"};
+  static const char* kModes[] = {"idle",    "iowait", "irq",    "nice",
+                                 "softirq", "steal",  "system", "user"};
   if (id == "node_cpu_seconds_total") {
     for (int cpu = 0; cpu < hw.threads; ++cpu) {
       // At most 1: busy CPU time can never outgrow elapsed time (idle must not decrease).
@@ -536,8 +626,7 @@ void AddNodeSeries(const Builder& b) {
     std::vector<Segment> timeline = b.Timeline(pdu, pdu.name);
     for (const Feed& outlet : node.pdu_outlets) {
       b.Emit(node.uid, pdu.name, outlet.labels, {outlet.device_id},
-             {b.Make(Quantity::kFeedPower, 1, 1.0, outlet.share)}, outlet.sampler, false,
-             timeline);
+             {b.Make(Quantity::kFeedPower, 1, 1.0, outlet.share)}, outlet.sampler, false, timeline);
     }
   }
 }
@@ -565,11 +654,10 @@ std::vector<OutputSeries> SeriesOfDevice(const Testbed& testbed, const Site& sit
     std::vector<std::string> origins;
     // Which source is this feed: the index of its id in the sorted _device_orig list matches the
     // order sources were added (feeds are listed in the node's order).
-    const std::vector<Feed>& feeds = device.kind == DeviceRef::Kind::kWattmetrePort
-                                         ? device.node->wattmetre_ports
-                                         : device.kind == DeviceRef::Kind::kPduOutlet
-                                               ? device.node->pdu_outlets
-                                               : device.node->switch_ports;
+    const std::vector<Feed>& feeds =
+        device.kind == DeviceRef::Kind::kWattmetrePort ? device.node->wattmetre_ports
+        : device.kind == DeviceRef::Kind::kPduOutlet   ? device.node->pdu_outlets
+                                                       : device.node->switch_ports;
     if (series.sources.size() > 1) {
       for (size_t i = 0; i < feeds.size(); ++i) {
         if (&feeds[i] == &feed) position = i;

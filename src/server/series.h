@@ -15,10 +15,10 @@
 namespace kwatt::server::internal {
 
 enum class Quantity : uint8_t {
-  kFeedPower,      // wattmeter port / PDU outlet: share of the node's AC power
-  kBmcPower,       // BMC node power: averaged, coarse
-  kBmcEnergyWh,    // BMC energy counter, watt-hours
-  kPsuPower,       // BMC per-PSU power
+  kFeedPower,    // wattmeter port / PDU outlet: share of the node's AC power
+  kBmcPower,     // BMC node power: averaged, coarse
+  kBmcEnergyWh,  // BMC energy counter, watt-hours
+  kPsuPower,     // BMC per-PSU power
   kPsuCurrent,
   kPsuVoltage,
   kOtherPower,
@@ -37,13 +37,13 @@ enum class Quantity : uint8_t {
   kSwitchPacketsOut,
   kSwitchDiscards,
   kSwitchErrors,
-  kCpuSeconds,     // node_cpu_seconds_total{cpu, mode}; index = mode
+  kCpuSeconds,  // node_cpu_seconds_total{cpu, mode}; index = mode
   kCpuFrequency,
-  kLoadAverage,    // param = window seconds
-  kMemory,         // index selects the figure
+  kLoadAverage,  // param = window seconds
+  kMemory,       // index selects the figure
   kBootTime,
-  kFilesystem,     // index 0 size, 1 free
-  kNodeNetBytes,   // index 0 receive, 1 transmit
+  kFilesystem,    // index 0 size, 1 free
+  kNodeNetBytes,  // index 0 receive, 1 transmit
   kNodeNetPackets,
   kProcsRunning,
   kProcsBlocked,
@@ -54,7 +54,7 @@ enum class Quantity : uint8_t {
   kGpuMemCopy,
   kGpuMemUsed,
   kGpuTensor,
-  kConstant,       // param is the value
+  kConstant,  // param is the value
 };
 
 // One physical reading of a device: a function of time.
@@ -64,10 +64,10 @@ struct Source {
   double share = 1.0;
   double param = 0;
   int index = 0;
-  double step = 0;       // values are rounded to multiples of `step` (0: not rounded)
-  bool scaled = false;   // true: value = integer * step, as SNMP readings with a scale_factor
-  double noise = 0;      // amplitude of the uniform measurement noise
-  uint64_t key = 0;      // seeds the noise
+  double step = 0;      // values are rounded to multiples of `step` (0: not rounded)
+  bool scaled = false;  // true: value = integer * step, as SNMP readings with a scale_factor
+  double noise = 0;     // amplitude of the uniform measurement noise
+  uint64_t key = 0;     // seeds the noise
 
   double ValueAt(UnixNanos t) const;
 };

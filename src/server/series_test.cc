@@ -15,7 +15,8 @@ constexpr UnixNanos kNow = 1800000000LL * kNanosPerSecond;
 std::unique_ptr<Testbed> MakeTestbed() {
   auto jobs = JobSet::Parse(R"({"jobs":[{"site":"grenoble","uid":1,"nodes":["yeti-1"],
     "started_at":1745000000,"stopped_at":1745000600,"types":["monitor=wattmetre"],
-    "phases":[{"duration":300,"cpu":1}]}]})", "test");
+    "phases":[{"duration":300,"cpu":1}]}]})",
+                            "test");
   EXPECT_TRUE(jobs.ok());
   auto testbed = Testbed::Build({}, std::move(*jobs));
   EXPECT_TRUE(testbed.ok()) << testbed.status().ToString();

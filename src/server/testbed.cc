@@ -135,7 +135,8 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
               if (key != "_device_alias") feed.labels.emplace_back(key, value.get<std::string>());
             }
             node->pdu_outlets.push_back(std::move(feed));
-            pdu_json.push_back({{"uid", outlet.value("pdu", "")}, {"port", outlet.value("port", "")}});
+            pdu_json.push_back(
+                {{"uid", outlet.value("pdu", "")}, {"port", outlet.value("port", "")}});
           }
         }
         for (const Feed& port : node->wattmetre_ports) {
@@ -160,7 +161,10 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
             }
             json kw = adapter.value("kwollect", json::object());
             if (!kw.value("switch_has_network_metrics", false)) continue;
-            Feed feed{kw.value("device_id", ""), adapter.value("switch", ""), {}, 1.0,
+            Feed feed{kw.value("device_id", ""),
+                      adapter.value("switch", ""),
+                      {},
+                      1.0,
                       adapter.value("rate", 1e10)};
             json labels = kw.value("labels", json::object());
             if (labels.contains("interface")) {

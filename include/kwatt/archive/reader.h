@@ -75,12 +75,12 @@ struct LoadedFile {
 };
 
 struct LoadReport {
-  bool complete = true;            // false: an incomplete archive, read as allowed
-  std::vector<LoadedFile> files;   // the files read, in order (skipped ones are absent)
-  int64_t rows_read = 0;           // rows decoded and checked (whole files)
-  int64_t rows = 0;                // rows kept (appended to the batch)
-  int64_t compressed_bytes = 0;    // read from disk
-  int64_t text_bytes = 0;          // decompressed
+  bool complete = true;           // false: an incomplete archive, read as allowed
+  std::vector<LoadedFile> files;  // the files read, in order (skipped ones are absent)
+  int64_t rows_read = 0;          // rows decoded and checked (whole files)
+  int64_t rows = 0;               // rows kept (appended to the batch)
+  int64_t compressed_bytes = 0;   // read from disk
+  int64_t text_bytes = 0;         // decompressed
 };
 
 // Appends the selected rows of the archive in DIR to `out`, whose ids refer to `interner` (it may
@@ -140,9 +140,9 @@ struct VerifyReport {
   // One line per damage, naming the file and what differs: "data/x.jsonl.zst: xxh64 is ...,
   // the manifest records ...". Empty when intact.
   std::vector<std::string> problems;
-  int64_t files = 0;   // data files checked
-  int64_t rows = 0;    // rows read
-  int64_t bytes = 0;   // compressed bytes read
+  int64_t files = 0;  // data files checked
+  int64_t rows = 0;   // rows read
+  int64_t bytes = 0;  // compressed bytes read
 };
 
 // Checks the whole archive in DIR: every file the manifest lists exists and has its recorded

@@ -31,20 +31,20 @@ class StringInterner {
   size_t size() const { return strings_.size(); }
 
  private:
-  std::deque<std::string> storage_;            // stable addresses
-  std::vector<const std::string*> strings_;    // id -> text
+  std::deque<std::string> storage_;          // stable addresses
+  std::vector<const std::string*> strings_;  // id -> text
   std::unordered_map<std::string_view, uint32_t> ids_;
 };
 
 struct RowBatch {
-  std::vector<UnixNanos> time;        // instant, UTC
-  std::vector<int32_t> utc_offset;    // seconds, as written in the timestamp (+7200, +3600)
-  std::vector<uint32_t> device;       // interned device_id
-  std::vector<uint32_t> metric;       // interned metric_id
-  std::vector<double> value;          // NaN for "NaN" and null values
-  std::vector<uint32_t> labels;       // interned labels object text, as sent ("{}" when none)
-  std::string raw;                    // every row's text, concatenated
-  std::vector<uint32_t> raw_end;      // row i's text is raw[raw_end[i-1] (or 0), raw_end[i])
+  std::vector<UnixNanos> time;      // instant, UTC
+  std::vector<int32_t> utc_offset;  // seconds, as written in the timestamp (+7200, +3600)
+  std::vector<uint32_t> device;     // interned device_id
+  std::vector<uint32_t> metric;     // interned metric_id
+  std::vector<double> value;        // NaN for "NaN" and null values
+  std::vector<uint32_t> labels;     // interned labels object text, as sent ("{}" when none)
+  std::string raw;                  // every row's text, concatenated
+  std::vector<uint32_t> raw_end;    // row i's text is raw[raw_end[i-1] (or 0), raw_end[i])
 
   size_t size() const { return time.size(); }
   bool empty() const { return time.empty(); }

@@ -79,7 +79,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = Status::Internal("Result built from an OK Status without a value");
   }
@@ -102,9 +102,9 @@ class [[nodiscard]] Result {
 }  // namespace kwatt
 
 // Returns early from the enclosing function when `expr` (a Status) is not OK.
-#define KWATT_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::kwatt::Status kwatt_status_ = (expr);      \
+#define KWATT_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::kwatt::Status kwatt_status_ = (expr);        \
     if (!kwatt_status_.ok()) return kwatt_status_; \
   } while (0)
 

@@ -23,9 +23,8 @@ namespace kwatt::energy {
 
 // Power metrics in order of preference, and the energy counters used to cross-check them.
 inline const std::vector<std::string>& PowerMetrics() {
-  static const std::vector<std::string> metrics = {
-      "wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt",
-      "bmc_psu_power_watt"};
+  static const std::vector<std::string> metrics = {"wattmetre_power_watt", "pdu_outlet_power_watt",
+                                                   "bmc_node_power_watt", "bmc_psu_power_watt"};
   return metrics;
 }
 inline const std::vector<std::string>& EnergyCounters() {
@@ -71,9 +70,9 @@ struct EnergyOptions {
   // Named sets of nodes, reported as sums; roles given twice under one name are one role (the
   // union of their nodes, each node once).
   std::vector<Role> roles;
-  std::string metric;            // use this power metric for every node; empty: choose
-  double gap_factor = 3;         // a gap: no sample for more than this many sampling periods
-  std::string baseline_phase;    // a phase whose mean power is the idle baseline; empty: none
+  std::string metric;          // use this power metric for every node; empty: choose
+  double gap_factor = 3;       // a gap: no sample for more than this many sampling periods
+  std::string baseline_phase;  // a phase whose mean power is the idle baseline; empty: none
 };
 
 // One energy figure over an interval, for one node or summed over nodes.
@@ -85,7 +84,7 @@ struct Figures {
   double node_seconds = 0;     // node-time: seconds x the nodes summed (nodes without power too)
   int gaps = 0;
   double peak_watts = 0;
-  double counter_joules = NAN;  // increase of an energy counter over the interval, if any
+  double counter_joules = NAN;   // increase of an energy counter over the interval, if any
   double baseline_joules = NAN;  // baseline power x seconds, when a baseline is set
 
   // Covered node-time / node-time: a sum over nodes one of which has no power data is partial.
@@ -99,14 +98,14 @@ struct Figures {
 };
 
 struct NodeEnergy {
-  std::string node;            // FQDN
-  std::string metric;          // the power metric used; empty: none
-  std::string reason;          // why this one (or why none)
-  double period_s = 0;         // median sampling interval of the data used
-  int series = 0;              // series summed (2 PDU outlets: 2)
-  bool coarse = false;         // BMC values: averaged, inaccurate
-  std::string counter_metric;  // energy counter used for the cross-check, if any
-  Figures window;              // over the whole window
+  std::string node;             // FQDN
+  std::string metric;           // the power metric used; empty: none
+  std::string reason;           // why this one (or why none)
+  double period_s = 0;          // median sampling interval of the data used
+  int series = 0;               // series summed (2 PDU outlets: 2)
+  bool coarse = false;          // BMC values: averaged, inaccurate
+  std::string counter_metric;   // energy counter used for the cross-check, if any
+  Figures window;               // over the whole window
   std::vector<Figures> phases;  // per EnergyReport::phase_names
   double baseline_watts = NAN;
 };
@@ -115,8 +114,8 @@ struct EnergyReport {
   UnixNanos start = 0, end = 0;  // the window reported: the one asked, clipped to the data's
   UnixNanos requested_start = 0, requested_end = 0;  // the window asked (fetched)
   std::vector<std::string> phase_names;
-  std::vector<NodeEnergy> nodes;                 // in the order given
-  std::vector<std::pair<Role, Figures>> roles;   // window figures summed over the role's nodes
+  std::vector<NodeEnergy> nodes;                  // in the order given
+  std::vector<std::pair<Role, Figures>> roles;    // window figures summed over the role's nodes
   std::vector<std::vector<Figures>> role_phases;  // [role][phase]
   // Summed over every node: those without power data add their time, uncovered (coverage).
   Figures total;
@@ -169,10 +168,9 @@ class PowerCollector : public kwollect::RowSink {
 // (InvalidArgument). A node's own missing stretches at the edges are uncovered and not estimated.
 // `catalogue_metrics`: per node FQDN, the metric ids its catalogue offers (used to explain a
 // missing source); may be empty.
-Result<EnergyReport> ComputeEnergy(const PowerCollector& data, UnixNanos start, UnixNanos end,
-                                   const EnergyOptions& options,
-                                   const std::map<std::string, std::vector<std::string>>&
-                                       catalogue_metrics = {});
+Result<EnergyReport> ComputeEnergy(
+    const PowerCollector& data, UnixNanos start, UnixNanos end, const EnergyOptions& options,
+    const std::map<std::string, std::vector<std::string>>& catalogue_metrics = {});
 
 // The report as JSON, as `kwatt energy --json` prints it and the Python package reads it
 // (doc/energy.md): start, end (Paris time), phases, nodes (each with window and {phase: figures}),

@@ -21,7 +21,7 @@ struct MetricStats {
   double last = NAN;
   UnixNanos last_time = INT64_MIN;
   bool counter = false;
-  double increase = 0;        // counters: summed over series, resets counted from zero
+  double increase = 0;  // counters: summed over series, resets counted from zero
   int resets = 0;
   UnixNanos first_time = INT64_MAX;
 
@@ -33,8 +33,8 @@ struct MetricStats {
 struct NodeStats {
   std::string node;
   std::map<std::string, MetricStats> metrics;  // by metric id
-  double cpu_busy = NAN;      // fraction of CPU time not idle, over the interval
-  std::string cpu_source;     // prom_node_cpu_seconds_total or bmc_cpu_usage_percent
+  double cpu_busy = NAN;                       // fraction of CPU time not idle, over the interval
+  std::string cpu_source;  // prom_node_cpu_seconds_total or bmc_cpu_usage_percent
 };
 
 class StatsCollector : public kwollect::RowSink {

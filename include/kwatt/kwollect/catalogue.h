@@ -1,6 +1,6 @@
 // The metric catalogue of a Grid'5000 cluster, as the reference API publishes it (a cluster
-// object's `metrics` array, doc/kwollect_api.md section 6), and the rules derived from it: which metric
-// ids a node can report, at which period, and which need a `monitor` job type.
+// object's `metrics` array, doc/kwollect_api.md section 6), and the rules derived from it: which
+// metric ids a node can report, at which period, and which need a `monitor` job type.
 //
 // Shared by the client's planner and the simulated server, so both read the catalogue the same way.
 // Values; thread-compatible.
@@ -19,11 +19,11 @@ namespace kwatt::kwollect {
 
 // One entry of a cluster's `metrics` array.
 struct CatalogueEntry {
-  std::string name;                  // e.g. "wattmetre_power_watt", "prom_default_metrics"
+  std::string name;  // e.g. "wattmetre_power_watt", "prom_default_metrics"
   std::string description;
-  int64_t period_ms = 0;             // 0: collected only on demand
-  int64_t optional_period_ms = 0;    // the period in on-demand ("monitor") mode; 0 if none
-  std::string protocol;              // source.protocol: wattmetre, pdu, snmp, ipmisensor, ...
+  int64_t period_ms = 0;                // 0: collected only on demand
+  int64_t optional_period_ms = 0;       // the period in on-demand ("monitor") mode; 0 if none
+  std::string protocol;                 // source.protocol: wattmetre, pdu, snmp, ipmisensor, ...
   std::vector<std::string> source_ids;  // source.id when it is a list (prometheus groups)
   std::vector<std::pair<std::string, std::string>> labels;  // in catalogue order
   double scale_factor = 1.0;
@@ -37,7 +37,7 @@ struct CatalogueEntry {
 
 // A metric id a node can report, after expanding prometheus groups.
 struct CatalogueMetric {
-  std::string metric_id;   // "wattmetre_power_watt", "prom_node_load1"
+  std::string metric_id;                  // "wattmetre_power_watt", "prom_node_load1"
   const CatalogueEntry* entry = nullptr;  // where it comes from; owned by the Catalogue
 };
 
@@ -58,9 +58,9 @@ class Catalogue {
 };
 
 // True when a job with these OAR `types` switches on-demand collection of `metric_name` (an entry
-// name or an expanded metric id): type `monitor` enables every metric, `monitor=<regex>` those whose
-// name the regex matches from its first character (anchored at the start only).
-// An invalid regex enables nothing.
+// name or an expanded metric id): type `monitor` enables every metric, `monitor=<regex>` those
+// whose name the regex matches from its first character (anchored at the start only). An invalid
+// regex enables nothing.
 bool MonitorEnables(const std::vector<std::string>& job_types, std::string_view metric_name);
 
 // True when a job with these types runs the Prometheus node exporter by default (every job that is

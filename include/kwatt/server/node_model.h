@@ -53,13 +53,13 @@ class LoadProfile {
 
 // What a simulated node is made of, by cluster (see node_model.cc for the figures and sources).
 struct NodeHardware {
-  double idle_watts = 100;      // AC power at rest
-  double cpu_watts = 150;       // extra AC power with every CPU busy
+  double idle_watts = 100;  // AC power at rest
+  double cpu_watts = 150;   // extra AC power with every CPU busy
   int gpu_count = 0;
-  double gpu_watts = 0;         // extra AC power per busy GPU
-  int threads = 32;             // hardware threads (node exporter "cpu" labels)
+  double gpu_watts = 0;  // extra AC power per busy GPU
+  int threads = 32;      // hardware threads (node exporter "cpu" labels)
   double memory_bytes = 64e9;
-  double link_bps = 10e9;       // first network link rate, bits per second
+  double link_bps = 10e9;  // first network link rate, bits per second
   double cpu_base_hz = 2.1e9;
   int psu_count = 1;
 };

@@ -76,8 +76,8 @@ struct Site {
 class Testbed {
  public:
   struct Options {
-    uint64_t seed = 1;           // every simulated value depends on it
-    std::string reference_dir;   // empty: the reference data embedded in the binary
+    uint64_t seed = 1;          // every simulated value depends on it
+    std::string reference_dir;  // empty: the reference data embedded in the binary
   };
 
   static Result<std::unique_ptr<Testbed>> Build(const Options& options, JobSet jobs);
