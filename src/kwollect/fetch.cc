@@ -1,7 +1,5 @@
 #include "kwatt/kwollect/fetch.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/kwollect/catalogue.h"
+#include "src/kwollect/fetcher.h"
 #include "src/kwollect/http.h"
 #include "src/kwollect/planner.h"
 #include "src/kwollect/row_parser.h"
@@ -39,14 +38,7 @@ std::string Join(const std::vector<std::string>& items, char separator = ',') {
 
 // ---- resolving the query against the reference and jobs APIs ---------------------------------
 
-struct SitePlanInput {
-  std::string site;
-  std::vector<std::string> uids;
-  std::vector<internal::NodeRate> rates;
-  // Each node's metric ids from its cluster's catalogue: what a request for every metric is
-  // split into when even one node over the shortest slice is too much for Kwollect.
-  std::map<std::string, std::vector<std::string>> metric_ids;
-};
+using internal::SitePlanInput;
 
 bool IsBlank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n") == std::string::npos;
@@ -413,61 +405,31 @@ struct SiteQueue {
   }
 };
 
+// A request in flight: where its answer goes.
 struct Transfer {
-  CURL* easy = nullptr;
   SiteQueue* site = nullptr;
   std::list<Request>::iterator request;
   std::unique_ptr<internal::RowStreamParser> parser;
   RowBatch batch;
-  std::string error_body;
-  long status = -1;
-  int64_t received = 0;  // body bytes
   Status parse_error;
-  std::string url;
-  char error[CURL_ERROR_SIZE] = "";
-  int64_t* bytes_counter = nullptr;
 };
-
-size_t OnData(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  size_t length = size * count;
-  if (t->status < 0) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-  *t->bytes_counter += int64_t(length);
-  t->received += int64_t(length);
-  if (t->status == 200) {
-    Status status = t->parser->Feed(std::string_view(data, length), &t->batch);
-    if (!status.ok()) {
-      t->parse_error = status;
-      return 0;  // aborts the transfer
-    }
-  } else if (t->error_body.size() < 65536) {
-    t->error_body.append(data, length);
-  }
-  return length;
-}
 
 // Rows of later sites kept in memory before spilling to a temporary file.
 constexpr size_t kHeldBytesLimit = 256u << 20;
 
 class Fetcher {
  public:
-  Fetcher(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
-          const ProgressCallback& progress, FetchReport* report)
-      : options_(options), query_(query), sink_(sink), progress_(progress), report_(report) {}
+  Fetcher(const ClientOptions& options, const FetchQuery& query, internal::Transport* transport,
+          RowSink* sink, const ProgressCallback& progress, FetchReport* report)
+      : options_(options),
+        query_(query),
+        sink_(sink),
+        progress_(progress),
+        report_(report),
+        transport_(transport) {}
 
-  ~Fetcher() {
-    for (auto& [easy, transfer] : transfers_) {
-      curl_multi_remove_handle(multi_, easy);
-      curl_easy_cleanup(easy);
-    }
-    if (multi_) curl_multi_cleanup(multi_);
-  }
-
-  Status Run(std::vector<SitePlanInput> inputs) {
-    internal::EnsureCurlInitialised();
-    multi_ = curl_multi_init();
-    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, long(options_.max_concurrency));
-    for (SitePlanInput& input : inputs) {
+  Status Run(std::vector<internal::SitePlanInput> inputs) {
+    for (internal::SitePlanInput& input : inputs) {
       auto site = std::make_unique<SiteQueue>();
       site->site = input.site;
       site->metric_ids = std::move(input.metric_ids);
@@ -481,30 +443,25 @@ class Fetcher {
       sites_.push_back(std::move(site));
     }
     started_ = SteadySeconds();
+    std::vector<internal::TransferOutcome> done;
     while (true) {
       StartReady();
-      int still = 0;
-      curl_multi_perform(multi_, &still);
-      int queued = 0;
-      while (CURLMsg* message = curl_multi_info_read(multi_, &queued)) {
-        if (message->msg != CURLMSG_DONE) continue;
-        CURL* easy = message->easy_handle;
-        CURLcode code = message->data.result;
-        auto node = transfers_.extract(easy);
-        curl_multi_remove_handle(multi_, easy);
-        Complete(*node.mapped(), code);
-        curl_easy_cleanup(easy);
-        RecycleBatch(std::move(node.mapped()->batch));
-      }
-      KWATT_RETURN_IF_ERROR(Deliver());
-      KWATT_RETURN_IF_ERROR(Report(false));
-      if (current_ >= sites_.size()) break;
       int timeout_ms = 100;
       if (transfers_.empty()) {
         double wait = NextWakeUp() - SteadySeconds();
         timeout_ms = int(std::clamp(wait * 1000, 1.0, 1000.0));
       }
-      curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
+      done.clear();
+      transport_->Poll(timeout_ms, &done);
+      for (internal::TransferOutcome& outcome : done) {
+        auto node = transfers_.extract(outcome.id);
+        if (node.empty()) continue;
+        Complete(*node.mapped(), outcome);
+        RecycleBatch(std::move(node.mapped()->batch));
+      }
+      KWATT_RETURN_IF_ERROR(Deliver());
+      KWATT_RETURN_IF_ERROR(Report(false));
+      if (current_ >= sites_.size()) break;
     }
     KWATT_RETURN_IF_ERROR(Report(true));
     report_->seconds = SteadySeconds() - started_;
@@ -548,25 +505,20 @@ class Fetcher {
 
   void Start(SiteQueue& site, std::list<Request>::iterator request) {
     auto transfer = std::make_unique<Transfer>();
-    transfer->easy = curl_easy_init();
     transfer->site = &site;
     transfer->request = request;
     transfer->parser = std::make_unique<internal::RowStreamParser>(&interner_);
     transfer->batch = TakeBatch();
-    transfer->url = UrlOf(site, request->plan);
-    transfer->bytes_counter = &report_->bytes;
-    CURL* easy = transfer->easy;
-    internal::ConfigureEasy(easy, options_);
-    curl_easy_setopt(easy, CURLOPT_URL, transfer->url.c_str());
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnData);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, transfer.get());
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer->error);
-    curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 256L * 1024);
-    curl_multi_add_handle(multi_, easy);
+    Transfer* t = transfer.get();
+    int64_t id = transport_->Start(UrlOf(site, request->plan), [this, t](std::string_view chunk) {
+      report_->bytes += int64_t(chunk.size());
+      t->parse_error = t->parser->Feed(chunk, &t->batch);
+      return t->parse_error;  // a malformed body aborts the transfer
+    });
     request->state = Request::State::kRunning;
     ++site.running;
     ++report_->requests;
-    transfers_.emplace(easy, std::move(transfer));
+    transfers_.emplace(id, std::move(transfer));
   }
 
   // The metrics URL of `site` without its query, for messages: the failure report says which
@@ -594,37 +546,32 @@ class Fetcher {
   // (down to a floor: 1 s, one node, one metric); transient failures (transport, cut or malformed
   // bodies, 429 after its Retry-After, 5xx that are not Kwollect's timeout) retried with backoff,
   // at most options.max_retries times; other answers failed at once.
-  void Complete(Transfer& t, CURLcode code) {
+  void Complete(Transfer& t, internal::TransferOutcome& transferred) {
     Request& r = *t.request;
     SiteQueue& site = *t.site;
     --site.running;
     enum class Action { kDone, kRetry, kSplit, kFail } action;
     Status outcome;
-    internal::SmallResponse response;
-    if (code == CURLE_OK) {
-      internal::ReadResponseInfo(t.easy, &response);
-      response.body = std::move(t.error_body);
-    }
+    internal::SmallResponse& response = transferred.response;
+    if (response.status != 200) report_->bytes += int64_t(response.body.size());
     std::string url = MetricsUrl(site);
     std::string where = internal::Redact(url);
+    bool empty = transferred.body_bytes == 0;
     if (!t.parse_error.ok()) {
       action = Action::kRetry;
       outcome = Status::Corruption("malformed answer from " + where + ": " +
                                    t.parse_error.message());
-    } else if (code != CURLE_OK) {
+    } else if (!transferred.transport.ok()) {
       action = Action::kRetry;
-      outcome = Status::Unavailable("transfer from " + where + " failed: " +
-                                    (t.error[0] ? t.error : curl_easy_strerror(code)));
+      outcome = transferred.transport;
     } else if (response.status == 200) {
-      Status finished =
-          t.received == 0 ? Status::Corruption("HTTP 200 without a body") : t.parser->Finish();
+      Status finished = empty ? Status::Corruption("HTTP 200 without a body") : t.parser->Finish();
       if (finished.ok()) {
         action = Action::kDone;
       } else {
         action = Action::kRetry;
-        outcome = Status::Corruption(
-            (t.received == 0 ? "empty answer from " : "incomplete answer from ") + where + ": " +
-            finished.message());
+        outcome = Status::Corruption((empty ? "empty answer from " : "incomplete answer from ") +
+                                     where + ": " + finished.message());
       }
     } else {
       outcome = internal::HttpError(response, url, options_);
@@ -905,10 +852,10 @@ class Fetcher {
   RowSink* sink_;
   const ProgressCallback& progress_;
   FetchReport* report_;
-  CURLM* multi_ = nullptr;
+  internal::Transport* transport_;
   StringInterner interner_;
   std::vector<std::unique_ptr<SiteQueue>> sites_;
-  std::map<CURL*, std::unique_ptr<Transfer>> transfers_;
+  std::map<int64_t, std::unique_ptr<Transfer>> transfers_;  // by transport id
   std::vector<RowBatch> pool_;
   size_t held_bytes_ = 0;  // in SiteQueue::held, all sites
   size_t current_ = 0;  // the site being delivered to the sink
@@ -917,6 +864,17 @@ class Fetcher {
 };
 
 }  // namespace
+
+namespace internal {
+
+Status RunFetcher(const ClientOptions& options, const FetchQuery& query,
+                  std::vector<SitePlanInput> inputs, Transport* transport, RowSink* sink,
+                  const ProgressCallback& progress, FetchReport* report) {
+  Fetcher fetcher(options, query, transport, sink, progress, report);
+  return fetcher.Run(std::move(inputs));
+}
+
+}  // namespace internal
 
 namespace {
 
@@ -968,8 +926,9 @@ Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query,
   Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
   if (!sites.ok()) return sites.status();
   KWATT_RETURN_IF_ERROR(sink->Begin(report));
-  Fetcher fetcher(options, query, sink, progress, &report);
-  KWATT_RETURN_IF_ERROR(fetcher.Run(std::move(*sites)));
+  std::unique_ptr<internal::Transport> transport = internal::NewCurlTransport(options);
+  KWATT_RETURN_IF_ERROR(internal::RunFetcher(options, query, std::move(*sites), transport.get(),
+                                             sink, progress, &report));
   return report;
 }
 
