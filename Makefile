@@ -18,7 +18,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(VENV)/.kwatt-deps
 
 .PHONY: deps build build-asan build-fuzz python demo-cli test test-unit test-asan test-python \
-  test-fuzz fuzz demo bench clean format
+  test-fuzz fuzz format-check demo bench clean format
 
 deps: $(DEPS_STAMP)
 
@@ -81,7 +81,13 @@ test-fuzz: build-fuzz
 # Every test: C++ unit tests (plain and under ASan/UBSan), the fuzz harnesses on their corpora,
 # then the integration tests and the Python package's tests (pytest; two runs, as each directory
 # has its own conftest).
-test: test-unit test-asan test-fuzz test-python
+test: format-check test-unit test-asan test-fuzz test-python
+
+# Every C++ file as clang-format (.clang-format, Google based) writes it; `make format` fixes.
+format-check: $(DEPS_STAMP)
+	@bad=$$(for f in $$(git ls-files '*.h' '*.cc'); do \
+	  clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "not formatted as .clang-format says (run make format):" $$bad; exit 1; fi
 
 test-unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

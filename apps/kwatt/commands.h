@@ -9,8 +9,8 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/text.h"
-#include "kwatt/kwollect/client_options.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
 
 namespace kwatt::archive {

@@ -81,9 +81,9 @@ void PrintTable(const energy::EnergyReport& r) {
     }
     char period_text[16] = "";
     if (period > 0) std::snprintf(period_text, sizeof period_text, "%.3g s", period);
-    std::printf("%-28s %-22s %8s %14.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(),
-                metric.c_str(), period_text, f.total_joules(), f.total_joules() / 3600,
-                f.mean_watts(), f.peak_watts, 100 * f.coverage());
+    std::printf("%-28s %-22s %8s %14.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(), metric.c_str(),
+                period_text, f.total_joules(), f.total_joules() / 3600, f.mean_watts(),
+                f.peak_watts, 100 * f.coverage());
   };
   for (const auto& n : r.nodes) {
     if (n.metric.empty()) {
@@ -146,8 +146,9 @@ Runner RegisterEnergy(CLI::App* app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
-      "energy", "Energy of nodes over a window or a job: best power source, exact integration, "
-                "gaps, per node, role and phase");
+      "energy",
+      "Energy of nodes over a window or a job: best power source, exact integration, "
+      "gaps, per node, role and phase");
   AddAnalysisOptions(command, &args->analysis);
   command->add_option("--metric", args->metric, "Use this power metric for every node");
   command->add_option("--baseline", args->baseline,
@@ -222,8 +223,9 @@ Runner RegisterSimulate(CLI::App* app) {
   auto args = std::make_shared<Args>();
   CLI::App* simulate = app->add_subcommand("simulate", "Ground truth of the simulated testbed");
   CLI::App* energy = simulate->add_subcommand(
-      "energy", "The true energy of a simulated node over a window, from the continuous power "
-                "model (not from samples)");
+      "energy",
+      "The true energy of a simulated node over a window, from the continuous power "
+      "model (not from samples)");
   energy->add_option("--node", args->node, "Node (nova-1.lyon or FQDN)")->required();
   energy->add_option("--start", args->start, "Start (epoch seconds, ISO 8601, now)")->required();
   energy->add_option("--end", args->end, "End")->required();

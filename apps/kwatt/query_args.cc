@@ -24,8 +24,9 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args) {
   command->add_option("--nodes", args->nodes,
                       "Nodes, comma-separated: nova-1.lyon.grid5000.fr, nova-1-kavlan-4.lyon."
                       "grid5000.fr or nova-1.lyon; several sites allowed");
-  command->add_option("--start", args->start,
-                      "Start (inclusive): epoch seconds, ISO 8601 (local time without offset), now");
+  command->add_option(
+      "--start", args->start,
+      "Start (inclusive): epoch seconds, ISO 8601 (local time without offset), now");
   command->add_option("--end", args->end, "End (inclusive), same forms");
   command->add_option(
       "--job", args->job,
@@ -118,7 +119,9 @@ kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
     std::string eta = "?";
     if (p.requests_done > 0 && p.requests_done < p.requests_total) {
       eta = std::to_string(int(p.seconds * double(p.requests_total - p.requests_done) /
-                               double(p.requests_done) + 0.5)) + " s";
+                                   double(p.requests_done) +
+                               0.5)) +
+            " s";
     } else if (p.requests_done >= p.requests_total) {
       eta = "0 s";
     }

@@ -23,20 +23,24 @@ Runner RegisterServe(CLI::App* app) {
   serve->add_option("--port", o.port, "Port to listen on; 0 picks a free port")
       ->capture_default_str();
   serve->add_option("--seed", o.seed, "Seed of every simulated value")->capture_default_str();
-  serve->add_option("--jobs", o.jobs_file,
-                    "Jobs file: jobs, load phases and outages (doc/jobs_file.md)")
+  serve
+      ->add_option("--jobs", o.jobs_file,
+                   "Jobs file: jobs, load phases and outages (doc/jobs_file.md)")
       ->check(CLI::ExistingFile);
-  serve->add_option("--max-rows", o.max_rows,
-                    "Answer larger metrics queries with Kwollect's timeout error (0: no limit)")
+  serve
+      ->add_option("--max-rows", o.max_rows,
+                   "Answer larger metrics queries with Kwollect's timeout error (0: no limit)")
       ->capture_default_str();
   serve->add_option("--latency-ms", o.latency_ms, "Delay added before every answer, in ms")
       ->capture_default_str();
-  serve->add_option("--rows-per-second", o.rows_per_second,
-                    "Pace each metrics answer at this many rows per second, as Kwollect's "
-                    "database would (0: as fast as possible)")
+  serve
+      ->add_option("--rows-per-second", o.rows_per_second,
+                   "Pace each metrics answer at this many rows per second, as Kwollect's "
+                   "database would (0: as fast as possible)")
       ->capture_default_str();
-  serve->add_option("--fail-rate", o.fail_rate,
-                    "Fraction of metrics requests that fail: 503, or a body cut midway")
+  serve
+      ->add_option("--fail-rate", o.fail_rate,
+                   "Fraction of metrics requests that fail: 503, or a body cut midway")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   serve->add_option("--fail-status", o.fail_status,
@@ -52,8 +56,9 @@ Runner RegisterServe(CLI::App* app) {
   return [serve, args]() -> int {
     if (!serve->parsed()) return -1;
     if (!args->simulate) {
-      std::fprintf(stderr, "kwatt serve: only the simulated testbed can be served for now: add "
-                           "--simulate\n");
+      std::fprintf(stderr,
+                   "kwatt serve: only the simulated testbed can be served for now: add "
+                   "--simulate\n");
       return kExitUsage;
     }
     if (!args->start_clock.empty()) {

@@ -62,14 +62,22 @@ void Check(const Status& status) {
 
 const char* ErrorClassName(Status::Code code) {
   switch (code) {
-    case Status::Code::kInvalidArgument: return "InvalidArgumentError";
-    case Status::Code::kNotFound: return "NotFoundError";
-    case Status::Code::kCorruption: return "CorruptionError";
-    case Status::Code::kIOError: return "KwattIOError";
-    case Status::Code::kUnavailable: return "UnavailableError";
-    case Status::Code::kUnauthenticated: return "AuthenticationError";
-    case Status::Code::kIncomplete: return "IncompleteError";
-    default: return "KwattError";
+    case Status::Code::kInvalidArgument:
+      return "InvalidArgumentError";
+    case Status::Code::kNotFound:
+      return "NotFoundError";
+    case Status::Code::kCorruption:
+      return "CorruptionError";
+    case Status::Code::kIOError:
+      return "KwattIOError";
+    case Status::Code::kUnavailable:
+      return "UnavailableError";
+    case Status::Code::kUnauthenticated:
+      return "AuthenticationError";
+    case Status::Code::kIncomplete:
+      return "IncompleteError";
+    default:
+      return "KwattError";
   }
 }
 
@@ -85,19 +93,32 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
   for (auto [key_handle, value] : given) {
     std::string key = key_handle.cast<std::string>();
     if (value.is_none() || key == "config") continue;
-    if (key == "api_url") api_url = value.cast<std::string>();
-    else if (key == "username") options.username = value.cast<std::string>();
-    else if (key == "password") options.password = value.cast<std::string>();
-    else if (key == "verify_tls") options.verify_tls = value.cast<bool>();
-    else if (key == "ca_file") options.ca_file = value.cast<std::string>();
-    else if (key == "timeout") options.timeout_s = value.cast<double>();
-    else if (key == "connect_timeout") options.connect_timeout_s = value.cast<double>();
-    else if (key == "concurrency") options.max_concurrency = value.cast<int>();
-    else if (key == "per_site") options.max_per_site = value.cast<int>();
-    else if (key == "rows_per_request") options.max_rows_per_request = value.cast<int64_t>();
-    else if (key == "retries") options.max_retries = value.cast<int>();
-    else if (key == "backoff") options.backoff_s = value.cast<double>();
-    else Throw(Status::InvalidArgument("unknown client option \"" + key + "\""));
+    if (key == "api_url")
+      api_url = value.cast<std::string>();
+    else if (key == "username")
+      options.username = value.cast<std::string>();
+    else if (key == "password")
+      options.password = value.cast<std::string>();
+    else if (key == "verify_tls")
+      options.verify_tls = value.cast<bool>();
+    else if (key == "ca_file")
+      options.ca_file = value.cast<std::string>();
+    else if (key == "timeout")
+      options.timeout_s = value.cast<double>();
+    else if (key == "connect_timeout")
+      options.connect_timeout_s = value.cast<double>();
+    else if (key == "concurrency")
+      options.max_concurrency = value.cast<int>();
+    else if (key == "per_site")
+      options.max_per_site = value.cast<int>();
+    else if (key == "rows_per_request")
+      options.max_rows_per_request = value.cast<int64_t>();
+    else if (key == "retries")
+      options.max_retries = value.cast<int>();
+    else if (key == "backoff")
+      options.backoff_s = value.cast<double>();
+    else
+      Throw(Status::InvalidArgument("unknown client option \"" + key + "\""));
   }
   // Last, so that a username given as an option wins over the URL's.
   if (api_url) kwollect::SetApiUrl(*api_url, &options);
@@ -115,8 +136,8 @@ std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names
 
 // A query from keyword arguments: nodes (names), start, end (int ns), job ((site, id)),
 // metrics, summary.
-kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes,
-                               std::optional<int64_t> start, std::optional<int64_t> end,
+kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                               std::optional<int64_t> end,
                                std::optional<std::pair<std::string, int64_t>> job,
                                const std::vector<std::string>& metrics, bool summary) {
   kwollect::FetchQuery query;
@@ -129,7 +150,8 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes,
   return query;
 }
 
-// ---- progress and interruption -------------------------------------------------------------------
+// ---- progress and interruption
+// -------------------------------------------------------------------
 
 // Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
 // the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned. An
@@ -179,7 +201,8 @@ struct Watch {
   }
 };
 
-// ---- reports as dicts ----------------------------------------------------------------------------
+// ---- reports as dicts
+// ----------------------------------------------------------------------------
 
 py::dict FetchReportDict(const kwollect::FetchReport& r) {
   py::dict d;
@@ -274,15 +297,15 @@ class Table : public kwollect::RowSink {
       labels[o] = Map(labels_map_, batch.labels[i], interner, label_texts);
       if (d >= node_map_.size()) node_map_.resize(size_t(d) + 1, -1);
       if (node_map_[d] < 0) {
-        node_map_[d] = int32_t(nodes.Intern(
-            std::string(interner.Get(d)) + "." + std::string(site_name) + ".grid5000.fr"));
+        node_map_[d] = int32_t(nodes.Intern(std::string(interner.Get(d)) + "." +
+                                            std::string(site_name) + ".grid5000.fr"));
       }
       node[o] = node_map_[d];
       double v = batch.value[i];
       // The text is needed only when the value alone cannot tell (Kwollect writes every
       // non-integral float with a fraction or an exponent; NaN may have been null or "NaN").
       kind[o] = has_raw && (std::isnan(v) || v == std::floor(v)) ? RowValueKind(batch.RawRow(i))
-                                                                  : NumberKind(v);
+                                                                 : NumberKind(v);
     }
   }
 
@@ -312,7 +335,8 @@ py::array_t<T> View(const std::shared_ptr<Table>& table, const std::vector<T>& c
 
 py::list Strings(const StringInterner& interner) {
   py::list out;
-  for (size_t i = 0; i < interner.size(); ++i) out.append(py::str(std::string(interner.Get(uint32_t(i)))));
+  for (size_t i = 0; i < interner.size(); ++i)
+    out.append(py::str(std::string(interner.Get(uint32_t(i)))));
   return out;
 }
 
@@ -373,13 +397,15 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
   py::module_ json = py::module_::import("json");
   py::object loads = json.attr("loads");
   std::vector<py::object> devices, metrics, labels;
-  for (size_t i = 0; i < t.devices.size(); ++i) devices.push_back(py::str(std::string(t.devices.Get(uint32_t(i)))));
-  for (size_t i = 0; i < t.metrics.size(); ++i) metrics.push_back(py::str(std::string(t.metrics.Get(uint32_t(i)))));
+  for (size_t i = 0; i < t.devices.size(); ++i)
+    devices.push_back(py::str(std::string(t.devices.Get(uint32_t(i)))));
+  for (size_t i = 0; i < t.metrics.size(); ++i)
+    metrics.push_back(py::str(std::string(t.metrics.Get(uint32_t(i)))));
   for (size_t i = 0; i < t.label_texts.size(); ++i) {
     labels.push_back(loads(py::str(std::string(t.label_texts.Get(uint32_t(i))))));
   }
-  py::str k_timestamp("timestamp"), k_device("device_id"), k_metric("metric_id"),
-      k_value("value"), k_labels("labels");
+  py::str k_timestamp("timestamp"), k_device("device_id"), k_metric("metric_id"), k_value("value"),
+      k_labels("labels");
   py::str nan_text("NaN"), inf_text("Infinity"), minus_inf_text("-Infinity");
   char text[kMaxTimestampLength];
   // The rows' dicts and lists are not tracked by the cyclic garbage collector: made of strings and
@@ -401,21 +427,25 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
     PyObject* row = _PyDict_NewPresized(5);
     if (!row) throw py::error_already_set();
     py::object owned = py::reinterpret_steal<py::object>(row);
-    py::object timestamp = py::reinterpret_steal<py::object>(
-        PyUnicode_FromStringAndSize(text, Py_ssize_t(length)));
+    py::object timestamp =
+        py::reinterpret_steal<py::object>(PyUnicode_FromStringAndSize(text, Py_ssize_t(length)));
     double v = t.value[i];
     py::object value;
     switch (t.kind[i]) {
       case JsonValueKind::kInt:
         value = py::reinterpret_steal<py::object>(PyLong_FromDouble(v));
         break;
-      case JsonValueKind::kNull: value = py::none(); break;
+      case JsonValueKind::kNull:
+        value = py::none();
+        break;
       case JsonValueKind::kText:
         value = std::isnan(v) ? nan_text : (v > 0 ? inf_text : minus_inf_text);
         break;
-      default: value = py::float_(v);
+      default:
+        value = py::float_(v);
     }
-    py::object label_copy = py::reinterpret_steal<py::object>(DeepCopy(labels[size_t(t.labels[i])].ptr()));
+    py::object label_copy =
+        py::reinterpret_steal<py::object>(DeepCopy(labels[size_t(t.labels[i])].ptr()));
     if (!timestamp || !value || !label_copy ||
         PyDict_SetItem(row, k_timestamp.ptr(), timestamp.ptr()) < 0 ||
         PyDict_SetItem(row, k_device.ptr(), devices[size_t(t.device[i])].ptr()) < 0 ||
@@ -430,7 +460,8 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
   return out;
 }
 
-// ---- operations ----------------------------------------------------------------------------------
+// ---- operations
+// ----------------------------------------------------------------------------------
 
 std::shared_ptr<Table> FetchTable(const py::dict& client, const std::vector<std::string>& nodes,
                                   std::optional<int64_t> start, std::optional<int64_t> end,
@@ -570,8 +601,8 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   Result<energy::EnergyReport> result = Status::OK();
   {
     py::gil_scoped_release release;
-    report = archive::FeedSource(source, energy::EnergyInputMetrics(metric), &sink,
-                                 watch.Callback());
+    report =
+        archive::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
     if (report.ok()) result = sink.Compute(*report, options);
   }
   watch.RaiseIfInterrupted();
@@ -781,17 +812,24 @@ PYBIND11_MODULE(_core, m) {
                                             "Rows in columns (numpy views), string columns as "
                                             "codes into their category lists")
       .def("__len__", &Table::size)
-      .def_property_readonly("time", [](const std::shared_ptr<Table>& t) { return View(t, t->time); },
-                             "int64 ns since the epoch, UTC")
-      .def_property_readonly("utc_offset",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->utc_offset); },
-                             "int32 seconds, as written in the timestamps")
-      .def_property_readonly("value", [](const std::shared_ptr<Table>& t) { return View(t, t->value); })
-      .def_property_readonly("site_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->site); })
-      .def_property_readonly("node_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->node); })
-      .def_property_readonly("device_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->device); })
-      .def_property_readonly("metric_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->metric); })
-      .def_property_readonly("labels_codes", [](const std::shared_ptr<Table>& t) { return View(t, t->labels); })
+      .def_property_readonly(
+          "time", [](const std::shared_ptr<Table>& t) { return View(t, t->time); },
+          "int64 ns since the epoch, UTC")
+      .def_property_readonly(
+          "utc_offset", [](const std::shared_ptr<Table>& t) { return View(t, t->utc_offset); },
+          "int32 seconds, as written in the timestamps")
+      .def_property_readonly("value",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->value); })
+      .def_property_readonly("site_codes",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->site); })
+      .def_property_readonly("node_codes",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->node); })
+      .def_property_readonly("device_codes",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->device); })
+      .def_property_readonly("metric_codes",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->metric); })
+      .def_property_readonly("labels_codes",
+                             [](const std::shared_ptr<Table>& t) { return View(t, t->labels); })
       .def_property_readonly("sites", [](const Table& t) { return Strings(t.sites); })
       .def_property_readonly("nodes", [](const Table& t) { return Strings(t.nodes); })
       .def_property_readonly("devices", [](const Table& t) { return Strings(t.devices); })
@@ -802,8 +840,8 @@ PYBIND11_MODULE(_core, m) {
       .def("rows_by_node", &RowsByNode, py::arg("nodes"),
            "{node: [row dicts]} for these node FQDNs, rows in order");
 
-  m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"), py::arg("end"),
-        py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
+  m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
+        py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
         py::arg("check_metrics") = true,
         "Fetches a query into a Table (the GIL is released); check_metrics false: metrics no "
         "node reports are not an error");
@@ -813,68 +851,81 @@ PYBIND11_MODULE(_core, m) {
   m.def("backup", &kp::Backup, py::arg("client"), py::arg("dir"), py::kw_only(), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"),
         py::arg("progress"), "Backs a query up into an archive directory");
-  m.def("energy", &kp::Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
-        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
-        py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("progress"));
+  m.def("energy", &kp::Energy, py::arg("client"), py::kw_only(), py::arg("archive"),
+        py::arg("nodes"), py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"),
+        py::arg("roles"), py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"),
+        py::arg("progress"));
   m.def("stats", &kp::Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
         py::arg("roles"), py::arg("progress"));
   m.def("look_up_nodes", &LookUp, py::arg("client"), py::arg("names"),
         "Checks node names against the reference API");
-  m.def("resolve", &ResolveQuery, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
-        py::arg("end"), py::arg("job"),
+  m.def("resolve", &ResolveQuery, py::arg("client"), py::kw_only(), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"),
         "Resolves a query (a job's nodes, window and types; nodes checked) without fetching");
   m.def("catalogue_metrics", &CatalogueMetrics, py::arg("catalogue"), py::arg("uid"),
         py::arg("job_types") = std::vector<std::string>{},
         "The metric ids a node can report, from its cluster's catalogue");
-  m.def("power_sources", &kp::PowerSources, py::kw_only(), py::arg("nodes"), py::arg("metrics"), py::arg("labels"),
-        py::arg("times"), py::arg("values"), py::arg("start"), py::arg("end"),
+  m.def("power_sources", &kp::PowerSources, py::kw_only(), py::arg("nodes"), py::arg("metrics"),
+        py::arg("labels"), py::arg("times"), py::arg("values"), py::arg("start"), py::arg("end"),
         py::arg("metric") = "",
         "{node: the power metric energy() chooses for it (None: none)} from rows given as "
         "columns, sorted by time");
-  m.def("power_metrics", []() { return kwatt::energy::PowerMetrics(); },
-        "Power metrics, in the order energy() prefers them");
-  m.def("node_fqdn", [](const std::string& name) {
-    return Unwrap(kwatt::kwollect::ParseNodeName(name)).Fqdn();
-  }, "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
-  m.def("parse_time", [](const std::string& text) {
-    return Unwrap(kwatt::ParseUserTime(text, kwatt::WallClockNow()));
-  }, "ns since the epoch of a time text: now, epoch seconds, ISO 8601 (no offset: local time)");
-  py::class_<kwatt::OutputFile>(m, "OutputFile",
-                                "How a file kwatt was asked to write is written (core/output_file.h)")
-      .def_static("plan", [](const std::string& path) {
-        return Unwrap(kwatt::OutputFile::Plan(path));
-      }, py::arg("path"))
+  m.def(
+      "power_metrics", []() { return kwatt::energy::PowerMetrics(); },
+      "Power metrics, in the order energy() prefers them");
+  m.def(
+      "node_fqdn",
+      [](const std::string& name) { return Unwrap(kwatt::kwollect::ParseNodeName(name)).Fqdn(); },
+      "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
+  m.def(
+      "parse_time",
+      [](const std::string& text) {
+        return Unwrap(kwatt::ParseUserTime(text, kwatt::WallClockNow()));
+      },
+      "ns since the epoch of a time text: now, epoch seconds, ISO 8601 (no offset: local time)");
+  py::class_<kwatt::OutputFile>(
+      m, "OutputFile", "How a file kwatt was asked to write is written (core/output_file.h)")
+      .def_static(
+          "plan", [](const std::string& path) { return Unwrap(kwatt::OutputFile::Plan(path)); },
+          py::arg("path"))
       .def_property_readonly("write_path", &kwatt::OutputFile::write_path)
       .def_property_readonly("replaces", &kwatt::OutputFile::replaces)
       .def("commit", [](kwatt::OutputFile& file) { Check(file.Commit()); })
       .def("abandon", &kwatt::OutputFile::Abandon);
-  m.def("url_without_credentials", [](const std::string& url) {
-    return kwatt::UrlWithoutCredentials(url);
-  }, "The URL without its user:password@ part, as kwatt stores and shows URLs");
-  m.def("format_paris", [](int64_t t) { return kwatt::FormatParisTimestamp(t); },
-        "A time as Kwollect writes it (Europe/Paris)");
-  m.def("read_manifest", [](const std::string& dir) {
-    kwatt::archive::Manifest m = Unwrap(kwatt::archive::ReadManifest(dir));
-    py::dict d;
-    d["format_version"] = m.format_version;
-    d["kwatt_version"] = m.kwatt_version;
-    d["complete"] = m.complete;
-    d["created_at"] = m.created_at;
-    d["completed_at"] = m.completed_at;
-    d["api"] = m.query.api;
-    d["window_start"] = m.has_window ? py::object(py::int_(m.window_start)) : py::object(py::none());
-    d["window_end"] = m.has_window ? py::object(py::int_(m.window_end)) : py::object(py::none());
-    d["sites"] = m.sites;
-    d["job_types"] = m.job_types;
-    py::list nodes;
-    for (const auto& n : m.nodes) nodes.append(n.node);
-    d["nodes"] = nodes;
-    d["rows"] = m.rows();
-    d["bytes"] = m.bytes();
-    py::dict per_metric;
-    for (const auto& [metric, rows] : m.MetricRows()) per_metric[py::str(metric)] = rows;
-    d["metric_rows"] = per_metric;
-    return d;
-  }, py::arg("dir"), "What an archive's manifest says");
+  m.def(
+      "url_without_credentials",
+      [](const std::string& url) { return kwatt::UrlWithoutCredentials(url); },
+      "The URL without its user:password@ part, as kwatt stores and shows URLs");
+  m.def(
+      "format_paris", [](int64_t t) { return kwatt::FormatParisTimestamp(t); },
+      "A time as Kwollect writes it (Europe/Paris)");
+  m.def(
+      "read_manifest",
+      [](const std::string& dir) {
+        kwatt::archive::Manifest m = Unwrap(kwatt::archive::ReadManifest(dir));
+        py::dict d;
+        d["format_version"] = m.format_version;
+        d["kwatt_version"] = m.kwatt_version;
+        d["complete"] = m.complete;
+        d["created_at"] = m.created_at;
+        d["completed_at"] = m.completed_at;
+        d["api"] = m.query.api;
+        d["window_start"] =
+            m.has_window ? py::object(py::int_(m.window_start)) : py::object(py::none());
+        d["window_end"] =
+            m.has_window ? py::object(py::int_(m.window_end)) : py::object(py::none());
+        d["sites"] = m.sites;
+        d["job_types"] = m.job_types;
+        py::list nodes;
+        for (const auto& n : m.nodes) nodes.append(n.node);
+        d["nodes"] = nodes;
+        d["rows"] = m.rows();
+        d["bytes"] = m.bytes();
+        py::dict per_metric;
+        for (const auto& [metric, rows] : m.MetricRows()) per_metric[py::str(metric)] = rows;
+        d["metric_rows"] = per_metric;
+        return d;
+      },
+      py::arg("dir"), "What an archive's manifest says");
 }

@@ -9,7 +9,8 @@ namespace kwatt::kwollect {
 using nlohmann::json;
 
 bool CatalogueEntry::AppliesTo(std::string_view node_uid) const {
-  return only_for.empty() || std::find(only_for.begin(), only_for.end(), node_uid) != only_for.end();
+  return only_for.empty() ||
+         std::find(only_for.begin(), only_for.end(), node_uid) != only_for.end();
 }
 
 namespace {

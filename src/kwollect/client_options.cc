@@ -56,9 +56,10 @@ Status LoadClientOptions(const std::string& path, ClientOptions* options) {
       }
     } catch (const YAML::Exception& e) {
       // e.what() may quote the offending value: name the file only, never echo a password.
-      return Status::InvalidArgument(path + ": a value has the wrong type (uri, username and "
-                                            "password are strings, timeout a number, verify_ssl "
-                                            "a boolean or a CA file path)");
+      return Status::InvalidArgument(path +
+                                     ": a value has the wrong type (uri, username and "
+                                     "password are strings, timeout a number, verify_ssl "
+                                     "a boolean or a CA file path)");
     }
   }
   if (const char* user = std::getenv("KWATT_USERNAME"); user && *user) options->username = user;

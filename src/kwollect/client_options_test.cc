@@ -13,8 +13,7 @@ namespace {
 class ClientOptionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kwatt-options-" + std::to_string(::getpid()));
+    dir_ = std::filesystem::temp_directory_path() / ("kwatt-options-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     unsetenv("KWATT_API_URL");
     unsetenv("KWATT_USERNAME");

@@ -26,7 +26,6 @@ double SteadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-
 std::string Join(const std::vector<std::string>& items, char separator = ',') {
   std::string out;
   for (const std::string& item : items) {
@@ -153,8 +152,8 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
   } else {
     for (const NodeName& node : query.nodes) {
       if (std::find(job_nodes.begin(), job_nodes.end(), node) == job_nodes.end()) {
-        return Status::InvalidArgument("node " + node.Fqdn() + " is not a node of job " +
-                                       job.site + ":" + std::to_string(job.id));
+        return Status::InvalidArgument("node " + node.Fqdn() + " is not a node of job " + job.site +
+                                       ":" + std::to_string(job.id));
       }
     }
     report->nodes = query.nodes;
@@ -215,8 +214,7 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
                                          doc->value("metrics", json::array()).dump());
           Result<json> node_docs = GetJson(options, url + "/nodes");
           if (!node_docs.ok()) return node_docs.status();
-          const json& items =
-              node_docs->contains("items") ? (*node_docs)["items"] : *node_docs;
+          const json& items = node_docs->contains("items") ? (*node_docs)["items"] : *node_docs;
           for (const json& item : items) {
             if (item.is_object()) uids.push_back(item.value("uid", ""));
           }
@@ -331,8 +329,7 @@ Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
 
 // Checks every site and node against the reference API and computes the nodes' expected rates.
 Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
-                                                const FetchQuery& query,
-                                                FetchReport& report) {
+                                                const FetchQuery& query, FetchReport& report) {
   Result<NodeLookup> lookup = LookUpNodes(options, report.nodes);
   if (!lookup.ok()) return lookup.status();
   for (const NodeInfo& info : lookup->nodes) {
@@ -434,8 +431,7 @@ class Fetcher {
       site->site = input.site;
       site->metric_ids = std::move(input.metric_ids);
       std::vector<internal::PlannedRequest> plan = internal::PlanSite(
-          input.rates, query_.metrics, report_->start, report_->end,
-          options_.max_rows_per_request);
+          input.rates, query_.metrics, report_->start, report_->end, options_.max_rows_per_request);
       for (internal::PlannedRequest& request : plan) {
         site->queue.push_back(Request{std::move(request)});
         ++total_requests_;
@@ -494,8 +490,8 @@ class Fetcher {
   }
 
   std::string UrlOf(const SiteQueue& site, const internal::PlannedRequest& plan) const {
-    std::string url = options_.api_url + "/sites/" + site.site + "/metrics?nodes=" +
-                      internal::UrlEncode(Join(plan.uids)) +
+    std::string url = options_.api_url + "/sites/" + site.site +
+                      "/metrics?nodes=" + internal::UrlEncode(Join(plan.uids)) +
                       "&start_time=" + FormatEpochSeconds(plan.start) +
                       "&end_time=" + FormatEpochSeconds(plan.end);
     if (!plan.metrics.empty()) url += "&metrics=" + internal::UrlEncode(Join(plan.metrics));
@@ -559,8 +555,8 @@ class Fetcher {
     bool empty = transferred.body_bytes == 0;
     if (!t.parse_error.ok()) {
       action = Action::kRetry;
-      outcome = Status::Corruption("malformed answer from " + where + ": " +
-                                   t.parse_error.message());
+      outcome =
+          Status::Corruption("malformed answer from " + where + ": " + t.parse_error.message());
     } else if (!transferred.transport.ok()) {
       action = Action::kRetry;
       outcome = transferred.transport;
@@ -606,8 +602,7 @@ class Fetcher {
     if (action == Action::kRetry) {
       if (++r.attempts > options_.max_retries) {
         action = Action::kFail;
-        outcome = outcome.WithContext("gave up after " + std::to_string(r.attempts) +
-                                      " attempts");
+        outcome = outcome.WithContext("gave up after " + std::to_string(r.attempts) + " attempts");
       } else {
         ++report_->retries;
         r.state = Request::State::kPending;
@@ -639,8 +634,7 @@ class Fetcher {
   void Replan(SiteQueue& site) {
     double budget = double(options_.max_rows_per_request);
     auto expected = [&](const internal::PlannedRequest& plan) {
-      return site.observed_density * double(plan.end - plan.start) / 1e9 *
-             double(plan.uids.size());
+      return site.observed_density * double(plan.end - plan.start) / 1e9 * double(plan.uids.size());
     };
     auto open = [](const Request& r) {
       return r.state == Request::State::kPending && r.attempts == 0;
@@ -769,9 +763,9 @@ class Fetcher {
   }
 
   static size_t BatchBytes(const RowBatch& batch) {
-    return batch.raw.size() + batch.size() * (sizeof(UnixNanos) + sizeof(int32_t) +
-                                              3 * sizeof(uint32_t) + sizeof(double) +
-                                              sizeof(uint32_t));
+    return batch.raw.size() +
+           batch.size() * (sizeof(UnixNanos) + sizeof(int32_t) + 3 * sizeof(uint32_t) +
+                           sizeof(double) + sizeof(uint32_t));
   }
 
   Status Spool(SiteQueue& site, RowBatch& batch) {
@@ -808,13 +802,11 @@ class Fetcher {
     uint64_t header[2];
     while (std::fread(header, sizeof(header), 1, site.spool) == 1) {
       size_t n = header[0];
-      bool ok = ReadVector(site.spool, &batch.time, n) &&
-                ReadVector(site.spool, &batch.utc_offset, n) &&
-                ReadVector(site.spool, &batch.device, n) &&
-                ReadVector(site.spool, &batch.metric, n) &&
-                ReadVector(site.spool, &batch.value, n) &&
-                ReadVector(site.spool, &batch.labels, n) &&
-                ReadVector(site.spool, &batch.raw_end, n);
+      bool ok =
+          ReadVector(site.spool, &batch.time, n) && ReadVector(site.spool, &batch.utc_offset, n) &&
+          ReadVector(site.spool, &batch.device, n) && ReadVector(site.spool, &batch.metric, n) &&
+          ReadVector(site.spool, &batch.value, n) && ReadVector(site.spool, &batch.labels, n) &&
+          ReadVector(site.spool, &batch.raw_end, n);
       batch.raw.resize(header[1]);
       ok = ok && std::fread(batch.raw.data(), 1, header[1], site.spool) == header[1];
       if (!ok) return Status::IOError("cannot read back the temporary file of site " + site.site);
@@ -843,8 +835,8 @@ class Fetcher {
     double now = SteadySeconds();
     if (!final && now - last_progress_ < 0.2) return Status::OK();
     last_progress_ = now;
-    return progress_(FetchProgress{requests_done_, total_requests_, report_->rows,
-                                   report_->bytes, now - started_});
+    return progress_(FetchProgress{requests_done_, total_requests_, report_->rows, report_->bytes,
+                                   now - started_});
   }
 
   const ClientOptions& options_;
@@ -858,7 +850,7 @@ class Fetcher {
   std::map<int64_t, std::unique_ptr<Transfer>> transfers_;  // by transport id
   std::vector<RowBatch> pool_;
   size_t held_bytes_ = 0;  // in SiteQueue::held, all sites
-  size_t current_ = 0;  // the site being delivered to the sink
+  size_t current_ = 0;     // the site being delivered to the sink
   int64_t total_requests_ = 0, requests_done_ = 0;
   double started_ = 0, last_progress_ = 0;
 };
@@ -885,7 +877,8 @@ Result<std::vector<SitePlanInput>> ResolveAndPlanOrThrow(const ClientOptions& op
   if (query.job) {
     KWATT_RETURN_IF_ERROR(ResolveJob(options, query, report));
   } else {
-    if (query.nodes.empty()) return Status::InvalidArgument("no node to fetch: give nodes or a job");
+    if (query.nodes.empty())
+      return Status::InvalidArgument("no node to fetch: give nodes or a job");
     if (!query.start || !query.end) {
       return Status::InvalidArgument("a window is needed: give a start and an end, or a job");
     }

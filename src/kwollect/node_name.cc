@@ -1,9 +1,9 @@
 #include "kwatt/kwollect/node_name.h"
 
-#include "kwatt/core/text.h"
-
 #include <algorithm>
 #include <cctype>
+
+#include "kwatt/core/text.h"
 
 namespace kwatt::kwollect {
 namespace {
@@ -56,9 +56,9 @@ Result<NodeName> ParseNodeName(std::string_view text) {
   size_t dot = name.find('.');
   if (name.empty()) return Status::InvalidArgument("empty node name");
   if (dot == std::string_view::npos) {
-    return Status::InvalidArgument(
-        "node \"" + std::string(text) + "\" has no site: write it as " + std::string(name) +
-        ".SITE or " + std::string(name) + ".SITE.grid5000.fr (e.g. nova-1.lyon)");
+    return Status::InvalidArgument("node \"" + std::string(text) + "\" has no site: write it as " +
+                                   std::string(name) + ".SITE or " + std::string(name) +
+                                   ".SITE.grid5000.fr (e.g. nova-1.lyon)");
   }
   std::string_view host = name.substr(0, dot);
   std::string_view site = name.substr(dot + 1);

@@ -6,9 +6,10 @@ namespace kwatt::kwollect {
 namespace {
 
 TEST(ParseNodeName, EveryFormUsersWrite) {
-  for (const char* text : {"nova-1.lyon.grid5000.fr", "nova-1.lyon", "nova-1-kavlan-4.lyon",
-                           "nova-1-kavlan-4.lyon.grid5000.fr", "nova-1-ipv6.lyon.grid5000.fr",
-                           "nova-1-kavlan-12-ipv6.lyon.grid5000.fr", " nova-1.lyon.grid5000.fr. "}) {
+  for (const char* text :
+       {"nova-1.lyon.grid5000.fr", "nova-1.lyon", "nova-1-kavlan-4.lyon",
+        "nova-1-kavlan-4.lyon.grid5000.fr", "nova-1-ipv6.lyon.grid5000.fr",
+        "nova-1-kavlan-12-ipv6.lyon.grid5000.fr", " nova-1.lyon.grid5000.fr. "}) {
     auto node = ParseNodeName(text);
     ASSERT_TRUE(node.ok()) << text << ": " << node.status().ToString();
     EXPECT_EQ(node->uid, "nova-1") << text;

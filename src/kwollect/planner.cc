@@ -7,8 +7,7 @@ namespace kwatt::kwollect::internal {
 
 double ExpectedRowsPerSecond(const Catalogue& catalogue, const std::string& uid,
                              const std::vector<std::string>& metrics,
-                             const std::vector<std::string>& job_types, bool in_job,
-                             bool summary) {
+                             const std::vector<std::string>& job_types, bool in_job, bool summary) {
   double rate = 0;
   for (const CatalogueMetric& metric : catalogue.MetricsOf(uid)) {
     if (!metrics.empty() &&
@@ -64,19 +63,20 @@ std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
   // Metric groups: only with an explicit list, when one node over the shortest slice is too much.
   std::vector<std::vector<std::string>> metric_groups = {metrics};
   if (per_group == 1 && metrics.size() > 1 && max_rate * min_slice_s > double(budget)) {
-    size_t groups = std::min(metrics.size(),
-                             size_t(std::ceil(max_rate * min_slice_s / double(budget))));
+    size_t groups =
+        std::min(metrics.size(), size_t(std::ceil(max_rate * min_slice_s / double(budget))));
     metric_groups.assign(groups, {});
     for (size_t i = 0; i < metrics.size(); ++i) metric_groups[i % groups].push_back(metrics[i]);
   }
   std::vector<std::vector<std::string>> node_groups;
   for (size_t i = 0; i < nodes.size(); i += per_group) {
     std::vector<std::string> group;
-    for (size_t j = i; j < std::min(nodes.size(), i + per_group); ++j) group.push_back(nodes[j].uid);
+    for (size_t j = i; j < std::min(nodes.size(), i + per_group); ++j)
+      group.push_back(nodes[j].uid);
     node_groups.push_back(std::move(group));
   }
-  double group_rate = total_rate * double(per_group) / double(nodes.size()) /
-                      double(metric_groups.size());
+  double group_rate =
+      total_rate * double(per_group) / double(nodes.size()) / double(metric_groups.size());
   int64_t slices = int64_t(std::ceil(group_rate * seconds / double(budget)));
   for (const auto& [a, b] : TimeSlices(start, end, std::max<int64_t>(slices, 1))) {
     for (const auto& uids : node_groups) {

@@ -29,8 +29,7 @@ struct NodeRate {
 // With `summary`: one row per metric and 5 minutes.
 double ExpectedRowsPerSecond(const Catalogue& catalogue, const std::string& uid,
                              const std::vector<std::string>& metrics,
-                             const std::vector<std::string>& job_types, bool in_job,
-                             bool summary);
+                             const std::vector<std::string>& job_types, bool in_job, bool summary);
 
 // Shortest time slice the planner makes before it splits nodes, then metrics.
 inline constexpr int64_t kMinSliceNs = 10 * kNanosPerSecond;

@@ -62,8 +62,8 @@ TEST(PlanSite, ThenNodesThenMetrics) {
   EXPECT_EQ(*group_sizes.rbegin(), 3u);
   ExpectExactCover(plan, 10, kT0, end);
   // One node far over budget even for 10 s: split by the listed metrics.
-  auto metrics = PlanSite(Nodes(1, 1000), {"a", "b", "c", "d"}, kT0, kT0 + 20 * kNanosPerSecond,
-                          5000);
+  auto metrics =
+      PlanSite(Nodes(1, 1000), {"a", "b", "c", "d"}, kT0, kT0 + 20 * kNanosPerSecond, 5000);
   std::set<std::vector<std::string>> groups;
   for (const auto& r : metrics) groups.insert(r.metrics);
   EXPECT_EQ(groups.size(), 2u);
@@ -148,11 +148,11 @@ TEST(ExpectedRowsPerSecond, FollowsPeriodsAndJobTypes) {
     {"name":"bmc_fan_speed_rpm","period":0,"optional_period":5000,"source":{"protocol":"snmp"}}])");
   ASSERT_TRUE(catalogue.ok());
   EXPECT_DOUBLE_EQ(ExpectedRowsPerSecond(*catalogue, "x", {}, {}, false, false), 1.2);
-  EXPECT_DOUBLE_EQ(
-      ExpectedRowsPerSecond(*catalogue, "x", {}, {"monitor=wattmetre"}, true, false), 50.2);
+  EXPECT_DOUBLE_EQ(ExpectedRowsPerSecond(*catalogue, "x", {}, {"monitor=wattmetre"}, true, false),
+                   50.2);
   EXPECT_DOUBLE_EQ(ExpectedRowsPerSecond(*catalogue, "x", {}, {"monitor"}, true, false), 50.4);
-  EXPECT_DOUBLE_EQ(ExpectedRowsPerSecond(*catalogue, "x", {"bmc_node_power_watt"}, {}, false,
-                                         false), 0.2);
+  EXPECT_DOUBLE_EQ(
+      ExpectedRowsPerSecond(*catalogue, "x", {"bmc_node_power_watt"}, {}, false, false), 0.2);
   EXPECT_DOUBLE_EQ(ExpectedRowsPerSecond(*catalogue, "x", {}, {}, false, true), 2.0 / 300);
 }
 

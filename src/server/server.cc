@@ -96,9 +96,7 @@ struct Server::Impl {
   std::condition_variable stopped_cv;
   bool stopped = false;
 
-  UnixNanos Now() const {
-    return WallClockNow() + clock_shift_ns;
-  }
+  UnixNanos Now() const { return WallClockNow() + clock_shift_ns; }
 
   static std::string Prefix(const httplib::Request& req) { return "/" + req.matches[1].str(); }
 
@@ -128,7 +126,7 @@ struct Server::Impl {
     out["uid"] = site.uid;
     out["name"] = site.name;
     out["type"] = "site";
-    out["links"] = {Link("self", self, false),         Link("clusters", self + "/clusters", true),
+    out["links"] = {Link("self", self, false), Link("clusters", self + "/clusters", true),
                     Link("jobs", self + "/jobs", true), Link("metrics", self + "/metrics", true),
                     Link("parent", prefix, false)};
     return out;
@@ -211,9 +209,9 @@ void Server::Impl::Routes() {
       if (req.get_header_value("Authorization") != expected) {
         res.status = 401;
         res.set_header("WWW-Authenticate", "Basic realm=\"Grid'5000 API\"");
-        res.set_content(ApiError(401, "Unauthorized",
-                                 "Authentication required: send HTTP Basic credentials"),
-                        kJson);
+        res.set_content(
+            ApiError(401, "Unauthorized", "Authentication required: send HTTP Basic credentials"),
+            kJson);
         return httplib::Server::HandlerResponse::Handled;
       }
     }
@@ -294,8 +292,8 @@ void Server::Impl::Routes() {
              std::string uid = req.matches[4];
              const Node* node = testbed->FindNode(*s, uid);
              if (!node || node->cluster != c) {
-               NotFound(res, "Node '" + uid + "' does not exist in cluster " + c->uid + " of " +
-                                 s->uid);
+               NotFound(res,
+                        "Node '" + uid + "' does not exist in cluster " + c->uid + " of " + s->uid);
                return;
              }
              SendJson(res, NodeJson(*node, Prefix(req)));
@@ -324,9 +322,8 @@ void Server::Impl::Routes() {
     ordered_json matching = ordered_json::array();
     for (const Job* job : jobs) {
       ordered_json item = JobJson(*job, prefix, now);
-      if (!states.empty() &&
-          std::find(states.begin(), states.end(), item["state"].get<std::string>()) ==
-              states.end()) {
+      if (!states.empty() && std::find(states.begin(), states.end(),
+                                       item["state"].get<std::string>()) == states.end()) {
         continue;
       }
       if (!user.empty() && job->user != user) continue;
@@ -357,9 +354,8 @@ void Server::Impl::Routes() {
     }
     SendJson(res, JobJson(*job, Prefix(req), Now()));
   });
-  http.Get(site + "/metrics/?", [this](const httplib::Request& req, httplib::Response& res) {
-    Metrics(req, res);
-  });
+  http.Get(site + "/metrics/?",
+           [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
   http.Post(site + "/metrics/?", [](const httplib::Request&, httplib::Response& res) {
     res.status = 501;
     res.set_content(ApiError(501, "Not Implemented",
@@ -462,8 +458,8 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
       series.push_back(std::move(s));
     }
   }
-  auto stream = std::make_shared<internal::RowStream>(std::move(series), *start, *end, now,
-                                                      summary);
+  auto stream =
+      std::make_shared<internal::RowStream>(std::move(series), *start, *end, now, summary);
   int64_t rows = stream->CountRows();
   if (options.max_rows > 0 && rows > options.max_rows) {
     bad(500, "P0001", "Request timeout, too much data to process.");
@@ -500,25 +496,24 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   }
   int64_t pace = options.rows_per_second;
   auto began = std::chrono::steady_clock::now();
-  res.set_chunked_content_provider(
-      kJson, [stream, cut_after, pace, began, buffer = std::string()](
-                 size_t, httplib::DataSink& sink) mutable {
-        buffer.clear();
-        bool more = stream->Next(&buffer, pace > 0 ? kChunkBytes / 16 : kChunkBytes);
-        if (pace > 0) {  // the rows written so far are due at rows / pace seconds
-          std::this_thread::sleep_until(
-              began + std::chrono::duration<double>(double(stream->rows_written()) / pace));
-        }
-        if (cut_after >= 0 && stream->rows_written() >= cut_after) {
-          // Send what was made, then drop the connection in the middle of the body.
-          size_t half = buffer.size() / 2;
-          if (half > 0) sink.write(buffer.data(), half);
-          return false;
-        }
-        if (!buffer.empty() && !sink.write(buffer.data(), buffer.size())) return false;
-        if (!more || stream->finished()) sink.done();
-        return true;
-      });
+  res.set_chunked_content_provider(kJson, [stream, cut_after, pace, began, buffer = std::string()](
+                                              size_t, httplib::DataSink& sink) mutable {
+    buffer.clear();
+    bool more = stream->Next(&buffer, pace > 0 ? kChunkBytes / 16 : kChunkBytes);
+    if (pace > 0) {  // the rows written so far are due at rows / pace seconds
+      std::this_thread::sleep_until(
+          began + std::chrono::duration<double>(double(stream->rows_written()) / pace));
+    }
+    if (cut_after >= 0 && stream->rows_written() >= cut_after) {
+      // Send what was made, then drop the connection in the middle of the body.
+      size_t half = buffer.size() / 2;
+      if (half > 0) sink.write(buffer.data(), half);
+      return false;
+    }
+    if (!buffer.empty() && !sink.write(buffer.data(), buffer.size())) return false;
+    if (!more || stream->finished()) sink.done();
+    return true;
+  });
 }
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {

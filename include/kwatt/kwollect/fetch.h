@@ -33,9 +33,9 @@ struct JobRef {
 };
 
 struct FetchQuery {
-  std::vector<NodeName> nodes;      // with `job`: restricts the job's nodes (empty: all of them)
-  std::optional<UnixNanos> start;   // inclusive; with `job`: default the job's start
-  std::optional<UnixNanos> end;     // inclusive; with `job`: default its end (or now)
+  std::vector<NodeName> nodes;     // with `job`: restricts the job's nodes (empty: all of them)
+  std::optional<UnixNanos> start;  // inclusive; with `job`: default the job's start
+  std::optional<UnixNanos> end;    // inclusive; with `job`: default its end (or now)
   std::optional<JobRef> job;
   std::vector<std::string> metrics;  // exact metric ids; empty: every metric
   // Every id of `metrics` must be one that some node of the query reports according to its
@@ -43,7 +43,7 @@ struct FetchQuery {
   // otherwise give no rows, silently). False: `metrics` are candidates, those no node reports
   // just give no rows (kwatt energy's list of power sources).
   bool check_metrics = true;
-  bool summary = false;              // 5-minute aggregates
+  bool summary = false;  // 5-minute aggregates
 };
 
 struct FetchReport;

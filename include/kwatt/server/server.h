@@ -21,16 +21,16 @@ struct ServerOptions {
   uint64_t seed = 1;               // every simulated value is a function of it
   std::string jobs_file;           // jobs and outages (doc/jobs_file.md); empty: no job
   std::string reference_dir;       // empty: the reference data embedded in the binary
-  int64_t max_rows = 0;            // a metrics answer above this fails as Kwollect's timeout; 0: none
-  int latency_ms = 0;              // added before answering each request
-  int64_t rows_per_second = 0;     // pace of each metrics answer, as a database would; 0: flat out
-  double fail_rate = 0;            // fraction of metrics requests that fail (503, or a cut body)
-  int fail_status = 0;             // 400-599: the failed ones all answer this status with an HTML
-                                   // page (a proxy's error), never a cut body; 0: as above
-  std::string auth;                // "user:password" to require HTTP Basic auth; empty: open
+  int64_t max_rows = 0;         // a metrics answer above this fails as Kwollect's timeout; 0: none
+  int latency_ms = 0;           // added before answering each request
+  int64_t rows_per_second = 0;  // pace of each metrics answer, as a database would; 0: flat out
+  double fail_rate = 0;         // fraction of metrics requests that fail (503, or a cut body)
+  int fail_status = 0;          // 400-599: the failed ones all answer this status with an HTML
+                                // page (a proxy's error), never a cut body; 0: as above
+  std::string auth;             // "user:password" to require HTTP Basic auth; empty: open
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
-  int threads = 8;                 // requests served at once
-  bool log_requests = false;       // one line per request on stderr
+  int threads = 8;                          // requests served at once
+  bool log_requests = false;                // one line per request on stderr
 };
 
 class Server {
