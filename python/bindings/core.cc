@@ -877,12 +877,13 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "node_fqdn",
       [](const std::string& name) { return Unwrap(kwatt::kwollect::ParseNodeName(name)).Fqdn(); },
-      "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
+      py::arg("name"), "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
   m.def(
       "parse_time",
       [](const std::string& text) {
         return Unwrap(kwatt::ParseUserTime(text, kwatt::WallClockNow()));
       },
+      py::arg("text"),
       "ns since the epoch of a time text: now, epoch seconds, ISO 8601 (no offset: local time)");
   py::class_<kwatt::OutputFile>(
       m, "OutputFile", "How a file kwatt was asked to write is written (core/output_file.h)")
@@ -895,10 +896,10 @@ PYBIND11_MODULE(_core, m) {
       .def("abandon", &kwatt::OutputFile::Abandon);
   m.def(
       "url_without_credentials",
-      [](const std::string& url) { return kwatt::UrlWithoutCredentials(url); },
+      [](const std::string& url) { return kwatt::UrlWithoutCredentials(url); }, py::arg("url"),
       "The URL without its user:password@ part, as kwatt stores and shows URLs");
   m.def(
-      "format_paris", [](int64_t t) { return kwatt::FormatParisTimestamp(t); },
+      "format_paris", [](int64_t t) { return kwatt::FormatParisTimestamp(t); }, py::arg("t"),
       "A time as Kwollect writes it (Europe/Paris)");
   m.def(
       "read_manifest",

@@ -1,5 +1,5 @@
-"""Issue 10 from Python: credentials never kept, files never replaced, the caller's own
-exceptions raised as they were."""
+"""Issue 10 from Python: credentials never kept, files never replaced (a progress function's
+own exception is raised as it was: test_kwollect.py::test_progress_function)."""
 import datetime as dt
 import os
 import stat
@@ -42,20 +42,6 @@ def test_credentials_in_the_api_url_are_used_and_never_kept(tmp_path, no_config)
         assert "w0rd" not in str(refused.value)
     finally:
         s.stop()
-
-
-def test_the_progress_functions_own_exception_is_raised_as_it_was(server):
-    class Mine(Exception):
-        pass
-
-    def progress(p):
-        raise Mine("from my progress function")
-
-    k = kwatt.Kwollect(nodes=[NOVA1], api=server.url, progress=progress)
-    k.start(T0)
-    k.stop(T0 + 30)
-    with pytest.raises(Mine, match="from my progress function"):
-        k.get_metrics()
 
 
 def test_parquet_export_writes_through_a_fifo(server, tmp_path):
