@@ -54,7 +54,7 @@ $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKWATT_SANITIZE=ON
 
 build-asan: $(DEPS_STAMP) $(ASAN_DIR)/build.ninja
-	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt
 
 # The libFuzzer harnesses of fuzz/ (clang, ASan, UBSan, _GLIBCXX_ASSERTIONS): fuzz/README.md.
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query
@@ -92,8 +92,15 @@ format-check: $(DEPS_STAMP)
 test-unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The unit tests, then the integration tests of the parts that meet hostile input (archives,
+# requests, files, the server), under ASan/UBSan: the sanitized kwatt against itself on loopback.
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_backup.py test_fetch.py test_server.py \
+  test_energy.py
 test-asan: build-asan
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN_DIR)/kwatt_unit_tests
+	$(SANITIZER_ENV) $(ASAN_DIR)/kwatt_unit_tests
+	cd tests/integration && $(SANITIZER_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
+	  $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider $(ASAN_INTEGRATION)
 
 test-python: build python
 	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration
