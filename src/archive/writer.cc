@@ -383,6 +383,9 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
                                                            const BackupQuery& query,
                                                            const std::string& kwatt_version,
                                                            const WriterOptions& options) {
+  if (dir_text.empty()) {  // "" would be the current directory
+    return Status::InvalidArgument("the archive directory is empty: give a path");
+  }
   std::unique_ptr<ArchiveWriter> writer(new ArchiveWriter());
   writer->impl_ = std::make_unique<Impl>();
   Impl& impl = *writer->impl_;

@@ -245,6 +245,13 @@ TEST(WriterTest, ItsOwnLeftoversAreAFreshStart) {
   }
 }
 
+TEST(WriterTest, AnEmptyDirectoryNameIsRefusedNotTheCurrentDirectory) {
+  Result<std::unique_ptr<ArchiveWriter>> writer = ArchiveWriter::Open("", Query(), "test");
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(writer.status().message().find("empty"), std::string::npos);
+}
+
 TEST(WriterTest, WhatIsNotItsLeftoversIsRefused) {
   {
     TempDir temp;  // a data file with bytes, and no manifest

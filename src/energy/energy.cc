@@ -50,10 +50,6 @@ bool Wanted(std::string_view metric) {
 
 double Seconds(int64_t ns) { return double(ns) / 1e9; }
 
-// The labels that tell series apart, without `_device_orig` (it names the devices summed, which
-// does not change what the series measures).
-std::string SeriesKey(std::string_view labels) { return std::string(labels); }
-
 }  // namespace
 
 int detail::NodeLookup::Find(const std::vector<std::string>& nodes, std::string_view site,
@@ -87,8 +83,10 @@ Status PowerCollector::Write(std::string_view site, const RowBatch& batch,
     if (!wanted) continue;
     int node = lookup_.Find(nodes_, site, batch.device[i], interner);
     if (node < 0) continue;
+    // One series per labels text, exactly (the PSU, the outlet...; `_device_orig` included:
+    // it is the same for every row of a series).
     Add(nodes_[size_t(node)], std::string(interner.Get(metric_id)),
-        SeriesKey(interner.Get(batch.labels[i])), batch.time[i], batch.value[i]);
+        std::string(interner.Get(batch.labels[i])), batch.time[i], batch.value[i]);
   }
   return Status::OK();
 }

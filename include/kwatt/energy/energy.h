@@ -138,7 +138,8 @@ class PowerCollector : public kwollect::RowSink {
   explicit PowerCollector(std::vector<std::string> nodes);
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
-  // Also accepts rows of an archive: the node's FQDN and each row's time and value.
+  // One sample given directly (a row of a DataFrame, in Python's power_sources; tests): the
+  // node's FQDN, the metric, the labels' JSON text, the time and the value (NaN is skipped).
   void Add(const std::string& node, const std::string& metric, const std::string& labels,
            UnixNanos t, double value);
 
