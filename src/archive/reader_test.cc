@@ -19,6 +19,7 @@
 
 #include "kwatt/archive/format.h"
 #include "kwatt/core/time.h"
+#include "src/archive/test_files.h"
 
 namespace kwatt::archive {
 namespace {
@@ -67,17 +68,8 @@ std::string Hex64(uint64_t v) {
   return text;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using test_files::ReadFile;
+using test_files::WriteFile;
 
 struct NodeData {
   std::string fqdn;  // "" for an _other file

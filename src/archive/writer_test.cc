@@ -15,6 +15,7 @@
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/time.h"
+#include "src/archive/test_files.h"
 #include "src/kwollect/row_parser.h"
 
 namespace kwatt::archive {
@@ -27,17 +28,8 @@ constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;  // 2025-04-18T12:00:0
 constexpr UnixNanos kMinute = 60 * kNanosPerSecond;
 const char kNova1[] = "nova-1.lyon.grid5000.fr";
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using test_files::ReadFile;
+using test_files::WriteFile;
 
 void AppendFile(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::app);

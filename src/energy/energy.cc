@@ -427,6 +427,17 @@ Result<EnergyReport> ComputeEnergy(
     }
   }
   bool any_total = false;
+  // A node's figures into the total and the phase totals.
+  auto add_to_totals = [&](const NodeEnergy& result) {
+    if (!any_total) {
+      report.total = result.window;
+      report.phase_totals = result.phases;
+      any_total = true;
+    } else {
+      report.total.Add(result.window);
+      for (size_t p = 0; p < phase_count; ++p) report.phase_totals[p].Add(result.phases[p]);
+    }
+  };
 
   for (const std::string& node : data.nodes()) {
     NodeEnergy result;
@@ -478,14 +489,7 @@ Result<EnergyReport> ComputeEnergy(
       result.window = Uncovered(start, end);
       result.phases = uncovered_phases;
       report.nodes_without_power.push_back(node);
-      if (!any_total) {
-        report.total = result.window;
-        report.phase_totals = result.phases;
-        any_total = true;
-      } else {
-        report.total.Add(result.window);
-        for (size_t p = 0; p < phase_count; ++p) report.phase_totals[p].Add(result.phases[p]);
-      }
+      add_to_totals(result);
       report.nodes.push_back(result);
       continue;
     }
@@ -537,14 +541,7 @@ Result<EnergyReport> ComputeEnergy(
       result.window.baseline_joules = result.baseline_watts * result.window.seconds;
       for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
     }
-    if (!any_total) {
-      report.total = result.window;
-      report.phase_totals = result.phases;
-      any_total = true;
-    } else {
-      report.total.Add(result.window);
-      for (size_t p = 0; p < phase_count; ++p) report.phase_totals[p].Add(result.phases[p]);
-    }
+    add_to_totals(result);
     report.nodes.push_back(result);
   }
   if (!any_total) {
