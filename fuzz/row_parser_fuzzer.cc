@@ -5,13 +5,13 @@
 
 #include "fuzz/fuzz_util.h"
 #include "kwatt/core/row_batch.h"
-#include "src/kwollect/row_parser.h"
+#include "src/core/row_parser.h"
 
 using kwatt::RowBatch;
 using kwatt::Status;
 using kwatt::StringInterner;
-using kwatt::kwollect::internal::Framing;
-using kwatt::kwollect::internal::RowStreamParser;
+using kwatt::internal::Framing;
+using kwatt::internal::RowStreamParser;
 
 namespace {
 

@@ -6,12 +6,12 @@
 #include <cstring>
 
 #include "kwatt/archive/format.h"
-#include "src/kwollect/row_parser.h"
+#include "src/core/row_parser.h"
 
 namespace kwatt::archive::internal {
 
-using kwollect::internal::Framing;
-using kwollect::internal::RowStreamParser;
+using kwatt::internal::Framing;
+using kwatt::internal::RowStreamParser;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/time.h"
 #include "src/archive/test_files.h"
-#include "src/kwollect/row_parser.h"
+#include "src/core/row_parser.h"
 
 namespace kwatt::archive {
 namespace {
@@ -81,7 +81,7 @@ void MakeRows(UnixNanos from, UnixNanos to, StringInterner* interner, RowBatch* 
             R"("labels":{"_device_orig":["wattmetre1-port6"]}})"
             "\n";
   }
-  kwollect::internal::RowStreamParser parser(interner, kwollect::internal::Framing::kJsonLines);
+  kwatt::internal::RowStreamParser parser(interner, kwatt::internal::Framing::kJsonLines);
   ASSERT_TRUE(parser.Feed(text, batch).ok());
   ASSERT_TRUE(parser.Finish().ok());
 }

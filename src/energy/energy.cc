@@ -602,7 +602,7 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
   return metrics;
 }
 
-Status EnergySink::Begin(const kwollect::FetchReport& resolved) {
+Status EnergySink::Begin(const FetchReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
   power_ = std::make_unique<PowerCollector>(nodes);
@@ -614,7 +614,7 @@ Status EnergySink::Write(std::string_view site, const RowBatch& batch,
   return power_->Write(site, batch, interner);
 }
 
-Result<EnergyReport> EnergySink::Compute(const kwollect::FetchReport& resolved,
+Result<EnergyReport> EnergySink::Compute(const FetchReport& resolved,
                                          const EnergyOptions& options) const {
   if (!power_) return Status::InvalidArgument("EnergySink::Compute before any rows were fed");
   std::map<std::string, std::vector<std::string>> catalogue_metrics;

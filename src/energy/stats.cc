@@ -131,7 +131,7 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
   return merged;
 }
 
-Status StatsSink::Begin(const kwollect::FetchReport& resolved) {
+Status StatsSink::Begin(const FetchReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
   stats_ = std::make_unique<StatsCollector>(nodes, resolved.start, resolved.end, phases_);

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/kwollect/catalogue.h"
+#include "src/core/row_parser.h"
 #include "src/kwollect/fetcher.h"
 #include "src/kwollect/http.h"
 #include "src/kwollect/planner.h"
-#include "src/kwollect/row_parser.h"
 
 namespace kwatt::kwollect {
 
@@ -406,7 +406,7 @@ struct SiteQueue {
 struct Transfer {
   SiteQueue* site = nullptr;
   std::list<Request>::iterator request;
-  std::unique_ptr<internal::RowStreamParser> parser;
+  std::unique_ptr<kwatt::internal::RowStreamParser> parser;
   RowBatch batch;
   Status parse_error;
 };
@@ -503,7 +503,7 @@ class Fetcher {
     auto transfer = std::make_unique<Transfer>();
     transfer->site = &site;
     transfer->request = request;
-    transfer->parser = std::make_unique<internal::RowStreamParser>(&interner_);
+    transfer->parser = std::make_unique<kwatt::internal::RowStreamParser>(&interner_);
     transfer->batch = TakeBatch();
     Transfer* t = transfer.get();
     int64_t id = transport_->Start(UrlOf(site, request->plan), [this, t](std::string_view chunk) {

@@ -42,11 +42,6 @@ bool ValidLabel(std::string_view text) {
 
 }  // namespace
 
-std::string NodeName::Cluster() const {
-  size_t dash = uid.rfind('-');
-  return dash == std::string::npos ? uid : uid.substr(0, dash);
-}
-
 Result<NodeName> ParseNodeName(std::string_view text) {
   std::string_view name = text;
   while (!name.empty() && std::isspace(uint8_t(name.front()))) name.remove_prefix(1);

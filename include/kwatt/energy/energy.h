@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "kwatt/core/row_batch.h"
+#include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/kwollect/fetch.h"
 
 namespace kwatt::energy {
 
@@ -132,7 +132,7 @@ std::vector<Role> MergeRoles(const std::vector<Role>& roles);
 
 // Keeps the samples of power metrics and energy counters of the given nodes (rows of any other
 // metric or device are dropped), one series per (node, metric, labels).
-class PowerCollector : public kwollect::RowSink {
+class PowerCollector : public RowSink {
  public:
   // `nodes`: FQDNs of the nodes to keep.
   explicit PowerCollector(std::vector<std::string> nodes);
@@ -184,14 +184,13 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 
 // A PowerCollector for the nodes of a query known only once it is resolved (a job's, an
 // archive's): give it to Fetch or FeedSource, then Compute().
-class EnergySink : public kwollect::RowSink {
+class EnergySink : public RowSink {
  public:
-  Status Begin(const kwollect::FetchReport& resolved) override;
+  Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // The energy over the resolved window; the resolved catalogues explain missing sources.
-  Result<EnergyReport> Compute(const kwollect::FetchReport& resolved,
-                               const EnergyOptions& options) const;
+  Result<EnergyReport> Compute(const FetchReport& resolved, const EnergyOptions& options) const;
 
  private:
   std::unique_ptr<PowerCollector> power_;

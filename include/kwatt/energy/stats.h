@@ -37,7 +37,7 @@ struct NodeStats {
   std::string cpu_source;  // prom_node_cpu_seconds_total or bmc_cpu_usage_percent
 };
 
-class StatsCollector : public kwollect::RowSink {
+class StatsCollector : public RowSink {
  public:
   // `phases`: intervals reported apart (index 0 of results is the whole window).
   StatsCollector(std::vector<std::string> nodes, UnixNanos start, UnixNanos end,
@@ -69,10 +69,10 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
 
 // A StatsCollector for the nodes and window of a query known only once it is resolved (a job's,
 // an archive's): give it to Fetch or FeedSource, then Results().
-class StatsSink : public kwollect::RowSink {
+class StatsSink : public RowSink {
  public:
   explicit StatsSink(std::vector<Interval> phases) : phases_(std::move(phases)) {}
-  Status Begin(const kwollect::FetchReport& resolved) override;
+  Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // [interval][node] as StatsCollector::Results, each interval's nodes followed by one entry per

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kwatt/core/row_batch.h"
+#include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "kwatt/kwollect/client_options.h"
@@ -46,65 +47,15 @@ struct FetchQuery {
   bool summary = false;  // 5-minute aggregates
 };
 
-struct FetchReport;
-struct FetchFailure;
-
-// Receives the fetched rows. Batches come site after site in the order sites first appear in the
-// query; within a site, each node's rows are in chronological order; the same query on the same
-// data always gives the same sequence. Ids in a batch refer to `interner`. Failures are told in
-// the same order, where the rows they lack would have been.
-class RowSink {
- public:
-  virtual ~RowSink() = default;
-  // Once the query is resolved (nodes, window, job types, catalogues), before any row.
-  virtual Status Begin(const FetchReport& resolved) { return Status::OK(); }
-  virtual Status Write(std::string_view site, const RowBatch& batch,
-                       const StringInterner& interner) = 0;
-  // A piece that could not be fetched, where its rows would have been (the final report lists it
-  // too, merged with the adjacent pieces that failed with the same error).
-  virtual Status Failed(const FetchFailure& failure) { return Status::OK(); }
-};
-
-struct FetchProgress {
-  int64_t requests_done = 0;
-  int64_t requests_total = 0;  // grows when a request is split
-  int64_t rows = 0;
-  int64_t bytes = 0;
-  double seconds = 0;
-};
-
-// A piece that could not be fetched.
-struct FetchFailure {
-  std::string site;
-  std::vector<std::string> nodes;
-  UnixNanos start = 0, end = 0;
-  std::vector<std::string> metrics;  // empty: all
-  Status error;
-};
-
-struct FetchReport {
-  std::vector<NodeName> nodes;  // resolved (from the job when needed), in query order
-  UnixNanos start = 0, end = 0;
-  std::vector<std::string> job_types;
-  // The metric catalogue of each cluster involved, "site/cluster" -> its `metrics` array (JSON).
-  std::vector<std::pair<std::string, std::string>> catalogues;
-  int64_t requests = 0;  // requests that were sent, retries included
-  int64_t retries = 0;
-  int64_t splits = 0;
-  int64_t rows = 0;
-  int64_t bytes = 0;
-  double seconds = 0;
-  // What could not be fetched: the failed pieces, merged where they are adjacent (in time, nodes
-  // or metrics) and failed with the same error; in the order of their first piece.
-  std::vector<FetchFailure> failures;
-
-  bool complete() const { return failures.empty(); }
-};
-
-// Called on the fetching thread about 5 times a second (and once at the end). A non-OK status
-// stops the fetch, which returns it (rows already delivered to the sink stay delivered): how a
-// caller cancels (Ctrl-C in Python).
-using ProgressCallback = std::function<Status(const FetchProgress&)>;
+// The row contract is core's (kwatt/core/row_sink.h): sources and sinks need nothing of the HTTP
+// client. Fetch fills a FetchReport's `failures` merged: adjacent pieces (in time, nodes or
+// metrics) that failed with the same error are one, in the order of their first piece, while the
+// sink's Failed() hears of each piece where its rows would have been.
+using kwatt::FetchFailure;
+using kwatt::FetchProgress;
+using kwatt::FetchReport;
+using kwatt::ProgressCallback;
+using kwatt::RowSink;
 
 // Fetches `query` into `sink`. A non-OK result means nothing was fetched (bad query, unknown site
 // or node, credentials refused, API unreachable); otherwise the report lists what failed, if

@@ -11,19 +11,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 
 namespace kwatt::kwollect {
 
-struct NodeName {
-  std::string uid;   // the Kwollect device id: "nova-1"
-  std::string site;  // "lyon"
-
-  std::string Fqdn() const { return uid + "." + site + ".grid5000.fr"; }
-  // The cluster part of the uid: "nova" for "nova-1".
-  std::string Cluster() const;
-  bool operator==(const NodeName&) const = default;
-};
+using kwatt::NodeName;  // the type is core's (kwatt/core/row_sink.h)
 
 Result<NodeName> ParseNodeName(std::string_view text);
 // Parses a comma-separated list (spaces allowed), keeping the first occurrence of duplicates.

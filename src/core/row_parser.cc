@@ -1,4 +1,4 @@
-#include "src/kwollect/row_parser.h"
+#include "src/core/row_parser.h"
 
 #include <algorithm>
 #include <bit>
@@ -30,7 +30,7 @@
 // row: the instant of the timestamp's minute (ParseTimestamp) and recently interned strings
 // (Intern). Measured on a 2-core AMD EPYC VM: about 6 million 150-byte rows per second.
 
-namespace kwatt::kwollect::internal {
+namespace kwatt::internal {
 namespace {
 
 constexpr std::string_view kKeyNames[] = {"timestamp", "device_id", "metric_id", "value", "labels"};
@@ -1052,4 +1052,4 @@ Status RowStreamParser::Finish() {
   return status_;
 }
 
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::internal

@@ -1,5 +1,6 @@
-// Incremental parser of Kwollect metrics response bodies into RowBatch columns. Internal to kwatt
-// (the kwollect client, and the archive reader).
+// Incremental parser of Kwollect metrics response bodies into RowBatch columns. Internal to kwatt's
+// libraries, in core: the Kwollect client parses API answers with it and the archive its data
+// files, so that the archive needs nothing of the HTTP client.
 //
 // A body is one JSON array of row objects (doc/kwollect_api.md section 3):
 //   [{"timestamp":"2025-04-18T18:55:33.754307+02:00","device_id":"ecotype-7",
@@ -30,8 +31,8 @@
 // Lines they name the line (counting from 1) instead of the row: "JSON Lines, line 3, byte 412:".
 //
 // Thread safety: none; a parser, its interner and its batches belong to one thread at a time.
-#ifndef KWATT_SRC_KWOLLECT_ROW_PARSER_H_
-#define KWATT_SRC_KWOLLECT_ROW_PARSER_H_
+#ifndef KWATT_SRC_CORE_ROW_PARSER_H_
+#define KWATT_SRC_CORE_ROW_PARSER_H_
 
 #include <array>
 #include <cstddef>
@@ -43,7 +44,7 @@
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 
-namespace kwatt::kwollect::internal {
+namespace kwatt::internal {
 
 // Longest row text accepted (real rows are under 1 KiB); a longer one is Corruption, so that a
 // damaged body cannot make the parser buffer without bound.
@@ -166,6 +167,6 @@ class RowStreamParser {
   std::string scratch_[6];
 };
 
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::internal
 
-#endif  // KWATT_SRC_KWOLLECT_ROW_PARSER_H_
+#endif  // KWATT_SRC_CORE_ROW_PARSER_H_

@@ -1,4 +1,4 @@
-#include "src/kwollect/row_parser.h"
+#include "src/core/row_parser.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatt::kwollect::internal {
+namespace kwatt::internal {
 namespace {
 
 constexpr std::string_view kRow0 =
@@ -945,4 +945,4 @@ TEST(RowStreamParser, JsonLinesDamagedTexts) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::internal
