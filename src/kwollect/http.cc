@@ -75,6 +75,31 @@ double RetryDelay(const ClientOptions& options, int attempt, int64_t retry_after
   return options.backoff_s * std::pow(2.0, attempt - 1);
 }
 
+namespace {
+
+// What a body that is not Kwollect's JSON error says, on one line: an HTML page's <title> (a
+// proxy's "500 Internal Server Error"), else its first 200 bytes with runs of whitespace as one
+// space.
+std::string BodyExcerpt(const std::string& body) {
+  size_t open = body.find("<title>");
+  if (open != std::string::npos) {
+    size_t close = body.find("</title>", open);
+    if (close != std::string::npos && close - open - 7 <= 200) {
+      return body.substr(open + 7, close - open - 7) + " (an HTML page)";
+    }
+  }
+  std::string out;
+  for (char c : body.substr(0, 200)) {
+    bool space = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out.push_back(space ? ' ' : c);
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
 Status HttpError(const SmallResponse& response, const std::string& url,
                  const ClientOptions& options) {
   const long status = response.status;
@@ -89,7 +114,7 @@ Status HttpError(const SmallResponse& response, const std::string& url,
       message += " (" + doc["details"].get<std::string>() + ")";
     }
   }
-  if (message.empty()) message = body.substr(0, 200);
+  if (message.empty()) message = BodyExcerpt(body);
   std::string text = "HTTP " + std::to_string(status) + " from " + Redact(url) +
                      (message.empty() ? "" : ": " + message);
   if (status == 401) {

@@ -195,3 +195,17 @@ def test_contradicting_or_empty_options_exit_2_naming_them(server, archive, tmp_
         result = run(*args)
         assert result.returncode == 2 and b"-o" in result.stderr and b"empty" in result.stderr, \
             (args, result.stderr)
+
+
+def test_an_html_error_page_is_named_on_one_line(tmp_path):
+    s = start_server("--fail-rate", 1, "--fail-status", 500, jobs=JOBS, tmp_path=tmp_path)
+    try:
+        result = run("fetch", "--api", s.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 16,
+                     "--backoff", 0.01, "--quiet")
+    finally:
+        s.stop()
+    assert result.returncode == 1
+    failures = [line for line in result.stderr.split(b"\n") if b"NOT FETCHED" in line]
+    assert len(failures) == 1, result.stderr
+    assert b"500 Internal Server Error (an HTML page)" in failures[0]
+    assert b"<html>" not in result.stderr
