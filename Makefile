@@ -5,6 +5,7 @@ SHELL := /bin/bash
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 FUZZ_DIR ?= build-fuzz
+TSAN_DIR ?= build-tsan
 VENV ?= .venv
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
@@ -17,7 +18,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certifi
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(VENV)/.kwatt-deps
 
-.PHONY: deps build build-asan build-fuzz python demo-cli test test-unit test-asan test-python \
+.PHONY: deps build build-asan build-tsan build-fuzz test-tsan python demo-cli test test-unit test-asan test-python \
   test-fuzz fuzz format-check demo bench clean format
 
 deps: $(DEPS_STAMP)
@@ -56,6 +57,23 @@ $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 build-asan: $(DEPS_STAMP) $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt
 
+# ThreadSanitizer over the threaded parts: the unit tests (the archive's parallel loading, the
+# fetcher), then the server's thread pool through the integration tests that stream from it.
+# tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache, Debian's uninstrumented
+# cpp-httplib).
+$(TSAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKWATT_TSAN=ON
+
+build-tsan: $(DEPS_STAMP) $(TSAN_DIR)/build.ninja
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt
+
+TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)"
+test-tsan: build-tsan
+	$(TSAN_ENV) $(TSAN_DIR)/kwatt_unit_tests --gtest_brief=1
+	cd tests/integration && $(TSAN_ENV) KWATT_BIN=$(abspath $(TSAN_DIR))/kwatt \
+	  $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider test_server.py \
+	  test_archive_read.py test_hostile.py
+
 # The libFuzzer harnesses of fuzz/ (clang, ASan, UBSan, _GLIBCXX_ASSERTIONS): fuzz/README.md.
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query
 $(FUZZ_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
@@ -78,10 +96,10 @@ FUZZ_RUNS ?= 20000
 test-fuzz: build-fuzz
 	@bash fuzz/run.sh check $(FUZZ_DIR) $(FUZZ_RUNS) $(FUZZERS)
 
-# Every test: C++ unit tests (plain and under ASan/UBSan), the fuzz harnesses on their corpora,
+# Every test: C++ unit tests (plain, under ASan/UBSan, under TSan), the fuzz harnesses on their corpora,
 # then the integration tests and the Python package's tests (pytest; two runs, as each directory
 # has its own conftest).
-test: format-check test-unit test-asan test-fuzz test-python
+test: format-check test-unit test-asan test-tsan test-fuzz test-python
 
 # Every C++ file as clang-format (.clang-format, Google based) writes it; `make format` fixes.
 format-check: $(DEPS_STAMP)
@@ -122,4 +140,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)
