@@ -332,35 +332,44 @@ def test_failed_pieces_raise_incomplete_with_the_rows_obtained(tmp_path):
         failing.stop()
 
 
-def test_energy_and_stats_raise_incomplete_as_get_metrics_does(tmp_path):
+@pytest.fixture
+def failing(tmp_path):
+    """A server on which half the metrics requests fail."""
+    s = start_server("--fail-rate", "0.5", "--seed", "3", "--jobs", JOBS, tmp_path=tmp_path)
+    yield s
+    s.stop()
+
+
+def over_20_seconds(server, retries=0, **options):
+    """NOVA from T0 to T0 + 20 s on `server`, in requests of 500 rows."""
+    k = kwatt.Kwollect(nodes=NOVA, api=server.url, progress=False, retries=retries,
+                       rows_per_request=500, **options)
+    k.start(T0)
+    k.stop(T0 + 20)
+    return k
+
+
+def test_energy_and_stats_raise_incomplete_as_get_metrics_does(failing):
     # Half the requests fail and none is retried: get_metrics raises, and so must energy(),
     # energy_report() and stats() (they returned figures from half the rows; the CLI exits 1).
-    failing = start_server("--fail-rate", "0.5", "--seed", "3", "--jobs", JOBS,
-                           tmp_path=tmp_path)
-    try:
-        k = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=0,
-                           rows_per_request=500)
-        k.start(T0)
-        k.stop(T0 + 20)
-        with pytest.raises(kwatt.IncompleteError):
-            k.get_metrics(metrics=["wattmetre_power_watt"])
-        with pytest.raises(kwatt.IncompleteError) as error:
-            k.energy()
-        assert isinstance(error.value.partial, pd.DataFrame) and error.value.failures
-        assert list(error.value.partial.columns) == kwatt.frames.ENERGY_COLUMNS
-        with pytest.raises(kwatt.IncompleteError) as error:
-            k.energy_report()
-        assert error.value.partial["fetch"]["complete"] is False
-        with pytest.raises(kwatt.IncompleteError) as error:
-            k.stats(metrics=["wattmetre_power_watt"])
-        assert list(error.value.partial.columns) == kwatt.frames.STATS_COLUMNS
-        with pytest.warns(RuntimeWarning, match="could not be fetched"):
-            e = k.energy(allow_incomplete=True)
-        assert set(e[e["scope"] == "node"]["name"]) == set(NOVA)
-        with pytest.warns(RuntimeWarning, match="could not be fetched"):
-            k.stats(metrics=["wattmetre_power_watt"], allow_incomplete=True)
-    finally:
-        failing.stop()
+    k = over_20_seconds(failing)
+    with pytest.raises(kwatt.IncompleteError):
+        k.get_metrics(metrics=["wattmetre_power_watt"])
+    with pytest.raises(kwatt.IncompleteError) as error:
+        k.energy()
+    assert isinstance(error.value.partial, pd.DataFrame) and error.value.failures
+    assert list(error.value.partial.columns) == kwatt.frames.ENERGY_COLUMNS
+    with pytest.raises(kwatt.IncompleteError) as error:
+        k.energy_report()
+    assert error.value.partial["fetch"]["complete"] is False
+    with pytest.raises(kwatt.IncompleteError) as error:
+        k.stats(metrics=["wattmetre_power_watt"])
+    assert list(error.value.partial.columns) == kwatt.frames.STATS_COLUMNS
+    with pytest.warns(RuntimeWarning, match="could not be fetched"):
+        e = k.energy(allow_incomplete=True)
+    assert set(e[e["scope"] == "node"]["name"]) == set(NOVA)
+    with pytest.warns(RuntimeWarning, match="could not be fetched"):
+        k.stats(metrics=["wattmetre_power_watt"], allow_incomplete=True)
 
 
 def test_the_fetch_releases_the_gil(tmp_path):
@@ -499,32 +508,21 @@ def test_load_refuses_damaged_and_foreign_directories(server, tmp_path):
         kwatt.load(tmp_path / "foreign")
 
 
-def test_an_incomplete_backup_raises_and_completes_when_run_again(tmp_path):
-    failing = start_server("--fail-rate", "0.5", "--seed", "3", "--jobs", JOBS,
-                           tmp_path=tmp_path)
-    try:
-        k = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=0,
-                           rows_per_request=500)
-        k.start(T0)
-        k.stop(T0 + 20)
-        target = tmp_path / "exp"
-        with pytest.raises(kwatt.IncompleteError) as error:
-            k.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
-        assert error.value.partial == str(target)
-        assert not kwatt.manifest(target)["complete"]
-        with pytest.raises(kwatt.IncompleteError):
-            kwatt.load(target)
-        partial = kwatt.load(target, allow_incomplete=True)
-        assert partial.attrs["kwatt"]["complete"] is False
-        k2 = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=20,
-                            backoff=0.01, rows_per_request=500)
-        k2.start(T0)
-        k2.stop(T0 + 20)
-        k2.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
-        assert kwatt.manifest(target)["complete"]
-        assert len(kwatt.load(target)) == 3 * (20 * 50 + 1)
-    finally:
-        failing.stop()
+def test_an_incomplete_backup_raises_and_completes_when_run_again(failing, tmp_path):
+    k = over_20_seconds(failing)
+    target = tmp_path / "exp"
+    with pytest.raises(kwatt.IncompleteError) as error:
+        k.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
+    assert error.value.partial == str(target)
+    assert not kwatt.manifest(target)["complete"]
+    with pytest.raises(kwatt.IncompleteError):
+        kwatt.load(target)
+    partial = kwatt.load(target, allow_incomplete=True)
+    assert partial.attrs["kwatt"]["complete"] is False
+    k2 = over_20_seconds(failing, retries=20, backoff=0.01)
+    k2.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
+    assert kwatt.manifest(target)["complete"]
+    assert len(kwatt.load(target)) == 3 * (20 * 50 + 1)
 
 
 def test_parquet_export_has_every_row(server, tmp_path):

@@ -211,20 +211,24 @@ def test_clear_errors(server):
     assert backwards.returncode == 2 and b"before it starts" in backwards.stderr
 
 
+def forward(handler, change=lambda body: body):
+    """Answers `handler`'s GET with the real server's answer (at handler.upstream), changed."""
+    with urllib.request.urlopen(handler.upstream + handler.path[len("/stable"):]) as answer:
+        body = change(answer.read())
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class CorruptingProxy(BaseHTTPRequestHandler):
     """Forwards to the real server, but damages metrics bodies (a malformed answer)."""
     upstream = ""
 
     def do_GET(self):
-        with urllib.request.urlopen(self.upstream + self.path[len("/stable"):]) as answer:
-            body = answer.read()
-        if "/metrics" in self.path:
-            body = body.replace(b'"value":', b'"value":x', 1)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        forward(self, lambda body: body.replace(b'"value":', b'"value":x', 1)
+                if "/metrics" in self.path else body)
 
     def log_message(self, *args):
         pass
@@ -453,13 +457,7 @@ class RateLimited(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        with urllib.request.urlopen(self.upstream + self.path[len("/stable"):]) as answer:
-            body = answer.read()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        forward(self)
 
     def log_message(self, *args):
         pass
