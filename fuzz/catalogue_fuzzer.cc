@@ -3,10 +3,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/core/catalogue.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  (void)kwatt::kwollect::Catalogue::FromJson(text);
+  (void)kwatt::Catalogue::FromJson(text);
   return 0;
 }

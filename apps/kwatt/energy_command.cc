@@ -4,7 +4,6 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/energy/energy.h"
-#include "kwatt/kwollect/catalogue.h"
 #include "kwatt/server/testbed.h"
 
 namespace kwatt::cli {

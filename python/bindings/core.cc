@@ -2,7 +2,7 @@
 //
 // Everything that computes is C++: fetching (with the GIL released), archives, energy, stats, the
 // catalogue rules, time parsing. This module only converts: Python arguments into queries, the
-// columnar Table into numpy arrays (views, no copies) and row dicts, reports into dicts.
+// columnar kwatt::RowTable into numpy arrays (views, no copies) and row dicts, reports into dicts.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,15 +19,16 @@
 #include "kwatt/archive/reader.h"
 #include "kwatt/archive/source.h"
 #include "kwatt/archive/writer.h"
+#include "kwatt/core/catalogue.h"
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/output_file.h"
 #include "kwatt/core/row_batch.h"
+#include "kwatt/core/row_table.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/stats.h"
-#include "kwatt/kwollect/catalogue.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
 #include "kwatt/kwollect/node_name.h"
@@ -213,7 +214,7 @@ py::dict FetchReportDict(const kwollect::FetchReport& r) {
   d["end"] = r.end;
   d["job_types"] = r.job_types;
   py::dict catalogues;
-  for (const auto& [cluster, metrics] : r.catalogues) catalogues[py::str(cluster)] = metrics;
+  for (const ClusterCatalogue& c : r.catalogues) catalogues[py::str(c.cluster)] = c.catalogue;
   d["catalogues"] = catalogues;
   d["requests"] = r.requests;
   d["retries"] = r.retries;
@@ -239,95 +240,9 @@ py::dict FetchReportDict(const kwollect::FetchReport& r) {
 
 py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
 
-// ---- the columnar table ------------------------------------------------------------------------
-
-// Rows with a code per string column (site, node, device, metric, labels), each column's codes
-// dense from 0 in order of first appearance. A RowSink, so Fetch and archives fill it.
-class Table : public kwollect::RowSink {
- public:
-  std::vector<int64_t> time;
-  std::vector<int32_t> utc_offset;
-  std::vector<double> value;
-  std::vector<JsonValueKind> kind;  // how json.loads sees each row's value
-  std::vector<int32_t> site, node, device, metric, labels;
-  StringInterner sites, nodes, devices, metrics, label_texts;
-  kwollect::FetchReport report;
-  bool complete = true;
-
-  Status Begin(const kwollect::FetchReport& resolved) override {
-    report = resolved;
-    return Status::OK();
-  }
-
-  Status Write(std::string_view site_name, const RowBatch& batch,
-               const StringInterner& interner) override {
-    Append(site_name, batch, interner, 0, batch.size());
-    return Status::OK();
-  }
-
-  void Append(std::string_view site_name, const RowBatch& batch, const StringInterner& interner,
-              size_t begin, size_t end) {
-    if (&interner != source_ || interner.size() < source_size_) {
-      source_ = &interner;
-      device_map_.clear();
-      metric_map_.clear();
-      labels_map_.clear();
-      node_map_.clear();
-    }
-    source_size_ = interner.size();
-    int32_t site_code = int32_t(sites.Intern(site_name));
-    if (site_code != current_site_) {
-      current_site_ = site_code;
-      node_map_.clear();
-    }
-    bool has_raw = batch.raw_end.size() == batch.size();
-    size_t n = end - begin, old = time.size();
-    for (auto* column : {&site, &node, &device, &metric, &labels}) column->resize(old + n);
-    time.insert(time.end(), batch.time.begin() + begin, batch.time.begin() + end);
-    utc_offset.insert(utc_offset.end(), batch.utc_offset.begin() + begin,
-                      batch.utc_offset.begin() + end);
-    value.insert(value.end(), batch.value.begin() + begin, batch.value.begin() + end);
-    kind.resize(old + n);
-    for (size_t i = begin; i < end; ++i) {
-      size_t o = old + i - begin;
-      uint32_t d = batch.device[i];
-      site[o] = site_code;
-      device[o] = Map(device_map_, d, interner, devices);
-      metric[o] = Map(metric_map_, batch.metric[i], interner, metrics);
-      labels[o] = Map(labels_map_, batch.labels[i], interner, label_texts);
-      if (d >= node_map_.size()) node_map_.resize(size_t(d) + 1, -1);
-      if (node_map_[d] < 0) {
-        node_map_[d] = int32_t(nodes.Intern(std::string(interner.Get(d)) + "." +
-                                            std::string(site_name) + ".grid5000.fr"));
-      }
-      node[o] = node_map_[d];
-      double v = batch.value[i];
-      // The text is needed only when the value alone cannot tell (Kwollect writes every
-      // non-integral float with a fraction or an exponent; NaN may have been null or "NaN").
-      kind[o] = has_raw && (std::isnan(v) || v == std::floor(v)) ? RowValueKind(batch.RawRow(i))
-                                                                 : NumberKind(v);
-    }
-  }
-
-  size_t size() const { return time.size(); }
-
- private:
-  static int32_t Map(std::vector<int32_t>& map, uint32_t id, const StringInterner& from,
-                     StringInterner& to) {
-    if (id >= map.size()) map.resize(size_t(id) + 1, -1);
-    if (map[id] < 0) map[id] = int32_t(to.Intern(from.Get(id)));
-    return map[id];
-  }
-
-  const StringInterner* source_ = nullptr;
-  size_t source_size_ = 0;
-  int32_t current_site_ = -1;
-  std::vector<int32_t> device_map_, metric_map_, labels_map_, node_map_;
-};
-
 // A numpy view of a column; the table stays alive while the array does.
 template <typename T>
-py::array_t<T> View(const std::shared_ptr<Table>& table, const std::vector<T>& column) {
+py::array_t<T> View(const std::shared_ptr<RowTable>& table, const std::vector<T>& column) {
   py::object owner = py::cast(table);
   return py::array_t<T>({py::ssize_t(column.size())}, {py::ssize_t(sizeof(T))}, column.data(),
                         owner);
@@ -381,7 +296,7 @@ PyObject* DeepCopy(PyObject* value) {
 
 // {node: [row dicts]} for `node_names` (each present, [] without rows), rows in table order, each
 // row the dict json.loads gives for the API's row.
-py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) {
+py::dict RowsByNode(const RowTable& t, const std::vector<std::string>& node_names) {
   py::dict out;
   std::vector<py::list> lists;
   std::vector<int> list_of_node(t.nodes.size(), -1);
@@ -463,15 +378,15 @@ py::dict RowsByNode(const Table& t, const std::vector<std::string>& node_names) 
 // ---- operations
 // ----------------------------------------------------------------------------------
 
-std::shared_ptr<Table> FetchTable(const py::dict& client, const std::vector<std::string>& nodes,
-                                  std::optional<int64_t> start, std::optional<int64_t> end,
-                                  std::optional<std::pair<std::string, int64_t>> job,
-                                  const std::vector<std::string>& metrics, bool summary,
-                                  py::object progress, bool check_metrics) {
+std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<std::string>& nodes,
+                                     std::optional<int64_t> start, std::optional<int64_t> end,
+                                     std::optional<std::pair<std::string, int64_t>> job,
+                                     const std::vector<std::string>& metrics, bool summary,
+                                     py::object progress, bool check_metrics) {
   kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   query.check_metrics = check_metrics;
-  auto table = std::make_shared<Table>();
+  auto table = std::make_shared<RowTable>();
   Watch watch{std::move(progress)};
   Result<kwollect::FetchReport> report = Status::OK();
   {
@@ -484,10 +399,10 @@ std::shared_ptr<Table> FetchTable(const py::dict& client, const std::vector<std:
   return table;
 }
 
-std::shared_ptr<Table> LoadTable(const std::string& dir, const std::vector<std::string>& nodes,
-                                 const std::vector<std::string>& metrics,
-                                 std::optional<int64_t> start, std::optional<int64_t> end,
-                                 bool allow_incomplete, int threads) {
+std::shared_ptr<RowTable> LoadTable(const std::string& dir, const std::vector<std::string>& nodes,
+                                    const std::vector<std::string>& metrics,
+                                    std::optional<int64_t> start, std::optional<int64_t> end,
+                                    bool allow_incomplete, int threads) {
   archive::LoadOptions options;
   options.nodes = nodes;
   options.metrics = metrics;
@@ -496,7 +411,7 @@ std::shared_ptr<Table> LoadTable(const std::string& dir, const std::vector<std::
   options.allow_incomplete = allow_incomplete;
   options.threads = threads;
   options.keep_raw = false;
-  auto table = std::make_shared<Table>();
+  auto table = std::make_shared<RowTable>();
   {
     py::gil_scoped_release release;
     StringInterner interner;
@@ -507,14 +422,7 @@ std::shared_ptr<Table> LoadTable(const std::string& dir, const std::vector<std::
       table->Append(file.site, batch, interner, file.begin, file.end);
     }
     table->complete = report.complete;
-    archive::Manifest manifest = Unwrap(archive::ReadManifest(dir));
-    table->report.start = manifest.window_start;
-    table->report.end = manifest.window_end;
-    table->report.job_types = manifest.job_types;
-    table->report.catalogues = manifest.catalogue;
-    for (const auto& node : manifest.nodes) {
-      table->report.nodes.push_back(kwollect::NodeName{node.uid, node.site});
-    }
+    table->report = Unwrap(archive::ReadManifest(dir)).Resolved();
     table->report.rows = int64_t(table->size());
   }
   return table;
@@ -741,8 +649,8 @@ py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
     d["uid"] = info.node.uid;
     d["site"] = info.node.site;
     d["cluster"] = info.cluster;
-    const std::string* catalogue = found.CatalogueOf(info.node);
-    d["catalogue"] = catalogue ? *catalogue : std::string("[]");
+    const Catalogue* catalogue = found.CatalogueOf(info.node);
+    d["catalogue"] = catalogue ? *catalogue : Catalogue();
     known.append(d);
   }
   py::dict out;
@@ -764,12 +672,11 @@ py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& no
   return FetchReportDict(Unwrap(std::move(report)));
 }
 
-py::list CatalogueMetrics(const std::string& catalogue_json, const std::string& uid,
+py::list CatalogueMetrics(const Catalogue& catalogue, const std::string& uid,
                           const std::vector<std::string>& job_types) {
-  kwollect::Catalogue catalogue = Unwrap(kwollect::Catalogue::FromJson(catalogue_json));
   py::list out;
-  for (const kwollect::CatalogueMetric& m : catalogue.MetricsOf(uid)) {
-    const kwollect::CatalogueEntry& e = *m.entry;
+  for (const CatalogueMetric& m : catalogue.MetricsOf(uid)) {
+    const CatalogueEntry& e = *m.entry;
     py::dict d;
     d["name"] = m.metric_id;
     d["description"] = e.description;
@@ -782,7 +689,7 @@ py::list CatalogueMetrics(const std::string& catalogue_json, const std::string& 
     d["group"] = e.name != m.metric_id ? py::object(py::str(e.name)) : py::object(py::none());
     d["on_demand"] = e.period_ms == 0;
     // The period in a job of these types (none given: a default job, node exporter on).
-    int64_t period = kwollect::EffectivePeriodMs(e, m.metric_id, job_types);
+    int64_t period = EffectivePeriodMs(e, m.metric_id, job_types);
     d["period_in_job"] = period;
     out.append(d);
   }
@@ -794,6 +701,8 @@ py::list CatalogueMetrics(const std::string& catalogue_json, const std::string& 
 
 PYBIND11_MODULE(_core, m) {
   using namespace kwatt::python;
+  using kwatt::Catalogue;
+  using kwatt::RowTable;
   namespace kp = kwatt::python;
   m.doc() = "kwatt's C++ core (fetching, archives, energy, stats); see the kwatt package";
   m.attr("__version__") = KWATT_VERSION;
@@ -808,35 +717,37 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  py::class_<Table, std::shared_ptr<Table>>(m, "Table",
-                                            "Rows in columns (numpy views), string columns as "
-                                            "codes into their category lists")
-      .def("__len__", &Table::size)
+  py::class_<RowTable, std::shared_ptr<RowTable>>(
+      m, "Table",
+      "Rows in columns (numpy views), string columns as "
+      "codes into their category lists")
+      .def("__len__", &RowTable::size)
       .def_property_readonly(
-          "time", [](const std::shared_ptr<Table>& t) { return View(t, t->time); },
+          "time", [](const std::shared_ptr<RowTable>& t) { return View(t, t->time); },
           "int64 ns since the epoch, UTC")
       .def_property_readonly(
-          "utc_offset", [](const std::shared_ptr<Table>& t) { return View(t, t->utc_offset); },
+          "utc_offset", [](const std::shared_ptr<RowTable>& t) { return View(t, t->utc_offset); },
           "int32 seconds, as written in the timestamps")
       .def_property_readonly("value",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->value); })
+                             [](const std::shared_ptr<RowTable>& t) { return View(t, t->value); })
       .def_property_readonly("site_codes",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->site); })
+                             [](const std::shared_ptr<RowTable>& t) { return View(t, t->site); })
       .def_property_readonly("node_codes",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->node); })
+                             [](const std::shared_ptr<RowTable>& t) { return View(t, t->node); })
       .def_property_readonly("device_codes",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->device); })
+                             [](const std::shared_ptr<RowTable>& t) { return View(t, t->device); })
       .def_property_readonly("metric_codes",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->metric); })
+                             [](const std::shared_ptr<RowTable>& t) { return View(t, t->metric); })
       .def_property_readonly("labels_codes",
-                             [](const std::shared_ptr<Table>& t) { return View(t, t->labels); })
-      .def_property_readonly("sites", [](const Table& t) { return Strings(t.sites); })
-      .def_property_readonly("nodes", [](const Table& t) { return Strings(t.nodes); })
-      .def_property_readonly("devices", [](const Table& t) { return Strings(t.devices); })
-      .def_property_readonly("metrics", [](const Table& t) { return Strings(t.metrics); })
-      .def_property_readonly("label_texts", [](const Table& t) { return Strings(t.label_texts); })
-      .def_property_readonly("report", [](const Table& t) { return FetchReportDict(t.report); })
-      .def_readonly("complete", &Table::complete)
+                             [](const std::shared_ptr<RowTable>& t) { return View(t, t->labels); })
+      .def_property_readonly("sites", [](const RowTable& t) { return Strings(t.sites); })
+      .def_property_readonly("nodes", [](const RowTable& t) { return Strings(t.nodes); })
+      .def_property_readonly("devices", [](const RowTable& t) { return Strings(t.devices); })
+      .def_property_readonly("metrics", [](const RowTable& t) { return Strings(t.metrics); })
+      .def_property_readonly("label_texts",
+                             [](const RowTable& t) { return Strings(t.label_texts); })
+      .def_property_readonly("report", [](const RowTable& t) { return FetchReportDict(t.report); })
+      .def_readonly("complete", &RowTable::complete)
       .def("rows_by_node", &RowsByNode, py::arg("nodes"),
            "{node: [row dicts]} for these node FQDNs, rows in order");
 
@@ -863,6 +774,17 @@ PYBIND11_MODULE(_core, m) {
   m.def("resolve", &ResolveQuery, py::arg("client"), py::kw_only(), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"),
         "Resolves a query (a job's nodes, window and types; nodes checked) without fetching");
+  py::class_<Catalogue>(m, "Catalogue",
+                        "A cluster's metric catalogue, parsed once where it entered (the reference "
+                        "API, an archive's manifest)")
+      .def_static(
+          "from_json", [](std::string_view text) { return Unwrap(Catalogue::FromJson(text)); },
+          py::arg("text"), "Parses a cluster object or its `metrics` array")
+      .def_property_readonly("json", &Catalogue::json, "Its `metrics` array, as compact JSON")
+      .def("__len__", [](const Catalogue& c) { return c.entries().size(); })
+      .def("__repr__", [](const Catalogue& c) {
+        return "<kwatt._core.Catalogue of " + std::to_string(c.entries().size()) + " entries>";
+      });
   m.def("catalogue_metrics", &CatalogueMetrics, py::arg("catalogue"), py::arg("uid"),
         py::arg("job_types") = std::vector<std::string>{},
         "The metric ids a node can report, from its cluster's catalogue");

@@ -581,6 +581,26 @@ def test_available_metrics_from_the_reference_api(server):
         k.available_metrics(nodes=["nova-2.lyon"])
 
 
+def test_catalogues_come_parsed_from_the_core(server):
+    # A catalogue is parsed once where it enters and reaches Python as a _core.Catalogue.
+    from kwatt import _core
+    found = _core.look_up_nodes({"api_url": server.url}, ["nova-1.lyon"])
+    catalogue = found["nodes"][0]["catalogue"]
+    assert isinstance(catalogue, _core.Catalogue) and len(catalogue) > 5
+    assert json.loads(catalogue.json)[0]["name"] == catalogue_names(catalogue)[0]
+    again = _core.Catalogue.from_json(catalogue.json)
+    assert again.json == catalogue.json
+    resolved = _core.resolve({"api_url": server.url}, nodes=["nova-1.lyon"], start=0,
+                             end=10**9, job=None)
+    assert resolved["catalogues"]["lyon/nova"].json == catalogue.json
+    with pytest.raises(kwatt.CorruptionError, match='"m1": field "period" = 1e.30'):
+        _core.Catalogue.from_json('[{"name": "m1", "period": 1e30}]')
+
+
+def catalogue_names(catalogue):
+    return [entry["name"] for entry in json.loads(catalogue.json)]
+
+
 def test_info_is_a_readable_summary(server):
     k = make(server)
     k.start(T0)

@@ -363,6 +363,16 @@ std::vector<std::pair<std::string, int64_t>> Manifest::MetricRows() const {
   return out;
 }
 
+FetchReport Manifest::Resolved() const {
+  FetchReport resolved;
+  for (const ManifestNode& node : nodes) resolved.nodes.push_back(NodeName{node.uid, node.site});
+  resolved.start = window_start;
+  resolved.end = window_end;
+  resolved.job_types = job_types;
+  resolved.catalogues = catalogue;
+  return resolved;
+}
+
 Result<Manifest> ReadManifest(const std::string& dir) {
   std::error_code error;
   if (!fs::is_directory(dir, error)) {
@@ -522,8 +532,10 @@ Result<Manifest> ParseManifest(const std::string& dir, std::string_view text,
   if (const Json* catalogue = r.Member(root, "catalogue")) {
     if (!catalogue->is_object()) return r.Bad("\"catalogue\"", "should be an object");
     for (auto it = catalogue->begin(); it != catalogue->end(); ++it) {
-      m.catalogue.emplace_back(it.key(),
-                               it.value().dump(-1, ' ', false, Json::error_handler_t::replace));
+      Result<Catalogue> parsed =
+          Catalogue::FromJson(it.value().dump(-1, ' ', false, Json::error_handler_t::replace));
+      if (!parsed.ok()) return r.Bad("catalogue " + it.key() + ":", parsed.status().message());
+      m.catalogue.push_back({it.key(), std::move(*parsed)});
     }
   }
 

@@ -105,6 +105,32 @@ TEST(ManifestTest, AHugeNumberIsCorruptionNotAnException) {
   ExpectCorruption(text, "is not valid JSON");
 }
 
+// The catalogues are parsed where the manifest is read: a damaged one is named there (it used to be
+// skipped by energy and called OK by verify).
+TEST(ManifestTest, ADamagedCatalogueIsCorruptionNamingTheCluster) {
+  Json m = Complete();
+  m["catalogue"]["lyon/nova"][0]["description"] = 7;
+  ExpectCorruption(m.dump(),
+                   "catalogue lyon/nova: catalogue entry \"wattmetre_power_watt\": field "
+                   "\"description\" is a number");
+  m = Complete();
+  m["catalogue"]["lyon/nova"][0]["period"] = 1e30;
+  ExpectCorruption(m.dump(), "field \"period\" = 1e+30");
+}
+
+TEST(ManifestTest, CataloguesAreParsedAndTheResolvedQueryRebuilt) {
+  Result<Manifest> m = Parse(Complete().dump());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  FetchReport resolved = m->Resolved();
+  ASSERT_EQ(resolved.catalogues.size(), 1u);
+  EXPECT_EQ(resolved.catalogues[0].cluster, "lyon/nova");
+  EXPECT_EQ(resolved.catalogues[0].catalogue.entries()[0].name, "wattmetre_power_watt");
+  EXPECT_EQ(resolved.nodes.size(), m->nodes.size());
+  EXPECT_EQ(resolved.start, m->window_start);
+  EXPECT_EQ(resolved.end, m->window_end);
+  EXPECT_EQ(resolved.job_types, m->job_types);
+}
+
 // Defect 18: an empty timestamp is not a window.
 TEST(ManifestTest, AnEmptyWindowBoundIsCorruption) {
   for (const char* key : {"start", "end"}) {

@@ -106,14 +106,8 @@ Result<Selection> Select(const Manifest& m, const LoadOptions& options) {
     for (const ManifestFile& f : m.files) {
       for (const auto& [metric, rows] : f.metrics) known.insert(metric);
     }
-    for (const auto& [cluster, text] : m.catalogue) {
-      Json catalogue = Json::parse(text, nullptr, false);
-      if (!catalogue.is_array()) continue;
-      for (const Json& entry : catalogue) {
-        if (entry.is_object() && entry.contains("name") && entry["name"].is_string()) {
-          known.insert(entry["name"].get<std::string>());
-        }
-      }
+    for (const ClusterCatalogue& cluster : m.catalogue) {
+      for (const CatalogueEntry& entry : cluster.catalogue.entries()) known.insert(entry.name);
     }
     for (const std::string& metric : options.metrics) {
       if (!known.count(metric)) {

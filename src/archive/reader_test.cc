@@ -324,8 +324,8 @@ TEST(ArchiveReader, ReadsTheManifest) {
   EXPECT_EQ(m->nodes[1].uid, "nova-2");
   EXPECT_EQ(m->nodes[1].cluster, "nova");
   ASSERT_EQ(m->catalogue.size(), 1u);
-  EXPECT_EQ(m->catalogue[0].first, "lyon/nova");
-  EXPECT_EQ(nlohmann::json::parse(m->catalogue[0].second)[0]["name"], kWatt);
+  EXPECT_EQ(m->catalogue[0].cluster, "lyon/nova");
+  EXPECT_EQ(m->catalogue[0].catalogue.entries()[0].name, kWatt);
   ASSERT_EQ(m->files.size(), 3u);
   EXPECT_EQ(m->files[0].node, kNova1);
   EXPECT_EQ(m->files[0].site, "lyon");

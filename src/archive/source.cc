@@ -24,14 +24,9 @@ Status FeedArchive(const std::string& dir, const std::vector<std::string>& metri
       options.metrics.push_back(metric);
     }
   }
+  *resolved = manifest->Resolved();
   resolved->start = start.value_or(manifest->window_start);
   resolved->end = end.value_or(manifest->window_end);
-  resolved->job_types = manifest->job_types;
-  resolved->catalogues = manifest->catalogue;
-  resolved->nodes.clear();
-  for (const ManifestNode& node : manifest->nodes) {
-    resolved->nodes.push_back(kwollect::NodeName{node.uid, node.site});
-  }
   KWATT_RETURN_IF_ERROR(sink->Begin(*resolved));
   if (options.metrics.empty()) return Status::OK();  // none of the metrics is in the archive
   options.start = resolved->start;

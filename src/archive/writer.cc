@@ -537,8 +537,8 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
     impl.manifest["job_types"] = resolved.job_types;
     impl.manifest["nodes"] = nodes;
     ordered_json catalogue = ordered_json::object();
-    for (const auto& [cluster, metrics] : resolved.catalogues) {
-      catalogue[cluster] = ordered_json::parse(metrics, nullptr, false);
+    for (const ClusterCatalogue& cluster : resolved.catalogues) {
+      catalogue[cluster.cluster] = ordered_json::parse(cluster.catalogue.json());
     }
     impl.manifest["catalogue"] = catalogue;
     KWATT_RETURN_IF_ERROR(impl.WriteManifest());

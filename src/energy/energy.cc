@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/core/catalogue.h"
 
 namespace kwatt::energy {
 
@@ -619,13 +619,11 @@ Result<EnergyReport> EnergySink::Compute(const FetchReport& resolved,
   if (!power_) return Status::InvalidArgument("EnergySink::Compute before any rows were fed");
   std::map<std::string, std::vector<std::string>> catalogue_metrics;
   for (const auto& node : resolved.nodes) {
-    for (const auto& [cluster, metrics] : resolved.catalogues) {
-      if (cluster != node.site + "/" + node.Cluster()) continue;
-      Result<kwollect::Catalogue> catalogue = kwollect::Catalogue::FromJson(metrics);
-      if (!catalogue.ok()) continue;
-      for (const auto& m : catalogue->MetricsOf(node.uid)) {
-        catalogue_metrics[node.Fqdn()].push_back(m.metric_id);
-      }
+    const Catalogue* catalogue =
+        FindCatalogue(resolved.catalogues, node.site + "/" + node.Cluster());
+    if (!catalogue) continue;
+    for (const CatalogueMetric& m : catalogue->MetricsOf(node.uid)) {
+      catalogue_metrics[node.Fqdn()].push_back(m.metric_id);
     }
   }
   return ComputeEnergy(*power_, resolved.start, resolved.end, options, catalogue_metrics);

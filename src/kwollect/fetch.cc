@@ -10,7 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/core/catalogue.h"
 #include "src/core/row_parser.h"
 #include "src/kwollect/fetcher.h"
 #include "src/kwollect/http.h"
@@ -210,8 +210,7 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
         } else {
           Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
           if (!catalogue.ok()) return catalogue.status().WithContext(internal::Redact(url));
-          lookup.catalogues.emplace_back(site + "/" + info.cluster,
-                                         doc->value("metrics", json::array()).dump());
+          lookup.catalogues.push_back({site + "/" + info.cluster, std::move(*catalogue)});
           Result<json> node_docs = GetJson(options, url + "/nodes");
           if (!node_docs.ok()) return node_docs.status();
           const json& items = node_docs->contains("items") ? (*node_docs)["items"] : *node_docs;
@@ -244,12 +243,8 @@ Result<NodeLookup> LookUpNodes(const ClientOptions& options, const std::vector<N
   }
 }
 
-const std::string* NodeLookup::CatalogueOf(const NodeName& node) const {
-  std::string key = node.site + "/" + node.Cluster();
-  for (const auto& [cluster, metrics] : catalogues) {
-    if (cluster == key) return &metrics;
-  }
-  return nullptr;
+const Catalogue* NodeLookup::CatalogueOf(const NodeName& node) const {
+  return FindCatalogue(catalogues, node.site + "/" + node.Cluster());
 }
 
 namespace {
@@ -274,14 +269,13 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 // cluster's catalogue (`only_for` honoured); metrics of a prometheus group the catalogue does not
 // list (prom_all_metrics) are taken on trust. NotFound naming the unknown ones otherwise.
 Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
-                    const std::map<std::string, Catalogue>& catalogues) {
+                    const ClusterCatalogues& catalogues) {
   if (query.metrics.empty() || !query.check_metrics) return Status::OK();
   std::vector<std::string> known;  // every metric id of the query's nodes, in catalogue order
   bool any_prometheus = false;     // a node has an unexpandable prometheus group
   std::vector<std::string> clusters;
   for (const NodeName& node : nodes) {
-    std::string key = node.site + "/" + node.Cluster();
-    const Catalogue& catalogue = catalogues.at(key);
+    const Catalogue& catalogue = *FindCatalogue(catalogues, node.site + "/" + node.Cluster());
     std::string cluster = node.Cluster() + " (" + node.site + ")";
     if (std::find(clusters.begin(), clusters.end(), cluster) == clusters.end()) {
       clusters.push_back(cluster);
@@ -339,14 +333,8 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
                                                       info.node.site + ": " + info.problem);
     }
   }
-  report.catalogues = lookup->catalogues;
-  std::map<std::string, Catalogue> catalogues;
-  for (const auto& [cluster, metrics] : lookup->catalogues) {
-    Result<Catalogue> catalogue = Catalogue::FromJson(metrics);
-    if (!catalogue.ok()) return catalogue.status().WithContext(cluster);
-    catalogues.emplace(cluster, std::move(*catalogue));
-  }
-  KWATT_RETURN_IF_ERROR(CheckMetrics(query, report.nodes, catalogues));
+  report.catalogues = std::move(lookup->catalogues);
+  KWATT_RETURN_IF_ERROR(CheckMetrics(query, report.nodes, report.catalogues));
   std::vector<SitePlanInput> sites;
   for (const NodeName& node : report.nodes) {
     auto it = std::find_if(sites.begin(), sites.end(),
@@ -356,18 +344,20 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
       it = sites.end() - 1;
     }
     it->uids.push_back(node.uid);
+    // Every node's cluster was found above (an unknown one is a problem of LookUpNodes).
+    const Catalogue& catalogue =
+        *FindCatalogue(report.catalogues, node.site + "/" + node.Cluster());
     std::vector<std::string>& ids = it->metric_ids[node.uid];
-    for (const CatalogueMetric& metric :
-         catalogues.at(node.site + "/" + node.Cluster()).MetricsOf(node.uid)) {
+    for (const CatalogueMetric& metric : catalogue.MetricsOf(node.uid)) {
       if (std::find(ids.begin(), ids.end(), metric.metric_id) == ids.end()) {
         ids.push_back(metric.metric_id);
       }
     }
     // The most the node can report: every on-demand metric switched on (a monitor job the
     // query may not know of). Answers then tell how dense the data really is.
-    it->rates.push_back({node.uid, internal::ExpectedRowsPerSecond(
-                                       catalogues.at(node.site + "/" + node.Cluster()), node.uid,
-                                       query.metrics, {"monitor"}, true, query.summary)});
+    it->rates.push_back(
+        {node.uid, internal::ExpectedRowsPerSecond(catalogue, node.uid, query.metrics, {"monitor"},
+                                                   true, query.summary)});
   }
   return sites;
 }

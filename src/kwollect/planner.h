@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/catalogue.h"
 #include "kwatt/core/time.h"
-#include "kwatt/kwollect/catalogue.h"
 
 namespace kwatt::kwollect::internal {
 

@@ -323,8 +323,7 @@ struct Builder {
 
   // When the metric is sampled, at which period: its period outside on-demand jobs, its
   // optional period inside the node's jobs whose types enable it.
-  std::vector<Segment> Timeline(const kwollect::CatalogueEntry& entry,
-                                std::string_view metric_id) const {
+  std::vector<Segment> Timeline(const CatalogueEntry& entry, std::string_view metric_id) const {
     int64_t base = entry.period_ms * kNanosPerMilli;
     int64_t optional = entry.optional_period_ms * kNanosPerMilli;
     bool exporter_default =
@@ -332,9 +331,8 @@ struct Builder {
     std::vector<std::pair<UnixNanos, UnixNanos>> on;
     if (optional > 0) {
       for (const Job* job : node.jobs) {
-        if (kwollect::MonitorEnables(job->types, entry.name) ||
-            kwollect::MonitorEnables(job->types, metric_id) ||
-            (exporter_default && kwollect::JobRunsNodeExporter(job->types))) {
+        if (MonitorEnables(job->types, entry.name) || MonitorEnables(job->types, metric_id) ||
+            (exporter_default && JobRunsNodeExporter(job->types))) {
           UnixNanos begin = job->started_at, end = job->EffectiveEnd();
           if (!on.empty() && begin <= on.back().second) {
             on.back().second = std::max(on.back().second, end);
@@ -465,8 +463,7 @@ Quantity SwitchQuantity(const std::string& name) {
   return in ? Quantity::kSwitchPacketsIn : Quantity::kSwitchPacketsOut;
 }
 
-void AddPrometheus(const Builder& b, const kwollect::CatalogueEntry& entry,
-                   const std::string& metric_id) {
+void AddPrometheus(const Builder& b, const CatalogueEntry& entry, const std::string& metric_id) {
   const NodeHardware& hw = b.node.model->hardware();
   std::vector<Segment> timeline = b.Timeline(entry, metric_id);
   if (timeline.empty()) return;
@@ -552,8 +549,8 @@ void AddPrometheus(const Builder& b, const kwollect::CatalogueEntry& entry,
 void AddNodeSeries(const Builder& b) {
   const Node& node = b.node;
   bool catalogue_has_pdu = false;
-  for (const kwollect::CatalogueMetric& metric : node.cluster->catalogue.MetricsOf(node.uid)) {
-    const kwollect::CatalogueEntry& entry = *metric.entry;
+  for (const CatalogueMetric& metric : node.cluster->catalogue.MetricsOf(node.uid)) {
+    const CatalogueEntry& entry = *metric.entry;
     if (entry.protocol == "pdu") catalogue_has_pdu = true;
     if (!b.Wants(metric.metric_id)) continue;
     const std::string& protocol = entry.protocol;
@@ -619,7 +616,7 @@ void AddNodeSeries(const Builder& b) {
   // Outlets the reference maps to the node although its cluster's catalogue lists no PDU metric
   // (nantes/ecotype, lille/chifflot): Kwollect still collects them, at 1 s.
   if (!catalogue_has_pdu && !node.pdu_outlets.empty() && b.Wants("pdu_outlet_power_watt")) {
-    kwollect::CatalogueEntry pdu;
+    CatalogueEntry pdu;
     pdu.name = "pdu_outlet_power_watt";
     pdu.period_ms = 1000;
     pdu.protocol = "pdu";

@@ -106,7 +106,7 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
       cluster->site = site.get();
       cluster->model = doc->value("model", "");
       cluster->document_json = (*files)[name];
-      Result<kwollect::Catalogue> catalogue = kwollect::Catalogue::FromJson(cluster->document_json);
+      Result<Catalogue> catalogue = Catalogue::FromJson(cluster->document_json);
       if (!catalogue.ok()) return catalogue.status().WithContext(name);
       cluster->catalogue = std::move(*catalogue);
       NodeHardware hardware = HardwareOfCluster(cluster->uid);

@@ -500,3 +500,15 @@ def test_inspect_json_of_a_directory_whose_name_is_not_utf8(tmp_path):
         result = kwatt("inspect", odd, *args)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["rows"] == len(rows)
+
+
+def test_a_damaged_catalogue_is_named_by_every_command(tmp_path):
+    # Defect 16: energy skipped such a catalogue and `inspect --verify` called it OK; it is now
+    # parsed once, where the manifest is read.
+    directory, manifest, _ = make_archive(tmp_path)
+    manifest["catalogue"]["lyon/nova"][0]["source"] = {"protocol": 7}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    for command in (["inspect"], ["inspect", "--verify"], ["cat"], ["energy"]):
+        message = refused(command[0], directory, *command[1:])
+        assert 'catalogue lyon/nova: catalogue entry "wattmetre_power_watt": field ' \
+               '"source.protocol" is a number, not a string' in message, message

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/catalogue.h"
+#include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 
@@ -71,8 +73,12 @@ struct Manifest {
   std::vector<std::string> sites;
   std::vector<std::string> job_types;
   std::vector<ManifestNode> nodes;
-  // The metric catalogue of each cluster at backup time: "site/cluster" -> its JSON text.
-  std::vector<std::pair<std::string, std::string>> catalogue;
+  // The metric catalogue of each cluster at backup time ("site/cluster"), in manifest order.
+  ClusterCatalogues catalogue;
+
+  // The query as the backup resolved it (nodes, window, job types, catalogues), as a fetch's
+  // RowSink::Begin receives it.
+  FetchReport Resolved() const;
 
   // The data files, in manifest order (the nodes', then the other devices'). For an incomplete
   // archive: what the journal records as committed (rows, bytes, frames, and first/last/metrics

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/catalogue.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
@@ -47,8 +48,8 @@ struct FetchReport {
   std::vector<NodeName> nodes;  // resolved (from the job when needed), in query order
   UnixNanos start = 0, end = 0;
   std::vector<std::string> job_types;
-  // The metric catalogue of each cluster involved, "site/cluster" -> its `metrics` array (JSON).
-  std::vector<std::pair<std::string, std::string>> catalogues;
+  // The metric catalogue of each cluster involved ("site/cluster"), parsed where it entered.
+  ClusterCatalogues catalogues;
   int64_t requests = 0;  // requests that were sent, retries included
   int64_t retries = 0;
   int64_t splits = 0;

@@ -78,11 +78,11 @@ struct NodeInfo {
 
 struct NodeLookup {
   std::vector<NodeInfo> nodes;  // in the order given
-  // The metric catalogue of each known cluster, "site/cluster" -> its `metrics` array (JSON).
-  std::vector<std::pair<std::string, std::string>> catalogues;
+  // The metric catalogue of each known cluster ("site/cluster").
+  ClusterCatalogues catalogues;
 
   // The catalogue of `node`'s cluster, or null when the cluster is unknown.
-  const std::string* CatalogueOf(const NodeName& node) const;
+  const Catalogue* CatalogueOf(const NodeName& node) const;
 };
 
 // Looks every node up in the reference API (its site, cluster and the cluster's node list), the

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/catalogue.h"
 #include "kwatt/core/status.h"
-#include "kwatt/kwollect/catalogue.h"
 #include "kwatt/server/jobs.h"
 #include "kwatt/server/node_model.h"
 
@@ -54,7 +54,7 @@ struct Cluster {
   const Site* site = nullptr;
   std::string model;
   std::string document_json;  // the reference cluster object (uid, model, created_at, metrics...)
-  kwollect::Catalogue catalogue;
+  Catalogue catalogue;
   std::vector<Node*> nodes;  // natural order
 };
 

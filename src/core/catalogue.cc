@@ -1,12 +1,13 @@
-#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/core/catalogue.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <regex>
 
-namespace kwatt::kwollect {
+namespace kwatt {
 
-using nlohmann::json;
+using Json = nlohmann::json;
 
 bool CatalogueEntry::AppliesTo(std::string_view node_uid) const {
   return only_for.empty() ||
@@ -15,14 +16,14 @@ bool CatalogueEntry::AppliesTo(std::string_view node_uid) const {
 
 namespace {
 
-std::string ScalarText(const json& value) {
+std::string ScalarText(const Json& value) {
   if (value.is_string()) return value.get<std::string>();
   return value.dump();
 }
 
 // An optional string field of `object`: absent or null gives "", another type is Corruption
 // naming the entry and the field (`label`: how the message names it, "source.protocol").
-Status OptionalString(const json& object, const char* field, const char* label,
+Status OptionalString(const Json& object, const char* field, const char* label,
                       const std::string& entry, std::string* out) {
   auto it = object.find(field);
   if (it == object.end() || it->is_null()) return Status::OK();
@@ -34,12 +35,42 @@ Status OptionalString(const json& object, const char* field, const char* label,
   return Status::OK();
 }
 
+// The longest period a catalogue may give: a day (Kwollect's are 20 ms to a few minutes).
+constexpr int64_t kMaxPeriodMs = 86'400'000;
+
+// An optional period (ms) of `object`: absent or null gives 0; a number that is not a whole
+// count of milliseconds in [0, a day], or another type, is Corruption naming the entry and field.
+Status OptionalPeriod(const Json& object, const char* field, const std::string& entry,
+                      int64_t* out) {
+  auto it = object.find(field);
+  if (it == object.end() || it->is_null()) return Status::OK();
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption("catalogue entry \"" + entry + "\": field \"" + field +
+                              "\" = " + it->dump(-1, ' ', false, Json::error_handler_t::replace) +
+                              ": " + why);
+  };
+  if (!it->is_number()) return bad(std::string("is a ") + it->type_name() + ", not a number");
+  double ms = it->get<double>();
+  if (!(ms >= 0 && ms <= double(kMaxPeriodMs)) || ms != std::floor(ms)) {
+    return bad("should be whole milliseconds from 0 to " + std::to_string(kMaxPeriodMs));
+  }
+  *out = int64_t(ms);
+  return Status::OK();
+}
+
 }  // namespace
 
+const Catalogue* FindCatalogue(const ClusterCatalogues& catalogues, std::string_view cluster) {
+  for (const ClusterCatalogue& one : catalogues) {
+    if (one.cluster == cluster) return &one.catalogue;
+  }
+  return nullptr;
+}
+
 Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
-  json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  Json doc = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Status::Corruption("metric catalogue is not valid JSON");
-  const json* metrics = &doc;
+  const Json* metrics = &doc;
   if (doc.is_object()) {
     auto it = doc.find("metrics");
     if (it == doc.end()) return Status::Corruption("cluster object has no \"metrics\" array");
@@ -47,7 +78,7 @@ Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
   }
   if (!metrics->is_array()) return Status::Corruption("\"metrics\" is not an array");
   Catalogue catalogue;
-  for (const json& item : *metrics) {
+  for (const Json& item : *metrics) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) {
       return Status::Corruption("a catalogue entry has no \"name\"");
     }
@@ -55,12 +86,9 @@ Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
     entry.name = item["name"].get<std::string>();
     KWATT_RETURN_IF_ERROR(
         OptionalString(item, "description", "description", entry.name, &entry.description));
-    if (item.contains("period") && item["period"].is_number()) {
-      entry.period_ms = item["period"].get<int64_t>();
-    }
-    if (item.contains("optional_period") && item["optional_period"].is_number()) {
-      entry.optional_period_ms = item["optional_period"].get<int64_t>();
-    }
+    KWATT_RETURN_IF_ERROR(OptionalPeriod(item, "period", entry.name, &entry.period_ms));
+    KWATT_RETURN_IF_ERROR(
+        OptionalPeriod(item, "optional_period", entry.name, &entry.optional_period_ms));
     if (item.contains("scale_factor") && item["scale_factor"].is_number()) {
       entry.scale_factor = item["scale_factor"].get<double>();
     }
@@ -68,17 +96,18 @@ Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
       KWATT_RETURN_IF_ERROR(
           OptionalString(*source, "protocol", "source.protocol", entry.name, &entry.protocol));
       if (auto id = source->find("id"); id != source->end() && id->is_array()) {
-        for (const json& one : *id) entry.source_ids.push_back(ScalarText(one));
+        for (const Json& one : *id) entry.source_ids.push_back(ScalarText(one));
       }
     }
     if (auto labels = item.find("labels"); labels != item.end() && labels->is_object()) {
       for (auto& [key, value] : labels->items()) entry.labels.emplace_back(key, ScalarText(value));
     }
     if (auto only = item.find("only_for"); only != item.end() && only->is_array()) {
-      for (const json& uid : *only) entry.only_for.push_back(ScalarText(uid));
+      for (const Json& uid : *only) entry.only_for.push_back(ScalarText(uid));
     }
     catalogue.entries_.push_back(std::move(entry));
   }
+  catalogue.json_ = metrics->dump(-1, ' ', false, Json::error_handler_t::replace);
   return catalogue;
 }
 
@@ -124,4 +153,4 @@ int64_t EffectivePeriodMs(const CatalogueEntry& entry, std::string_view metric_i
   return enabled ? entry.optional_period_ms : entry.period_ms;
 }
 
-}  // namespace kwatt::kwollect
+}  // namespace kwatt

@@ -1,8 +1,8 @@
-#include "kwatt/kwollect/catalogue.h"
+#include "kwatt/core/catalogue.h"
 
 #include <gtest/gtest.h>
 
-namespace kwatt::kwollect {
+namespace kwatt {
 namespace {
 
 constexpr const char* kCluster = R"({"uid":"gros","metrics":[
@@ -54,6 +54,36 @@ TEST(Catalogue, AFieldOfTheWrongTypeIsCorruptionNamingItNotAnException) {
   EXPECT_EQ(nulls->entries()[0].protocol, "");
 }
 
+TEST(Catalogue, APeriodOutOfRangeIsCorruptionNamingIt) {
+  for (const char* text :
+       {R"([{"name":"m1","period":1e30}])", R"([{"name":"m1","period":-20}])",
+        R"([{"name":"m1","optional_period":0.5}])", R"([{"name":"m1","optional_period":"20"}])"}) {
+    Result<Catalogue> catalogue = Catalogue::FromJson(text);
+    ASSERT_FALSE(catalogue.ok()) << text;
+    EXPECT_EQ(catalogue.status().code(), Status::Code::kCorruption) << text;
+    EXPECT_NE(catalogue.status().message().find("catalogue entry \"m1\": field \""),
+              std::string::npos)
+        << catalogue.status().message();
+  }
+  auto whole = Catalogue::FromJson(R"([{"name":"m1","period":1000.0,"optional_period":null}])");
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->entries()[0].period_ms, 1000);
+  EXPECT_EQ(whole->entries()[0].optional_period_ms, 0);
+}
+
+TEST(Catalogue, KeepsTheMetricsArrayItWasReadFrom) {
+  auto cluster = Catalogue::FromJson(R"({"uid":"c","metrics":[{"name":"m1", "period":20}]})");
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_EQ(cluster->json(), R"([{"name":"m1","period":20}])");
+  auto again = Catalogue::FromJson(cluster->json());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->json(), cluster->json());
+  EXPECT_EQ(Catalogue().json(), "[]");
+  ClusterCatalogues all{{"lyon/c", *cluster}};
+  EXPECT_EQ(FindCatalogue(all, "lyon/c"), &all[0].catalogue);
+  EXPECT_EQ(FindCatalogue(all, "lyon/d"), nullptr);
+}
+
 TEST(Catalogue, RejectsDamagedInput) {
   EXPECT_EQ(Catalogue::FromJson("{").status().code(), Status::Code::kCorruption);
   EXPECT_EQ(Catalogue::FromJson(R"({"uid":"x"})").status().code(), Status::Code::kCorruption);
@@ -77,4 +107,4 @@ TEST(JobRunsNodeExporter, NotOnDeployJobs) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect
+}  // namespace kwatt

@@ -2,10 +2,12 @@
 // object's `metrics` array, doc/kwollect_api.md section 6), and the rules derived from it: which
 // metric ids a node can report, at which period, and which need a `monitor` job type.
 //
-// Shared by the client's planner and the simulated server, so both read the catalogue the same way.
+// Parsed once where it enters (the reference API's answer, an archive's manifest, the simulated
+// testbed) and passed on as this type: the client's planner, the energy report, the archive writer
+// and the server read it the same way. It keeps the JSON it was read from, which archives store.
 // Values; thread-compatible.
-#ifndef KWATT_KWOLLECT_CATALOGUE_H_
-#define KWATT_KWOLLECT_CATALOGUE_H_
+#ifndef KWATT_CORE_CATALOGUE_H_
+#define KWATT_CORE_CATALOGUE_H_
 
 #include <cstdint>
 #include <string>
@@ -15,7 +17,7 @@
 
 #include "kwatt/core/status.h"
 
-namespace kwatt::kwollect {
+namespace kwatt {
 
 // One entry of a cluster's `metrics` array.
 struct CatalogueEntry {
@@ -44,10 +46,13 @@ struct CatalogueMetric {
 class Catalogue {
  public:
   Catalogue() = default;
-  // Parses a cluster object (or its bare `metrics` array) of the reference API.
+  // Parses a cluster object (or its bare `metrics` array) of the reference API. Corruption naming
+  // the entry and the field when one has the wrong type or a period out of range.
   static Result<Catalogue> FromJson(std::string_view json_text);
 
   const std::vector<CatalogueEntry>& entries() const { return entries_; }
+  // The `metrics` array it was read from, as compact JSON ("[]" for an empty catalogue).
+  const std::string& json() const { return json_; }
 
   // The metric ids `node_uid` can report (one per expanded id and label set; prometheus groups
   // expanded, `only_for` honoured), in catalogue order.
@@ -55,7 +60,19 @@ class Catalogue {
 
  private:
   std::vector<CatalogueEntry> entries_;
+  std::string json_ = "[]";
 };
+
+// The catalogue of each cluster a query involves, keyed "site/cluster", in the order the clusters
+// first appear among the query's nodes.
+struct ClusterCatalogue {
+  std::string cluster;  // "lyon/nova"
+  Catalogue catalogue;
+};
+using ClusterCatalogues = std::vector<ClusterCatalogue>;
+
+// The entry of `catalogues` for "site/cluster", or null.
+const Catalogue* FindCatalogue(const ClusterCatalogues& catalogues, std::string_view cluster);
 
 // True when a job with these OAR `types` switches on-demand collection of `metric_name` (an entry
 // name or an expanded metric id): type `monitor` enables every metric, `monitor=<regex>` those
@@ -73,6 +90,6 @@ bool JobRunsNodeExporter(const std::vector<std::string>& job_types);
 int64_t EffectivePeriodMs(const CatalogueEntry& entry, std::string_view metric_id,
                           const std::vector<std::string>& job_types);
 
-}  // namespace kwatt::kwollect
+}  // namespace kwatt
 
-#endif  // KWATT_KWOLLECT_CATALOGUE_H_
+#endif  // KWATT_CORE_CATALOGUE_H_
