@@ -621,6 +621,9 @@ void RowStreamParser::CacheMinuteOf(std::string_view text) {
   std::memcpy(minute_text + 19, suffix.data(), suffix.size());
   Result<ParsedTime> minute = ParseIsoTimestamp(std::string_view(minute_text, 19 + suffix.size()));
   if (!minute.ok() || !minute->offset_seconds) return;
+  // The shortcut adds up to 60 s to the minute: not in the last minute of the range, where the
+  // sum could overflow (ParseIsoTimestamp range-checks each such time).
+  if (minute->utc > std::numeric_limits<UnixNanos>::max() - 60 * kNanosPerSecond) return;
   std::memcpy(minute_.prefix, text.data(), 17);
   std::memcpy(minute_.suffix, suffix.data(), suffix.size());
   minute_.suffix_length = suffix.size();

@@ -796,6 +796,26 @@ TEST(RowStreamParser, JsonLinesGivesTheSameRowsAsTheArray) {
   EXPECT_EQ(no_final.rows, array.rows);
 }
 
+// The cached-minute shortcut adds seconds to the minute's instant: in the last minute kwatt's times
+// reach (2262-04-11T23:47:16.854775807Z is the last instant) that sum must not overflow, and a
+// second past the last instant is refused as the full parser refuses it.
+TEST(RowStreamParser, TheLastMinuteOfTheTimeRangeIsNotTakenByTheShortcut) {
+  auto row = [](const char* time) {
+    return std::string(R"({"timestamp":")") + time +
+           R"(","device_id":"d","metric_id":"m","value":1,"labels":{}})";
+  };
+  Parsed in_range = Parse("[" + row("2262-04-11T23:46:59Z") + "," + row("2262-04-11T23:47:00Z") +
+                          "," + row("2262-04-11T23:47:16Z") + "]");
+  ASSERT_TRUE(in_range.feed.ok()) << in_range.feed.ToString();
+  ASSERT_EQ(in_range.rows.size(), 3u);
+  EXPECT_EQ(in_range.rows[2].time, 9223372036000000000);
+  Parsed past = Parse("[" + row("2262-04-11T23:47:00Z") + "," + row("2262-04-11T23:47:17Z") + "]");
+  EXPECT_FALSE(past.feed.ok());
+  EXPECT_NE(past.feed.message().find("2262-04-11T23:47:17Z"), std::string::npos)
+      << past.feed.ToString();
+  EXPECT_EQ(past.rows.size(), 1u);
+}
+
 TEST(RowStreamParser, JsonLinesEmptyTextIsZeroRows) {
   Parsed parsed = Parse("", kLines);
   EXPECT_TRUE(parsed.feed.ok());
