@@ -26,7 +26,7 @@ Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const Qu
     }
   } else {
     KWATT_RETURN_IF_ERROR(ResolveQuery(args, &source.query, &source.options));
-    source.query.check_metrics = !metrics_are_candidates;
+    source.query.check_metrics = source.query.check_metrics && !metrics_are_candidates;
   }
   return archive::FeedSource(source, metrics, sink, progress);
 }

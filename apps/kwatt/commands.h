@@ -34,6 +34,7 @@ CLI::Validator NonEmptyPath();
 struct QueryArgs {
   std::string nodes, start, end, job, metrics, api, config;
   bool summary = false;
+  bool custom_metrics = false;  // --metrics may name metrics no catalogue lists
   // Unset: the client options' defaults. Set: taken as given and checked by
   // kwollect::ValidateClientOptions (exit 2 naming the option).
   std::optional<int> concurrency, per_site, retries;

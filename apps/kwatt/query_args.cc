@@ -33,6 +33,9 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args) {
       "A job, SITE:ID: its nodes and its window (--nodes, --start, --end narrow it: "
       "bounds outside the job's window are clipped to it)");
   command->add_option("--metrics", args->metrics, "Metric ids, comma-separated (default: all)");
+  command->add_flag("--custom-metrics", args->custom_metrics,
+                    "--metrics may name custom metrics (pushed with POST), which no catalogue "
+                    "lists: they are not checked against the catalogues");
   command->add_flag("--summary", args->summary, "5-minute aggregates instead of raw values");
   command->add_option("--api", args->api,
                       "API base URL (default: uri of ~/.python-grid5000.yaml, else "
@@ -97,6 +100,7 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   }
   query->metrics = SplitCommaList(args.metrics);
   query->summary = args.summary;
+  query->check_metrics = !args.custom_metrics;
   return Status::OK();
 }
 

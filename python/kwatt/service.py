@@ -245,7 +245,7 @@ class Kwollect(_ServiceBase):
     # ---- metrics -----------------------------------------------------------------------------
 
     def get_metrics(self, metrics=None, roles=None, nodes=None, summary=False,
-                    allow_incomplete=False):
+                    allow_incomplete=False, custom_metrics=False):
         """Every row Kwollect holds for the nodes over the window.
 
         Returns {node FQDN: [rows]}: every node of the subset (an empty list when it has no
@@ -256,15 +256,19 @@ class Kwollect(_ServiceBase):
         metrics: metric ids (default: all); roles / nodes: a subset of the instance's nodes;
         summary: 5-minute aggregates. A fetch that could not get everything raises
         IncompleteError (``.partial`` holds the rows obtained) unless allow_incomplete.
+        custom_metrics: metrics may name custom metrics (pushed with POST), which no catalogue
+        lists; otherwise a metric the catalogues do not list raises NotFoundError.
         """
-        subset, table = self._fetch(metrics, roles, nodes, summary, "kwatt get_metrics")
+        subset, table = self._fetch(metrics, roles, nodes, summary, "kwatt get_metrics",
+                                    check_metrics=not custom_metrics)
         return self._check_complete(table, table.rows_by_node(subset), allow_incomplete)
 
     def to_pandas(self, metrics=None, roles=None, nodes=None, summary=False,
-                  allow_incomplete=False):
+                  allow_incomplete=False, custom_metrics=False):
         """The same rows as one DataFrame: timestamp (UTC-aware), site, node, device_id,
         metric_id, value, labels (JSON text). See kwatt.frames.table_frame."""
-        _, table = self._fetch(metrics, roles, nodes, summary, "kwatt to_pandas")
+        _, table = self._fetch(metrics, roles, nodes, summary, "kwatt to_pandas",
+                               check_metrics=not custom_metrics)
         return self._check_complete(table, table_frame(table), allow_incomplete)
 
     def get_metrics_pandas(self, *args, **kwargs):

@@ -59,3 +59,25 @@ def test_parquet_export_writes_through_a_fifo(server, tmp_path):
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert received[:4] == b"PAR1" and received[-4:] == b"PAR1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp", "pipe"]
+
+
+def test_custom_metrics_pushed_to_the_server_are_fetched_by_name(tmp_path, no_config):
+    import requests
+    s = start_server("--auth", f"alice:{PASSWORD}", tmp_path=tmp_path)
+    try:
+        rows = [{"timestamp": T0 + i, "device_id": "nova-1", "metric_id": "app_phase",
+                 "value": i, "labels": {"step": str(i)}} for i in range(3)]
+        pushed = requests.post(s.url + "/sites/lyon/metrics", json=rows,
+                               auth=("alice", PASSWORD), timeout=10)
+        assert pushed.status_code == 201
+        k = kwatt.Kwollect(nodes=[NOVA1], api=with_credentials(s.url), progress=False)
+        k.start(T0)
+        k.stop(T0 + 5)
+        with pytest.raises(kwatt.NotFoundError, match=r"custom_metrics=True in Python"):
+            k.get_metrics(metrics=["app_phase"])
+        got = k.get_metrics(metrics=["app_phase"], custom_metrics=True)[NOVA1]
+        assert [(r["value"], r["labels"]) for r in got] == [(i, {"step": str(i)}) for i in range(3)]
+        frame = k.to_pandas(metrics=["app_phase"], custom_metrics=True)
+        assert list(frame["value"]) == [0, 1, 2]
+    finally:
+        s.stop()

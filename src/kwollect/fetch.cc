@@ -318,6 +318,9 @@ Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
                                  (known.size() > some.size()
                                       ? " (" + std::to_string(known.size()) + " in all)"
                                       : "");
+  message +=
+      "; for custom metrics (pushed with POST, listed in no catalogue), add "
+      "--custom-metrics (custom_metrics=True in Python)";
   return Status::NotFound(message);
 }
 

@@ -47,6 +47,17 @@ RowStream::RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNano
 bool RowStream::Advance(size_t index) {
   const OutputSeries& s = series_[index];
   Cursor& c = cursors_[index];
+  if (s.recorded) {  // k indexes the samples; one "segment", entered on the first call
+    if (c.segment == 0) {
+      c.segment = 1;
+      auto [first, last] = s.RecordedIn(lo_, hi_);
+      c.k = int64_t(first);
+      c.k_end = int64_t(last);
+    }
+    if (c.k >= c.k_end) return false;
+    c.t = (*s.recorded)[size_t(c.k++)].t;
+    return true;
+  }
   while (true) {
     if (c.k < c.k_end) {
       c.t = s.grid.TimeOf(c.k, s.segments[c.segment - 1].period);
@@ -124,7 +135,8 @@ bool RowStream::Next(std::string* out, size_t target_bytes) {
     std::pop_heap(heap_.begin(), heap_.end(), HeapGreater());
     auto [t, index] = heap_.back();
     const OutputSeries& s = series_[index];
-    WriteRow(out, s, t, s.ValueAt(t));
+    WriteRow(out, s, t,
+             s.recorded ? (*s.recorded)[size_t(cursors_[index].k - 1)].value : s.ValueAt(t));
     if (Advance(index)) {
       heap_.back() = {cursors_[index].t, index};
       std::push_heap(heap_.begin(), heap_.end(), HeapGreater());
@@ -145,16 +157,22 @@ bool RowStream::NextSummary(std::string* out, size_t limit) {
     for (const OutputSeries& s : series_) {
       int64_t count = 0;
       double sum = 0, max = 0;
-      for (const Segment& seg : s.segments) {
+      auto add = [&](double v) {
+        // As PostgreSQL's max(): NaN is above every number.
+        if (count == 0 || std::isnan(v) || (!std::isnan(max) && v > max)) max = v;
+        sum += v;
+        ++count;
+      };
+      if (s.recorded) {
+        auto [first, last] = s.RecordedIn(b, e);
+        for (size_t i = first; i < last; ++i) add((*s.recorded)[i].value);
+      }
+      for (const Segment& seg : s.segments) {  // none for a recorded series
         UnixNanos a = std::max(b, seg.begin), z = std::min(e, seg.end);
         if (a >= z) continue;
         int64_t k_end = s.grid.FirstIndexAtOrAfter(z, seg.period);
         for (int64_t k = s.grid.FirstIndexAtOrAfter(a, seg.period); k < k_end; ++k) {
-          double v = s.ValueAt(s.grid.TimeOf(k, seg.period));
-          // As PostgreSQL's max(): NaN is above every number.
-          if (count == 0 || std::isnan(v) || (!std::isnan(max) && v > max)) max = v;
-          sum += v;
-          ++count;
+          add(s.ValueAt(s.grid.TimeOf(k, seg.period)));
         }
       }
       if (count > 0) WriteRow(out, s, b, s.counter ? max : sum / double(count));

@@ -256,6 +256,10 @@ int64_t SamplingGrid::FirstIndexAtOrAfter(UnixNanos t, int64_t period) const {
 }
 
 int64_t OutputSeries::CountIn(UnixNanos lo, UnixNanos hi) const {
+  if (recorded) {
+    auto [a, b] = RecordedIn(lo, hi);
+    return int64_t(b - a);
+  }
   int64_t count = 0;
   for (const Segment& s : segments) {
     UnixNanos a = std::max(lo, s.begin), b = std::min(hi, s.end);
@@ -263,6 +267,23 @@ int64_t OutputSeries::CountIn(UnixNanos lo, UnixNanos hi) const {
     count += grid.FirstIndexAtOrAfter(b, s.period) - grid.FirstIndexAtOrAfter(a, s.period);
   }
   return count;
+}
+
+void OutputSeries::Derive() {
+  counter = metric_id.size() >= 6 && metric_id.compare(metric_id.size() - 6, 6, "_total") == 0;
+  row_middle = "\",\"device_id\":";
+  AppendJsonString(&row_middle, device_id);
+  row_middle += ",\"metric_id\":";
+  AppendJsonString(&row_middle, metric_id);
+  row_middle += ",\"value\":";
+  row_end = ",\"labels\":" + labels_json + "}";
+}
+
+std::pair<size_t, size_t> OutputSeries::RecordedIn(UnixNanos lo, UnixNanos hi) const {
+  auto before = [](const RecordedSample& s, UnixNanos t) { return s.t < t; };
+  auto a = std::lower_bound(recorded->begin(), recorded->end(), lo, before);
+  auto b = std::lower_bound(a, recorded->end(), hi, before);
+  return {size_t(a - recorded->begin()), size_t(b - recorded->begin())};
 }
 
 double OutputSeries::ValueAt(UnixNanos t) const {
@@ -385,8 +406,6 @@ struct Builder {
     series.device_id = device_id;
     series.metric_id = metric_id;
     series.labels_json = RenderLabels(labels, device_orig);
-    series.counter =
-        metric_id.size() >= 6 && metric_id.compare(metric_id.size() - 6, 6, "_total") == 0;
     series.grid = SamplingGrid{HashText(site.uid + "/" + sampler, testbed.seed()), exact};
     series.segments = std::move(segments);
     for (Source& source : sources) {
@@ -399,12 +418,7 @@ struct Builder {
     silenced.insert(silenced.end(), device_orig.begin(), device_orig.end());
     ApplyOutages(&series, silenced);
     if (series.segments.empty()) return;
-    series.row_middle = "\",\"device_id\":";
-    AppendJsonString(&series.row_middle, device_id);
-    series.row_middle += ",\"metric_id\":";
-    AppendJsonString(&series.row_middle, metric_id);
-    series.row_middle += ",\"value\":";
-    series.row_end = ",\"labels\":" + series.labels_json + "}";
+    series.Derive();
     out->push_back(std::move(series));
   }
 
@@ -664,12 +678,7 @@ std::vector<OutputSeries> SeriesOfDevice(const Testbed& testbed, const Site& sit
     own.device_id = feed.device_id;
     own.sources = {series.sources[position]};
     own.labels_json = RenderLabels(feed.labels, {});
-    own.row_middle = "\",\"device_id\":";
-    AppendJsonString(&own.row_middle, feed.device_id);
-    own.row_middle += ",\"metric_id\":";
-    AppendJsonString(&own.row_middle, own.metric_id);
-    own.row_middle += ",\"value\":";
-    own.row_end = ",\"labels\":" + own.labels_json + "}";
+    own.Derive();
     out.push_back(std::move(own));
   }
   return out;

@@ -4,6 +4,7 @@
 #define KWATT_SRC_SERVER_SERIES_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -89,7 +90,14 @@ struct Segment {
   int64_t period;   // nanoseconds, > 0
 };
 
-// What one (device_id, metric_id, labels) returns: the sum of its sources at each sample time.
+// A value recorded at an instant (a pushed custom metric).
+struct RecordedSample {
+  UnixNanos t;
+  double value;
+};
+
+// What one (device_id, metric_id, labels) returns: the sum of its sources at each sample time,
+// or, when `recorded` is set, those samples (then sources, grid and segments are unused).
 struct OutputSeries {
   std::string device_id;
   std::string metric_id;
@@ -100,11 +108,17 @@ struct OutputSeries {
   std::vector<Segment> segments;  // sorted, disjoint
   // [begin, end) spans whose samples are "NaN" (outages with "report": "NaN").
   std::vector<std::pair<UnixNanos, UnixNanos>> nan_spans;
+  // Sorted by time (equal times in the order they came); shared, never modified once made.
+  std::shared_ptr<const std::vector<RecordedSample>> recorded;
   std::string row_middle;  // `","device_id":"…","metric_id":"…","value":`
   std::string row_end;     // `,"labels":{…}}`
 
+  // Sets what follows from device_id, metric_id and labels_json: counter, row_middle, row_end.
+  void Derive();
   int64_t CountIn(UnixNanos lo, UnixNanos hi) const;  // samples with lo <= t < hi
-  double ValueAt(UnixNanos t) const;
+  double ValueAt(UnixNanos t) const;                  // not for a recorded series
+  // The indices [first, last) of the recorded samples with lo <= t < hi.
+  std::pair<size_t, size_t> RecordedIn(UnixNanos lo, UnixNanos hi) const;
 };
 
 // Every series of `device_id` (a node, wattmeter port, PDU outlet or switch port of `site`) whose

@@ -13,6 +13,7 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/server/testbed.h"
+#include "src/server/pushed.h"
 #include "src/server/row_stream.h"
 #include "src/server/series.h"
 
@@ -85,6 +86,7 @@ ordered_json Collection(ordered_json items, const std::string& self, const std::
 struct Server::Impl {
   ServerOptions options;
   std::unique_ptr<Testbed> testbed;
+  internal::PushedMetrics pushed;  // custom metrics (POST), kept in memory
   httplib::Server http;
   std::thread thread;
   int port = 0;
@@ -191,6 +193,7 @@ struct Server::Impl {
 
   void Routes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
+  void Push(const httplib::Request& req, httplib::Response& res);
 };
 
 void Server::Impl::Routes() {
@@ -356,13 +359,8 @@ void Server::Impl::Routes() {
   });
   http.Get(site + "/metrics/?",
            [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
-  http.Post(site + "/metrics/?", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 501;
-    res.set_content(ApiError(501, "Not Implemented",
-                             "the simulated server does not store pushed metrics (planned with "
-                             "the collector)"),
-                    kJson);
-  });
+  http.Post(site + "/metrics/?",
+            [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404) {
@@ -450,13 +448,17 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   if (!start) start = *end - kDefaultSpan;
   if (!end) end = *start + kDefaultSpan;
 
+  // Kwollect matches ids exactly: an unknown id just has no rows.
   std::vector<internal::OutputSeries> series;
   for (const std::string& id : devices) {
-    const DeviceRef* device = testbed->FindDevice(*site, id);
-    if (!device) continue;  // Kwollect matches ids exactly: an unknown id just has no rows
-    for (internal::OutputSeries& s : internal::SeriesOfDevice(*testbed, *site, *device, metrics)) {
-      series.push_back(std::move(s));
+    std::vector<internal::OutputSeries> of_device;
+    if (const DeviceRef* device = testbed->FindDevice(*site, id)) {
+      of_device = internal::SeriesOfDevice(*testbed, *site, *device, metrics);
     }
+    for (internal::OutputSeries& s : pushed.SeriesOf(site->uid, id, metrics)) {
+      of_device.push_back(std::move(s));
+    }
+    for (internal::OutputSeries& s : of_device) series.push_back(std::move(s));
   }
   auto stream =
       std::make_shared<internal::RowStream>(std::move(series), *start, *end, now, summary);
@@ -516,6 +518,35 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   });
 }
 
+void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
+  if (options.auth.empty()) {
+    // Anyone could write into an open server: pushing is for a server that checks who writes.
+    res.status = 403;
+    res.set_content(ApiError(403, "Forbidden",
+                             "this server takes no pushed metrics: start it with --auth "
+                             "USER:PASSWORD, and push with those credentials"),
+                    kJson);
+    return;
+  }
+  const Site* site = SiteOr404(req, res);
+  if (!site) return;
+  Result<std::vector<internal::PushedRow>> rows = internal::ParsePushedRows(req.body, Now());
+  if (!rows.ok()) {
+    res.status = 400;
+    res.set_content(PostgrestError("22023", rows.status().message()), kJson);
+    return;
+  }
+  Status stored = pushed.Add(site->uid, *rows);
+  if (!stored.ok()) {
+    res.status = 507;
+    res.set_content(ApiError(507, "Insufficient Storage", stored.message()), kJson);
+    return;
+  }
+  ordered_json body;
+  body["stored"] = rows->size();
+  SendJson(res, body, 201);
+}
+
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   JobSet jobs;
   if (!options.jobs_file.empty()) {
@@ -552,6 +583,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   int threads = std::max(1, options.threads);
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   impl->http.set_keep_alive_max_count(1000);
+  impl->http.set_payload_max_length(size_t(64) << 20);  // a push of about 500,000 rows
   // Small answers (the reference API, errors) are written in two sends, headers then body: without
   // TCP_NODELAY the second waits for the client's delayed ACK, 40 ms a request.
   impl->http.set_tcp_nodelay(true);

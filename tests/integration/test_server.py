@@ -550,3 +550,71 @@ def test_rows_per_second_paces_answers(server_factory):
         "end_time": T0 + 59.99}).json()
     assert len(rows) == 3000
     assert time.monotonic() - began >= 1.4
+
+
+# ---- custom metrics (POST /sites/{site}/metrics) ------------------------------------------------
+
+def test_pushed_metrics_are_served_and_fetched(server_factory):
+    s = server_factory("--auth", "alice:s3cret")
+    auth = ("alice", "s3cret")
+    rows = [{"timestamp": T0 + 0.5, "device_id": "nova-1", "metric_id": "my_power", "value": 42,
+             "labels": {"run": "a"}},
+            {"timestamp": T0 + 1.25, "device_id": "nova-1", "metric_id": "my_power",
+             "value": 43.5, "labels": {"run": "a"}},
+            {"device_id": "my-sensor", "metric_id": "room_temp", "value": 21}]
+    pushed = requests.post(s.url + "/sites/lyon/metrics", json=rows, auth=auth, timeout=10)
+    assert pushed.status_code == 201 and pushed.json() == {"stored": 3}
+    answer = requests.get(s.url + "/sites/lyon/metrics", auth=auth, timeout=10, params={
+        "nodes": "nova-1", "metrics": "my_power", "start_time": T0, "end_time": T0 + 2})
+    assert answer.status_code == 200
+    assert answer.text == (
+        '[{"timestamp":"2025-04-18T14:00:00.5+02:00","device_id":"nova-1",'
+        '"metric_id":"my_power","value":42,"labels":{"run":"a"}},\n'
+        '{"timestamp":"2025-04-18T14:00:01.25+02:00","device_id":"nova-1",'
+        '"metric_id":"my_power","value":43.5,"labels":{"run":"a"}}]')
+    # Merged in time order with the simulated rows of the node.
+    every = requests.get(s.url + "/sites/lyon/metrics", auth=auth, timeout=10, params={
+        "nodes": "nova-1", "start_time": T0, "end_time": T0 + 2}).json()
+    assert [r["value"] for r in every if r["metric_id"] == "my_power"] == [42, 43.5]
+    assert len(every) > 2
+    times = [datetime.fromisoformat(r["timestamp"]) for r in every]
+    assert times == sorted(times)
+    # A device of no cluster: its rows are there for whoever asks (timestamp: now).
+    sensor = requests.get(s.url + "/sites/lyon/metrics", auth=auth, timeout=10,
+                          params={"devices": "my-sensor"}).json()
+    assert [(r["metric_id"], r["value"]) for r in sensor] == [("room_temp", 21)]
+    # kwatt fetch gets them by name with --custom-metrics; without it, it names the flag.
+    api = s.url.replace("http://", "http://alice:s3cret@")
+    query = ["--api", api, "--nodes", "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 2),
+             "--metrics", "my_power"]
+    refused = subprocess.run([KWATT, "fetch", *query], capture_output=True, timeout=60)
+    assert refused.returncode == 1
+    assert b"unknown metric my_power" in refused.stderr
+    assert b"add --custom-metrics" in refused.stderr
+    fetched = subprocess.run([KWATT, "fetch", *query, "--custom-metrics"], capture_output=True,
+                             timeout=60)
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.decode().splitlines() == answer.text[1:-1].split(",\n")
+
+
+def test_a_push_stores_all_its_rows_or_none(server_factory):
+    s = server_factory("--auth", "alice:s3cret")
+    auth = ("alice", "s3cret")
+    url = s.url + "/sites/lyon/metrics"
+    good = {"timestamp": T0, "device_id": "nova-1", "metric_id": "m", "value": 1}
+    bad = requests.post(url, json=[good, {**good, "device_id": "nova-1.lyon.grid5000.fr"}],
+                        auth=auth, timeout=10)
+    assert bad.status_code == 400
+    assert bad.json()["message"].startswith(
+        'row 2 "device_id" = "nova-1.lyon.grid5000.fr": should be at most 255 bytes without')
+    assert bad.json()["message"].endswith("; nothing was stored")
+    assert requests.post(url, data="[{", auth=auth, timeout=10).status_code == 400
+    assert requests.get(url, auth=auth, timeout=10, params={
+        "nodes": "nova-1", "metrics": "m", "start_time": T0 - 1, "end_time": T0 + 1}).json() == []
+    # Pushing needs credentials: an open server refuses, naming --auth.
+    open_server = server_factory()
+    refused = requests.post(open_server.url + "/sites/lyon/metrics", json=[good], timeout=10)
+    assert refused.status_code == 403 and "--auth USER:PASSWORD" in refused.json()["message"]
+    assert requests.post(url, json=[good], auth=("alice", "wrong"), timeout=10).status_code == 401
+    assert requests.post(s.url + "/sites/paris/metrics", json=[good], auth=auth,
+                         timeout=10).status_code == 404

@@ -27,7 +27,8 @@ struct ServerOptions {
   double fail_rate = 0;         // fraction of metrics requests that fail (503, or a cut body)
   int fail_status = 0;          // 400-599: the failed ones all answer this status with an HTML
                                 // page (a proxy's error), never a cut body; 0: as above
-  std::string auth;             // "user:password" to require HTTP Basic auth; empty: open
+  std::string auth;  // "user:password" to require HTTP Basic auth, and to take pushed metrics
+                     // (POST, kept in memory); empty: open, and pushes refused
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
   int threads = 8;                          // requests served at once
   bool log_requests = false;                // one line per request on stderr

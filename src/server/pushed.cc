@@ -1,0 +1,198 @@
+#include "src/server/pushed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "kwatt/core/json_text.h"
+
+namespace kwatt::server::internal {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// A JSON value as PostgreSQL's jsonb keeps it, written compactly: object keys ordered by length,
+// then bytes (RenderLabels' order), at every depth.
+void RenderJsonb(const Json& value, std::string* out) {
+  if (value.is_object()) {
+    std::vector<const std::string*> keys;
+    for (auto it = value.begin(); it != value.end(); ++it) keys.push_back(&it.key());
+    std::sort(keys.begin(), keys.end(), [](const std::string* a, const std::string* b) {
+      return a->size() != b->size() ? a->size() < b->size() : *a < *b;
+    });
+    out->push_back('{');
+    for (const std::string* key : keys) {
+      if (out->back() != '{') out->push_back(',');
+      AppendJsonString(out, *key);
+      out->push_back(':');
+      RenderJsonb(value.at(*key), out);
+    }
+    out->push_back('}');
+  } else if (value.is_array()) {
+    out->push_back('[');
+    for (const Json& item : value) {
+      if (out->back() != '[') out->push_back(',');
+      RenderJsonb(item, out);
+    }
+    out->push_back(']');
+  } else if (value.is_string()) {
+    AppendJsonString(out, value.get<std::string>());
+  } else if (value.is_number_float()) {
+    AppendJsonNumber(out, value.get<double>());
+  } else {
+    *out += value.dump();  // integers, true, false, null
+  }
+}
+
+std::string Shown(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// An id field of `row`: a non-empty string without ',' (and without '.' for a device).
+Status Id(const Json& row, const char* field, bool device, std::string* out) {
+  auto it = row.find(field);
+  if (it == row.end() || it->is_null()) {
+    return Status::InvalidArgument(std::string("has no \"") + field + "\"");
+  }
+  if (!it->is_string() || it->get<std::string>().empty()) {
+    return Status::InvalidArgument(std::string("\"") + field + "\" = " + Shown(*it) +
+                                   ": should be a non-empty string");
+  }
+  *out = it->get<std::string>();
+  if (out->size() > 255 || out->find(',') != std::string::npos ||
+      (device && out->find('.') != std::string::npos)) {
+    return Status::InvalidArgument(
+        std::string("\"") + field + "\" = " + Shown(*it) +
+        ": should be at most 255 bytes without " +
+        (device ? "',' or '.' (a node's uid: nova-1, not nova-1.lyon.grid5000.fr)"
+                : "',' (metrics queries list ids separated by commas)"));
+  }
+  return Status::OK();
+}
+
+Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
+  if (!row.is_object()) {
+    return Status::InvalidArgument("is a " + std::string(row.type_name()) + ", not an object");
+  }
+  KWATT_RETURN_IF_ERROR(Id(row, "device_id", true, &out->device_id));
+  KWATT_RETURN_IF_ERROR(Id(row, "metric_id", false, &out->metric_id));
+  auto value = row.find("value");
+  if (value == row.end()) return Status::InvalidArgument("has no \"value\"");
+  if (value->is_null()) {
+    out->value = NAN;
+  } else if (value->is_number()) {
+    out->value = value->get<double>();
+  } else {
+    return Status::InvalidArgument("\"value\" = " + Shown(*value) + ": should be a number or null");
+  }
+  out->t = now;
+  if (auto time = row.find("timestamp"); time != row.end() && !time->is_null()) {
+    if (!time->is_number() && !time->is_string()) {
+      return Status::InvalidArgument("\"timestamp\" = " + Shown(*time) +
+                                     ": should be epoch seconds or a timestamp text");
+    }
+    std::string text = time->is_string() ? time->get<std::string>() : time->dump();
+    Result<UnixNanos> t = ParseKwollectTimeParameter(text);
+    if (!t.ok())
+      return Status::InvalidArgument("\"timestamp\" = " + Shown(*time) + ": " +
+                                     t.status().message());
+    out->t = *t;
+  }
+  out->labels_json = "{}";
+  if (auto labels = row.find("labels"); labels != row.end() && !labels->is_null()) {
+    if (!labels->is_object()) {
+      return Status::InvalidArgument("\"labels\" = " + Shown(*labels) + ": should be an object");
+    }
+    out->labels_json.clear();
+    RenderJsonb(*labels, &out->labels_json);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now) {
+  Json doc = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return Status::InvalidArgument(
+        "the body is not JSON: send a JSON array of rows "
+        "[{\"timestamp\": 1713441600.5, \"device_id\": \"nova-1\", \"metric_id\": \"my_metric\", "
+        "\"value\": 42, \"labels\": {}}]");
+  }
+  if (!doc.is_array()) {
+    return Status::InvalidArgument("the body is a " + std::string(doc.type_name()) +
+                                   ", not a JSON array of rows");
+  }
+  std::vector<PushedRow> rows(doc.size());
+  for (size_t i = 0; i < doc.size(); ++i) {
+    Status status = ParseRow(doc[i], now, &rows[i]);
+    if (!status.ok()) {
+      return Status::InvalidArgument("row " + std::to_string(i + 1) + " " + status.message() +
+                                     "; nothing was stored");
+    }
+  }
+  return rows;
+}
+
+Status PushedMetrics::Add(const std::string& site, const std::vector<PushedRow>& rows) {
+  // Copy-on-write: a series being served keeps the samples it was given.
+  std::map<Key, std::vector<RecordedSample>> added;
+  for (const PushedRow& row : rows) {
+    added[Key{site, row.device_id, row.metric_id, row.labels_json}].push_back({row.t, row.value});
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (rows_ + int64_t(rows.size()) > max_rows_) {
+    return Status::Unavailable("the simulated server keeps at most " + std::to_string(max_rows_) +
+                               " pushed rows in memory, and has " + std::to_string(rows_) +
+                               "; nothing was stored (keep metrics in a store: kwatt serve "
+                               "--store)");
+  }
+  for (auto& [key, samples] : added) {
+    auto& slot = series_[key];
+    auto merged = std::make_shared<std::vector<RecordedSample>>();
+    if (slot) merged->reserve(slot->size() + samples.size());
+    if (slot) *merged = *slot;
+    // Stable: equal times keep the order they came in.
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const RecordedSample& a, const RecordedSample& b) { return a.t < b.t; });
+    size_t middle = merged->size();
+    merged->insert(merged->end(), samples.begin(), samples.end());
+    std::inplace_merge(merged->begin(), merged->begin() + ptrdiff_t(middle), merged->end(),
+                       [](const RecordedSample& a, const RecordedSample& b) { return a.t < b.t; });
+    slot = std::move(merged);
+  }
+  rows_ += int64_t(rows.size());
+  return Status::OK();
+}
+
+std::vector<OutputSeries> PushedMetrics::SeriesOf(const std::string& site,
+                                                  const std::string& device_id,
+                                                  const std::vector<std::string>& metrics) const {
+  std::vector<OutputSeries> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = series_.lower_bound(Key{site, device_id, "", ""});
+       it != series_.end() && std::get<0>(it->first) == site && std::get<1>(it->first) == device_id;
+       ++it) {
+    const std::string& metric = std::get<2>(it->first);
+    if (!metrics.empty() && std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) {
+      continue;
+    }
+    OutputSeries series;
+    series.device_id = device_id;
+    series.metric_id = metric;
+    series.labels_json = std::get<3>(it->first);
+    series.recorded = it->second;
+    series.Derive();
+    out.push_back(std::move(series));
+  }
+  return out;
+}
+
+int64_t PushedMetrics::rows() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return rows_;
+}
+
+}  // namespace kwatt::server::internal

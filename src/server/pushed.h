@@ -1,0 +1,67 @@
+// Custom metrics pushed with `POST /sites/{site}/metrics` (doc/kwollect_api.md section 1): the
+// body's parser, and the rows the simulated server keeps in memory and serves with its own.
+// Internal to the server.
+//
+// Thread safety: PushedMetrics is safe to use from several threads; ParsePushedRows is a function.
+#ifndef KWATT_SRC_SERVER_PUSHED_H_
+#define KWATT_SRC_SERVER_PUSHED_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+#include "src/server/series.h"
+
+namespace kwatt::server::internal {
+
+// One row of a push.
+struct PushedRow {
+  std::string device_id;
+  std::string metric_id;
+  std::string labels_json;  // as the server renders it: keys by length, then bytes ("{}": none)
+  UnixNanos t = 0;
+  double value = 0;  // NaN for null
+};
+
+// The most rows PushedMetrics keeps (about 100 bytes each): the simulated server is not a store.
+inline constexpr int64_t kMaxPushedRows = 10'000'000;
+
+// Parses a push: a JSON array of objects {"timestamp"?, "device_id", "metric_id", "value",
+// "labels"?}. `timestamp` is epoch seconds (a number, microsecond resolution) or a timestamp text
+// as the metrics query reads it; absent or null, it is `now`. `value` is a number or null.
+// Device and metric ids are non-empty and hold no ',' (the query splits its lists there), device
+// ids no '.' (the query cuts ids there). All or nothing: InvalidArgument naming the first bad row
+// ("row 3: ...", counted from 1) and what to send instead.
+Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now);
+
+// The pushed rows of every site, as series the row stream serves.
+class PushedMetrics {
+ public:
+  explicit PushedMetrics(int64_t max_rows = kMaxPushedRows) : max_rows_(max_rows) {}
+  // Adds `rows` to `site`, all or none: Unavailable when they would exceed the most it keeps.
+  Status Add(const std::string& site, const std::vector<PushedRow>& rows);
+  // The series of `device_id` on `site` whose metric is in `metrics` (all when empty), as they
+  // are now (later pushes do not change them).
+  std::vector<OutputSeries> SeriesOf(const std::string& site, const std::string& device_id,
+                                     const std::vector<std::string>& metrics) const;
+  int64_t rows() const;
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string, std::string>;  // site, device,
+                                                                               // metric, labels
+  const int64_t max_rows_;
+  mutable std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const std::vector<RecordedSample>>> series_;
+  int64_t rows_ = 0;
+};
+
+}  // namespace kwatt::server::internal
+
+#endif  // KWATT_SRC_SERVER_PUSHED_H_

@@ -1,0 +1,164 @@
+#include "src/server/pushed.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "src/server/row_stream.h"
+
+namespace kwatt::server::internal {
+namespace {
+
+constexpr UnixNanos kNow = 1713441600LL * kNanosPerSecond;  // 2024-04-18T14:00:00+02:00
+
+std::string Answer(const PushedMetrics& pushed, const std::string& device,
+                   const std::vector<std::string>& metrics, UnixNanos start, UnixNanos end,
+                   bool summary = false, UnixNanos now = kNow + 3600 * kNanosPerSecond) {
+  RowStream stream(pushed.SeriesOf("lyon", device, metrics), start, end, now, summary);
+  std::string out;
+  while (stream.Next(&out, 1 << 16)) {
+  }
+  return out;
+}
+
+std::string ErrorOf(std::string_view body) {
+  Result<std::vector<PushedRow>> rows = ParsePushedRows(body, kNow);
+  EXPECT_FALSE(rows.ok()) << body;
+  EXPECT_EQ(rows.status().code(), Status::Code::kInvalidArgument);
+  return rows.status().message();
+}
+
+TEST(ParsePushedRows, ReadsRowsAsGrid5000AcceptsThem) {
+  auto rows = ParsePushedRows(
+      R"([{"timestamp": 1713441601.25, "device_id": "nova-1", "metric_id": "my_power",
+           "value": 42, "labels": {"phase": "b", "id": 3, "x": {"kk": 1, "a": [1, "é"]}}},
+          {"device_id": "nova-2", "metric_id": "my_power", "value": null},
+          {"timestamp": "2024-04-18T14:00:02+02:00", "device_id": "nova-1",
+           "metric_id": "my_power", "value": 1.5e3, "labels": null}])",
+      kNow);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].t, kNow + 1'250'000'000);
+  EXPECT_EQ((*rows)[0].device_id, "nova-1");
+  EXPECT_EQ((*rows)[0].value, 42);
+  // jsonb's key order: by length, then bytes, at every depth.
+  EXPECT_EQ((*rows)[0].labels_json, R"({"x":{"a":[1,"é"],"kk":1},"id":3,"phase":"b"})");
+  EXPECT_EQ((*rows)[1].t, kNow);  // no timestamp: now
+  EXPECT_TRUE(std::isnan((*rows)[1].value));
+  EXPECT_EQ((*rows)[1].labels_json, "{}");
+  EXPECT_EQ((*rows)[2].t, kNow + 2 * kNanosPerSecond);
+  EXPECT_EQ((*rows)[2].value, 1500);
+  EXPECT_TRUE(ParsePushedRows("[]", kNow).ok());
+}
+
+TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
+  EXPECT_NE(ErrorOf("{").find("the body is not JSON: send a JSON array of rows"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"device_id":"a"})").find("the body is a object, not a JSON array"),
+            std::string::npos);
+  std::string ok = R"({"device_id":"nova-1","metric_id":"m","value":1})";
+  EXPECT_EQ(ErrorOf("[" + ok + ",7]"), "row 2 is a number, not an object; nothing was stored");
+  EXPECT_EQ(ErrorOf("[" + ok + R"(,{"metric_id":"m","value":1}])"),
+            "row 2 has no \"device_id\"; nothing was stored");
+  EXPECT_NE(ErrorOf(R"([{"device_id":"nova-1.lyon.grid5000.fr","metric_id":"m","value":1}])")
+                .find("row 1 \"device_id\" = \"nova-1.lyon.grid5000.fr\": should be at most 255 "
+                      "bytes without ',' or '.' (a node's uid: nova-1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m,n","value":1}])").find("\"metric_id\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"","value":1}])")
+                .find("should be a non-empty string"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(R"([{"device_id":"a","metric_id":"m"}])"),
+            "row 1 has no \"value\"; nothing was stored");
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":"12"}])")
+                .find("\"value\" = \"12\": should be a number or null"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1,"timestamp":1e30}])")
+                .find("row 1 \"timestamp\" = 1e+30: "),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1,"timestamp":true}])")
+                .find("should be epoch seconds or a timestamp text"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1,"labels":[1]}])")
+                .find("\"labels\" = [1]: should be an object"),
+            std::string::npos);
+}
+
+TEST(PushedMetrics, ServedInTimeOrderWithLateRowsInPlace) {
+  PushedMetrics pushed;
+  auto rows = ParsePushedRows(R"([
+      {"timestamp": 1713441603, "device_id": "nova-1", "metric_id": "m", "value": 3},
+      {"timestamp": 1713441601, "device_id": "nova-1", "metric_id": "m", "value": 1.5},
+      {"timestamp": 1713441602, "device_id": "nova-1", "metric_id": "other", "value": 7},
+      {"timestamp": 1713441601, "device_id": "nova-2", "metric_id": "m", "value": 9}])",
+                              kNow);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_TRUE(pushed.Add("lyon", *rows).ok());
+  // A late row, between two already stored.
+  auto late = ParsePushedRows(
+      R"([{"timestamp": 1713441602, "device_id": "nova-1", "metric_id": "m", "value": 2}])", kNow);
+  ASSERT_TRUE(pushed.Add("lyon", *late).ok());
+  EXPECT_EQ(pushed.rows(), 5);
+  EXPECT_EQ(Answer(pushed, "nova-1", {"m"}, kNow, kNow + 10 * kNanosPerSecond),
+            "[{\"timestamp\":\"2024-04-18T14:00:01+02:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"m\",\"value\":1.5,\"labels\":{}},\n"
+            "{\"timestamp\":\"2024-04-18T14:00:02+02:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"m\",\"value\":2,\"labels\":{}},\n"
+            "{\"timestamp\":\"2024-04-18T14:00:03+02:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"m\",\"value\":3,\"labels\":{}}]");
+  // Bounds are inclusive; other metrics and devices come when asked; other sites never.
+  std::string all =
+      Answer(pushed, "nova-1", {}, kNow + kNanosPerSecond, kNow + 2 * kNanosPerSecond);
+  EXPECT_NE(all.find("\"metric_id\":\"other\",\"value\":7"), std::string::npos);
+  EXPECT_EQ(all.find("\"value\":3,"), std::string::npos);
+  EXPECT_EQ(Answer(pushed, "nova-3", {}, kNow, kNow + 10 * kNanosPerSecond), "[]");
+  EXPECT_TRUE(pushed.SeriesOf("nancy", "nova-1", {}).empty());
+}
+
+TEST(PushedMetrics, ASeriesBeingServedKeepsItsSamples) {
+  PushedMetrics pushed;
+  auto one = ParsePushedRows(
+      R"([{"timestamp": 1713441601, "device_id": "nova-1", "metric_id": "m", "value": 1}])", kNow);
+  ASSERT_TRUE(pushed.Add("lyon", *one).ok());
+  std::vector<OutputSeries> snapshot = pushed.SeriesOf("lyon", "nova-1", {});
+  ASSERT_TRUE(pushed.Add("lyon", *one).ok());
+  EXPECT_EQ(snapshot[0].recorded->size(), 1u);
+  EXPECT_EQ(pushed.SeriesOf("lyon", "nova-1", {})[0].recorded->size(), 2u);
+}
+
+TEST(PushedMetrics, SummariesAverageOrTakeTheMaxOfCounters) {
+  PushedMetrics pushed;
+  auto rows = ParsePushedRows(R"([
+      {"timestamp": 1713441600, "device_id": "n", "metric_id": "m", "value": 1},
+      {"timestamp": 1713441700, "device_id": "n", "metric_id": "m", "value": 2},
+      {"timestamp": 1713441610, "device_id": "n", "metric_id": "c_total", "value": 5},
+      {"timestamp": 1713441620, "device_id": "n", "metric_id": "c_total", "value": 8},
+      {"timestamp": 1713441900, "device_id": "n", "metric_id": "m", "value": 10}])",
+                              kNow);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_TRUE(pushed.Add("lyon", *rows).ok());
+  std::string summary =
+      Answer(pushed, "n", {}, kNow, kNow + 600 * kNanosPerSecond, /*summary=*/true);
+  EXPECT_NE(summary.find("\"metric_id\":\"m\",\"value\":1.5,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"metric_id\":\"c_total\",\"value\":8,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("14:05:00+02:00\",\"device_id\":\"n\",\"metric_id\":\"m\",\"value\":10"),
+            std::string::npos)
+      << summary;
+}
+
+TEST(PushedMetrics, TheMemoryLimitRefusesAWholePush) {
+  PushedMetrics pushed(/*max_rows=*/10);
+  std::vector<PushedRow> many(6, PushedRow{"n", "m", "{}", kNow, 1});
+  ASSERT_TRUE(pushed.Add("lyon", many).ok());
+  Status status = pushed.Add("lyon", many);
+  EXPECT_EQ(status.code(), Status::Code::kUnavailable);
+  EXPECT_NE(status.message().find("nothing was stored"), std::string::npos);
+  EXPECT_NE(status.message().find("at most 10 pushed rows in memory, and has 6"),
+            std::string::npos);
+  EXPECT_EQ(pushed.rows(), 6);
+}
+
+}  // namespace
+}  // namespace kwatt::server::internal
