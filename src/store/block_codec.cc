@@ -1,7 +1,11 @@
 #include "src/store/block_codec.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <utility>
 
 namespace kwatt::store::internal {
 
@@ -30,24 +34,13 @@ void PutVarint(uint64_t v, std::string* out) {
   out->push_back(char(v));
 }
 
-uint64_t Bits(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  return bits;
-}
-
-double FromBits(uint64_t bits) {
-  double v;
-  std::memcpy(&v, &bits, 8);
-  return v;
-}
-
 // The value as an integer count of 10^-k when dividing it back by 10^k gives the same bits.
 bool ScaledExactly(double v, int k, int64_t* scaled) {
   double p = kPowersOfTen[k];
   if (!std::isfinite(v) || std::fabs(v) * p >= kMaxExactInteger) return false;
   auto i = int64_t(std::llround(v * p));
-  if (Bits(double(i) / p) != Bits(v)) return false;  // also refuses -0.0
+  if (std::bit_cast<uint64_t>(double(i) / p) != std::bit_cast<uint64_t>(v))
+    return false;  // also refuses -0.0
   *scaled = i;
   return true;
 }
@@ -113,6 +106,21 @@ class Reader {
 
 }  // namespace
 
+void SortByTime(BlockRows* rows) {
+  const std::vector<int64_t>& t = rows->micros;
+  if (std::is_sorted(t.begin(), t.end())) return;
+  std::vector<size_t> order(rows->size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t[a] < t[b]; });
+  BlockRows sorted;
+  for (size_t i : order) {
+    sorted.micros.push_back(rows->micros[i]);
+    sorted.utc_offset.push_back(rows->utc_offset[i]);
+    sorted.value.push_back(rows->value[i]);
+  }
+  *rows = std::move(sorted);
+}
+
 Status BlockEncoder::Encode(const BlockRows& rows, std::string* block) {
   size_t n = rows.size();
   if (n == 0 || n > kMaxBlockRows || rows.utc_offset.size() != n || rows.value.size() != n) {
@@ -165,7 +173,7 @@ Status BlockEncoder::Encode(const BlockRows& rows, std::string* block) {
     content_.push_back(char(kXor));
     uint64_t previous_bits = 0;
     for (size_t i = 0; i < n; ++i) {
-      uint64_t bits = Bits(rows.value[i]);
+      uint64_t bits = std::bit_cast<uint64_t>(rows.value[i]);
       uint64_t x = bits ^ previous_bits;
       for (int b = 0; b < 8; ++b) content_.push_back(char(x >> (8 * b)));
       previous_bits = bits;
@@ -243,7 +251,7 @@ Status BlockDecoder::Decode(std::string_view block, const std::string& where, Bl
       uint64_t x;
       if (!in.Fixed64(&x)) return damaged("truncated values");
       bits ^= x;
-      rows->value[i] = FromBits(bits);
+      rows->value[i] = std::bit_cast<double>(bits);
     }
   } else {
     return damaged("unknown value encoding " + std::to_string(encoding));

@@ -39,6 +39,9 @@ struct BlockRows {
   }
 };
 
+// Sorts rows by time, rows of one instant kept in their order.
+void SortByTime(BlockRows* rows);
+
 class BlockEncoder {
  public:
   BlockEncoder() : zstd_(kBlockZstdLevel) {}

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,18 +10,6 @@
 
 namespace kwatt::store::internal {
 namespace {
-
-uint64_t Bits(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  return bits;
-}
-
-double FromBits(uint64_t bits) {
-  double v;
-  std::memcpy(&v, &bits, 8);
-  return v;
-}
 
 BlockRows RoundTrip(const BlockRows& rows, std::string* block = nullptr) {
   BlockEncoder encoder;
@@ -40,7 +29,8 @@ void ExpectSame(const BlockRows& a, const BlockRows& b) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a.micros[i], b.micros[i]) << i;
     EXPECT_EQ(a.utc_offset[i], b.utc_offset[i]) << i;
-    EXPECT_EQ(Bits(a.value[i]), Bits(b.value[i])) << i << ": " << a.value[i] << " " << b.value[i];
+    EXPECT_EQ(std::bit_cast<uint64_t>(a.value[i]), std::bit_cast<uint64_t>(b.value[i]))
+        << i << ": " << a.value[i] << " " << b.value[i];
   }
 }
 
@@ -49,7 +39,7 @@ TEST(BlockCodec, ValuesKeepTheirBits) {
                             -0.0,
                             std::numeric_limits<double>::quiet_NaN(),
                             -std::numeric_limits<double>::quiet_NaN(),
-                            FromBits(0x7ff8000000000123ULL),  // a NaN with a payload
+                            std::bit_cast<double>(0x7ff8000000000123ULL),  // a NaN with a payload
                             std::numeric_limits<double>::infinity(),
                             -std::numeric_limits<double>::infinity(),
                             std::numeric_limits<double>::max(),
@@ -135,6 +125,17 @@ TEST(BlockCodec, DamageIsCorruption) {
   EXPECT_EQ(decoder.Decode(block.substr(0, block.size() / 2), "b", &decoded).code(),
             Status::Code::kCorruption);
   EXPECT_EQ(decoder.Decode("", "b", &decoded).code(), Status::Code::kCorruption);
+}
+
+TEST(BlockCodec, SortByTimeKeepsTheOrderOfEqualInstants) {
+  BlockRows rows;
+  rows.micros = {5, 3, 5, 1, 3};
+  rows.utc_offset = {0, 1, 2, 3, 4};
+  rows.value = {0.5, 0.3, 1.5, 0.1, 1.3};
+  SortByTime(&rows);
+  EXPECT_EQ(rows.micros, (std::vector<int64_t>{1, 3, 3, 5, 5}));
+  EXPECT_EQ(rows.utc_offset, (std::vector<int32_t>{3, 1, 4, 0, 2}));
+  EXPECT_EQ(rows.value, (std::vector<double>{0.1, 0.3, 1.3, 0.5, 1.5}));
 }
 
 }  // namespace

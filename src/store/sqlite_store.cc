@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -179,20 +180,23 @@ Status Exec(sqlite3* db, const std::string& sql) {
   return SqlStatus(nullptr, rc, "running `" + sql + "`: " + message);
 }
 
-uint64_t Bits(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  return bits;
-}
-
-double FromBits(uint64_t bits) {
-  double v;
-  std::memcpy(&v, &bits, 8);
-  return v;
-}
-
 // The smallest microsecond count whose instant is at or after `t`.
 int64_t CeilMicros(UnixNanos t) { return -FloorDiv(-t, kNanosPerMicro); }
+
+// Appends the rows of a statement on the head table (time, utc_offset, value_bits), then resets
+// it.
+Status ReadHeadRows(Statement* statement, BlockRows* rows) {
+  bool row;
+  while (true) {
+    KWATT_RETURN_IF_ERROR(statement->Step(&row));
+    if (!row) break;
+    rows->micros.push_back(statement->Int(0));
+    rows->utc_offset.push_back(int32_t(statement->Int(1)));
+    rows->value.push_back(std::bit_cast<double>(uint64_t(statement->Int(2))));
+  }
+  statement->Reset();
+  return Status::OK();
+}
 
 // Lists are kept one item a line (device ids and job types hold no newline: checked).
 std::string JoinLines(const std::vector<std::string>& items) {
@@ -261,17 +265,9 @@ class SeriesCursor {
     // The head: at most head_rows rows, in the order they were appended.
     auto head = std::make_unique<Source>();
     head_query->Reset().Bind(1, series).Bind(2, start_us).Bind(3, end_us);
-    bool row;
-    while (true) {
-      KWATT_RETURN_IF_ERROR(head_query->Step(&row));
-      if (!row) break;
-      head->rows.micros.push_back(head_query->Int(0));
-      head->rows.utc_offset.push_back(int32_t(head_query->Int(1)));
-      head->rows.value.push_back(FromBits(uint64_t(head_query->Int(2))));
-    }
-    head_query->Reset();
+    KWATT_RETURN_IF_ERROR(ReadHeadRows(head_query, &head->rows));
     if (head->rows.size() > 0) {
-      SortStable(&head->rows);
+      internal::SortByTime(&head->rows);
       head->end = head->rows.size();
       head->order = INT64_MAX;
       Push(std::move(head));
@@ -293,20 +289,6 @@ class SeriesCursor {
   }
 
  private:
-  static void SortStable(BlockRows* rows) {
-    std::vector<size_t> order(rows->size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return rows->micros[a] < rows->micros[b]; });
-    BlockRows sorted;
-    for (size_t i : order) {
-      sorted.micros.push_back(rows->micros[i]);
-      sorted.utc_offset.push_back(rows->utc_offset[i]);
-      sorted.value.push_back(rows->value[i]);
-    }
-    *rows = std::move(sorted);
-  }
-
   // Reads the next block's key (not its data) from the statement.
   Status NextPending() {
     bool row;
@@ -716,7 +698,7 @@ class SqliteStore final : public Store {
           .Bind(2, state.next_seq)
           .Bind(3, batch.time[i] / kNanosPerMicro)
           .Bind(4, batch.utc_offset[i])
-          .Bind(5, int64_t(Bits(batch.value[i])));
+          .Bind(5, int64_t(std::bit_cast<uint64_t>(batch.value[i])));
       KWATT_RETURN_IF_ERROR(insert.Run());
       if (state.head_rows == 0) state.head_since = now;
       ++state.next_seq;
@@ -746,32 +728,18 @@ class SqliteStore final : public Store {
     Statement& read = Get(kReadHead);
     read.Reset().Bind(1, state->id);
     head_.Clear();
-    bool row;
-    while (true) {
-      KWATT_RETURN_IF_ERROR(read.Step(&row));
-      if (!row) break;
-      head_.micros.push_back(read.Int(0));
-      head_.utc_offset.push_back(int32_t(read.Int(1)));
-      head_.value.push_back(FromBits(uint64_t(read.Int(2))));
-    }
-    read.Reset();
-    // In time order, rows of one instant in the order they were appended (seq order).
-    order_.resize(head_.size());
-    std::iota(order_.begin(), order_.end(), size_t(0));
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](size_t a, size_t b) { return head_.micros[a] < head_.micros[b]; });
-    for (size_t begin = 0; begin < order_.size();) {
+    KWATT_RETURN_IF_ERROR(ReadHeadRows(&read, &head_));
+    internal::SortByTime(&head_);
+    for (size_t begin = 0; begin < head_.size();) {
       size_t end = begin + 1;
-      while (end < order_.size() &&
-             head_.micros[order_[end]] - head_.micros[order_[end - 1]] <= kSplitGapMicros) {
+      while (end < head_.size() && head_.micros[end] - head_.micros[end - 1] <= kSplitGapMicros) {
         ++end;
       }
       block_rows_.Clear();
-      for (size_t k = begin; k < end; ++k) {
-        block_rows_.micros.push_back(head_.micros[order_[k]]);
-        block_rows_.utc_offset.push_back(head_.utc_offset[order_[k]]);
-        block_rows_.value.push_back(head_.value[order_[k]]);
-      }
+      block_rows_.micros.assign(head_.micros.begin() + begin, head_.micros.begin() + end);
+      block_rows_.utc_offset.assign(head_.utc_offset.begin() + begin,
+                                    head_.utc_offset.begin() + end);
+      block_rows_.value.assign(head_.value.begin() + begin, head_.value.begin() + end);
       KWATT_RETURN_IF_ERROR(encoder_.Encode(block_rows_, &block_));
       int64_t first = block_rows_.micros.front(), last = block_rows_.micros.back();
       Statement& insert = Get(kInsertBlock);
@@ -885,7 +853,6 @@ class SqliteStore final : public Store {
   std::unordered_map<CacheKey, size_t, CacheHash> cache_;  // the batch's ids -> index in states_
   BlockEncoder encoder_;
   BlockRows head_, block_rows_;
-  std::vector<size_t> order_;
   std::string block_;
 };
 

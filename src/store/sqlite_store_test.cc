@@ -30,12 +30,6 @@ using kwatt::testing::TempDir;
 
 constexpr UnixNanos kT0 = 1'745'000'000 * kNanosPerSecond;  // 2025-04-18T18:13:20Z
 
-uint64_t Bits(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  return bits;
-}
-
 // A row as the tests see it: every field by value.
 struct Row {
   UnixNanos time = 0;
@@ -45,7 +39,9 @@ struct Row {
   std::string labels = "{}";
 
   auto Key() const { return std::tie(time, utc_offset, device, metric, labels); }
-  bool operator==(const Row& o) const { return Key() == o.Key() && Bits(value) == Bits(o.value); }
+  bool operator==(const Row& o) const {
+    return Key() == o.Key() && std::bit_cast<uint64_t>(value) == std::bit_cast<uint64_t>(o.value);
+  }
 };
 
 std::ostream& operator<<(std::ostream& out, const Row& r) {
@@ -53,17 +49,22 @@ std::ostream& operator<<(std::ostream& out, const Row& r) {
              << r.utc_offset << " = " << r.value;
 }
 
-void Append(Store& store, const std::vector<Row>& rows) {
-  StringInterner interner;
+RowBatch ToBatch(const std::vector<Row>& rows, StringInterner* interner) {
   RowBatch batch;
   for (const Row& r : rows) {
     batch.time.push_back(r.time);
     batch.utc_offset.push_back(r.utc_offset);
-    batch.device.push_back(interner.Intern(r.device));
-    batch.metric.push_back(interner.Intern(r.metric));
+    batch.device.push_back(interner->Intern(r.device));
+    batch.metric.push_back(interner->Intern(r.metric));
     batch.value.push_back(r.value);
-    batch.labels.push_back(interner.Intern(r.labels));
+    batch.labels.push_back(interner->Intern(r.labels));
   }
+  return batch;
+}
+
+void Append(Store& store, const std::vector<Row>& rows) {
+  StringInterner interner;
+  RowBatch batch = ToBatch(rows, &interner);
   Status status = store.Append(batch, interner);
   ASSERT_TRUE(status.ok()) << status.ToString();
 }
@@ -177,16 +178,7 @@ TEST_P(StoreTest, FinerThanMicrosecondIsRefusedAndNothingIsAppended) {
   auto store = Open(Path(), Options());
   std::vector<Row> rows = {{kT0, 7200, "nova-1", "m", 1.0}, {kT0 + 1, 7200, "nova-1", "m", 2.0}};
   StringInterner interner;
-  RowBatch batch;
-  for (const Row& r : rows) {
-    batch.time.push_back(r.time);
-    batch.utc_offset.push_back(r.utc_offset);
-    batch.device.push_back(interner.Intern(r.device));
-    batch.metric.push_back(interner.Intern(r.metric));
-    batch.value.push_back(r.value);
-    batch.labels.push_back(interner.Intern(r.labels));
-  }
-  Status status = store->Append(batch, interner);
+  Status status = store->Append(ToBatch(rows, &interner), interner);
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(status.message().find("row 1 (nova-1 m"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find("microsecond"), std::string::npos) << status.message();
@@ -225,6 +217,10 @@ TEST_P(StoreTest, WindowsAtBlockEdges) {
   for (int i = 0; i < 97; ++i) rows.push_back({kT0 + i * kNanosPerSecond, 7200, "d", "m", i * 0.5});
   Append(*store, rows);
   ASSERT_TRUE(store->Flush().ok());
+  auto info = store->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->blocks, int64_t(rows.size() / GetParam()));
+  EXPECT_EQ(info->head_rows, int64_t(rows.size() % GetParam()));
   for (int a = -1; a <= 98; a += 1) {
     for (int b : {a, a + 1, a + 2, a + 7, a + 8, a + 9, a + 50, 200}) {
       StoreQuery query;
@@ -576,7 +572,7 @@ TEST(SqliteStore, SurvivesKillNine) {
       int64_t n = (r.time - kT0) / (10 * kNanosPerMilli);
       ASSERT_TRUE(n >= 0 && n < int64_t(rows.size())) << r;
       ASSERT_EQ(r.device, "node-" + std::to_string(n % 3));
-      ASSERT_EQ(Bits(r.value), Bits(double(n) / 10));
+      ASSERT_EQ(std::bit_cast<uint64_t>(r.value), std::bit_cast<uint64_t>(double(n) / 10));
       ++seen[size_t(n)];
     }
     ASSERT_EQ(std::count(seen.begin(), seen.end(), 1), int64_t(rows.size()));
