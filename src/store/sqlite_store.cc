@@ -181,7 +181,9 @@ Status Exec(sqlite3* db, const std::string& sql) {
 }
 
 // The smallest microsecond count whose instant is at or after `t`.
-int64_t CeilMicros(UnixNanos t) { return -FloorDiv(-t, kNanosPerMicro); }
+int64_t CeilMicros(UnixNanos t) {
+  return t / kNanosPerMicro + (t % kNanosPerMicro > 0 ? 1 : 0);  // '/' rounds towards zero
+}
 
 // Appends the rows of a statement on the head table (time, utc_offset, value_bits), then resets
 // it.
@@ -574,15 +576,23 @@ class SqliteStore final : public Store {
     KWATT_RETURN_IF_ERROR(tables.Step(&row));
     int64_t count = tables.Int(0);
     if (count == 0) {
+      // Another process may be creating it too: count again under the write lock.
       KWATT_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));
-      Status status = Exec(db_, kSchema);
-      if (status.ok()) {
-        status = Exec(db_, "INSERT INTO meta VALUES('format', '" + std::string(kFormatName) +
-                               "'), ('version', '" + std::to_string(kFormatVersion) + "')");
+      tables.Reset();
+      Status status = tables.Step(&row);
+      if (status.ok() && tables.Int(0) == 0) {
+        status = Exec(db_, kSchema);
+        if (status.ok()) {
+          status = Exec(db_, "INSERT INTO meta VALUES('format', '" + std::string(kFormatName) +
+                                 "'), ('version', '" + std::to_string(kFormatVersion) + "')");
+        }
       }
-      if (status.ok()) return Exec(db_, "COMMIT");
-      (void)Exec(db_, "ROLLBACK");
-      return status;
+      tables.Reset();
+      if (!status.ok()) {
+        (void)Exec(db_, "ROLLBACK");
+        return status;
+      }
+      KWATT_RETURN_IF_ERROR(Exec(db_, "COMMIT"));
     }
     Statement meta;
     if (!meta.Prepare(db_, "SELECT key, value FROM meta").ok()) {

@@ -91,8 +91,8 @@ std::vector<Row> QueryRows(Store& store, StoreQuery query, size_t* batches = nul
 
 std::vector<Row> QueryAll(Store& store) {
   StoreQuery query;
-  query.start = std::numeric_limits<int64_t>::min() + 1000;
-  query.end = std::numeric_limits<int64_t>::max() - 1000;
+  query.start = std::numeric_limits<int64_t>::min();
+  query.end = std::numeric_limits<int64_t>::max();
   return QueryRows(store, query);
 }
 
