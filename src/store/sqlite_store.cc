@@ -200,6 +200,24 @@ Status ReadHeadRows(Statement* statement, BlockRows* rows) {
   return Status::OK();
 }
 
+// Decodes a block read from the blocks table, checking it against what the table records of it:
+// the XXH64 of its bytes, then (once decoded) its row count. Corruption after `where` otherwise.
+Status DecodeStoredBlock(BlockDecoder* decoder, std::string_view data, int64_t checksum,
+                         int64_t rows, const std::string& where, BlockRows* out) {
+  auto actual = int64_t(XXH64(data.data(), data.size(), 0));
+  if (actual != checksum) {
+    return Status::Corruption(where + ": its checksum is " + std::to_string(actual) +
+                              ", the table records " + std::to_string(checksum) +
+                              " (its bytes changed)");
+  }
+  KWATT_RETURN_IF_ERROR(decoder->Decode(data, where, out));
+  if (int64_t(out->size()) != rows) {
+    return Status::Corruption(where + ": it holds " + std::to_string(out->size()) +
+                              " rows, the table records " + std::to_string(rows));
+  }
+  return Status::OK();
+}
+
 // Lists are kept one item a line (device ids and job types hold no newline: checked).
 std::string JoinLines(const std::vector<std::string>& items) {
   std::string out;
@@ -257,8 +275,8 @@ class SeriesCursor {
     where_ = std::move(where);
     KWATT_RETURN_IF_ERROR(blocks_.Prepare(
         db,
-        "SELECT id, start, end, data FROM blocks WHERE series = ?1 AND start >= ?2 AND start < ?3 "
-        "AND end >= ?4 ORDER BY start, id"));
+        "SELECT id, start, end, data, checksum, rows FROM blocks WHERE series = ?1 AND start >= ?2 "
+        "AND start < ?3 AND end >= ?4 ORDER BY start, id"));
     // start >= start_us - max_span bounds the index range: no block is longer than max_span.
     int64_t low;
     if (__builtin_sub_overflow(start_us, max_span, &low)) low = INT64_MIN;
@@ -304,8 +322,9 @@ class SeriesCursor {
   Status OpenPending() {
     auto source = std::make_unique<Source>();
     source->order = blocks_.Int(0);
-    KWATT_RETURN_IF_ERROR(decoder_.Decode(
-        blocks_.Blob(3), where_ + ": block " + std::to_string(source->order), &source->rows));
+    KWATT_RETURN_IF_ERROR(
+        DecodeStoredBlock(&decoder_, blocks_.Blob(3), blocks_.Int(4), blocks_.Int(5),
+                          where_ + ": block " + std::to_string(source->order), &source->rows));
     const auto& t = source->rows.micros;
     source->next = size_t(std::lower_bound(t.begin(), t.end(), start_us_) - t.begin());
     source->end = size_t(std::lower_bound(t.begin(), t.end(), end_us_) - t.begin());
@@ -907,23 +926,14 @@ Result<CheckReport> SqliteStore::Check() {
       problem(where + ": its series is not in the series table");
       continue;
     }
-    std::string_view data = blocks.Blob(6);
-    auto checksum = int64_t(XXH64(data.data(), data.size(), 0));
-    if (checksum != blocks.Int(5)) {
-      problem(where + ": its checksum is " + std::to_string(checksum) + ", the table records " +
-              std::to_string(blocks.Int(5)) + " (its bytes changed)");
-      continue;
-    }
-    status = decoder.Decode(data, where, &rows);
+    status =
+        DecodeStoredBlock(&decoder, blocks.Blob(6), blocks.Int(5), blocks.Int(4), where, &rows);
     if (!status.ok()) {
       problem(status.message());
       continue;
     }
     report.rows_checked += int64_t(rows.size());
-    if (int64_t(rows.size()) != blocks.Int(4)) {
-      problem(where + ": it holds " + std::to_string(rows.size()) + " rows, the table records " +
-              std::to_string(blocks.Int(4)));
-    } else if (rows.micros.front() != blocks.Int(2) || rows.micros.back() != blocks.Int(3)) {
+    if (rows.micros.front() != blocks.Int(2) || rows.micros.back() != blocks.Int(3)) {
       problem(where + ": its rows span other instants than its key says");
     } else if (rows.micros.back() - rows.micros.front() > blocks.Int(10)) {
       problem(where + ": it is longer than its series' max_span (queries would miss rows)");

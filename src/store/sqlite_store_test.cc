@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -468,6 +469,7 @@ TEST(SqliteStore, CheckNamesADamagedBlock) {
   Status status =
       store->Query(query, [](const RowBatch&, const StringInterner&) { return Status::OK(); });
   EXPECT_EQ(status.code(), Status::Code::kCorruption) << status.ToString();
+  EXPECT_NE(status.message().find("block 3: its checksum"), std::string::npos) << status.message();
   // The undamaged copy is sound.
   auto good = Open(temp.root() / "good.db");
   ExpectSound(*good);
@@ -496,6 +498,57 @@ TEST(SqliteStore, CheckNamesDamagedPages) {
   } else {
     EXPECT_EQ(report.status().code(), Status::Code::kCorruption) << report.status().ToString();
   }
+}
+
+// Runs SQL on a closed store's file, as a damaged tool or a hand would.
+void Tamper(const fs::path& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+TEST(SqliteStore, CheckComparesBlocksWithTheirKeys) {
+  TempDir temp("kwatt_store_test");
+  std::vector<Row> rows;
+  fs::path path = temp.root() / "s.db";
+  StoreWithBlocks(path, &rows);
+  Tamper(
+      path,
+      "UPDATE blocks SET rows = 7 WHERE id = 2; UPDATE blocks SET start = start + 1 WHERE id = 5;"
+      "UPDATE series SET max_span = 10 WHERE id = 1; INSERT INTO head VALUES(99, 0, 0, 0, 0)");
+  auto store = Open(path);
+  auto report = store->Check();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  std::string all;
+  for (const auto& problem : report->problems) all += problem + "\n";
+  EXPECT_NE(all.find("block 2 (series 1: d m {}, from 2025-04-18T18:15:00Z): it holds 100 rows, "
+                     "the table records 7"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("block 5 (series 1: d m {}, from 2025-04-18T18:20:00.000001Z): its rows span "
+                     "other instants"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("block 1 (series 1: d m {}, from 2025-04-18T18:13:20Z): it is longer than its "
+                     "series' max_span"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("1 head rows belong to no series"), std::string::npos) << all;
+}
+
+TEST(SqliteStore, RefusesAStoreOfAnotherVersion) {
+  TempDir temp("kwatt_store_test");
+  fs::path path = temp.root() / "s.db";
+  Open(path).reset();
+  Tamper(path, "UPDATE meta SET value = '2' WHERE key = 'version'");
+  auto store = OpenSqliteStore(path.string());
+  EXPECT_EQ(store.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(store.status().message().find("format version 2, this kwatt reads version 1"),
+            std::string::npos)
+      << store.status().message();
 }
 
 // The writer of the kill test: appends rows numbered from where the store ends, flushes every few
