@@ -15,14 +15,17 @@
 // QUERY_SECONDS in the middle of the data, on a store opened afresh (the OS page cache warm),
 // the best of RUNS runs. Prints a Markdown table; exit status 1 on an error.
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kwatt/core/row_batch.h"
@@ -99,6 +102,12 @@ struct Measure {
   int64_t bytes = 0;
   int64_t query_rows = 0;
   double query_seconds = 1e300;
+  // The store only: ingest with a reader querying meanwhile, and memory during queries.
+  double busy_ingest_seconds = 0;
+  int64_t reader_queries = 0;
+  int64_t window_memory = 0;  // resident memory growth during the window query, bytes
+  int64_t all_rows = 0;       // a query of every row of the store
+  int64_t all_memory = 0;
 };
 
 int64_t FileBytes(const fs::path& path) {
@@ -116,57 +125,128 @@ bool Fail(const std::string& what) {
   return false;
 }
 
+// The process's resident memory now, in bytes (/proc/self/statm).
+int64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * int64_t(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+kwatt::store::StoreQuery WindowQuery(const Config& config, int nodes, int64_t first_second,
+                                     int64_t seconds) {
+  kwatt::store::StoreQuery query;
+  for (int n = 0; n < nodes; ++n) query.devices.push_back(NodeName(n));
+  query.metrics = {kMetric};
+  query.start = kT0 + first_second * kwatt::kNanosPerSecond;
+  query.end = query.start + seconds * kwatt::kNanosPerSecond;
+  return query;
+}
+
+// Runs `query`; sets *rows, and *peak_growth to the most resident memory grew during it.
+bool TimedQuery(kwatt::store::Store& store, const kwatt::store::StoreQuery& query, int64_t* rows,
+                double* seconds, int64_t* peak_growth = nullptr) {
+  *rows = 0;
+  double sum = 0;
+  int64_t before = peak_growth ? ResidentBytes() : 0, peak = before;
+  auto begin = Clock::now();
+  kwatt::Status status =
+      store.Query(query, [&](const kwatt::RowBatch& batch, const kwatt::StringInterner&) {
+        *rows += int64_t(batch.size());
+        for (double v : batch.value) sum += v;
+        if (peak_growth) peak = std::max(peak, ResidentBytes());
+        return kwatt::Status::OK();
+      });
+  *seconds = Seconds(Clock::now() - begin);
+  if (peak_growth) *peak_growth = peak - before;
+  if (sum < 0) std::printf("%f\n", sum);  // keeps the values read
+  return status.ok() || Fail(status.ToString());
+}
+
+// Ingests the data into a new store at `path`. With `reader`, a second thread queries the last
+// query_seconds of what is committed, in a loop, on its own connection, while the rows go in.
+bool IngestStore(const Config& config, const fs::path& path, bool reader, double* seconds,
+                 int64_t* rows, int64_t* reader_queries) {
+  fs::remove(path);
+  fs::remove(path.string() + "-wal");
+  Data data(config);
+  kwatt::store::SqliteStoreOptions options;
+  options.head_rows = config.head_rows;
+  auto opened = kwatt::store::OpenSqliteStore(path.string(), options);
+  if (!opened.ok()) return Fail(opened.status().ToString());
+  auto store = std::move(opened).value();
+  std::atomic<int64_t> ingested_seconds{0};
+  std::atomic<bool> stop{false}, reader_ok{true};
+  *reader_queries = 0;
+  std::thread reader_thread;
+  if (reader) {
+    reader_thread = std::thread([&] {
+      auto mine = kwatt::store::OpenSqliteStore(path.string());
+      if (!mine.ok()) {
+        reader_ok = Fail(mine.status().ToString());
+        return;
+      }
+      while (!stop) {
+        int64_t now = ingested_seconds;
+        int64_t first = std::max<int64_t>(0, now - config.query_seconds);
+        int64_t n;
+        double s;
+        if (!TimedQuery(**mine, WindowQuery(config, config.query_nodes, first, now - first), &n,
+                        &s)) {
+          reader_ok = false;
+          return;
+        }
+        ++*reader_queries;
+      }
+    });
+  }
+  Clock::duration spent{};
+  *rows = 0;
+  bool ok = true;
+  for (int s = 0; s < config.seconds && ok; ++s) {
+    const kwatt::RowBatch& batch = data.Second(s);
+    auto begin = Clock::now();
+    kwatt::Status status = store->Append(batch, data.interner());
+    spent += Clock::now() - begin;
+    ok = status.ok() || Fail(status.ToString());
+    *rows += int64_t(batch.size());
+    ingested_seconds = s + 1;
+  }
+  auto begin = Clock::now();
+  kwatt::Status status = store->Flush();
+  store.reset();
+  spent += Clock::now() - begin;
+  stop = true;
+  if (reader_thread.joinable()) reader_thread.join();
+  *seconds = Seconds(spent);
+  return ok && reader_ok && (status.ok() || Fail(status.ToString()));
+}
+
 bool RunStore(const Config& config, Measure* m) {
   fs::path path = config.dir / "kwatt_store.db";
-  fs::remove(path);
-  Data data(config);
-  {
-    kwatt::store::SqliteStoreOptions options;
-    options.head_rows = config.head_rows;
-    auto opened = kwatt::store::OpenSqliteStore(path.string(), options);
-    if (!opened.ok()) return Fail(opened.status().ToString());
-    auto store = std::move(opened).value();
-    Clock::duration spent{};
-    for (int s = 0; s < config.seconds; ++s) {
-      const kwatt::RowBatch& batch = data.Second(s);
-      auto begin = Clock::now();
-      kwatt::Status status = store->Append(batch, data.interner());
-      spent += Clock::now() - begin;
-      if (!status.ok()) return Fail(status.ToString());
-      m->rows += int64_t(batch.size());
-    }
-    auto begin = Clock::now();
-    kwatt::Status status = store->Flush();
-    store.reset();
-    spent += Clock::now() - begin;
-    if (!status.ok()) return Fail(status.ToString());
-    m->ingest_seconds = Seconds(spent);
+  int64_t rows;
+  if (!IngestStore(config, path, /*reader=*/true, &m->busy_ingest_seconds, &rows,
+                   &m->reader_queries)) {
+    return false;
+  }
+  int64_t ignored;
+  if (!IngestStore(config, path, /*reader=*/false, &m->ingest_seconds, &m->rows, &ignored)) {
+    return false;
   }
   m->bytes = FileBytes(path);
   auto opened = kwatt::store::OpenSqliteStore(path.string());
   if (!opened.ok()) return Fail(opened.status().ToString());
-  kwatt::store::StoreQuery query;
-  for (int n = 0; n < config.query_nodes; ++n) query.devices.push_back(NodeName(n));
-  query.metrics = {kMetric};
-  query.start = kT0 + int64_t(config.seconds / 2) * kwatt::kNanosPerSecond;
-  query.end = query.start + int64_t(config.query_seconds) * kwatt::kNanosPerSecond;
+  auto query = WindowQuery(config, config.query_nodes, config.seconds / 2, config.query_seconds);
   for (int run = 0; run < config.runs; ++run) {
-    int64_t rows = 0;
-    double sum = 0;
-    auto begin = Clock::now();
-    kwatt::Status status =
-        (*opened)->Query(query, [&](const kwatt::RowBatch& batch, const kwatt::StringInterner&) {
-          rows += int64_t(batch.size());
-          for (double v : batch.value) sum += v;
-          return kwatt::Status::OK();
-        });
-    double seconds = Seconds(Clock::now() - begin);
-    if (!status.ok()) return Fail(status.ToString());
-    m->query_rows = rows;
+    double seconds;
+    if (!TimedQuery(**opened, query, &m->query_rows, &seconds, &m->window_memory)) return false;
     m->query_seconds = std::min(m->query_seconds, seconds);
-    if (sum < 0) std::printf("%f\n", sum);  // keeps the values read
   }
-  return true;
+  double seconds;
+  return TimedQuery(**opened, WindowQuery(config, config.nodes, 0, config.seconds), &m->all_rows,
+                    &seconds, &m->all_memory);
 }
 
 bool Sql(sqlite3* db, const char* sql) {
@@ -330,6 +410,15 @@ int main(int argc, char** argv) {
               store_q / plain_q);
   std::printf("| range query, ms | %.2f | %.2f | %.3fx |\n", store.query_seconds * 1e3,
               plain.query_seconds * 1e3, store.query_seconds / plain.query_seconds);
+  std::printf(
+      "\nThe kwatt store alone: ingest while another thread queries the last %d s of %d "
+      "nodes in a loop (its own connection): %.0f rows/s (%lld queries meanwhile). "
+      "Resident memory growth during the window query (%lld rows): %.1f MiB; during a "
+      "query of every row (%lld rows): %.1f MiB.\n",
+      config.query_seconds, config.query_nodes, per_s(store.rows, store.busy_ingest_seconds),
+      static_cast<long long>(store.reader_queries), static_cast<long long>(store.query_rows),
+      store.window_memory / 1048576.0, static_cast<long long>(store.all_rows),
+      store.all_memory / 1048576.0);
   if (store.query_rows != plain.query_rows) {
     std::fprintf(stderr, "kwatt_store_bench: the two queries gave %lld and %lld rows\n",
                  static_cast<long long>(store.query_rows),
