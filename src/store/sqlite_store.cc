@@ -399,8 +399,19 @@ class SqliteStore final : public Store {
     int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) return SqlStatus(db_, rc, "opening the store " + path_);
     sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
-    Status status = Exec(db_, "PRAGMA journal_mode=WAL");
-    if (!status.ok()) return status.WithContext(path_ + ": not a store");
+    std::string journal_mode;
+    {
+      Statement wal;
+      bool row = false;
+      Status status = wal.Prepare(db_, "PRAGMA journal_mode=WAL");
+      if (status.ok()) status = wal.Step(&row);
+      if (!status.ok()) return status.WithContext(path_ + ": not a store");
+      if (row) journal_mode = wal.Text(0);
+    }
+    if (journal_mode != "wal") {
+      return Status::IOError(path_ + ": SQLite cannot use WAL mode on this file (journal mode '" +
+                             journal_mode + "'); the store needs it (a local file system)");
+    }
     KWATT_RETURN_IF_ERROR(Exec(db_, "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-32768"));
     KWATT_RETURN_IF_ERROR(CreateOrCheckSchema());
     KWATT_RETURN_IF_ERROR(PrepareStatements());
