@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "src/store/append_rules.h"
 #include "src/store/block_codec.h"
 
 namespace kwatt::store {
@@ -419,19 +420,7 @@ class SqliteStore final : public Store {
   }
 
   Status Append(const RowBatch& batch, const StringInterner& interner) override {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch.time[i] % kNanosPerMicro != 0) {
-        return Status::InvalidArgument(
-            "row " + std::to_string(i) + " (" + std::string(interner.Get(batch.device[i])) + " " +
-            std::string(interner.Get(batch.metric[i])) + " at " +
-            FormatUtcTimestamp(batch.time[i]) +
-            "): the store keeps instants to the microsecond; round the time first");
-      }
-      if (interner.Get(batch.device[i]).empty() || interner.Get(batch.metric[i]).empty()) {
-        return Status::InvalidArgument("row " + std::to_string(i) +
-                                       ": an empty device or metric id");
-      }
-    }
+    KWATT_RETURN_IF_ERROR(internal::CheckAppendable(batch, interner));
     if (batch.empty()) return Status::OK();
     KWATT_RETURN_IF_ERROR(BeginIfNeeded());
     KWATT_RETURN_IF_ERROR(Exec(db_, "SAVEPOINT append"));
