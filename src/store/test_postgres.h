@@ -24,7 +24,8 @@ namespace kwatt::testing {
 class TestPostgres {
  public:
   // Starts a cluster; InvalidArgument naming what is missing when PostgreSQL is not installed.
-  static Result<std::unique_ptr<TestPostgres>> Start() {
+  // `durable`: fsync on, as in production (benchmarks); tests run without it.
+  static Result<std::unique_ptr<TestPostgres>> Start(bool durable = false) {
     std::string bin = FindBin();
     if (bin.empty()) {
       return Status::InvalidArgument(
@@ -47,10 +48,11 @@ class TestPostgres {
     if (pg->Run("initdb -D " + data + " -A trust -U postgres --no-sync -E UTF8 --locale=C") != 0) {
       return Status::IOError("initdb failed: see " + (pg->dir_ / "log").string());
     }
-    // fsync off: a test cluster does not outlive the test (the store's own guarantees do not
-    // depend on it: they are PostgreSQL's).
+    // fsync off for tests: a test cluster does not outlive the test (the store's guarantees are
+    // PostgreSQL's, with fsync on).
     if (pg->Run("pg_ctl -D " + data + " -w -l " + (pg->dir_ / "server.log").string() + " -o \"-k " +
-                pg->dir_.string() + " -c listen_addresses='' -F\" start") != 0) {
+                pg->dir_.string() + " -c listen_addresses=''" + (durable ? "" : " -F") +
+                "\" start") != 0) {
       return Status::IOError("pg_ctl start failed: see " + (pg->dir_ / "server.log").string());
     }
     pg->started_ = true;
