@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 
 # Debian packages: compiler and build tools, the C++ libraries, Python's venv, benchmark tools.
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certificates \
-  libcurl4-openssl-dev libzstd-dev zstd libcli11-dev \
+  libcurl4-openssl-dev libzstd-dev zstd libcli11-dev libsqlite3-dev postgresql libpq-dev \
   libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev \
   python3 python3-dev python3-venv python3-pip time clang libclang-rt-14-dev clang-format
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -76,7 +76,7 @@ test-tsan: build-tsan
 
 # The libFuzzer harnesses of fuzz/ (clang, ASan, UBSan, _GLIBCXX_ASSERTIONS): fuzz/README.md.
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query \
-  pushed_rows
+  pushed_rows store_block
 $(FUZZ_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DKWATT_FUZZ=ON -DKWATT_BUILD_TESTS=OFF

@@ -109,43 +109,6 @@ Status SplitFrames(const std::string& path, std::string_view data, std::vector<F
   return Status::OK();
 }
 
-FrameDecoder::FrameDecoder() : dctx_(ZSTD_createDCtx()) {}
-FrameDecoder::~FrameDecoder() { ZSTD_freeDCtx(dctx_); }
-
-// The text of `frame` (one whole zstd frame, checked by CheckFrame), valid until the next call.
-// zstd checks the frame's checksum and content size.
-Status FrameDecoder::Decompress(std::string_view frame, uint64_t content_size,
-                                const std::string& where, std::string_view* text) {
-  if (dctx_ == nullptr) return Status::Internal("zstd: cannot create a decompression context");
-  if (content_size > capacity_) {
-    capacity_ = std::max<size_t>(content_size, capacity_ * 2);
-    buffer_.reset(new char[capacity_]);
-  }
-  ZSTD_DCtx_reset(dctx_, ZSTD_reset_session_only);
-  ZSTD_inBuffer in{frame.data(), frame.size(), 0};
-  // The whole frame is in `in` and `out` has room for its content: zstd decodes it in one pass,
-  // straight into the buffer.
-  ZSTD_outBuffer out{buffer_.get(), size_t(content_size), 0};
-  while (true) {
-    size_t left = ZSTD_decompressStream(dctx_, &out, &in);
-    if (ZSTD_isError(left)) return Status::Corruption(where + ": " + ZSTD_getErrorName(left));
-    if (left == 0) break;  // the frame is whole, its checksum checked
-    if (out.pos == out.size || in.pos == in.size) {
-      return Status::Corruption(where +
-                                ": its content is longer than the frame header says, "
-                                "or its data ends early");
-    }
-  }
-  if (in.pos != in.size) return Status::Corruption(where + ": bytes after the frame's end");
-  if (out.pos != content_size) {
-    return Status::Corruption(where + ": " + std::to_string(out.pos) +
-                              " bytes of text, the frame header says " +
-                              std::to_string(content_size));
-  }
-  *text = std::string_view(buffer_.get(), out.pos);
-  return Status::OK();
-}
-
 // Appends the rows of a frame's text to `batch`, whose ids refer to `interner`.
 Status FrameDecoder::Parse(std::string_view text, StringInterner* interner, RowBatch* batch,
                            const std::string& where) {

@@ -14,6 +14,7 @@
 
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
+#include "src/core/zstd_frame.h"
 
 namespace kwatt::archive::internal {
 
@@ -40,15 +41,16 @@ Status SplitFrames(const std::string& path, std::string_view data, std::vector<F
 // One per thread.
 class FrameDecoder {
  public:
-  FrameDecoder();
-  ~FrameDecoder();
+  FrameDecoder() = default;
   FrameDecoder(const FrameDecoder&) = delete;
   FrameDecoder& operator=(const FrameDecoder&) = delete;
 
   // The text of `frame` (one whole zstd frame, checked by CheckFrame), valid until the next call.
   // zstd checks the frame's checksum and content size.
   Status Decompress(std::string_view frame, uint64_t content_size, const std::string& where,
-                    std::string_view* text);
+                    std::string_view* text) {
+    return zstd_.Decompress(frame, content_size, where, text);
+  }
 
   // Appends the rows of a frame's text to `batch`, whose ids refer to `interner`.
   static Status Parse(std::string_view text, StringInterner* interner, RowBatch* batch,
@@ -58,9 +60,7 @@ class FrameDecoder {
                 RowBatch* batch, const std::string& where);
 
  private:
-  ZSTD_DCtx* dctx_;
-  std::unique_ptr<char[]> buffer_;
-  size_t capacity_ = 0;
+  kwatt::internal::ZstdFrameDecoder zstd_;
 };
 
 }  // namespace kwatt::archive::internal

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +20,7 @@
 #include "kwatt/archive/manifest.h"
 #include "kwatt/core/text.h"
 #include "src/archive/frames.h"
+#include "src/core/zstd_frame.h"
 
 namespace kwatt::archive {
 
@@ -125,7 +125,7 @@ struct ArchiveWriter::Impl {
   std::map<std::string, File> files;  // by rel
   std::vector<std::string> order;     // rels, manifest order
   std::vector<std::string> node_fqdns;
-  ZSTD_CCtx* cctx = nullptr;
+  kwatt::internal::ZstdFrameEncoder encoder{kZstdLevel};
   int journal = -1;
   UnixNanos window_start = 0, window_end = 0;
   bool have_window = false;
@@ -144,7 +144,6 @@ struct ArchiveWriter::Impl {
       if (file.fd >= 0) ::close(file.fd);
     }
     if (journal >= 0) ::close(journal);
-    if (cctx) ZSTD_freeCCtx(cctx);
   }
 
   Status OpenFile(File& file) {
@@ -179,10 +178,8 @@ struct ArchiveWriter::Impl {
       return Status::OK();
     }
     KWATT_RETURN_IF_ERROR(OpenFile(file));
-    compressed.resize(ZSTD_compressBound(file.frame.size()));
-    size_t n = ZSTD_compress2(cctx, compressed.data(), compressed.size(), file.frame.data(),
-                              file.frame.size());
-    if (ZSTD_isError(n)) return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(n));
+    KWATT_RETURN_IF_ERROR(encoder.Compress(file.frame, &compressed));
+    size_t n = compressed.size();
     KWATT_RETURN_IF_ERROR(WriteAll(file.fd, compressed.data(), n, (dir / file.rel).string()));
     file.bytes += n;
     file.rows += file.frame_rows;
@@ -461,10 +458,6 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
   impl.journal = ::open((impl.dir / kJournalName).c_str(),
                         O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (impl.journal < 0) return Errno("cannot open the journal of " + dir_text);
-  impl.cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_checksumFlag, 1);
-  ZSTD_CCtx_setParameter(impl.cctx, ZSTD_c_contentSizeFlag, 1);
   return writer;
 }
 

@@ -17,6 +17,7 @@
 #include "kwatt/core/time.h"
 #include "src/archive/test_files.h"
 #include "src/core/row_parser.h"
+#include "src/core/test_temp_dir.h"
 
 namespace kwatt::archive {
 namespace {
@@ -36,21 +37,10 @@ void AppendFile(const fs::path& path, const std::string& bytes) {
   out << bytes;
 }
 
-class TempDir {
+class TempDir : public kwatt::testing::TempDir {
  public:
-  TempDir() {
-    static int counter = 0;
-    root_ = fs::temp_directory_path() /
-            ("kwatt_writer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  ~TempDir() { fs::remove_all(root_); }
-  const fs::path& root() const { return root_; }
-  std::string archive() const { return (root_ / "archive").string(); }
-
- private:
-  fs::path root_;
+  TempDir() : kwatt::testing::TempDir("kwatt_writer_test") {}
+  std::string archive() const { return (root() / "archive").string(); }
 };
 
 BackupQuery Query() {

@@ -1,0 +1,128 @@
+// A metrics store: rows that kwatt keeps itself (collected, imported, pushed), their jobs and the
+// metric catalogue of each cluster, behind one interface with several engines: the embedded one
+// on SQLite (kwatt/store/sqlite_store.h, doc/store.md) and, later, PostgreSQL (Kwollect's table).
+//
+// Rows are Kwollect's: (instant, UTC offset, device, metric, value, labels). A store keeps the
+// instant to the microsecond (as Kwollect does), the UTC offset it was written with, the value's
+// exact bits (NaN payloads, negative zero) and the labels text exactly as given. A series is a
+// (device, metric, labels) triple.
+//
+// Thread safety: a Store object is used by one thread at a time (it is not synchronised). Other
+// processes or Store objects may read the same store while one writes (see the engine).
+#ifndef KWATT_STORE_STORE_H_
+#define KWATT_STORE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwatt/core/row_batch.h"
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+
+namespace kwatt::store {
+
+// Which rows a Query streams.
+struct StoreQuery {
+  // Devices, in any order (duplicates are ignored); empty: every device of the store.
+  std::vector<std::string> devices;
+  // Metrics; empty: every metric.
+  std::vector<std::string> metrics;
+  // The window [start, end): UTC nanoseconds, start inclusive, end exclusive.
+  UnixNanos start = 0;
+  UnixNanos end = 0;
+  // Rows per batch handed to the callback (at most); the last batch may hold fewer.
+  size_t batch_rows = 8192;
+};
+
+// Receives a Query's rows. `interner` is the query's own: the ids of every batch refer to it and
+// stay valid for the whole query. `batch.raw` is empty (a store keeps fields, not text). A non-OK
+// status stops the query, which returns it.
+using QueryCallback = std::function<Status(const RowBatch& batch, const StringInterner& interner)>;
+
+// An OAR job as Kwollect knows it.
+struct Job {
+  std::string site;  // "lyon"
+  int64_t id = 0;
+  std::string user;
+  std::vector<std::string> nodes;  // device ids ("nova-1"), in the job's order
+  UnixNanos start = 0;
+  std::optional<UnixNanos> stop;   // none while the job runs
+  std::vector<std::string> types;  // OAR job types, e.g. "monitor=wattmetre_power_watt"
+
+  bool operator==(const Job&) const = default;
+};
+
+// What a store holds.
+struct StoreInfo {
+  int64_t series = 0;
+  int64_t rows = 0;       // sealed and open
+  int64_t blocks = 0;     // sealed blocks
+  int64_t head_rows = 0;  // rows not sealed into a block yet
+  int64_t bytes = 0;      // on disk, the write-ahead log included
+  UnixNanos first = 0;    // the earliest and the latest instant stored (0, 0 when empty)
+  UnixNanos last = 0;
+  int64_t jobs = 0;
+  int64_t catalogues = 0;
+};
+
+// Whether a store is sound.
+struct CheckReport {
+  int64_t blocks_checked = 0;
+  int64_t rows_checked = 0;
+  // What is wrong, each naming the place ("block 12 (series 3: nova-1 wattmetre_power_watt {},
+  // 2025-04-18T16:55:33Z..): its checksum is ..."); at most max_problems of them.
+  std::vector<std::string> problems;
+
+  bool ok() const { return problems.empty(); }
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Adds the rows of `batch` (ids referring to `interner`; `raw` is not read). Rows may come in
+  // any order, for any series, before or after rows already stored. Either every row of the batch
+  // is appended or none is: a time with a fraction finer than the microsecond is refused
+  // (InvalidArgument naming the row), as is a device or metric id that is empty.
+  // Appended rows are seen by Query on this object at once; they are durable once a Flush()
+  // returns OK (the engine may flush by itself too: see its options).
+  [[nodiscard]] virtual Status Append(const RowBatch& batch, const StringInterner& interner) = 0;
+
+  // Makes every row appended so far durable: after it returns OK, a crash of the process (kill -9)
+  // loses none of them.
+  [[nodiscard]] virtual Status Flush() = 0;
+
+  // Streams the rows of `query` to `callback`, in batches: device after device in byte order of
+  // their ids; each device's rows in time order; rows of one device at the same instant by metric
+  // id, then labels text (byte order), then in the order they were appended. Memory stays bounded
+  // whatever the size of the store or of the window.
+  [[nodiscard]] virtual Status Query(const StoreQuery& query, const QueryCallback& callback) = 0;
+
+  // Jobs: one per (site, id); PutJob replaces an earlier one.
+  [[nodiscard]] virtual Status PutJob(const Job& job) = 0;
+  // NotFound when the store has no such job.
+  [[nodiscard]] virtual Result<Job> GetJob(const std::string& site, int64_t id) = 0;
+  // The jobs of `site` that overlap [start, end), by start then id.
+  [[nodiscard]] virtual Result<std::vector<Job>> Jobs(const std::string& site, UnixNanos start,
+                                                      UnixNanos end) = 0;
+
+  // The metric catalogue of a cluster: Kwollect's `metrics` array as JSON text (kept as given).
+  [[nodiscard]] virtual Status PutCatalogue(const std::string& site, const std::string& cluster,
+                                            const std::string& metrics_json) = 0;
+  // NotFound when the store has none for that cluster.
+  [[nodiscard]] virtual Result<std::string> GetCatalogue(const std::string& site,
+                                                         const std::string& cluster) = 0;
+
+  // Checks the whole store (reads every byte of it): the engine's own structure, then every block
+  // of rows. A store that cannot be read at all is an error status; a damaged one is a report
+  // with problems.
+  [[nodiscard]] virtual Result<CheckReport> Check() = 0;
+  [[nodiscard]] virtual Result<StoreInfo> Info() = 0;
+};
+
+}  // namespace kwatt::store
+
+#endif  // KWATT_STORE_STORE_H_
