@@ -22,4 +22,14 @@ Status CheckAppendable(const RowBatch& batch, const StringInterner& interner) {
   return Status::OK();
 }
 
+Result<Catalogue> ParseStoredCatalogue(const std::string& site, const std::string& cluster,
+                                       std::string_view text) {
+  Result<Catalogue> catalogue = Catalogue::FromJson(text);
+  if (!catalogue.ok()) {
+    return Status::Corruption("the store's catalogue of " + site + "/" + cluster + ": " +
+                              catalogue.status().message());
+  }
+  return catalogue;
+}
+
 }  // namespace kwatt::store::internal

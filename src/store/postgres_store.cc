@@ -243,14 +243,14 @@ class PostgresStore : public Store {
   }
 
   Status PutCatalogue(const std::string& site, const std::string& cluster,
-                      const std::string& metrics_json) override {
+                      const Catalogue& catalogue) override {
     return Exec(
         "INSERT INTO kwatt_catalogues(site, cluster, metrics) VALUES ($1, $2, $3) "
         "ON CONFLICT (site, cluster) DO UPDATE SET metrics = excluded.metrics",
-        {site, cluster, metrics_json});
+        {site, cluster, catalogue.json()});
   }
 
-  Result<std::string> GetCatalogue(const std::string& site, const std::string& cluster) override {
+  Result<Catalogue> GetCatalogue(const std::string& site, const std::string& cluster) override {
     KWATT_ASSIGN_OR_RETURN(PgResult r,
                            Select("SELECT metrics FROM kwatt_catalogues WHERE site = $1 AND "
                                   "cluster = $2",
@@ -259,7 +259,9 @@ class PostgresStore : public Store {
       return Status::NotFound("the store has no catalogue for cluster " + cluster + " of site " +
                               site);
     }
-    return std::string(PQgetvalue(r.get(), 0, 0), size_t(PQgetlength(r.get(), 0, 0)));
+    return internal::ParseStoredCatalogue(
+        site, cluster,
+        std::string_view(PQgetvalue(r.get(), 0, 0), size_t(PQgetlength(r.get(), 0, 0))));
   }
 
   Result<CheckReport> Check() override {
@@ -268,11 +270,12 @@ class PostgresStore : public Store {
       if (report.problems.size() < options_.max_problems) report.problems.push_back(text);
     };
     // Every partition of metrics has its range and its index.
-    KWATT_ASSIGN_OR_RETURN(PgResult parts,
-                           Select("SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), "
-                                  "EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisvalid) "
-                                  "FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid "
-                                  "WHERE h.inhparent = 'metrics'::regclass ORDER BY c.relname"));
+    KWATT_ASSIGN_OR_RETURN(
+        PgResult parts,
+        Select("SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), "
+               "EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisvalid) "
+               "FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid "
+               "WHERE h.inhparent = 'metrics'::regclass ORDER BY c.relname"));
     for (int i = 0; i < PQntuples(parts.get()); ++i) {
       std::string name = PQgetvalue(parts.get(), i, 0);
       std::string bound = PQgetvalue(parts.get(), i, 1);

@@ -242,9 +242,17 @@ TEST_F(PostgresStoreTest, JobsAndCataloguesAsTheEmbeddedEngineKeepsThem) {
   ASSERT_EQ(overlapping->size(), 2u);
   EXPECT_EQ((*overlapping)[0], done);
   EXPECT_TRUE(store_->Jobs("lyon", kT0 + 61 * kNanosPerSecond, kT0 + kDay)->empty());
-  std::string catalogue = R"([{"name": "wattmetre_power_watt", "period": 1000}])";
-  ASSERT_TRUE(store_->PutCatalogue("lyon", "nova", catalogue).ok());
-  EXPECT_EQ(*store_->GetCatalogue("lyon", "nova"), catalogue);  // kept as given
+  Result<Catalogue> catalogue =
+      Catalogue::FromJson(R"([{"name": "wattmetre_power_watt", "period": 1000}])");
+  ASSERT_TRUE(catalogue.ok());
+  ASSERT_TRUE(store_->PutCatalogue("lyon", "nova", *catalogue).ok());
+  Result<Catalogue> back = store_->GetCatalogue("lyon", "nova");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->json(), catalogue->json());
+  EXPECT_EQ(back->entries()[0].name, "wattmetre_power_watt");
+  // A damaged one (SQL users can write the table) is named where it is read.
+  Sql(uri_, "UPDATE kwatt_catalogues SET metrics = '[{\"period\": 1}]'");
+  EXPECT_EQ(store_->GetCatalogue("lyon", "nova").status().code(), Status::Code::kCorruption);
   EXPECT_EQ(store_->GetCatalogue("lyon", "taurus").status().code(), Status::Code::kNotFound);
   auto info = store_->Info();
   EXPECT_EQ(info->jobs, 2);

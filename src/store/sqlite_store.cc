@@ -523,13 +523,13 @@ class SqliteStore final : public Store {
   }
 
   Status PutCatalogue(const std::string& site, const std::string& cluster,
-                      const std::string& metrics_json) override {
+                      const Catalogue& catalogue) override {
     Statement& put = Get(kPutCatalogue);
-    put.Reset().Bind(1, site).Bind(2, cluster).Bind(3, metrics_json);
+    put.Reset().Bind(1, site).Bind(2, cluster).Bind(3, catalogue.json());
     return WriteNow(put);
   }
 
-  Result<std::string> GetCatalogue(const std::string& site, const std::string& cluster) override {
+  Result<Catalogue> GetCatalogue(const std::string& site, const std::string& cluster) override {
     Statement& get = Get(kGetCatalogue);
     get.Reset().Bind(1, site).Bind(2, cluster);
     bool row;
@@ -537,7 +537,7 @@ class SqliteStore final : public Store {
     if (!row) return Status::NotFound("no catalogue for " + site + "/" + cluster + " in the store");
     std::string text(get.Text(0));
     get.Reset();
-    return text;
+    return internal::ParseStoredCatalogue(site, cluster, text);
   }
 
   Result<CheckReport> Check() override;

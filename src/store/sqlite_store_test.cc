@@ -324,8 +324,14 @@ TEST(SqliteStore, JobsAndCatalogues) {
   bad.nodes = {"a\nb"};
   EXPECT_EQ(store->PutJob(bad).code(), Status::Code::kInvalidArgument);
 
-  ASSERT_TRUE(store->PutCatalogue("lyon", "nova", R"([{"name":"m","period":1000}])").ok());
-  EXPECT_EQ(*store->GetCatalogue("lyon", "nova"), R"([{"name":"m","period":1000}])");
+  Result<Catalogue> nova =
+      Catalogue::FromJson(R"({"uid":"nova","metrics":[{"name":"m","period":1000}]})");
+  ASSERT_TRUE(nova.ok());
+  ASSERT_TRUE(store->PutCatalogue("lyon", "nova", *nova).ok());
+  Result<Catalogue> back = store->GetCatalogue("lyon", "nova");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->json(), R"([{"name":"m","period":1000}])");
+  EXPECT_EQ(back->entries()[0].period_ms, 1000);
   EXPECT_EQ(store->GetCatalogue("lyon", "taurus").status().code(), Status::Code::kNotFound);
   store.reset();
   store = Open(temp.root() / "s.db");

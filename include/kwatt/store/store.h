@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/catalogue.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
@@ -109,12 +110,13 @@ class Store {
   [[nodiscard]] virtual Result<std::vector<Job>> Jobs(const std::string& site, UnixNanos start,
                                                       UnixNanos end) = 0;
 
-  // The metric catalogue of a cluster: Kwollect's `metrics` array as JSON text (kept as given).
+  // The metric catalogue of a cluster (kept as its `metrics` array's JSON, Catalogue::json()).
   [[nodiscard]] virtual Status PutCatalogue(const std::string& site, const std::string& cluster,
-                                            const std::string& metrics_json) = 0;
-  // NotFound when the store has none for that cluster.
-  [[nodiscard]] virtual Result<std::string> GetCatalogue(const std::string& site,
-                                                         const std::string& cluster) = 0;
+                                            const Catalogue& catalogue) = 0;
+  // NotFound when the store has none for that cluster; Corruption naming the cluster when the
+  // stored text is not a catalogue (parsed here, where it enters).
+  [[nodiscard]] virtual Result<Catalogue> GetCatalogue(const std::string& site,
+                                                       const std::string& cluster) = 0;
 
   // Checks the whole store (reads every byte of it): the engine's own structure, then every block
   // of rows. A store that cannot be read at all is an error status; a damaged one is a report
