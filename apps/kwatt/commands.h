@@ -84,6 +84,8 @@ Runner RegisterStats(CLI::App* app);
 Runner RegisterInspect(CLI::App* app);
 Runner RegisterCat(CLI::App* app);
 Runner RegisterExport(CLI::App* app);
+Runner RegisterImport(CLI::App* app);
+Runner RegisterStore(CLI::App* app);
 
 // The row filters of cat and export (cat_command.cc).
 struct ArchiveFilterArgs {

@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
       kwatt::cli::RegisterBackup(&app),   kwatt::cli::RegisterEnergy(&app),
       kwatt::cli::RegisterSimulate(&app), kwatt::cli::RegisterStats(&app),
       kwatt::cli::RegisterInspect(&app),  kwatt::cli::RegisterCat(&app),
-      kwatt::cli::RegisterExport(&app)};
+      kwatt::cli::RegisterExport(&app),   kwatt::cli::RegisterImport(&app),
+      kwatt::cli::RegisterStore(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,5 +1,7 @@
 #include "kwatt/core/row_batch.h"
 
+#include "kwatt/core/json_text.h"
+
 namespace kwatt {
 
 uint32_t StringInterner::Intern(std::string_view text) {
@@ -32,6 +34,26 @@ void RowBatch::AppendRow(const RowBatch& other, size_t i) {
   labels.push_back(other.labels[i]);
   raw.append(other.RawRow(i));
   raw_end.push_back(uint32_t(raw.size()));
+}
+
+void AppendRowText(std::string* out, const RowBatch& batch, size_t i,
+                   const StringInterner& interner) {
+  if (batch.raw_end.size() == batch.size()) {
+    out->append(batch.RawRow(i));
+    return;
+  }
+  char text[kMaxTimestampLength > kMaxNumberLength ? kMaxTimestampLength : kMaxNumberLength];
+  out->append("{\"timestamp\":\"");
+  out->append(text, FormatTimestamp(batch.time[i], batch.utc_offset[i], text));
+  out->append("\",\"device_id\":");
+  AppendJsonString(out, interner.Get(batch.device[i]));
+  out->append(",\"metric_id\":");
+  AppendJsonString(out, interner.Get(batch.metric[i]));
+  out->append(",\"value\":");
+  out->append(text, FormatJsonNumber(batch.value[i], text));
+  out->append(",\"labels\":");
+  out->append(interner.Get(batch.labels[i]));
+  out->push_back('}');
 }
 
 }  // namespace kwatt

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace kwatt {
@@ -67,6 +68,42 @@ TEST(RowBatch, AppendRowRawRowAndClear) {
   EXPECT_TRUE(all.raw.empty());
   EXPECT_TRUE(all.raw_end.empty());
   EXPECT_TRUE(all.device.empty());
+}
+
+// A row without its text is written as Kwollect renders it; one with its text, as sent.
+TEST(AppendRowText, FromFieldsAsKwollectRendersAndFromRawAsSent) {
+  StringInterner interner;
+  RowBatch batch;
+  auto add = [&](UnixNanos t, int32_t offset, double value, const char* labels) {
+    batch.time.push_back(t);
+    batch.utc_offset.push_back(offset);
+    batch.device.push_back(interner.Intern("nova-1"));
+    batch.metric.push_back(interner.Intern("wattmetre_power_watt"));
+    batch.value.push_back(value);
+    batch.labels.push_back(interner.Intern(labels));
+  };
+  constexpr UnixNanos kT = 1744977600LL * 1'000'000'000;  // 2025-04-18T12:00:00Z
+  add(kT + 20'000'000, 7200, 98.5, "{}");
+  add(kT, 3600, 98, R"({"_device_orig":["wattmetre1-port7"]})");
+  add(kT + 123'456'000, 7200, std::nan(""), "{}");
+  std::string out;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    AppendRowText(&out, batch, i, interner);
+    out += '\n';
+  }
+  EXPECT_EQ(out,
+            "{\"timestamp\":\"2025-04-18T14:00:00.02+02:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"wattmetre_power_watt\",\"value\":98.5,\"labels\":{}}\n"
+            "{\"timestamp\":\"2025-04-18T13:00:00+01:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"wattmetre_power_watt\",\"value\":98,"
+            "\"labels\":{\"_device_orig\":[\"wattmetre1-port7\"]}}\n"
+            "{\"timestamp\":\"2025-04-18T14:00:00.123456+02:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"wattmetre_power_watt\",\"value\":\"NaN\",\"labels\":{}}\n");
+  batch.raw = "r0r1r2";
+  batch.raw_end = {2, 4, 6};
+  std::string raw;
+  AppendRowText(&raw, batch, 1, interner);
+  EXPECT_EQ(raw, "r1");
 }
 
 }  // namespace

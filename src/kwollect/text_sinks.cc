@@ -47,13 +47,10 @@ Status TextSink::MaybeFlush() {
   return Status::OK();
 }
 
-Status JsonlSink::Write(std::string_view, const RowBatch& batch, const StringInterner&) {
-  size_t begin = 0;
+Status JsonlSink::Write(std::string_view, const RowBatch& batch, const StringInterner& interner) {
   for (size_t i = 0; i < batch.size(); ++i) {
-    size_t end = batch.raw_end[i];
-    buffer_.append(batch.raw, begin, end - begin);
+    AppendRowText(&buffer_, batch, i, interner);
     buffer_.push_back('\n');
-    begin = end;
     if ((i & 1023) == 1023) KWATT_RETURN_IF_ERROR(MaybeFlush());
   }
   rows_ += int64_t(batch.size());

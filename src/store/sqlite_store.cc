@@ -995,7 +995,14 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                    std::to_string(internal::kMaxBlockRows));
   }
   auto store = std::make_unique<SqliteStore>(path, options);
-  KWATT_RETURN_IF_ERROR(store->Open());
+  Status opened = store->Open();
+  if (opened.code() == Status::Code::kCorruption &&
+      opened.message().find(path) == std::string::npos) {
+    // SQLite found damaged pages while opening: name the file and what to do.
+    return Status::Corruption("the store " + path + " is damaged (" + opened.message() +
+                              "): restore it from a backup (doc/store.md)");
+  }
+  KWATT_RETURN_IF_ERROR(opened);
   return std::unique_ptr<Store>(std::move(store));
 }
 

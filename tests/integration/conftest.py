@@ -67,3 +67,57 @@ def port_is_free(port):
             return True
         except OSError:
             return False
+
+
+class RunningPostgres:
+    """A throwaway PostgreSQL cluster (Debian's, from `make deps`) listening on a Unix socket in
+    its own directory only, as src/store/test_postgres.h starts one for the C++ tests: initdb
+    refuses root, so as root it runs as `nobody`."""
+
+    def __init__(self, directory):
+        self.dir = Path(directory)
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not bins:
+            raise RuntimeError("PostgreSQL's initdb is not in /usr/lib/postgresql/*/bin: run make deps")
+        self.bin = bins[-1].parent
+        self.prefix = []
+        if os.geteuid() == 0:
+            import pwd
+            nobody = pwd.getpwnam("nobody")
+            os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
+            self.prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        self._run("initdb", "-D", self.dir / "data", "-A", "trust", "-U", "postgres", "--no-sync",
+                  "-E", "UTF8", "--locale=C")
+        self._run("pg_ctl", "-D", self.dir / "data", "-w", "-l", self.dir / "server.log", "-o",
+                  f"-k {self.dir} -c listen_addresses='' -F", "start")
+        self.databases = 0
+
+    def _run(self, program, *args):
+        subprocess.run([*self.prefix, str(self.bin / program), *map(str, args)], check=True,
+                       cwd=self.dir, capture_output=True, timeout=120)
+
+    def uri(self, db="postgres"):
+        return f"postgresql:///{db}?host={self.dir}&user=postgres"
+
+    def new_database(self):
+        self.databases += 1
+        name = f"kwatt_{self.databases}"
+        subprocess.run([str(self.bin / "psql"), "-q", "-d", self.uri(), "-c",
+                        f"CREATE DATABASE {name}"], check=True, capture_output=True, timeout=60)
+        return self.uri(name)
+
+    def stop(self):
+        self._run("pg_ctl", "-D", self.dir / "data", "-m", "immediate", "stop")
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    # Not under pytest's temporary directory: its parents are private to root, and the cluster
+    # runs as nobody.
+    import shutil
+    import tempfile
+    directory = tempfile.mkdtemp(prefix="kwatt_pg_")
+    running = RunningPostgres(directory)
+    yield running
+    running.stop()
+    shutil.rmtree(directory, ignore_errors=True)

@@ -57,6 +57,13 @@ struct RowBatch {
   void AppendRow(const RowBatch& other, size_t i);
 };
 
+// Appends row `i`'s JSON text: the text the API sent when the batch has it (`raw`), else the row
+// as Kwollect renders it from its fields: {"timestamp":"2025-04-18T14:00:00.02+02:00",
+// "device_id":"nova-1","metric_id":"wattmetre_power_watt","value":98.5,"labels":{}} (timestamp in
+// the row's UTC offset, value as PostgreSQL writes a float8, labels as kept).
+void AppendRowText(std::string* out, const RowBatch& batch, size_t i,
+                   const StringInterner& interner);
+
 }  // namespace kwatt
 
 #endif  // KWATT_CORE_ROW_BATCH_H_

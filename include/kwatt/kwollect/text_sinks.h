@@ -27,7 +27,8 @@ class TextSink : public RowSink {
   int64_t rows_ = 0;
 };
 
-// One line per row, the row's exact text.
+// One line per row: the row's exact text, or, for rows without it (from a store), the row as
+// Kwollect renders it (AppendRowText).
 class JsonlSink : public TextSink {
  public:
   using TextSink::TextSink;
