@@ -98,7 +98,8 @@ def main() -> int:
         "index filled with a prepared INSERT per row in a transaction per batch (what a client "
         "library's executemany does); then the table filled to the volume inside the server "
         "(INSERT ... SELECT from generate_series: 200 devices x 5 metrics at 1 Hz, indexes "
-        "maintained), and 20 queries of 10 nodes x 1 metric x 10 min (6,000 rows each) through "
+        "maintained, then VACUUM ANALYZE as autovacuum would), and 20 queries of 10 nodes x 1 metric "
+        "x 10 min (6,000 rows each) through "
         f"the engine at random places, the first one just after the fill ({postgres_s:.0f} s in "
         "all).",
         "",
