@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,19 @@ namespace kwatt {
 namespace {
 
 UnixNanos At(int64_t seconds, int64_t nanos = 0) { return seconds * kNanosPerSecond + nanos; }
+
+TEST(FloorAndCeilDiv, RoundTowardsTheirSideAtTheEndsOfTheRange) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(FloorDiv(-1, 1000), -1);
+  EXPECT_EQ(CeilDiv(-1, 1000), 0);
+  EXPECT_EQ(CeilDiv(1, 1000), 1);
+  EXPECT_EQ(CeilDiv(-2000, 1000), -2);
+  EXPECT_EQ(FloorDiv(kMin, 1000), -9223372036854776);
+  EXPECT_EQ(CeilDiv(kMin, 1000), -9223372036854775);
+  EXPECT_EQ(FloorDiv(kMax, 1000), 9223372036854775);
+  EXPECT_EQ(CeilDiv(kMax, 1000), 9223372036854776);
+}
 
 TEST(ParisOffset, FollowsEuRule) {
   // 2025: summer time from 2025-03-30 01:00 UTC to 2025-10-26 01:00 UTC.

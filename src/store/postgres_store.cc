@@ -98,10 +98,7 @@ std::string TextArray(const std::vector<std::string>& items) {
 
 // Microseconds of `t`, rounded down; and rounded up (without overflow at the ends of time).
 std::string Micros(UnixNanos t) { return std::to_string(FloorDiv(t, kNanosPerMicro)); }
-std::string CeilMicros(UnixNanos t) {
-  int64_t floor = FloorDiv(t, kNanosPerMicro);
-  return std::to_string(floor + (floor * kNanosPerMicro != t ? 1 : 0));
-}
+std::string CeilMicros(UnixNanos t) { return std::to_string(CeilDiv(t, kNanosPerMicro)); }
 
 // Big-endian integers, as COPY's binary format and binary results have them.
 void PutBig(std::string* out, uint64_t value, int bytes) {

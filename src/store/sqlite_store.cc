@@ -182,9 +182,7 @@ Status Exec(sqlite3* db, const std::string& sql) {
 }
 
 // The smallest microsecond count whose instant is at or after `t`.
-int64_t CeilMicros(UnixNanos t) {
-  return t / kNanosPerMicro + (t % kNanosPerMicro > 0 ? 1 : 0);  // '/' rounds towards zero
-}
+int64_t CeilMicros(UnixNanos t) { return CeilDiv(t, kNanosPerMicro); }
 
 // Appends the rows of a statement on the head table (time, utc_offset, value_bits), then resets
 // it.

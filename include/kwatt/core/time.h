@@ -31,6 +31,9 @@ inline int64_t FloorDiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+// Ceiling division for a positive `b`, without overflow at the ends of the int64 range.
+inline int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
+
 // The system clock, now.
 UnixNanos WallClockNow();
 
