@@ -58,7 +58,7 @@ CREATE TABLE head(
   time INTEGER NOT NULL,
   utc_offset INTEGER NOT NULL,
   value_bits INTEGER NOT NULL,
-  PRIMARY KEY(series, seq)) WITHOUT ROWID;
+  PRIMARY KEY(series, time, seq)) WITHOUT ROWID;
 CREATE TABLE jobs(
   site TEXT NOT NULL,
   id INTEGER NOT NULL,
@@ -105,6 +105,15 @@ class Statement {
   Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
     other.stmt_ = nullptr;
   }
+  Statement& operator=(Statement&& other) noexcept {
+    if (this != &other) {
+      sqlite3_finalize(stmt_);
+      db_ = other.db_;
+      stmt_ = std::exchange(other.stmt_, nullptr);
+    }
+    return *this;
+  }
+  bool prepared() const { return stmt_ != nullptr; }
 
   Status Prepare(sqlite3* db, std::string_view sql) {
     db_ = db;
@@ -267,19 +276,19 @@ class SeriesCursor {
   uint32_t metric() const { return metric_; }
   uint32_t labels() const { return labels_; }
 
-  Status Start(sqlite3* db, Statement* head_query, int64_t series, int64_t max_span,
-               int64_t start_us, int64_t end_us, std::string where) {
+  // `blocks` is a prepared kBlockQuery statement, the cursor's until TakeStatement(); `decoder`
+  // is shared by the cursors of a query (blocks are decoded one at a time) and outlives them.
+  Status Start(Statement blocks, BlockDecoder* decoder, Statement* head_query, int64_t series,
+               int64_t max_span, int64_t start_us, int64_t end_us, std::string where) {
     start_us_ = start_us;
     end_us_ = end_us;
     where_ = std::move(where);
-    KWATT_RETURN_IF_ERROR(blocks_.Prepare(
-        db,
-        "SELECT id, start, end, data, checksum, rows FROM blocks WHERE series = ?1 AND start >= ?2 "
-        "AND start < ?3 AND end >= ?4 ORDER BY start, id"));
+    blocks_ = std::move(blocks);
+    decoder_ = decoder;
     // start >= start_us - max_span bounds the index range: no block is longer than max_span.
     int64_t low;
     if (__builtin_sub_overflow(start_us, max_span, &low)) low = INT64_MIN;
-    blocks_.Bind(1, series).Bind(2, low).Bind(3, end_us).Bind(4, start_us);
+    blocks_.Reset().Bind(1, series).Bind(2, low).Bind(3, end_us).Bind(4, start_us);
     KWATT_RETURN_IF_ERROR(NextPending());
     // The head: at most head_rows rows, in the order they were appended.
     auto head = std::make_unique<Source>();
@@ -295,6 +304,11 @@ class SeriesCursor {
   }
 
   bool done() const { return done_; }
+  // The block statement, reset, for another cursor.
+  Statement TakeStatement() {
+    blocks_.Reset();
+    return std::move(blocks_);
+  }
   int64_t micros() const { return current_->rows.micros[current_->next]; }
   int32_t utc_offset() const { return current_->rows.utc_offset[current_->next]; }
   double value() const { return current_->rows.value[current_->next]; }
@@ -322,7 +336,7 @@ class SeriesCursor {
     auto source = std::make_unique<Source>();
     source->order = blocks_.Int(0);
     KWATT_RETURN_IF_ERROR(
-        DecodeStoredBlock(&decoder_, blocks_.Blob(3), blocks_.Int(4), blocks_.Int(5),
+        DecodeStoredBlock(decoder_, blocks_.Blob(3), blocks_.Int(4), blocks_.Int(5),
                           where_ + ": block " + std::to_string(source->order), &source->rows));
     const auto& t = source->rows.micros;
     source->next = size_t(std::lower_bound(t.begin(), t.end(), start_us_) - t.begin());
@@ -366,7 +380,7 @@ class SeriesCursor {
   Statement blocks_;
   bool has_pending_ = false;
   int64_t pending_start_ = 0;
-  BlockDecoder decoder_;
+  BlockDecoder* decoder_ = nullptr;
   std::vector<std::unique_ptr<Source>> open_;  // a heap, earliest row first
   std::unique_ptr<Source> current_;
   bool done_ = false;
@@ -383,6 +397,7 @@ class SqliteStore final : public Store {
     if (db_ != nullptr) {
       if (in_transaction_) (void)Flush();  // a failure here has nobody to tell: rows not durable
       statements_.clear();
+      spare_block_queries_.clear();
       sqlite3_close_v2(db_);
     }
   }
@@ -441,6 +456,15 @@ class SqliteStore final : public Store {
     KWATT_RETURN_IF_ERROR(Exec(db_, "COMMIT"));
     in_transaction_ = false;
     return Status::OK();
+  }
+
+  Status Seal() override {
+    for (SeriesState& state : states_) {
+      if (state.head_rows == 0) continue;
+      KWATT_RETURN_IF_ERROR(BeginIfNeeded());
+      KWATT_RETURN_IF_ERROR(Seal(&state));
+    }
+    return Flush();
   }
 
   Status Query(const StoreQuery& query, const QueryCallback& callback) override {
@@ -560,17 +584,34 @@ class SqliteStore final : public Store {
 
   Statement& Get(StatementId id) { return statements_[id]; }
 
+  // A prepared statement over a series' blocks in a window, for a query's cursor: a spare one
+  // (every series of a device has its cursor open at once; preparing one for each, and each
+  // query, was most of a short query's time).
+  Result<Statement> TakeBlockQuery() {
+    if (!spare_block_queries_.empty()) {
+      Statement statement = std::move(spare_block_queries_.back());
+      spare_block_queries_.pop_back();
+      return statement;
+    }
+    Statement statement;
+    KWATT_RETURN_IF_ERROR(statement.Prepare(
+        db_,
+        "SELECT id, start, end, data, checksum, rows FROM blocks WHERE series = ?1 AND start >= ?2 "
+        "AND start < ?3 AND end >= ?4 ORDER BY start, id"));
+    return statement;
+  }
+
   Status PrepareStatements() {
     static constexpr const char* kSql[kStatementCount] = {
         "INSERT INTO series(device, metric, labels) VALUES(?1, ?2, ?3)",
         "INSERT INTO head(series, seq, time, utc_offset, value_bits) VALUES(?1, ?2, ?3, ?4, ?5)",
-        "SELECT time, utc_offset, value_bits FROM head WHERE series = ?1 ORDER BY seq",
+        "SELECT time, utc_offset, value_bits FROM head WHERE series = ?1 ORDER BY time, seq",
         "DELETE FROM head WHERE series = ?1",
         "INSERT INTO blocks(series, start, end, rows, checksum, data) VALUES(?1, ?2, ?3, ?4, ?5, "
         "?6)",
         "UPDATE series SET max_span = ?2 WHERE id = ?1",
         "SELECT time, utc_offset, value_bits FROM head WHERE series = ?1 AND time >= ?2 AND "
-        "time < ?3 ORDER BY seq",
+        "time < ?3 ORDER BY time, seq",
         "INSERT OR REPLACE INTO jobs(site, id, user, nodes, start, stop, types) "
         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         "SELECT site, id, user, nodes, start, stop, types FROM jobs WHERE site = ?1 AND id = ?2",
@@ -804,6 +845,17 @@ class SqliteStore final : public Store {
         "labels"));
     list.Bind(1, device);
     std::vector<std::unique_ptr<SeriesCursor>> cursors;
+    // A cursor's statement goes back to spare_block_queries_ when it is done (or on an error).
+    auto give_back = [this](SeriesCursor& cursor) {
+      spare_block_queries_.push_back(cursor.TakeStatement());
+    };
+    struct GiveBackAll {
+      std::vector<std::unique_ptr<SeriesCursor>>& cursors;
+      decltype(give_back)& back;
+      ~GiveBackAll() {
+        for (auto& c : cursors) back(*c);
+      }
+    } give_back_all{cursors, give_back};
     uint32_t device_id = interner->Intern(device);
     bool row;
     while (true) {
@@ -815,9 +867,15 @@ class SqliteStore final : public Store {
                                                    interner->Intern(list.Text(2)));
       std::string where = path_ + ": series " + std::to_string(list.Int(0)) + " (" + device + " " +
                           std::string(metric) + " " + std::string(list.Text(2)) + ")";
-      KWATT_RETURN_IF_ERROR(cursor->Start(db_, &Get(kQueryHead), list.Int(0), list.Int(3), start_us,
-                                          end_us, std::move(where)));
-      if (!cursor->done()) cursors.push_back(std::move(cursor));
+      KWATT_ASSIGN_OR_RETURN(Statement blocks, TakeBlockQuery());
+      Status started = cursor->Start(std::move(blocks), &decoder_, &Get(kQueryHead), list.Int(0),
+                                     list.Int(3), start_us, end_us, std::move(where));
+      if (!started.ok() || cursor->done()) {
+        give_back(*cursor);
+        KWATT_RETURN_IF_ERROR(started);
+        continue;
+      }
+      cursors.push_back(std::move(cursor));
     }
     // Across the device's series: the earliest row first, ties by series rank (metric, labels).
     auto later = [](const std::unique_ptr<SeriesCursor>& a,
@@ -837,6 +895,7 @@ class SqliteStore final : public Store {
       if (batch->size() >= batch_rows) KWATT_RETURN_IF_ERROR(emit());
       KWATT_RETURN_IF_ERROR(c.Next());
       if (c.done()) {
+        give_back(c);
         cursors.pop_back();
       } else {
         std::push_heap(cursors.begin(), cursors.end(), later);
@@ -872,6 +931,8 @@ class SqliteStore final : public Store {
   SqliteStoreOptions options_;
   sqlite3* db_ = nullptr;
   std::vector<Statement> statements_;
+  std::vector<Statement> spare_block_queries_;  // see TakeBlockQuery()
+  BlockDecoder decoder_;                        // of queries' blocks
   bool in_transaction_ = false;
   UnixNanos transaction_began_ = 0;
   UnixNanos last_age_check_ = 0;

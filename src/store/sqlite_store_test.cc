@@ -260,6 +260,32 @@ TEST_P(StoreTest, ReopenKeepsRowsAndContinues) {
   ExpectSound(*store);
 }
 
+TEST_P(StoreTest, SealPutsEveryHeadIntoBlocksAndKeepsTheRows) {
+  // Rows of several series, a late one and two of one instant, so that the sealed blocks must
+  // keep time order and the instant's append order.
+  std::vector<Row> rows;
+  for (int i = 0; i < 30; ++i) {
+    rows.push_back({kT0 + i * kNanosPerSecond, 7200, "d", "m", i * 1.0});
+    if (i % 3 == 0) rows.push_back({kT0 + i * kNanosPerSecond, 7200, "d", "n", -i * 1.0});
+  }
+  rows.push_back({kT0 + 5 * kNanosPerSecond, 7200, "d", "m", 99.0});  // late, ties with i = 5
+  auto store = Open(Path(), Options());
+  Append(*store, rows);
+  std::vector<Row> before = QueryAll(*store);
+  ASSERT_TRUE(store->Seal().ok());
+  auto info = store->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->head_rows, 0);
+  EXPECT_EQ(info->rows, int64_t(rows.size()));
+  EXPECT_GT(info->blocks, 0);
+  EXPECT_EQ(QueryAll(*store), before);
+  EXPECT_EQ(QueryAll(*store), Expected(rows, INT64_MIN, INT64_MAX));
+  // Sealed rows are durable: another store object sees them.
+  auto other = Open(Path(), Options());
+  EXPECT_EQ(QueryAll(*other), before);
+  ExpectSound(*store);
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadRows, StoreTest, ::testing::Values(size_t(7), size_t(4096)));
 
 TEST(SqliteStore, HeadIsSealedWhenItAges) {

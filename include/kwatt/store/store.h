@@ -96,6 +96,11 @@ class Store {
   // loses none of them.
   [[nodiscard]] virtual Status Flush() = 0;
 
+  // Flush(), and the rows that an engine keeps in plain form while they may still grow (the
+  // embedded engine's heads: see doc/store.md) put into their compact form whatever their size or
+  // age: for the end of a bulk load (kwatt import), after which queries read compact rows only.
+  [[nodiscard]] virtual Status Seal() = 0;
+
   // Streams the rows of `query` to `callback`, in batches: device after device in byte order of
   // their ids; each device's rows in time order; rows of one device at the same instant by metric
   // id, then labels text (byte order), then in the order they were appended. Memory stays bounded
