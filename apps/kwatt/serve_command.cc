@@ -17,8 +17,12 @@ Runner RegisterServe(CLI::App* app) {
   auto args = std::make_shared<Args>();
   server::ServerOptions& o = args->options;
   CLI::App* serve = app->add_subcommand(
-      "serve", "Serve a Kwollect-compatible API over a simulated Grid'5000 testbed");
-  serve->add_flag("--simulate", args->simulate, "Serve the simulated testbed (required for now)");
+      "serve",
+      "Serve a Kwollect-compatible API over a simulated Grid'5000 testbed, or over a store");
+  serve->add_flag("--simulate", args->simulate, "Serve the simulated testbed");
+  serve->add_option("--store", o.store_uri,
+                    "Serve the rows, jobs and catalogues of this store: a file (the embedded "
+                    "store, created when missing) or postgresql://... (doc/store.md)");
   serve->add_option("--host", o.host, "Address to listen on")->capture_default_str();
   serve->add_option("--port", o.port, "Port to listen on; 0 picks a free port")
       ->capture_default_str();
@@ -55,10 +59,11 @@ Runner RegisterServe(CLI::App* app) {
   serve->add_flag("--log", o.log_requests, "Log each request on stderr");
   return [serve, args]() -> int {
     if (!serve->parsed()) return -1;
-    if (!args->simulate) {
+    if (args->simulate == !args->options.store_uri.empty()) {
       std::fprintf(stderr,
-                   "kwatt serve: only the simulated testbed can be served for now: add "
-                   "--simulate\n");
+                   "kwatt serve: say what to serve: --simulate (the simulated testbed) or --store "
+                   "URI (a store's rows), not %s\n",
+                   args->simulate ? "both" : "neither");
       return kExitUsage;
     }
     if (!args->start_clock.empty()) {

@@ -63,14 +63,15 @@ Status Import(const std::string& dir, const std::string& uri, bool allow_incompl
   if (!manifest.query.job_site.empty()) {
     Result<store::Job> known = target->GetJob(manifest.query.job_site, manifest.query.job_id);
     if (!known.ok() && known.status().code() == Status::Code::kNotFound) {
-      store::Job job;  // as much of it as the archive tells: its nodes, window and types
+      store::Job job;  // as the archive tells it: the job as OAR told it, or its window
       job.site = manifest.query.job_site;
       job.id = manifest.query.job_id;
       for (const archive::ManifestNode& node : manifest.nodes) {
         if (node.site == job.site) job.nodes.push_back(node.uid);
       }
-      job.start = manifest.window_start;
-      job.stop = manifest.window_end;
+      job.user = manifest.job_user;
+      job.start = manifest.has_job ? manifest.job_started : manifest.window_start;
+      job.stop = manifest.has_job ? manifest.job_stopped : std::optional(manifest.window_end);
       job.types = manifest.job_types;
       KWATT_RETURN_IF_ERROR(target->PutJob(job));
     } else if (!known.ok()) {
@@ -90,7 +91,9 @@ Status Import(const std::string& dir, const std::string& uri, bool allow_incompl
   }
   if (progress) std::fprintf(stderr, "\r");
   KWATT_RETURN_IF_ERROR(reader->status());
-  return target->Flush();
+  // An import is a bulk load: every row goes into its compact form now (the embedded store's
+  // heads would otherwise be read row by row by every query, until rows come to seal them).
+  return target->Seal();
 }
 
 }  // namespace

@@ -369,6 +369,9 @@ FetchReport Manifest::Resolved() const {
   resolved.start = window_start;
   resolved.end = window_end;
   resolved.job_types = job_types;
+  resolved.job_user = job_user;
+  resolved.job_started = job_started;
+  resolved.job_stopped = job_stopped;
   resolved.catalogues = catalogue;
   return resolved;
 }
@@ -503,6 +506,20 @@ Result<Manifest> ParseManifest(const std::string& dir, std::string_view text,
   }
   KWATT_RETURN_IF_ERROR(r.StringList(root, "sites", "", &m.sites));
   KWATT_RETURN_IF_ERROR(r.StringList(root, "job_types", "", &m.job_types));
+  if (const Json* job = r.Member(root, "job"); job != nullptr && !job->is_null()) {
+    if (!job->is_object()) return r.Bad("\"job\"", "should be an object");
+    if (m.query.job_site.empty()) return r.Bad("\"job\"", "is there but query.job is not");
+    std::string started, stopped;
+    KWATT_RETURN_IF_ERROR(r.String(*job, "user", "job", false, &m.job_user));
+    KWATT_RETURN_IF_ERROR(r.Timestamp(*job, "started_at", "job", true, &started));
+    const Json* stop = r.Member(*job, "stopped_at");
+    if (stop != nullptr && !stop->is_null()) {
+      KWATT_RETURN_IF_ERROR(r.Timestamp(*job, "stopped_at", "job", true, &stopped));
+    }
+    m.has_job = true;
+    m.job_started = ParseIsoTimestamp(started)->utc;  // checked by Timestamp()
+    if (!stopped.empty()) m.job_stopped = ParseIsoTimestamp(stopped)->utc;
+  }
 
   if (const Json* nodes = r.Member(root, "nodes")) {
     if (!nodes->is_array()) return r.Bad("\"nodes\"", "should be an array");

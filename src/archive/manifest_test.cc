@@ -131,6 +131,36 @@ TEST(ManifestTest, CataloguesAreParsedAndTheResolvedQueryRebuilt) {
   EXPECT_EQ(resolved.job_types, m->job_types);
 }
 
+TEST(ManifestTest, TheJobOfAJobBackupIsReadAndChecked) {
+  Json m = Complete();
+  EXPECT_FALSE(Parse(m.dump())->has_job);  // a backup of nodes and a window, or an older kwatt
+  m["query"]["job"] = {{"site", "lyon"}, {"id", 1001}};
+  EXPECT_FALSE(Parse(m.dump())->has_job);
+  m["job"] = {{"user", "alice"}, {"started_at", "2025-04-18T12:00:00Z"}, {"stopped_at", nullptr}};
+  Result<Manifest> running = Parse(m.dump());
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  EXPECT_TRUE(running->has_job);
+  EXPECT_EQ(running->job_user, "alice");
+  EXPECT_EQ(running->job_started, 1744977600 * kNanosPerSecond);
+  EXPECT_FALSE(running->job_stopped.has_value());
+  m["job"]["stopped_at"] = "2025-04-18T12:30:00Z";
+  Result<Manifest> ended = Parse(m.dump());
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->job_stopped, 1744979400 * kNanosPerSecond);
+  EXPECT_EQ(ended->Resolved().job_user, "alice");
+  EXPECT_EQ(ended->Resolved().job_stopped, ended->job_stopped);
+  for (Json bad : {Json("alice"), Json{{"user", "alice"}},
+                   Json{{"user", 7}, {"started_at", "2025-04-18T12:00:00Z"}},
+                   Json{{"started_at", "yesterday"}}}) {
+    m["job"] = bad;
+    Result<Manifest> refused = Parse(m.dump());
+    EXPECT_EQ(refused.status().code(), Status::Code::kCorruption) << bad.dump();
+  }
+  m["job"] = {{"started_at", "2025-04-18T12:00:00Z"}};
+  m["query"]["job"] = nullptr;
+  EXPECT_NE(Parse(m.dump()).status().message().find("query.job is not"), std::string::npos);
+}
+
 // Defect 18: an empty timestamp is not a window.
 TEST(ManifestTest, AnEmptyWindowBoundIsCorruption) {
   for (const char* key : {"start", "end"}) {

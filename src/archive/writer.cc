@@ -68,6 +68,16 @@ Status WriteAtomically(const fs::path& path, const std::string& text) {
   return Status::OK();
 }
 
+// The job of a --job backup as OAR told it (doc/archive_format.md).
+ordered_json JobJson(const kwollect::FetchReport& resolved) {
+  ordered_json out;
+  out["user"] = resolved.job_user;
+  out["started_at"] = FormatUtcTimestamp(resolved.job_started);
+  out["stopped_at"] = resolved.job_stopped ? ordered_json(FormatUtcTimestamp(*resolved.job_stopped))
+                                           : ordered_json(nullptr);
+  return out;
+}
+
 ordered_json QueryJson(const BackupQuery& q) {
   ordered_json out;
   out["api"] = q.api;
@@ -498,6 +508,7 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
         }
       }
       impl.window_end = resolved.end;
+      if (impl.query.job) impl.manifest["job"] = JobJson(resolved);  // it may have ended since
       ordered_json& window = impl.manifest["window"];
       window["end"] = FormatUtcTimestamp(resolved.end);
       window["end_ns"] = resolved.end;
@@ -528,6 +539,7 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
     }
     impl.manifest["sites"] = sites;
     impl.manifest["job_types"] = resolved.job_types;
+    if (impl.query.job) impl.manifest["job"] = JobJson(resolved);
     impl.manifest["nodes"] = nodes;
     ordered_json catalogue = ordered_json::object();
     for (const ClusterCatalogue& cluster : resolved.catalogues) {

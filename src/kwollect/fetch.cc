@@ -142,6 +142,9 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
   for (const json& type : doc->value("types", json::array())) {
     if (type.is_string()) report->job_types.push_back(type.get<std::string>());
   }
+  if (doc->contains("user") && (*doc)["user"].is_string()) report->job_user = (*doc)["user"];
+  report->job_started = started;
+  if (!running) report->job_stopped = stopped;
   std::vector<NodeName> job_nodes;
   for (const json& fqdn : doc->value("assigned_nodes", json::array())) {
     Result<NodeName> node = ParseNodeName(fqdn.get<std::string>());

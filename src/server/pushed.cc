@@ -113,6 +113,19 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
 
 }  // namespace
 
+RowBatch ToRowBatch(const std::vector<PushedRow>& rows, StringInterner* interner) {
+  RowBatch batch;
+  for (const PushedRow& row : rows) {
+    batch.time.push_back(row.t);
+    batch.utc_offset.push_back(ParisUtcOffsetSeconds(FloorDiv(row.t, kNanosPerSecond)));
+    batch.device.push_back(interner->Intern(row.device_id));
+    batch.metric.push_back(interner->Intern(row.metric_id));
+    batch.value.push_back(row.value);
+    batch.labels.push_back(interner->Intern(row.labels_json));
+  }
+  return batch;
+}
+
 Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now) {
   Json doc = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {

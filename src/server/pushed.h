@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "src/server/series.h"
@@ -40,6 +41,10 @@ inline constexpr int64_t kMaxPushedRows = 10'000'000;
 // ids no '.' (the query cuts ids there). All or nothing: InvalidArgument naming the first bad row
 // ("row 3: ...", counted from 1) and what to send instead.
 Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now);
+
+// Pushed rows as a batch of rows (ids in `interner`), their timestamps in Paris time as Kwollect
+// renders them: what a store appends.
+RowBatch ToRowBatch(const std::vector<PushedRow>& rows, StringInterner* interner);
 
 // The pushed rows of every site, as series the row stream serves.
 class PushedMetrics {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #include "kwatt/core/json_text.h"
 
@@ -22,15 +23,21 @@ struct HeapGreater {
 
 }  // namespace
 
+std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, UnixNanos now) {
+  UnixNanos first = FloorDiv(start + kSummaryBucketNs - 1, kSummaryBucketNs) * kSummaryBucketNs;
+  UnixNanos last = FloorDiv(end, kSummaryBucketNs) * kSummaryBucketNs;
+  UnixNanos newest =
+      FloorDiv(now - kSummaryLagNs, kSummaryBucketNs) * kSummaryBucketNs - kSummaryBucketNs;
+  return {first, std::min(last, newest) + kSummaryBucketNs};
+}
+
+bool IsCounterMetric(std::string_view metric_id) { return metric_id.ends_with("_total"); }
+
 RowStream::RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNanos end,
                      UnixNanos now, bool summary)
     : series_(std::move(series)), lo_(start), summary_(summary) {
   if (summary_) {
-    bucket_ = FloorDiv(start + kSummaryBucketNs - 1, kSummaryBucketNs) * kSummaryBucketNs;
-    UnixNanos last = FloorDiv(end, kSummaryBucketNs) * kSummaryBucketNs;
-    UnixNanos newest =
-        FloorDiv(now - kSummaryLagNs, kSummaryBucketNs) * kSummaryBucketNs - kSummaryBucketNs;
-    bucket_end_ = std::min(last, newest) + kSummaryBucketNs;
+    std::tie(bucket_, bucket_end_) = SummaryBuckets(start, end, now);
     hi_ = bucket_end_;
     return;
   }
@@ -77,7 +84,7 @@ bool RowStream::Advance(size_t index) {
   }
 }
 
-int64_t RowStream::CountRows() const {
+Result<int64_t> RowStream::CountRows() {
   int64_t rows = 0;
   if (!summary_) {
     for (const OutputSeries& s : series_) rows += s.CountIn(lo_, hi_);
@@ -155,27 +162,20 @@ bool RowStream::NextSummary(std::string* out, size_t limit) {
   while (bucket_ < bucket_end_ && out->size() < limit) {
     UnixNanos b = bucket_, e = bucket_ + kSummaryBucketNs;
     for (const OutputSeries& s : series_) {
-      int64_t count = 0;
-      double sum = 0, max = 0;
-      auto add = [&](double v) {
-        // As PostgreSQL's max(): NaN is above every number.
-        if (count == 0 || std::isnan(v) || (!std::isnan(max) && v > max)) max = v;
-        sum += v;
-        ++count;
-      };
+      SummaryAccumulator summary;
       if (s.recorded) {
         auto [first, last] = s.RecordedIn(b, e);
-        for (size_t i = first; i < last; ++i) add((*s.recorded)[i].value);
+        for (size_t i = first; i < last; ++i) summary.Add((*s.recorded)[i].value);
       }
       for (const Segment& seg : s.segments) {  // none for a recorded series
         UnixNanos a = std::max(b, seg.begin), z = std::min(e, seg.end);
         if (a >= z) continue;
         int64_t k_end = s.grid.FirstIndexAtOrAfter(z, seg.period);
         for (int64_t k = s.grid.FirstIndexAtOrAfter(a, seg.period); k < k_end; ++k) {
-          add(s.ValueAt(s.grid.TimeOf(k, seg.period)));
+          summary.Add(s.ValueAt(s.grid.TimeOf(k, seg.period)));
         }
       }
-      if (count > 0) WriteRow(out, s, b, s.counter ? max : sum / double(count));
+      if (summary.count() > 0) WriteRow(out, s, b, summary.Value(s.counter));
     }
     bucket_ = e;
   }

@@ -1,12 +1,17 @@
-// Generates a metrics answer as a stream of JSON text, rows in timestamp order, in constant
-// memory whatever the number of rows. Internal to the server.
+// A metrics answer as a stream of JSON text, rows in timestamp order, in bounded memory whatever
+// the number of rows: the interface the HTTP part serves, and its simulated implementation
+// (RowStream; the store's is StoreRowStream, src/server/store_rows.h). Internal to the server.
 #ifndef KWATT_SRC_SERVER_ROW_STREAM_H_
 #define KWATT_SRC_SERVER_ROW_STREAM_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "src/server/series.h"
 
@@ -17,21 +22,57 @@ inline constexpr int64_t kSummaryBucketNs = 300 * kNanosPerSecond;
 // 5 minutes, with a lag).
 inline constexpr int64_t kSummaryLagNs = 300 * kNanosPerSecond;
 
-class RowStream {
+// Summary buckets of [start, end] seen at `now`: [first, end) with first and end on the 5-minute
+// grid, only those that ended kSummaryLagNs before `now`.
+std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, UnixNanos now);
+
+// A summary row's value: the mean of a bucket's values, their maximum for a counter (a metric id
+// ending in "_total"), as Kwollect's aggregate computes them.
+bool IsCounterMetric(std::string_view metric_id);
+class SummaryAccumulator {
+ public:
+  void Add(double v) {
+    // As PostgreSQL's max(): NaN is above every number.
+    if (count_ == 0 || std::isnan(v) || (!std::isnan(max_) && v > max_)) max_ = v;
+    sum_ += v;
+    ++count_;
+  }
+  int64_t count() const { return count_; }
+  double Value(bool counter) const { return counter ? max_ : sum_ / double(count_); }
+
+ private:
+  int64_t count_ = 0;
+  double sum_ = 0, max_ = 0;
+};
+
+// What the HTTP part serves: "[", rows separated by ",\n", "]".
+class MetricsAnswer {
+ public:
+  virtual ~MetricsAnswer() = default;
+  // How many rows the whole answer has (for the row limit); an error when they cannot be read.
+  virtual Result<int64_t> CountRows() = 0;
+  // Appends the next rows to `out`, at least `target_bytes` of them unless the answer ends (the
+  // opening '[' first, the closing ']' last). Returns false once everything is written, or when
+  // the rows cannot be read: then status() says why and the answer is left unclosed, so that a
+  // client never takes it for a complete one.
+  virtual bool Next(std::string* out, size_t target_bytes) = 0;
+  virtual int64_t rows_written() const = 0;
+  virtual bool finished() const = 0;
+  virtual Status status() const { return Status::OK(); }
+};
+
+class RowStream : public MetricsAnswer {
  public:
   // Rows of `series` with start <= timestamp <= end and timestamp <= now; in summary mode, one
   // row per series and 5-minute bucket whose start is within [start, end].
   RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNanos end, UnixNanos now,
             bool summary);
 
-  // How many rows the whole answer has (computed without generating them).
-  int64_t CountRows() const;
-
-  // Appends the next rows to `out`, at least `target_bytes` of them unless the answer ends
-  // (the opening '[' first, the closing ']' last). Returns false once everything is written.
-  bool Next(std::string* out, size_t target_bytes);
-  int64_t rows_written() const { return rows_written_; }
-  bool finished() const { return finished_; }
+  // Computed without generating the rows.
+  Result<int64_t> CountRows() override;
+  bool Next(std::string* out, size_t target_bytes) override;
+  int64_t rows_written() const override { return rows_written_; }
+  bool finished() const override { return finished_; }
 
  private:
   struct Cursor {

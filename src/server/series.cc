@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kwatt/core/json_text.h"
+#include "src/server/row_stream.h"
 
 namespace kwatt::server::internal {
 namespace {
@@ -270,7 +271,7 @@ int64_t OutputSeries::CountIn(UnixNanos lo, UnixNanos hi) const {
 }
 
 void OutputSeries::Derive() {
-  counter = metric_id.size() >= 6 && metric_id.compare(metric_id.size() - 6, 6, "_total") == 0;
+  counter = IsCounterMetric(metric_id);
   row_middle = "\",\"device_id\":";
   AppendJsonString(&row_middle, device_id);
   row_middle += ",\"metric_id\":";

@@ -84,7 +84,7 @@ TEST(RowStream, CountEqualsRowsAndOrderIsByTime) {
     }
   }
   RowStream stream(series, kT0 - 20 * kNanosPerSecond, kT0 + 20 * kNanosPerSecond, kNow, false);
-  int64_t expected = stream.CountRows();
+  int64_t expected = *stream.CountRows();
   std::string body;
   while (stream.Next(&body, 4096)) {
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -16,6 +17,7 @@
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
 #include "src/server/series.h"
+#include "src/server/store_rows.h"
 
 namespace kwatt::server {
 
@@ -81,12 +83,30 @@ ordered_json Collection(ordered_json items, const std::string& self, const std::
   return out;
 }
 
+// A store's job as the OAR API shows it. The store keeps no walltime: a running job's is the time
+// it has run so far, plus a second (so that it shows as running).
+Job FromStoredJob(const store::Job& stored, UnixNanos now) {
+  Job job;
+  job.site = stored.site;
+  job.uid = stored.id;
+  job.user = stored.user;
+  job.nodes = stored.nodes;
+  job.started_at = stored.start;
+  job.submitted_at = stored.start;
+  job.stopped_at = stored.stop;
+  job.types = stored.types;
+  UnixNanos end = stored.stop ? *stored.stop : std::max(now, stored.start);
+  job.walltime_s = CeilDiv(end - stored.start, kNanosPerSecond) + (stored.stop ? 0 : 1);
+  return job;
+}
+
 }  // namespace
 
 struct Server::Impl {
   ServerOptions options;
   std::unique_ptr<Testbed> testbed;
-  internal::PushedMetrics pushed;  // custom metrics (POST), kept in memory
+  internal::PushedMetrics pushed;              // custom metrics (POST), kept in memory
+  std::unique_ptr<internal::StorePool> store;  // --store: rows, jobs, catalogues and pushes
   httplib::Server http;
   std::thread thread;
   int port = 0;
@@ -109,6 +129,43 @@ struct Server::Impl {
   void NotFound(httplib::Response& res, const std::string& message) {
     res.status = 404;
     res.set_content(ApiError(404, "Not Found", message), kJson);
+  }
+
+  // A store error as an answer: 500 naming what failed (the store's message names no secret).
+  void StoreError(httplib::Response& res, const Status& status) {
+    res.status = 500;
+    res.set_content(ApiError(500, "Internal Server Error", "the store: " + status.message()),
+                    kJson);
+  }
+
+  // The job `uid` of `site`: the simulated one, or the store's. NotFound when there is none.
+  Result<Job> FindJob(const std::string& site, int64_t uid) {
+    if (!store) {
+      const Job* job = testbed->jobs().Find(site, uid);
+      if (!job) return Status::NotFound("no such job");
+      return *job;
+    }
+    KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
+    KWATT_ASSIGN_OR_RETURN(store::Job stored, lease->GetJob(site, uid));
+    return FromStoredJob(stored, Now());
+  }
+
+  // Every job of `site`.
+  Result<std::vector<Job>> JobsOf(const std::string& site) {
+    std::vector<Job> jobs;
+    if (!store) {
+      for (const Job& job : testbed->jobs().jobs) {
+        if (job.site == site) jobs.push_back(job);
+      }
+      return jobs;
+    }
+    KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
+    KWATT_ASSIGN_OR_RETURN(std::vector<store::Job> stored,
+                           lease->Jobs(site, std::numeric_limits<UnixNanos>::min(),
+                                       std::numeric_limits<UnixNanos>::max()));
+    UnixNanos now = Now();
+    for (const store::Job& job : stored) jobs.push_back(FromStoredJob(job, now));
+    return jobs;
   }
 
   const Site* SiteOr404(const httplib::Request& req, httplib::Response& res) {
@@ -134,8 +191,18 @@ struct Server::Impl {
     return out;
   }
 
-  ordered_json ClusterJson(const Cluster& cluster, const std::string& prefix) {
+  // A cluster object; with a store, its catalogue is the store's when it has one for the cluster.
+  Result<ordered_json> ClusterJson(const Cluster& cluster, const std::string& prefix) {
     ordered_json out = ordered_json::parse(cluster.document_json);
+    if (store) {
+      KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
+      Result<Catalogue> stored = lease->GetCatalogue(cluster.site->uid, cluster.uid);
+      if (stored.ok()) {
+        out["metrics"] = ordered_json::parse(stored->json());
+      } else if (stored.status().code() != Status::Code::kNotFound) {
+        return stored.status();
+      }
+    }
     out.erase("nodes");
     out["type"] = "cluster";
     // What EnOSlib's G5kConf reads of a cluster (the reference API has it for every cluster).
@@ -194,7 +261,20 @@ struct Server::Impl {
   void Routes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
   void Push(const httplib::Request& req, httplib::Response& res);
+  Status PushToStore(const std::string& site, const std::vector<internal::PushedRow>& rows);
 };
+
+// Pushed rows into the store, all or none, durable when this returns OK. Their timestamps are
+// written in Paris time, as Kwollect renders them.
+Status Server::Impl::PushToStore(const std::string& site,
+                                 const std::vector<internal::PushedRow>& rows) {
+  (void)site;  // one store per site: doc/store.md
+  StringInterner interner;
+  RowBatch batch = internal::ToRowBatch(rows, &interner);
+  KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
+  KWATT_RETURN_IF_ERROR(lease->Append(batch, interner));
+  return lease->Flush();
+}
 
 void Server::Impl::Routes() {
   const std::string p = R"(/(stable|sid))";
@@ -250,7 +330,11 @@ void Server::Impl::Routes() {
     if (!s) return;
     std::string prefix = Prefix(req);
     ordered_json items = ordered_json::array();
-    for (const Cluster* cluster : s->clusters) items.push_back(ClusterJson(*cluster, prefix));
+    for (const Cluster* cluster : s->clusters) {
+      Result<ordered_json> item = ClusterJson(*cluster, prefix);
+      if (!item.ok()) return StoreError(res, item.status());
+      items.push_back(std::move(*item));
+    }
     SendJson(res, Collection(items, prefix + "/sites/" + s->uid + "/clusters",
                              prefix + "/sites/" + s->uid));
   });
@@ -271,7 +355,9 @@ void Server::Impl::Routes() {
              const Site* s = SiteOr404(req, res);
              if (!s) return;
              if (const Cluster* c = cluster_or_404(req, res, *s)) {
-               SendJson(res, ClusterJson(*c, Prefix(req)));
+               Result<ordered_json> cluster = ClusterJson(*c, Prefix(req));
+               if (!cluster.ok()) return StoreError(res, cluster.status());
+               SendJson(res, *cluster);
              }
            });
   http.Get(site + "/clusters/([^/]+)/nodes/?",
@@ -317,19 +403,17 @@ void Server::Impl::Routes() {
       res.set_content(ApiError(400, "Bad Request", "offset and limit must be integers"), kJson);
       return;
     }
-    std::vector<const Job*> jobs;
-    for (const Job& job : testbed->jobs().jobs) {
-      if (job.site == s->uid) jobs.push_back(&job);
-    }
-    std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->uid > b->uid; });
+    Result<std::vector<Job>> jobs = JobsOf(s->uid);
+    if (!jobs.ok()) return StoreError(res, jobs.status());
+    std::sort(jobs->begin(), jobs->end(), [](const Job& a, const Job& b) { return a.uid > b.uid; });
     ordered_json matching = ordered_json::array();
-    for (const Job* job : jobs) {
-      ordered_json item = JobJson(*job, prefix, now);
+    for (const Job& job : *jobs) {
+      ordered_json item = JobJson(job, prefix, now);
       if (!states.empty() && std::find(states.begin(), states.end(),
                                        item["state"].get<std::string>()) == states.end()) {
         continue;
       }
-      if (!user.empty() && job->user != user) continue;
+      if (!user.empty() && job.user != user) continue;
       matching.push_back(std::move(item));
     }
     ordered_json page = ordered_json::array();
@@ -344,14 +428,18 @@ void Server::Impl::Routes() {
     const Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string id = req.matches[3];
-    const Job* job = nullptr;
+    std::optional<int64_t> uid;
     try {
       size_t used = 0;
-      int64_t uid = std::stoll(id, &used);
-      if (used == id.size()) job = testbed->jobs().Find(s->uid, uid);
+      int64_t parsed = std::stoll(id, &used);
+      if (used == id.size()) uid = parsed;
     } catch (const std::exception&) {
     }
-    if (!job) {
+    Result<Job> job = uid ? FindJob(s->uid, *uid) : Result<Job>(Status::NotFound("not a job id"));
+    if (!job.ok() && job.status().code() != Status::Code::kNotFound) {
+      return StoreError(res, job.status());
+    }
+    if (!job.ok()) {
       NotFound(res, "Job '" + id + "' does not exist on site " + s->uid);
       return;
     }
@@ -420,17 +508,20 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   }
   if (req.has_param("job_id")) {
     std::string id = req.get_param_value("job_id");
-    const Job* job = nullptr;
+    int64_t uid = 0;
     try {
       size_t used = 0;
-      int64_t uid = std::stoll(id, &used);
+      uid = std::stoll(id, &used);
       if (used != id.size()) throw std::invalid_argument(id);
-      job = testbed->jobs().Find(site->uid, uid);
     } catch (const std::exception&) {
       bad(400, "22P02", "invalid input syntax for type integer: \"" + id + "\"");
       return;
     }
-    if (!job) {
+    Result<Job> job = FindJob(site->uid, uid);
+    if (!job.ok() && job.status().code() != Status::Code::kNotFound) {
+      return StoreError(res, job.status());
+    }
+    if (!job.ok()) {
       res.status = 404;
       res.set_content(PostgrestError("P0001", "Job " + id + " not found on site " + site->uid),
                       kJson);
@@ -449,20 +540,33 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   if (!end) end = *start + kDefaultSpan;
 
   // Kwollect matches ids exactly: an unknown id just has no rows.
-  std::vector<internal::OutputSeries> series;
-  for (const std::string& id : devices) {
-    std::vector<internal::OutputSeries> of_device;
-    if (const DeviceRef* device = testbed->FindDevice(*site, id)) {
-      of_device = internal::SeriesOfDevice(*testbed, *site, *device, metrics);
+  std::shared_ptr<internal::MetricsAnswer> stream;
+  if (store) {
+    Result<internal::StorePool::Lease> lease = store->Acquire();
+    if (!lease.ok()) return StoreError(res, lease.status());
+    stream = std::make_shared<internal::StoreRowStream>(
+        std::move(*lease), std::move(devices), std::move(metrics), *start, *end, now, summary);
+  } else {
+    std::vector<internal::OutputSeries> series;
+    for (const std::string& id : devices) {
+      std::vector<internal::OutputSeries> of_device;
+      if (const DeviceRef* device = testbed->FindDevice(*site, id)) {
+        of_device = internal::SeriesOfDevice(*testbed, *site, *device, metrics);
+      }
+      for (internal::OutputSeries& s : pushed.SeriesOf(site->uid, id, metrics)) {
+        of_device.push_back(std::move(s));
+      }
+      for (internal::OutputSeries& s : of_device) series.push_back(std::move(s));
     }
-    for (internal::OutputSeries& s : pushed.SeriesOf(site->uid, id, metrics)) {
-      of_device.push_back(std::move(s));
-    }
-    for (internal::OutputSeries& s : of_device) series.push_back(std::move(s));
+    stream = std::make_shared<internal::RowStream>(std::move(series), *start, *end, now, summary);
   }
-  auto stream =
-      std::make_shared<internal::RowStream>(std::move(series), *start, *end, now, summary);
-  int64_t rows = stream->CountRows();
+  // The rows are counted only when the row limit or failures need it (a store reads them for it).
+  int64_t rows = 0;
+  if (options.max_rows > 0 || options.fail_rate > 0) {
+    Result<int64_t> counted = stream->CountRows();
+    if (!counted.ok()) return StoreError(res, counted.status());
+    rows = *counted;
+  }
   if (options.max_rows > 0 && rows > options.max_rows) {
     bad(500, "P0001", "Request timeout, too much data to process.");
     return;
@@ -502,6 +606,15 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
                                               size_t, httplib::DataSink& sink) mutable {
     buffer.clear();
     bool more = stream->Next(&buffer, pace > 0 ? kChunkBytes / 16 : kChunkBytes);
+    if (!stream->status().ok()) {
+      // The rows cannot be read: send what was made and cut the answer, unclosed, so that no
+      // client takes it for a complete one.
+      std::fprintf(stderr, "kwatt serve: a metrics answer was cut after %lld rows: %s\n",
+                   static_cast<long long>(stream->rows_written()),
+                   stream->status().message().c_str());
+      if (!buffer.empty()) sink.write(buffer.data(), buffer.size());
+      return false;
+    }
     if (pace > 0) {  // the rows written so far are due at rows / pace seconds
       std::this_thread::sleep_until(
           began + std::chrono::duration<double>(double(stream->rows_written()) / pace));
@@ -536,10 +649,17 @@ void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
     res.set_content(PostgrestError("22023", rows.status().message()), kJson);
     return;
   }
-  Status stored = pushed.Add(site->uid, *rows);
+  Status stored = store ? PushToStore(site->uid, *rows) : pushed.Add(site->uid, *rows);
   if (!stored.ok()) {
-    res.status = 507;
-    res.set_content(ApiError(507, "Insufficient Storage", stored.message()), kJson);
+    if (stored.code() == Status::Code::kInvalidArgument) {
+      res.status = 400;
+      res.set_content(PostgrestError("22023", stored.message()), kJson);
+    } else if (store) {
+      StoreError(res, stored);
+    } else {
+      res.status = 507;
+      res.set_content(ApiError(507, "Insufficient Storage", stored.message()), kJson);
+    }
     return;
   }
   ordered_json body;
@@ -549,6 +669,11 @@ void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   JobSet jobs;
+  if (!options.store_uri.empty() && !options.jobs_file.empty()) {
+    return Status::InvalidArgument(
+        "--jobs describes simulated jobs: with --store, the jobs are the store's (kwatt import "
+        "puts an archive's job there)");
+  }
   if (!options.jobs_file.empty()) {
     Result<JobSet> loaded = JobSet::Load(options.jobs_file);
     if (!loaded.ok()) return loaded.status();
@@ -577,6 +702,12 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->options = options;
   impl->testbed = std::move(*testbed);
   impl->random.seed(options.seed);
+  if (!options.store_uri.empty()) {
+    Result<std::unique_ptr<internal::StorePool>> pool =
+        internal::StorePool::Open(options.store_uri, size_t(std::max(1, options.threads)));
+    if (!pool.ok()) return pool.status();
+    impl->store = std::move(*pool);
+  }
   if (options.start_clock_at) {
     impl->clock_shift_ns = *options.start_clock_at - WallClockNow();
   }

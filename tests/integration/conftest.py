@@ -31,9 +31,11 @@ def run_kwatt(*args, timeout=300, env=None):
     return subprocess.run([KWATT, *map(str, args)], capture_output=True, timeout=timeout, env=env)
 
 
-def start_server(*args, jobs=None, tmp_path=None):
-    """Starts `kwatt serve --simulate --port 0 ARGS` and returns once it printed its URL."""
-    command = [KWATT, "serve", "--simulate", "--port", "0", *map(str, args)]
+def start_server(*args, jobs=None, tmp_path=None, store=None):
+    """Starts `kwatt serve --simulate --port 0 ARGS` (`--store STORE` instead of `--simulate` when
+    a store is given) and returns once it printed its URL."""
+    source = ["--simulate"] if store is None else ["--store", str(store)]
+    command = [KWATT, "serve", *source, "--port", "0", *map(str, args)]
     if jobs is not None:
         path = Path(tmp_path) / f"jobs-{time.monotonic_ns()}.json"
         path.write_text(json.dumps(jobs))
@@ -58,6 +60,30 @@ def server_factory(tmp_path):
     yield make
     for server in servers:
         server.stop()
+
+
+def store_of_simulation(directory, pieces, jobs=None, store=None):
+    """A store holding what the simulated testbed serves, as a user makes one: `kwatt backup` of
+    each piece (the arguments of a backup: `--job lyon:1001`, or nodes and a window) from
+    `kwatt serve --simulate` with `jobs` (a path, or a dict written to a file), then `kwatt import`
+    of each archive. Returns the store's URI (`store`, or an embedded store in `directory`)."""
+    directory = Path(directory)
+    store = store or str(directory / "store.kwatt")
+    if isinstance(jobs, dict):
+        path = directory / "jobs.json"
+        path.write_text(json.dumps(jobs))
+        jobs = path
+    server = start_server(*(["--jobs", jobs] if jobs else []), tmp_path=directory)
+    try:
+        for i, piece in enumerate(pieces):
+            archive = directory / f"piece-{i}"
+            done = run_kwatt("backup", "--api", server.url, *piece, "-o", archive, "--quiet")
+            assert done.returncode == 0, done.stderr
+            imported = run_kwatt("import", archive, "--store", store)
+            assert imported.returncode == 0, imported.stderr
+    finally:
+        server.stop()
+    return store
 
 
 def port_is_free(port):

@@ -1,12 +1,13 @@
 """The store from the command line: `kwatt import` of a real backup into the embedded store and
-into PostgreSQL (a real cluster), `kwatt store info|check|cat`; the rows come back as the archive
-holds them."""
+into PostgreSQL (a real cluster), `kwatt store info|check|cat`, and `kwatt serve --store`; the rows
+come back as the archive holds them."""
 import json
 import shutil
 
 import pytest
+import requests
 
-from conftest import ROOT, run_kwatt, start_server
+from conftest import ROOT, run_kwatt, start_server, store_of_simulation
 
 JOBS_FILE = ROOT / "examples" / "jobs.json"
 START = "2025-04-18T14:00:00+02:00"
@@ -98,3 +99,140 @@ def test_what_is_not_a_store_is_named_and_not_made(tmp_path, archive):
     absent = run_kwatt("store", "info", "postgresql://alice:s3cret@127.0.0.1:1/db?connect_timeout=2")
     assert absent.returncode == 1
     assert b"s3cret" not in absent.stderr and b"cannot connect" in absent.stderr
+
+
+# ---- kwatt serve --store: the Kwollect API over a store ------------------------------------------
+
+def served(store_uri, *args):
+    return start_server(*args, store=store_uri)
+
+
+def test_a_store_serves_its_rows_as_the_simulated_server_served_them(archive, store_uri, tmp_path):
+    directory, rows = archive
+    assert run_kwatt("import", directory, "--store", store_uri).returncode == 0
+    server = served(store_uri)
+    try:
+        again = tmp_path / "again"
+        done = run_kwatt("backup", "--api", server.url, "--job", "lyon:1001", "--end", END, "-o",
+                         again, "--quiet")
+        assert done.returncode == 0, done.stderr
+        assert run_kwatt("inspect", again, "--verify").returncode == 0
+        # Every row's text as the archive has it; rows of one instant may come in another order
+        # (Kwollect orders by timestamp only), each series' rows in the same order.
+        original, back = run_kwatt("cat", directory), run_kwatt("cat", again)
+        assert lines(back) == lines(original) and len(lines(back)) == rows
+
+        def by_series(result):
+            series = {}
+            for line in result.stdout.decode().splitlines():
+                row = json.loads(line)
+                key = (row["device_id"], row["metric_id"], json.dumps(row["labels"]))
+                series.setdefault(key, []).append(line)
+            return series
+        assert by_series(back) == by_series(original)
+        # The same energy as from the archive, figures and notes.
+        from_archive = run_kwatt("energy", directory, "--json")
+        from_store = run_kwatt("energy", "--api", server.url, "--job", "lyon:1001", "--end", END,
+                               "--json")
+        assert from_store.returncode == 0, from_store.stderr
+        assert json.loads(from_store.stdout)["nodes"] == json.loads(from_archive.stdout)["nodes"]
+        # The job and the catalogue are the store's.
+        job = requests.get(server.url + "/sites/lyon/jobs/1001", timeout=10).json()
+        assert job["state"] == "terminated" and job["user"] == "alice"
+        assert job["assigned_nodes"] == [f"nova-{n}.lyon.grid5000.fr" for n in (1, 4, 5, 6)]
+        assert job["types"] == ["monitor=wattmetre_power_watt"]
+        listed = requests.get(server.url + "/sites/lyon/jobs", timeout=10).json()
+        assert [j["uid"] for j in listed["items"]] == [1001]
+        assert requests.get(server.url + "/sites/lyon/jobs/1002", timeout=10).status_code == 404
+        missing = requests.get(server.url + "/sites/lyon/metrics", timeout=10,
+                               params={"job_id": 1002})
+        assert missing.status_code == 404 and "Job 1002 not found" in missing.text
+        manifest = json.loads((directory / "manifest.json").read_text())
+        nova = requests.get(server.url + "/sites/lyon/clusters/nova", timeout=10).json()
+        stored = manifest["catalogue"]["lyon/nova"]
+        assert nova["metrics"] == stored
+    finally:
+        server.stop()
+
+
+def test_a_store_answers_summaries_and_the_row_limit_as_kwollect(tmp_path):
+    # Three whole 5-minute buckets of two nodes, in a store and in the simulated testbed (a
+    # summary row covers its whole bucket: the store holds every row of the buckets asked).
+    start, end = 1744977600, 1744977600 + 900 - 1  # 14:00:00 .. 14:14:59 +02:00
+    store = store_of_simulation(tmp_path, [["--nodes", "nova-1.lyon,nova-4.lyon", "--start",
+                                            start, "--end", start + 900]], jobs=JOBS_FILE)
+    simulated = start_server("--jobs", JOBS_FILE, tmp_path=tmp_path)
+    stored = served(store, "--max-rows", 5000)
+    try:
+        query = {"nodes": "nova-1,nova-4", "start_time": start, "end_time": end,
+                 "summary": "true"}
+
+        def answer(server, **params):
+            got = requests.get(server.url + "/sites/lyon/metrics", timeout=30,
+                               params={**query, **params})
+            assert got.status_code == 200, got.text
+            return got.json()
+        summary = answer(stored)
+        assert len(summary) > 100
+        key = lambda r: (r["timestamp"], r["device_id"], r["metric_id"], json.dumps(r["labels"]))
+        assert sorted(summary, key=key) == sorted(answer(simulated), key=key)
+        assert [r["timestamp"] for r in summary] == sorted(r["timestamp"] for r in summary)
+        # Above the row limit: Kwollect's timeout error, which the client splits on.
+        too_many = requests.get(stored.url + "/sites/lyon/metrics", timeout=30, params={
+            "nodes": "nova-1,nova-4", "start_time": start, "end_time": end})
+        assert too_many.status_code == 500
+        assert too_many.json()["message"] == "Request timeout, too much data to process."
+        fetched = run_kwatt("fetch", "--api", stored.url, "--nodes", "nova-1.lyon,nova-4.lyon",
+                            "--start", start, "--end", end)
+        expected = run_kwatt("fetch", "--api", simulated.url, "--nodes",
+                             "nova-1.lyon,nova-4.lyon", "--start", start, "--end", end)
+        assert lines(fetched) == lines(expected) and len(lines(fetched)) > 5000
+    finally:
+        simulated.stop()
+        stored.stop()
+
+
+def test_pushed_metrics_go_into_the_store_all_or_none(store_uri, tmp_path):
+    auth = ("alice", "s3cret")
+    server = served(store_uri, "--auth", "alice:s3cret")
+    url = server.url + "/sites/lyon/metrics"
+    t0 = 1744977600
+    rows = [{"timestamp": t0 + 0.5, "device_id": "nova-1", "metric_id": "my_power", "value": 42,
+             "labels": {"run": "a"}},
+            {"timestamp": t0 + 1.25, "device_id": "nova-1", "metric_id": "my_power",
+             "value": 43.5, "labels": {"run": "a"}}]
+    try:
+        pushed = requests.post(url, json=rows, auth=auth, timeout=10)
+        assert pushed.status_code == 201 and pushed.json() == {"stored": 2}
+        bad = requests.post(url, json=[rows[0], {**rows[0], "value": "high"}], auth=auth,
+                            timeout=10)
+        assert bad.status_code == 400 and bad.json()["message"].startswith("row 2 ")
+        assert bad.json()["message"].endswith("; nothing was stored")
+        assert requests.post(url, json=rows, timeout=10).status_code == 401
+    finally:
+        server.stop()
+    # Durable: a new server over the store serves them, and only them.
+    server = served(store_uri, "--auth", "alice:s3cret")
+    try:
+        answer = requests.get(server.url + "/sites/lyon/metrics", auth=auth, timeout=10,
+                              params={"nodes": "nova-1", "start_time": t0, "end_time": t0 + 2})
+        assert answer.status_code == 200
+        assert answer.text == (
+            '[{"timestamp":"2025-04-18T14:00:00.5+02:00","device_id":"nova-1",'
+            '"metric_id":"my_power","value":42,"labels":{"run":"a"}},\n'
+            '{"timestamp":"2025-04-18T14:00:01.25+02:00","device_id":"nova-1",'
+            '"metric_id":"my_power","value":43.5,"labels":{"run":"a"}}]')
+    finally:
+        server.stop()
+    assert json.loads(run_kwatt("store", "info", store_uri, "--json").stdout)["rows"] == 2
+
+
+def test_serve_says_what_to_serve(tmp_path):
+    both = run_kwatt("serve", "--simulate", "--store", tmp_path / "s.kwatt", "--port", "0")
+    assert both.returncode == 2 and b"not both" in both.stderr
+    neither = run_kwatt("serve", "--port", "0")
+    assert neither.returncode == 2 and b"not neither" in neither.stderr
+    jobs = run_kwatt("serve", "--store", tmp_path / "s.kwatt", "--jobs", JOBS_FILE, "--port", "0")
+    assert jobs.returncode == 2 and b"the jobs are the store's" in jobs.stderr
+    nowhere = run_kwatt("serve", "--store", tmp_path / "no" / "such" / "s.kwatt", "--port", "0")
+    assert nowhere.returncode != 0 and str(tmp_path / "no").encode() in nowhere.stderr

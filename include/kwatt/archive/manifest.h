@@ -72,6 +72,13 @@ struct Manifest {
 
   std::vector<std::string> sites;
   std::vector<std::string> job_types;
+  // The job of a --job backup as OAR told it (manifest "job"; absent in archives of kwatt 0.1
+  // before it, and in backups of nodes and a window): its user, start and end (none while it
+  // ran).
+  bool has_job = false;
+  std::string job_user;
+  UnixNanos job_started = 0;
+  std::optional<UnixNanos> job_stopped;
   std::vector<ManifestNode> nodes;
   // The metric catalogue of each cluster at backup time ("site/cluster"), in manifest order.
   ClusterCatalogues catalogue;

@@ -48,6 +48,11 @@ struct FetchReport {
   std::vector<NodeName> nodes;  // resolved (from the job when needed), in query order
   UnixNanos start = 0, end = 0;
   std::vector<std::string> job_types;
+  // The job, when the query named one, as OAR tells it: its user, its start, its end once it
+  // ended (the window above may be narrower).
+  std::string job_user;
+  UnixNanos job_started = 0;
+  std::optional<UnixNanos> job_stopped;
   // The metric catalogue of each cluster involved ("site/cluster"), parsed where it entered.
   ClusterCatalogues catalogues;
   int64_t requests = 0;  // requests that were sent, retries included

@@ -1,5 +1,7 @@
-// `kwatt serve --simulate`: a Kwollect-compatible HTTP API (doc/kwollect_api.md) over the simulated
-// testbed. See doc/server.md for what it serves and how it can be made to fail.
+// `kwatt serve`: a Kwollect-compatible HTTP API (doc/kwollect_api.md) over the simulated testbed
+// (`--simulate`) or over a store's rows and jobs (`--store URI`, kwatt/store/store.h): one HTTP
+// implementation over two row sources. See doc/server.md for what it serves and how it can be made
+// to fail.
 //
 // Thread safety: Start() returns a running server whose methods may be called from any thread.
 #ifndef KWATT_SERVER_SERVER_H_
@@ -20,7 +22,11 @@ struct ServerOptions {
   int port = 0;                    // 0: any free port (see Server::port())
   uint64_t seed = 1;               // every simulated value is a function of it
   std::string jobs_file;           // jobs and outages (doc/jobs_file.md); empty: no job
-  std::string reference_dir;       // empty: the reference data embedded in the binary
+  // Serve the rows, jobs and catalogues of this store (a file: the embedded store, created when
+  // missing; postgresql://...: PostgreSQL) instead of simulated ones; sites, clusters and nodes
+  // are still the reference data's. Pushed metrics go into it.
+  std::string store_uri;
+  std::string reference_dir;    // empty: the reference data embedded in the binary
   int64_t max_rows = 0;         // a metrics answer above this fails as Kwollect's timeout; 0: none
   int latency_ms = 0;           // added before answering each request
   int64_t rows_per_second = 0;  // pace of each metrics answer, as a database would; 0: flat out
@@ -28,7 +34,7 @@ struct ServerOptions {
   int fail_status = 0;          // 400-599: the failed ones all answer this status with an HTML
                                 // page (a proxy's error), never a cut body; 0: as above
   std::string auth;  // "user:password" to require HTTP Basic auth, and to take pushed metrics
-                     // (POST, kept in memory); empty: open, and pushes refused
+                     // (POST: into the store, or kept in memory); empty: open, pushes refused
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
   int threads = 8;                          // requests served at once
   bool log_requests = false;                // one line per request on stderr

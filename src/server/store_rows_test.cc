@@ -1,0 +1,195 @@
+#include "src/server/store_rows.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kwatt/store/sqlite_store.h"
+#include "src/core/test_temp_dir.h"
+#include "src/server/pushed.h"
+#include "src/server/row_stream.h"
+
+namespace kwatt::server::internal {
+namespace {
+
+constexpr UnixNanos kT0 = 1713441600LL * kNanosPerSecond;  // 2024-04-18T14:00:00+02:00
+constexpr UnixNanos kLater = kT0 + 7200 * kNanosPerSecond;
+
+std::string Drain(MetricsAnswer& answer, size_t piece = 1 << 16) {
+  std::string out;
+  while (answer.Next(&out, piece)) {
+  }
+  EXPECT_TRUE(answer.status().ok()) << answer.status().ToString();
+  EXPECT_TRUE(answer.finished());
+  return out;
+}
+
+// The same rows in a store and in the simulated server's memory (pushed custom metrics), so that
+// both answers can be compared.
+class StoreRowsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (dir_.root() / "store.kwatt").string();
+    Result<std::unique_ptr<StorePool>> pool = StorePool::Open(path_, 2);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    pool_ = std::move(*pool);
+  }
+
+  void Add(const std::vector<PushedRow>& rows) {
+    ASSERT_TRUE(pushed_.Add("lyon", rows).ok());
+    StringInterner interner;
+    RowBatch batch = ToRowBatch(rows, &interner);
+    Result<StorePool::Lease> lease = pool_->Acquire();
+    ASSERT_TRUE(lease.ok());
+    ASSERT_TRUE((*lease)->Append(batch, interner).ok());
+    ASSERT_TRUE((*lease)->Flush().ok());
+  }
+
+  // What the simulated server answers for these rows.
+  std::string Simulated(const std::vector<std::string>& devices,
+                        const std::vector<std::string>& metrics, UnixNanos start, UnixNanos end,
+                        bool summary, UnixNanos now = kLater) {
+    std::vector<OutputSeries> series;
+    for (const std::string& device : devices) {
+      for (OutputSeries& s : pushed_.SeriesOf("lyon", device, metrics)) {
+        series.push_back(std::move(s));
+      }
+    }
+    RowStream stream(std::move(series), start, end, now, summary);
+    return Drain(stream);
+  }
+
+  std::unique_ptr<StoreRowStream> Stored(const std::vector<std::string>& devices,
+                                         const std::vector<std::string>& metrics, UnixNanos start,
+                                         UnixNanos end, bool summary, size_t slice_rows = 65536,
+                                         UnixNanos now = kLater) {
+    Result<StorePool::Lease> lease = pool_->Acquire();
+    EXPECT_TRUE(lease.ok());
+    return std::make_unique<StoreRowStream>(std::move(*lease), devices, metrics, start, end, now,
+                                            summary, slice_rows);
+  }
+
+  testing::TempDir dir_;
+  std::string path_;
+  std::unique_ptr<StorePool> pool_;
+  PushedMetrics pushed_;
+};
+
+TEST_F(StoreRowsTest, AnswersAsTheSimulatedServerDoesForTheSameRows) {
+  // Three devices, a gauge and a counter, two label sets, ties within and across devices, NaN.
+  std::mt19937_64 random(7);
+  std::vector<PushedRow> rows;
+  const char* devices[] = {"nova-2", "nova-10", "nova-1"};
+  const char* labels[] = {"{}", "{\"psu\": 1}"};
+  for (int i = 0; i < 3000; ++i) {
+    PushedRow row;
+    row.device_id = devices[random() % 3];
+    row.metric_id = random() % 2 ? "my_power" : "my_bytes_total";
+    row.labels_json = labels[random() % 2];
+    // Microseconds over 40 minutes, many on whole seconds so that rows share instants.
+    int64_t us = int64_t(random() % (2400 * 1'000'000ull));
+    if (random() % 2) us -= us % 1'000'000;
+    row.t = kT0 + us * kNanosPerMicro;
+    row.value = random() % 50 == 0 ? std::nan("") : double(random() % 100000) / 8;
+    rows.push_back(row);
+  }
+  // Distinct instants within each series, as a store's series and a recorded one agree only on
+  // the order of distinct instants.
+  std::sort(rows.begin(), rows.end(), [](const PushedRow& a, const PushedRow& b) {
+    return std::tie(a.device_id, a.metric_id, a.labels_json, a.t) <
+           std::tie(b.device_id, b.metric_id, b.labels_json, b.t);
+  });
+  rows.erase(std::unique(rows.begin(), rows.end(),
+                         [](const PushedRow& a, const PushedRow& b) {
+                           return std::tie(a.device_id, a.metric_id, a.labels_json, a.t) ==
+                                  std::tie(b.device_id, b.metric_id, b.labels_json, b.t);
+                         }),
+             rows.end());
+  Add(rows);
+
+  std::vector<std::string> asked = {"nova-10", "nova-1", "nova-2", "nova-404"};
+  UnixNanos start = kT0 + 100 * kNanosPerSecond, end = kT0 + 2000 * kNanosPerSecond;
+  for (bool summary : {false, true}) {
+    for (const std::vector<std::string>& metrics :
+         {std::vector<std::string>{}, std::vector<std::string>{"my_bytes_total"}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "summary " << summary << ", " << metrics.size() << " metrics");
+      std::string expected = Simulated(asked, metrics, start, end, summary);
+      ASSERT_GT(expected.size(), 1000u);
+      // Whatever the slices the window is read in, and however the answer is cut in pieces.
+      for (size_t slice_rows : {size_t(1), size_t(7), size_t(100), size_t(65536)}) {
+        auto stored = Stored(asked, metrics, start, end, summary, slice_rows);
+        EXPECT_EQ(Drain(*stored, 1000), expected) << "slice_rows " << slice_rows;
+        auto counted = Stored(asked, metrics, start, end, summary, slice_rows);
+        Result<int64_t> rows_counted = counted->CountRows();
+        ASSERT_TRUE(rows_counted.ok());
+        EXPECT_EQ(*rows_counted, stored->rows_written());
+        EXPECT_EQ(Drain(*counted), expected) << "after counting";
+      }
+    }
+  }
+}
+
+TEST_F(StoreRowsTest, WindowEndIsInclusiveAndRowsAreKwollectsText) {
+  Add({{"nova-1", "my_power", "{}", kT0, 1.5},
+       {"nova-1", "my_power", "{}", kT0 + 250 * kNanosPerMilli, 2},
+       {"nova-1", "my_power", "{}", kT0 + kNanosPerSecond, 3},
+       {"nova-1", "my_power", "{}", kT0 + kNanosPerSecond + kNanosPerMicro, 4}});
+  auto stored = Stored({"nova-1"}, {}, kT0, kT0 + kNanosPerSecond, false);
+  EXPECT_EQ(Drain(*stored),
+            "[{\"timestamp\":\"2024-04-18T14:00:00+02:00\",\"device_id\":\"nova-1\",\"metric_id\":"
+            "\"my_power\",\"value\":1.5,\"labels\":{}},\n"
+            "{\"timestamp\":\"2024-04-18T14:00:00.25+02:00\",\"device_id\":\"nova-1\","
+            "\"metric_id\":\"my_power\",\"value\":2,\"labels\":{}},\n"
+            "{\"timestamp\":\"2024-04-18T14:00:01+02:00\",\"device_id\":\"nova-1\",\"metric_id\":"
+            "\"my_power\",\"value\":3,\"labels\":{}}]");
+}
+
+TEST_F(StoreRowsTest, EmptyAnswersAndTheEndsOfTime) {
+  Add({{"nova-1", "my_power", "{}", kT0, 1}});
+  // No device asked: no row (the store would take an empty list as every device).
+  auto none = Stored({}, {}, kT0 - kNanosPerSecond, kT0 + kNanosPerSecond, false);
+  EXPECT_EQ(Drain(*none), "[]");
+  none.reset();  // a stream holds one of the pool's two stores until it goes
+  constexpr UnixNanos kMin = std::numeric_limits<UnixNanos>::min();
+  constexpr UnixNanos kMax = std::numeric_limits<UnixNanos>::max();
+  auto all = Stored({"nova-1"}, {}, kMin, kMax, false);
+  Result<int64_t> counted = all->CountRows();
+  ASSERT_TRUE(counted.ok());
+  EXPECT_EQ(*counted, 1);
+  Drain(*all);
+  EXPECT_EQ(all->rows_written(), 1);
+  all.reset();
+  auto other = Stored({"nova-2"}, {}, kMin, kMax, false);
+  EXPECT_EQ(Drain(*other), "[]");
+  other.reset();
+  // Summary buckets appear once they ended 5 minutes ago.
+  auto early = Stored({"nova-1"}, {}, kT0 - 600 * kNanosPerSecond, kT0 + 600 * kNanosPerSecond,
+                      true, 65536, kT0 + 400 * kNanosPerSecond);
+  EXPECT_EQ(Drain(*early), "[]");
+  early.reset();
+  auto late = Stored({"nova-1"}, {}, kT0 - 600 * kNanosPerSecond, kT0 + 600 * kNanosPerSecond, true,
+                     65536, kT0 + 600 * kNanosPerSecond);
+  EXPECT_EQ(Drain(*late),
+            "[{\"timestamp\":\"2024-04-18T14:00:00+02:00\",\"device_id\":\"nova-1\",\"metric_id\":"
+            "\"my_power\",\"value\":1,\"labels\":{}}]");
+}
+
+TEST_F(StoreRowsTest, PoolLendsEachStoreToOneBorrowerAtATime) {
+  Result<StorePool::Lease> a = pool_->Acquire();
+  Result<StorePool::Lease> b = pool_->Acquire();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(&**a, &**b);
+  store::Store* first = &**a;
+  *a = StorePool::Lease();  // given back
+  Result<StorePool::Lease> c = pool_->Acquire();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(&**c, first);
+}
+
+}  // namespace
+}  // namespace kwatt::server::internal
