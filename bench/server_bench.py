@@ -106,9 +106,10 @@ class Server:
     options in `extra_args` (--rows-per-second...); always stopped by stop() / the with block."""
 
     def __init__(self, binary: str, jobs_file: str, tmpdir: str, core: int | None, name: str,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, store: str | None = None):
         self.binary = binary
         self.jobs_file = jobs_file
+        self.store = store  # serve this store (`--store`) instead of the simulated testbed
         self.core = core
         self.extra_args = list(extra_args or [])
         self.out_path = os.path.join(tmpdir, f"{name}.stdout")
@@ -124,8 +125,9 @@ class Server:
         self.stop()
 
     def start(self) -> None:
-        argv = pinned(self.core, [self.binary, "serve", "--simulate", "--port", "0",
-                                  "--jobs", self.jobs_file, "--seed", "1"] + self.extra_args)
+        source = (["--store", self.store] if self.store else
+                  ["--simulate", "--jobs", self.jobs_file, "--seed", "1"])
+        argv = pinned(self.core, [self.binary, "serve", *source, "--port", "0"] + self.extra_args)
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             # taskset execs the server: the pid is the server's.
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)

@@ -82,7 +82,7 @@ def main() -> int:
         "",
         f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC",
         f"- Machine: {m['nproc']} cores ({m['cpu_model']}), {m['mem_gib']:.1f} GiB of memory, "
-        f"Linux {m['kernel']}; kwatt {sb.kwatt_version(args.kwatt)}; load average {load} at "
+        f"Linux {m['kernel']}; {sb.kwatt_version(args.kwatt)}; load average {load} at "
         f"the start",
         "- Reproduce: `make bench`, or `python3 bench/store_bench.py build/kwatt` (the two "
         "programs alone: `build/kwatt_store_bench`, `build/kwatt_postgres_bench`; their options "

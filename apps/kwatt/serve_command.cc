@@ -55,6 +55,11 @@ Runner RegisterServe(CLI::App* app) {
                     "Start the simulated clock at this instant (epoch seconds or ISO 8601)");
   serve->add_option("--reference", o.reference_dir,
                     "Reference data directory instead of the embedded one (data/reference layout)");
+  serve
+      ->add_option("--testbed", o.testbed_file,
+                   "Serve the sites, clusters, nodes and metrics of this description file (YAML "
+                   "or JSON, doc/store.md) instead of Grid'5000's")
+      ->excludes("--reference");
   serve->add_option("--threads", o.threads, "Requests served at once")->capture_default_str();
   serve->add_flag("--log", o.log_requests, "Log each request on stderr");
   return [serve, args]() -> int {

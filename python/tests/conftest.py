@@ -18,11 +18,28 @@ start_server = servers.start_server
 run_kwatt = servers.run_kwatt
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """A simulated testbed with examples/jobs.json (lyon:1001 on nova-1,4,5,6 with 50 Hz
-    wattmeter data, 2025-04-18 14:00-14:30 +02:00, phases idle/busy of 300 s)."""
-    running = start_server("--jobs", JOBS, tmp_path=tmp_path_factory.mktemp("server"))
+# What the tests of the `server` fixture ask of it, from the simulated testbed into a store: the
+# job lyon:1001, lyon's other nodes around it, the DST change of 2025-03-30 01:00 UTC.
+STORE_PIECES = [
+    ["--job", "lyon:1001"],
+    ["--nodes", "taurus-7.lyon,taurus-1.lyon", "--start", "2025-04-18T13:55:00+02:00", "--end",
+     "2025-04-18T14:35:00+02:00"],
+    ["--nodes", "nova-1.lyon", "--start", "2025-03-30T00:59:00Z", "--end", "2025-03-30T01:01:00Z"],
+]
+
+
+@pytest.fixture(scope="session", params=["simulate", "store"])
+def server(request, tmp_path_factory):
+    """The API the tests use, served two ways: the simulated testbed with examples/jobs.json
+    (lyon:1001 on nova-1,4,5,6 with 50 Hz wattmeter data, 2025-04-18 14:00-14:30 +02:00, phases
+    idle/busy of 300 s), and `kwatt serve --store` over an embedded store holding what the tests
+    ask of that testbed (STORE_PIECES, backed up and imported as a user would)."""
+    directory = tmp_path_factory.mktemp(f"server-{request.param}")
+    if request.param == "simulate":
+        running = start_server("--jobs", JOBS, tmp_path=directory)
+    else:
+        running = start_server(store=servers.store_of_simulation(directory, STORE_PIECES, JOBS))
+    running.mode = request.param
     yield running
     running.stop()
 

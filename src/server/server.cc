@@ -695,6 +695,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   Testbed::Options testbed_options;
   testbed_options.seed = options.seed;
   testbed_options.reference_dir = options.reference_dir;
+  testbed_options.description_file = options.testbed_file;
   Result<std::unique_ptr<Testbed>> testbed = Testbed::Build(testbed_options, std::move(jobs));
   if (!testbed.ok()) return testbed.status();
 

@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
+#include "src/core/yaml_json.h"
 #include "src/server/embedded_reference.h"
 
 namespace kwatt::server {
@@ -51,6 +53,113 @@ Result<FileMap> ReadReference(const std::string& dir) {
   return files;
 }
 
+// A node uid as kwatt's clients read it back from a name ("rack-12" in cluster "rack"): the
+// cluster's uid, '-' and a number.
+bool IsNodeOf(const std::string& cluster, const std::string& uid) {
+  if (uid.size() <= cluster.size() + 1 || uid.compare(0, cluster.size(), cluster) != 0 ||
+      uid[cluster.size()] != '-') {
+    return false;
+  }
+  return uid.find_first_not_of("0123456789", cluster.size() + 1) == std::string::npos;
+}
+
+// A uid of a site or cluster: lowercase letters and digits, starting with a letter (what the
+// node names, "uid.site.grid5000.fr", can carry).
+bool IsPlainUid(const std::string& uid) {
+  return !uid.empty() && uid[0] >= 'a' && uid[0] <= 'z' &&
+         uid.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") == std::string::npos;
+}
+
+// A testbed description (doc/store.md, "Describing a testbed") as the reference files it stands
+// for: sites.json, one clusters/SITE-CLUSTER.json per cluster, no wattmeter or network mapping.
+Result<FileMap> ReadDescription(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read the testbed description " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  KWATT_ASSIGN_OR_RETURN(std::string converted, kwatt::internal::YamlToJson(text.str(), path));
+  ordered_json doc = ordered_json::parse(converted);
+  auto bad = [&](const std::string& where, const std::string& what) {
+    return Status::InvalidArgument(path + ": " + where + " " + what);
+  };
+  if (!doc.is_object() || !doc.contains("sites") || !doc["sites"].is_array() ||
+      doc["sites"].empty()) {
+    return bad("the description", "should have \"sites\": a list of sites, each with its clusters");
+  }
+  FileMap files;
+  ordered_json sites = ordered_json::array();
+  std::set<std::string> site_uids;
+  for (size_t s = 0; s < doc["sites"].size(); ++s) {
+    const ordered_json& site = doc["sites"][s];
+    std::string where = "sites[" + std::to_string(s) + "]";
+    if (!site.is_object()) return bad(where, "should be a mapping (uid, name, clusters)");
+    if (!site.contains("uid") || !site["uid"].is_string() || !IsPlainUid(site["uid"])) {
+      return bad(where + ".uid", "should be lowercase letters and digits, e.g. \"mylab\"");
+    }
+    std::string uid = site["uid"];
+    if (!site_uids.insert(uid).second) return bad(where + ".uid", "\"" + uid + "\" is given twice");
+    if (site.contains("name") && !site["name"].is_string()) {
+      return bad(where + ".name", "should be a text");
+    }
+    if (!site.contains("clusters") || !site["clusters"].is_array() || site["clusters"].empty()) {
+      return bad(where + ".clusters", "should be a list of clusters");
+    }
+    ordered_json cluster_uids = ordered_json::array();
+    for (size_t c = 0; c < site["clusters"].size(); ++c) {
+      const ordered_json& cluster = site["clusters"][c];
+      std::string at = where + ".clusters[" + std::to_string(c) + "]";
+      if (!cluster.is_object()) return bad(at, "should be a mapping (uid, model, nodes, metrics)");
+      if (!cluster.contains("uid") || !cluster["uid"].is_string() || !IsPlainUid(cluster["uid"])) {
+        return bad(at + ".uid", "should be lowercase letters and digits, e.g. \"rack\"");
+      }
+      std::string cluster_uid = cluster["uid"];
+      if (std::find(cluster_uids.begin(), cluster_uids.end(), cluster_uid) != cluster_uids.end()) {
+        return bad(at + ".uid", "\"" + cluster_uid + "\" is given twice");
+      }
+      if (cluster.contains("model") && !cluster["model"].is_string()) {
+        return bad(at + ".model", "should be a text");
+      }
+      if (!cluster.contains("nodes") || !cluster["nodes"].is_array() || cluster["nodes"].empty()) {
+        return bad(at + ".nodes", "should be a list of node names");
+      }
+      ordered_json nodes = ordered_json::array();
+      for (size_t n = 0; n < cluster["nodes"].size(); ++n) {
+        const ordered_json& node = cluster["nodes"][n];
+        if (!node.is_string() || !IsNodeOf(cluster_uid, node)) {
+          return bad(at + ".nodes[" + std::to_string(n) + "]",
+                     "should be the cluster's uid, '-' and a number (\"" + cluster_uid +
+                         "-1\"), not " + node.dump());
+        }
+        if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) {
+          return bad(at + ".nodes[" + std::to_string(n) + "]", node.dump() + " is given twice");
+        }
+        nodes.push_back(node);
+      }
+      if (cluster.contains("metrics") && !cluster["metrics"].is_array()) {
+        return bad(at + ".metrics", "should be a list of metrics (name, period, ...)");
+      }
+      ordered_json document;
+      document["uid"] = cluster_uid;
+      document["model"] = cluster.value("model", "");
+      document["metrics"] =
+          cluster.contains("metrics") ? cluster["metrics"] : ordered_json::array();
+      document["nodes"] = nodes;
+      std::string document_text = document.dump();
+      Result<Catalogue> catalogue = Catalogue::FromJson(document_text);
+      if (!catalogue.ok()) {
+        return bad(at + ".metrics:", catalogue.status().message());
+      }
+      files.emplace("clusters/" + uid + "-" + cluster_uid + ".json", std::move(document_text));
+      cluster_uids.push_back(cluster_uid);
+    }
+    sites.push_back({{"uid", uid}, {"name", site.value("name", uid)}, {"clusters", cluster_uids}});
+  }
+  files.emplace("sites.json", sites.dump());
+  files.emplace("wattmetre-mapping.json", R"({"wattmetre":{},"pdu_outlets":{}})");
+  files.emplace("network-mapping.json", "{}");
+  return files;
+}
+
 Result<json> ParseFile(const FileMap& files, const std::string& name) {
   auto it = files.find(name);
   if (it == files.end()) return Status::NotFound("reference data lacks " + name);
@@ -78,7 +187,13 @@ void AssignShares(std::vector<Feed>* feeds, uint64_t seed, const std::string& ui
 }  // namespace
 
 Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet jobs) {
-  Result<FileMap> files = ReadReference(options.reference_dir);
+  if (!options.description_file.empty() && !options.reference_dir.empty()) {
+    return Status::InvalidArgument(
+        "a testbed description replaces the reference data: give one of them, not both");
+  }
+  Result<FileMap> files = options.description_file.empty()
+                              ? ReadReference(options.reference_dir)
+                              : ReadDescription(options.description_file);
   if (!files.ok()) return files.status();
   std::unique_ptr<Testbed> testbed(new Testbed());
   testbed->seed_ = options.seed;

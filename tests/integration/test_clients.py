@@ -1,4 +1,5 @@
-"""python-grid5000 and EnOSlib, unchanged, against `kwatt serve --simulate`."""
+"""python-grid5000 and EnOSlib, unchanged, against `kwatt serve --simulate` and against
+`kwatt serve --store`."""
 import json
 import os
 import subprocess
@@ -8,14 +9,30 @@ import textwrap
 import pytest
 import requests
 
+from conftest import start_server, store_of_simulation
 from test_server import JOBS, T0
 
 pytest.importorskip("grid5000")
 
 
-@pytest.fixture
-def secured(server_factory, tmp_path):
-    server = server_factory("--auth", "alice:s3cret", jobs=JOBS)
+# What the tests ask of the API, from the simulated testbed into a store.
+STORE_PIECES = [
+    ["--job", "lyon:1001", "--start", T0, "--end", T0 + 120],
+    ["--job", "grenoble:2001", "--start", T0, "--end", T0 + 120],
+    ["--nodes", "nova-1.lyon,yeti-1.grenoble", "--start", T0 - 30, "--end", T0 - 1],
+]
+
+
+@pytest.fixture(params=["simulate", "store"])
+def secured(request, server_factory, tmp_path):
+    """The API behind a password: the simulated testbed, or `kwatt serve --store` over a store
+    made from it as a user would (backup, import)."""
+    if request.param == "simulate":
+        server = server_factory("--auth", "alice:s3cret", jobs=JOBS)
+    else:
+        store = store_of_simulation(tmp_path, STORE_PIECES, jobs=JOBS)
+        server = start_server("--auth", "alice:s3cret", store=store)
+        request.addfinalizer(server.stop)
     home = tmp_path / "home"
     home.mkdir()
     config = home / ".python-grid5000.yaml"

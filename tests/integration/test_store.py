@@ -236,3 +236,70 @@ def test_serve_says_what_to_serve(tmp_path):
     assert jobs.returncode == 2 and b"the jobs are the store's" in jobs.stderr
     nowhere = run_kwatt("serve", "--store", tmp_path / "no" / "such" / "s.kwatt", "--port", "0")
     assert nowhere.returncode != 0 and str(tmp_path / "no").encode() in nowhere.stderr
+
+
+LAB = """\
+sites:
+  - uid: mylab
+    name: My lab
+    clusters:
+      - uid: rack
+        model: Dell PowerEdge R640
+        nodes: [rack-1, rack-2]
+        metrics:
+          - name: wattmetre_power_watt
+            description: Power of the node from its wattmeter, in watt
+            period: 1000
+            source: {protocol: wattmetre}
+"""
+
+
+def test_a_lab_describes_its_testbed_and_kwatt_works_on_it(tmp_path):
+    description = tmp_path / "lab.yaml"
+    description.write_text(LAB)
+    store = tmp_path / "lab.kwatt"
+    server = served(store, "--testbed", description, "--auth", "alice:s3cret")
+    auth = ("alice", "s3cret")
+    t0 = 1764590400  # 2025-12-01T12:00:00Z
+    try:
+        sites = requests.get(server.url + "/sites", auth=auth, timeout=10).json()
+        assert [s["uid"] for s in sites["items"]] == ["mylab"]
+        rack = requests.get(server.url + "/sites/mylab/clusters/rack", auth=auth, timeout=10).json()
+        assert rack["model"] == "Dell PowerEdge R640"
+        assert [m["name"] for m in rack["metrics"]] == ["wattmetre_power_watt"]
+        nodes = requests.get(server.url + "/sites/mylab/clusters/rack/nodes", auth=auth,
+                             timeout=10).json()
+        assert [n["uid"] for n in nodes["items"]] == ["rack-1", "rack-2"]
+        # A wattmeter's rows, as a collector would push them: 100 W for a minute, then 200 W.
+        rows = [{"timestamp": t0 + i, "device_id": "rack-1", "metric_id": "wattmetre_power_watt",
+                 "value": 100 if i <= 60 else 200} for i in range(121)]
+        pushed = requests.post(server.url + "/sites/mylab/metrics", json=rows, auth=auth,
+                               timeout=10)
+        assert pushed.status_code == 201, pushed.text
+        api = server.url.replace("http://", "http://alice:s3cret@")
+        fetched = run_kwatt("fetch", "--api", api, "--nodes", "rack-1.mylab", "--start", t0,
+                            "--end", t0 + 120)
+        assert len(lines(fetched)) == 121
+        energy = run_kwatt("energy", "--api", api, "--nodes", "rack-1.mylab", "--start", t0,
+                           "--end", t0 + 120, "--json")
+        assert energy.returncode == 0, energy.stderr
+        node = json.loads(energy.stdout)["nodes"][0]
+        assert node["node"] == "rack-1.mylab.grid5000.fr"
+        assert node["metric"] == "wattmetre_power_watt"
+        assert node["window"]["joules"] == pytest.approx(100 * 60 + 150 * 1 + 200 * 59)
+    finally:
+        server.stop()
+
+
+def test_a_wrong_description_is_named_and_nothing_is_served(tmp_path):
+    description = tmp_path / "lab.yaml"
+    description.write_text(LAB.replace("[rack-1, rack-2]", "[rack-1, node-2]"))
+    refused = run_kwatt("serve", "--store", tmp_path / "lab.kwatt", "--testbed", description,
+                        "--port", "0")
+    assert refused.returncode == 2
+    assert refused.stderr.decode().strip() == (
+        f"kwatt serve: {description}: sites[0].clusters[0].nodes[1] should be the cluster's uid, "
+        "'-' and a number (\"rack-1\"), not \"node-2\"")
+    both = run_kwatt("serve", "--simulate", "--testbed", description, "--reference", ROOT / "data"
+                     / "reference", "--port", "0")
+    assert both.returncode == 2 and b"excludes" in both.stderr

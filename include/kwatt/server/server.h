@@ -26,7 +26,10 @@ struct ServerOptions {
   // missing; postgresql://...: PostgreSQL) instead of simulated ones; sites, clusters and nodes
   // are still the reference data's. Pushed metrics go into it.
   std::string store_uri;
-  std::string reference_dir;    // empty: the reference data embedded in the binary
+  std::string reference_dir;  // empty: the reference data embedded in the binary
+  // A testbed description file (sites, clusters, nodes, metrics; doc/store.md) to serve instead
+  // of the reference data; empty: none.
+  std::string testbed_file;
   int64_t max_rows = 0;         // a metrics answer above this fails as Kwollect's timeout; 0: none
   int latency_ms = 0;           // added before answering each request
   int64_t rows_per_second = 0;  // pace of each metrics answer, as a database would; 0: flat out

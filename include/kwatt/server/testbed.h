@@ -1,8 +1,9 @@
 // The simulated Grid'5000 testbed: sites, clusters with their real metric catalogues, nodes with
 // their wattmeter ports, PDU outlets, switch ports and BMC, and the jobs that load them.
 //
-// Built once from the reference data (embedded in the binary, or a directory laid out like
-// data/reference/) and a JobSet; immutable afterwards, so it may be shared by threads.
+// Built once from the reference data (embedded in the binary, a directory laid out like
+// data/reference/, or a testbed description file) and a JobSet; immutable afterwards, so it may be
+// shared by threads.
 #ifndef KWATT_SERVER_TESTBED_H_
 #define KWATT_SERVER_TESTBED_H_
 
@@ -78,6 +79,9 @@ class Testbed {
   struct Options {
     uint64_t seed = 1;          // every simulated value depends on it
     std::string reference_dir;  // empty: the reference data embedded in the binary
+    // A testbed description file (YAML or JSON: sites, clusters, nodes and their metrics;
+    // doc/store.md) instead of the reference data: a lab's own machines, served as Grid'5000's.
+    std::string description_file;
   };
 
   static Result<std::unique_ptr<Testbed>> Build(const Options& options, JobSet jobs);
