@@ -1,5 +1,7 @@
 #include "kwatt/core/row_batch.h"
 
+#include <limits>
+
 #include "kwatt/core/json_text.h"
 
 namespace kwatt {
@@ -49,6 +51,52 @@ void AppendRowText(std::string* out, const RowBatch& batch, size_t i,
   AppendJsonString(out, interner.Get(batch.device[i]));
   out->append(",\"metric_id\":");
   AppendJsonString(out, interner.Get(batch.metric[i]));
+  out->append(",\"value\":");
+  out->append(text, FormatJsonNumber(batch.value[i], text));
+  out->append(",\"labels\":");
+  out->append(interner.Get(batch.labels[i]));
+  out->push_back('}');
+}
+
+void RowTextWriter::Reset() {
+  have_second_ = false;
+  quoted_.clear();
+}
+
+const std::string& RowTextWriter::Quoted(uint32_t id, const StringInterner& interner) {
+  if (id >= quoted_.size()) quoted_.resize(size_t(id) + 1);
+  std::string& quoted = quoted_[id];
+  if (quoted.empty()) AppendJsonString(&quoted, interner.Get(id));  // never empty: at least ""
+  return quoted;
+}
+
+void RowTextWriter::Append(std::string* out, const RowBatch& batch, size_t i,
+                           const StringInterner& interner) {
+  if (batch.raw_end.size() == batch.size()) {
+    out->append(batch.RawRow(i));
+    return;
+  }
+  int64_t second = FloorDiv(batch.time[i], kNanosPerSecond);
+  if (second < std::numeric_limits<int64_t>::min() / kNanosPerSecond) {
+    AppendRowText(out, batch, i, interner);  // its whole second is before int64's nanoseconds
+    return;
+  }
+  if (!have_second_ || second != second_ || batch.utc_offset[i] != offset_) {
+    // The whole second's text, then its fraction goes between the date and the "+HH:MM".
+    date_length_ = FormatTimestamp(second * kNanosPerSecond, batch.utc_offset[i], second_text_) - 6;
+    second_ = second;
+    offset_ = batch.utc_offset[i];
+    have_second_ = true;
+  }
+  char text[kMaxNumberLength > 10 ? kMaxNumberLength : 10];
+  out->append("{\"timestamp\":\"");
+  out->append(second_text_, date_length_);
+  out->append(text, FormatFraction(batch.time[i] - second * kNanosPerSecond, text));
+  out->append(second_text_ + date_length_, 6);
+  out->append("\",\"device_id\":");
+  out->append(Quoted(batch.device[i], interner));
+  out->append(",\"metric_id\":");
+  out->append(Quoted(batch.metric[i], interner));
   out->append(",\"value\":");
   out->append(text, FormatJsonNumber(batch.value[i], text));
   out->append(",\"labels\":");

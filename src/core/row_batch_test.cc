@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <random>
 #include <string>
 
 namespace kwatt {
@@ -104,6 +106,41 @@ TEST(AppendRowText, FromFieldsAsKwollectRendersAndFromRawAsSent) {
   std::string raw;
   AppendRowText(&raw, batch, 1, interner);
   EXPECT_EQ(raw, "r1");
+}
+
+// The writer's text is AppendRowText's, byte for byte: rows that share seconds and ids or not, any
+// offset, the ends of kwatt's time range, ids of two interners one after the other (Reset()).
+TEST(RowTextWriter, WritesWhatAppendRowTextWrites) {
+  std::mt19937_64 random(7);
+  RowTextWriter writer;
+  for (int round = 0; round < 2; ++round) {
+    StringInterner interner;  // a new interner each round: the writer is Reset() for it
+    writer.Reset();
+    RowBatch batch;
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    std::vector<UnixNanos> times = {kMin, kMin + 999'999'999, kMax, -1, 0, 1};
+    UnixNanos t = 1744977600LL * kNanosPerSecond;
+    for (int i = 0; i < 2000; ++i) {
+      t += int64_t(random() % 3) * int64_t(random() % 2 ? 20'000'000 : 1'000);  // ties too
+      times.push_back(t);
+    }
+    const char* names[] = {"nova-1", "nova-\"quoted\"", "m\xc3\xa9tric", ""};
+    for (UnixNanos time : times) {
+      batch.time.push_back(time);
+      batch.utc_offset.push_back(random() % 5 == 0 ? -12600 : (random() % 2 ? 3600 : 7200));
+      batch.device.push_back(interner.Intern(names[(random() + round) % 4]));
+      batch.metric.push_back(interner.Intern(names[random() % 3]));
+      batch.value.push_back(random() % 7 == 0 ? std::nan("") : double(random() % 100000) / 8);
+      batch.labels.push_back(interner.Intern(random() % 2 ? "{}" : R"({"a":"b"})"));
+    }
+    std::string expected, written;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      AppendRowText(&expected, batch, i, interner);
+      writer.Append(&written, batch, i, interner);
+    }
+    ASSERT_EQ(written, expected);
+  }
 }
 
 }  // namespace

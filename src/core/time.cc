@@ -153,6 +153,18 @@ int ParisUtcOffsetSeconds(int64_t unix_seconds) {
   return (unix_seconds >= begin && unix_seconds < end) ? 7200 : 3600;
 }
 
+size_t FormatFraction(int64_t nanos, char* out) {
+  if (nanos == 0) return 0;
+  int digits = 9;
+  while (nanos % 10 == 0) {
+    nanos /= 10;
+    --digits;
+  }
+  out[0] = '.';
+  PutDigits(out + 1, unsigned(nanos), digits);
+  return size_t(digits + 1);
+}
+
 size_t FormatTimestamp(UnixNanos t, int offset_seconds, char* out) {
   int64_t seconds = FloorDiv(t, kNanosPerSecond);
   int64_t nanos = t - seconds * kNanosPerSecond;
@@ -174,15 +186,7 @@ size_t FormatTimestamp(UnixNanos t, int offset_seconds, char* out) {
   p = PutDigits(p, c.minute, 2);
   *p++ = ':';
   p = PutDigits(p, c.second, 2);
-  if (nanos != 0) {
-    int digits = 9;
-    while (nanos % 10 == 0) {
-      nanos /= 10;
-      --digits;
-    }
-    *p++ = '.';
-    p = PutDigits(p, unsigned(nanos), digits);
-  }
+  p += FormatFraction(nanos, p);
   int offset = offset_seconds;
   *p++ = offset < 0 ? '-' : '+';
   if (offset < 0) offset = -offset;

@@ -107,21 +107,8 @@ void RowStream::WriteRow(std::string* out, const OutputSeries& series, UnixNanos
   if (rows_written_ > 0) out->append(kSeparator);
   out->append(kRowStart);
   out->append(cached_text_, cached_date_length_);
-  int64_t nanos = t - second * kNanosPerSecond;
-  if (nanos != 0) {
-    char fraction[11];
-    int digits = 9;
-    while (nanos % 10 == 0) {
-      nanos /= 10;
-      --digits;
-    }
-    fraction[0] = '.';
-    for (int i = digits; i >= 1; --i) {
-      fraction[i] = char('0' + nanos % 10);
-      nanos /= 10;
-    }
-    out->append(fraction, size_t(digits + 1));
-  }
+  char fraction[10];
+  out->append(fraction, FormatFraction(t - second * kNanosPerSecond, fraction));
   out->append(cached_offset_, 6);
   out->append(series.row_middle);
   char number[kMaxNumberLength];

@@ -97,6 +97,7 @@ StoreRowStream::StoreRowStream(StorePool::Lease store, std::vector<std::string> 
 
 Status StoreRowStream::Read(UnixNanos lo, UnixNanos hi, Slice* slice, int64_t* rows_read) {
   slice->interner = std::make_unique<StringInterner>();
+  if (slice == &slice_) writer_.Reset();  // the slice's ids are a new interner's
   slice->rows.Clear();
   slice->order.clear();
   slice->next = 0;
@@ -252,7 +253,7 @@ bool StoreRowStream::Next(std::string* out, size_t target_bytes) {
   while (out->size() < limit) {
     if (slice_.next < slice_.order.size()) {
       if (rows_written_ > 0) out->append(kSeparator);
-      AppendRowText(out, slice_.rows, slice_.order[slice_.next++], *slice_.interner);
+      writer_.Append(out, slice_.rows, slice_.order[slice_.next++], *slice_.interner);
       ++rows_written_;
       continue;
     }

@@ -110,6 +110,7 @@ class StoreRowStream : public MetricsAnswer {
   size_t slice_rows_;
   Cursor cursor_;
   Slice slice_;
+  RowTextWriter writer_;  // of slice_'s rows, bound to its interner
   bool started_ = false, finished_ = false;
   int64_t rows_written_ = 0;
   Status status_;

@@ -64,6 +64,26 @@ struct RowBatch {
 void AppendRowText(std::string* out, const RowBatch& batch, size_t i,
                    const StringInterner& interner);
 
+// Appends rows' text as AppendRowText does, byte for byte, faster where rows share seconds and
+// ids (a store's answer: 3.6 M rows of 20 wattmeters): it keeps the text of the last second's
+// timestamp and the JSON string of each id it wrote. Bound to one interner: Reset() before rows
+// whose ids refer to another one. Not thread-safe.
+class RowTextWriter {
+ public:
+  void Append(std::string* out, const RowBatch& batch, size_t i, const StringInterner& interner);
+  void Reset();
+
+ private:
+  const std::string& Quoted(uint32_t id, const StringInterner& interner);
+
+  int64_t second_ = 0;
+  int32_t offset_ = 0;
+  bool have_second_ = false;
+  char second_text_[kMaxTimestampLength];
+  size_t date_length_ = 0;           // of second_text_ without its "+HH:MM"
+  std::vector<std::string> quoted_;  // by id: `"text"` as JSON ("" until written once)
+};
+
 }  // namespace kwatt
 
 #endif  // KWATT_CORE_ROW_BATCH_H_

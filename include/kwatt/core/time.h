@@ -47,6 +47,10 @@ inline constexpr size_t kMaxTimestampLength = 40;
 // fraction with up to 9 digits and its trailing zeros removed (none when whole seconds), as
 // Kwollect does. REQUIRES: `out` has room for kMaxTimestampLength chars. Returns the length.
 size_t FormatTimestamp(UnixNanos t, int offset_seconds, char* out);
+
+// The fraction of a second FormatTimestamp writes for `nanos` (0..999999999): "" for 0, else '.'
+// and the digits without trailing zeros (".02", ".761802"). At most 10 characters.
+size_t FormatFraction(int64_t nanos, char* out);
 // The same in Europe/Paris time, which is how Kwollect renders every timestamp.
 size_t FormatParisTimestamp(UnixNanos t, char* out);
 std::string FormatParisTimestamp(UnixNanos t);
