@@ -71,6 +71,12 @@ Runner RegisterServe(CLI::App* app) {
                    args->simulate ? "both" : "neither");
       return kExitUsage;
     }
+    if (!args->options.store_uri.empty() && serve->count("--seed") > 0) {
+      std::fprintf(stderr,
+                   "kwatt serve: --seed sets the simulated values: a store serves its own rows "
+                   "(drop --seed, or serve --simulate)\n");
+      return kExitUsage;
+    }
     if (!args->start_clock.empty()) {
       Result<UnixNanos> t = ParseKwollectTimeParameter(args->start_clock);
       if (!t.ok()) {

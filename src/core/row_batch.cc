@@ -91,7 +91,7 @@ void RowTextWriter::Append(std::string* out, const RowBatch& batch, size_t i,
   char text[kMaxNumberLength > 10 ? kMaxNumberLength : 10];
   out->append("{\"timestamp\":\"");
   out->append(second_text_, date_length_);
-  out->append(text, FormatFraction(batch.time[i] - second * kNanosPerSecond, text));
+  out->append(text, FormatFraction(NanosOfSecond(batch.time[i]), text));
   out->append(second_text_ + date_length_, 6);
   out->append("\",\"device_id\":");
   out->append(Quoted(batch.device[i], interner));

@@ -167,7 +167,7 @@ size_t FormatFraction(int64_t nanos, char* out) {
 
 size_t FormatTimestamp(UnixNanos t, int offset_seconds, char* out) {
   int64_t seconds = FloorDiv(t, kNanosPerSecond);
-  int64_t nanos = t - seconds * kNanosPerSecond;
+  int64_t nanos = NanosOfSecond(t);  // t - seconds * 1e9 overflows before 1677-09-21T00:12:44Z
   Civil c = ToCivil(seconds + offset_seconds);
   char* p = out;
   int year = c.year;

@@ -27,6 +27,18 @@ TEST(FloorAndCeilDiv, RoundTowardsTheirSideAtTheEndsOfTheRange) {
   EXPECT_EQ(CeilDiv(kMax, 1000), 9223372036854776);
 }
 
+TEST(FormatTimestamp, TheEndsOfTheRange) {
+  char text[kMaxTimestampLength];
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(std::string(text, FormatTimestamp(kMin, 0, text)),
+            "1677-09-21T00:12:43.145224192+00:00");
+  EXPECT_EQ(std::string(text, FormatTimestamp(kMax, 3600, text)),
+            "2262-04-12T00:47:16.854775807+01:00");
+  EXPECT_EQ(NanosOfSecond(kMin), 145224192);
+  EXPECT_EQ(NanosOfSecond(-1), 999999999);
+}
+
 TEST(ParisOffset, FollowsEuRule) {
   // 2025: summer time from 2025-03-30 01:00 UTC to 2025-10-26 01:00 UTC.
   EXPECT_EQ(ParisUtcOffsetSeconds(1743296399), 3600);  // 00:59:59 UTC

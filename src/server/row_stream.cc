@@ -108,7 +108,7 @@ void RowStream::WriteRow(std::string* out, const OutputSeries& series, UnixNanos
   out->append(kRowStart);
   out->append(cached_text_, cached_date_length_);
   char fraction[10];
-  out->append(fraction, FormatFraction(t - second * kNanosPerSecond, fraction));
+  out->append(fraction, FormatFraction(NanosOfSecond(t), fraction));
   out->append(cached_offset_, 6);
   out->append(series.row_middle);
   char number[kMaxNumberLength];

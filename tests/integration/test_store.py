@@ -232,6 +232,8 @@ def test_serve_says_what_to_serve(tmp_path):
     assert both.returncode == 2 and b"not both" in both.stderr
     neither = run_kwatt("serve", "--port", "0")
     assert neither.returncode == 2 and b"not neither" in neither.stderr
+    seed = run_kwatt("serve", "--store", tmp_path / "s.kwatt", "--seed", "3", "--port", "0")
+    assert seed.returncode == 2 and b"--seed sets the simulated values" in seed.stderr
     jobs = run_kwatt("serve", "--store", tmp_path / "s.kwatt", "--jobs", JOBS_FILE, "--port", "0")
     assert jobs.returncode == 2 and b"the jobs are the store's" in jobs.stderr
     nowhere = run_kwatt("serve", "--store", tmp_path / "no" / "such" / "s.kwatt", "--port", "0")

@@ -31,6 +31,12 @@ inline int64_t FloorDiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+// The nanoseconds of `t` past its second (0..999999999), without overflow at the ends of time.
+inline int64_t NanosOfSecond(UnixNanos t) {
+  int64_t nanos = t % kNanosPerSecond;
+  return nanos < 0 ? nanos + kNanosPerSecond : nanos;
+}
+
 // Ceiling division for a positive `b`, without overflow at the ends of the int64 range.
 inline int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b > 0 ? 1 : 0); }
 
