@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 
 # Debian packages: compiler and build tools, the C++ libraries, Python's venv, benchmark tools.
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certificates \
-  libcurl4-openssl-dev libzstd-dev zstd libcli11-dev libsqlite3-dev postgresql libpq-dev \
+  libcurl4-openssl-dev libzstd-dev zstd libcli11-dev libsqlite3-dev postgresql libpq-dev libyaml-dev \
   libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev \
   python3 python3-dev python3-venv python3-pip time clang libclang-rt-14-dev clang-format
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

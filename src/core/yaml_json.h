@@ -11,11 +11,13 @@
 
 namespace kwatt::internal {
 
-// The JSON text of the YAML document `yaml` (JSON is YAML too, so a JSON file reads as itself).
-// Mappings become objects (keys must be scalars), sequences arrays; a plain scalar becomes null
-// (`~`, `null`, empty), a boolean (`true`, `false`), an integer, a number, or else a string; a
-// quoted scalar is always a string. InvalidArgument naming `where` and the line and column when
-// the text is not YAML, holds several documents, an alias cycle or a key that is not a scalar.
+// The JSON text of the YAML document `yaml` (JSON is YAML too, so a JSON file reads as itself),
+// read by libyaml. Mappings become objects (keys must be scalars, each once), sequences arrays,
+// aliases copies of their anchor's value; a plain scalar becomes null (`~`, `null`, empty), a
+// boolean (`true`, `false`), an integer, a number, or else a string; a quoted, block or tagged
+// scalar is always a string. InvalidArgument naming `where`, the line and the column when the
+// text is not YAML, holds several documents, a key that is not a scalar or that is given twice,
+// an alias to no anchor, more than 64 levels or more than 1,000,000 values (aliases of aliases).
 Result<std::string> YamlToJson(std::string_view yaml, const std::string& where);
 
 }  // namespace kwatt::internal
