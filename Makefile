@@ -76,7 +76,7 @@ test-tsan: build-tsan
 
 # The libFuzzer harnesses of fuzz/ (clang, ASan, UBSan, _GLIBCXX_ASSERTIONS): fuzz/README.md.
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query \
-  pushed_rows store_block testbed_description
+  pushed_rows store_block testbed_description prometheus_text
 $(FUZZ_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP)
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DKWATT_FUZZ=ON -DKWATT_BUILD_TESTS=OFF
