@@ -57,8 +57,8 @@ Runner RegisterServe(CLI::App* app) {
                     "Reference data directory instead of the embedded one (data/reference layout)");
   serve
       ->add_option("--testbed", o.testbed_file,
-                   "Serve the sites, clusters, nodes and metrics of this description file (YAML "
-                   "or JSON, doc/store.md) instead of Grid'5000's")
+                   "With --store: serve the sites, clusters, nodes and metrics of this "
+                   "description file (YAML or JSON, doc/store.md) instead of Grid'5000's")
       ->excludes("--reference");
   serve->add_option("--threads", o.threads, "Requests served at once")->capture_default_str();
   serve->add_flag("--log", o.log_requests, "Log each request on stderr");
@@ -69,6 +69,12 @@ Runner RegisterServe(CLI::App* app) {
                    "kwatt serve: say what to serve: --simulate (the simulated testbed) or --store "
                    "URI (a store's rows), not %s\n",
                    args->simulate ? "both" : "neither");
+      return kExitUsage;
+    }
+    if (args->simulate && !args->options.testbed_file.empty()) {
+      std::fprintf(stderr,
+                   "kwatt serve: --testbed describes a lab whose rows are in a store: give it with "
+                   "--store URI (the simulator simulates Grid'5000's own devices)\n");
       return kExitUsage;
     }
     if (!args->options.store_uri.empty() && serve->count("--seed") > 0) {

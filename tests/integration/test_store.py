@@ -302,6 +302,8 @@ def test_a_wrong_description_is_named_and_nothing_is_served(tmp_path):
     assert refused.stderr.decode().strip() == (
         f"kwatt serve: {description}: sites[0].clusters[0].nodes[1] should be the cluster's uid, "
         "'-' and a number (\"rack-1\"), not \"node-2\"")
-    both = run_kwatt("serve", "--simulate", "--testbed", description, "--reference", ROOT / "data"
-                     / "reference", "--port", "0")
+    both = run_kwatt("serve", "--store", tmp_path / "lab.kwatt", "--testbed", description,
+                     "--reference", ROOT / "data" / "reference", "--port", "0")
     assert both.returncode == 2 and b"excludes" in both.stderr
+    simulated = run_kwatt("serve", "--simulate", "--testbed", description, "--port", "0")
+    assert simulated.returncode == 2 and b"give it with --store URI" in simulated.stderr
