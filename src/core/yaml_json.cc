@@ -87,7 +87,7 @@ class Converter {
         Frame done = std::move(frames_.back());
         frames_.pop_back();
         if (!done.anchor.empty()) anchors_[done.anchor] = {done.value, done.nodes};
-        return Add(e.start_mark, std::move(done.value), done.nodes);
+        return Add(std::move(done.value), done.nodes);
       }
       case YAML_SCALAR_EVENT: {
         std::string text(reinterpret_cast<const char*>(e.data.scalar.value), e.data.scalar.length);
@@ -106,7 +106,7 @@ class Converter {
           anchors_[reinterpret_cast<const char*>(e.data.scalar.anchor)] = {value, 1};
         }
         KWATT_RETURN_IF_ERROR(Count(e.start_mark, 1));
-        return Add(e.start_mark, std::move(value), 1);
+        return Add(std::move(value), 1);
       }
       case YAML_ALIAS_EVENT: {
         std::string name = reinterpret_cast<const char*>(e.data.alias.anchor);
@@ -116,7 +116,7 @@ class Converter {
           return At(e.start_mark, "a key should be a plain name");
         }
         KWATT_RETURN_IF_ERROR(Count(e.start_mark, it->second.second));
-        return Add(e.start_mark, it->second.first, it->second.second);
+        return Add(it->second.first, it->second.second);
       }
       default:
         return Status::OK();
@@ -136,7 +136,7 @@ class Converter {
     return Status::OK();
   }
 
-  Status Add(const yaml_mark_t& mark, Json value, int64_t nodes) {
+  Status Add(Json value, int64_t nodes) {
     if (frames_.empty()) {
       root_ = std::move(value);
       return Status::OK();
@@ -149,7 +149,6 @@ class Converter {
       top.value[top.key] = std::move(value);
       top.awaiting_key = true;
     }
-    (void)mark;
     return Status::OK();
   }
 
