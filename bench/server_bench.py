@@ -171,10 +171,7 @@ class Server:
         return self.status_kb("VmRSS") * 1024 / 1e6
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+        return cpu_seconds(self.proc.pid)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -468,6 +465,13 @@ def write_section(path: str, section: str, title: str = SECTION_TITLE) -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 TIME = "/usr/bin/time"  # GNU time

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -46,6 +47,25 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args);
 Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
                     kwollect::ClientOptions* options);
 
+// A store's URI as it may be shown: a PostgreSQL URI without its password.
+std::string ShownStoreUri(const std::string& uri);
+
+// A duration as given on the command line: "90" or "90s" (seconds), "250ms", "10m", "2h", "1.5h":
+// seconds. InvalidArgument naming `option` when it is not a positive duration.
+Result<double> ParseDuration(const std::string& text, const char* option);
+
+// "HOST:PORT" (or ":PORT", "PORT": 127.0.0.1): an address to listen on; port 0 picks a free one.
+// InvalidArgument naming `option` otherwise.
+Status ParseListen(const std::string& text, std::string* host, int* port,
+                   const char* option = "--listen");
+
+// --idle-power's "package=12.5,dram=2" (repeatable): idle power in watts by domain kind or name.
+// InvalidArgument naming the item that is not DOMAIN=WATTS (watts >= 0).
+Result<std::map<std::string, double>> ParseIdlePower(const std::vector<std::string>& given);
+
+// Prints "kwatt COMMAND: MESSAGE" on stderr and returns the exit status of `status`.
+int Fail(const char* command, const Status& status);
+
 // "1.2 MB": bytes for people (powers of 1000).
 std::string HumanBytes(double bytes);
 
@@ -80,12 +100,24 @@ Runner RegisterFetch(CLI::App* app);
 Runner RegisterBackup(CLI::App* app);
 Runner RegisterEnergy(CLI::App* app);
 Runner RegisterSimulate(CLI::App* app);
+// `simulate wattmetre`, under `simulate` (simulate_wattmetre.cc).
+Runner RegisterSimulateWattmetre(CLI::App* simulate);
+// `simulate rapl`, under `simulate` (simulate_rapl.cc).
+Runner RegisterSimulateRapl(CLI::App* simulate);
+// `simulate hwpc`, under `simulate` (simulate_hwpc.cc).
+Runner RegisterSimulateHwpc(CLI::App* simulate);
+// `meter` and `meter record` (meter_command.cc).
+Runner RegisterMeter(CLI::App* app);
+// `meter smartwatts`, under `meter` (meter_smartwatts.cc).
+Runner RegisterMeterSmartwatts(CLI::App* meter);
 Runner RegisterStats(CLI::App* app);
 Runner RegisterInspect(CLI::App* app);
 Runner RegisterCat(CLI::App* app);
 Runner RegisterExport(CLI::App* app);
 Runner RegisterImport(CLI::App* app);
 Runner RegisterStore(CLI::App* app);
+Runner RegisterCollect(CLI::App* app);
+Runner RegisterJobs(CLI::App* app);
 
 // The row filters of cat and export (cat_command.cc).
 struct ArchiveFilterArgs {

@@ -1,9 +1,13 @@
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/meter/activity_record.h"
+#include "kwatt/meter/kwollect_power.h"
+#include "kwatt/meter/replay.h"
 #include "kwatt/server/testbed.h"
 
 namespace kwatt::cli {
@@ -135,12 +139,130 @@ void PrintTable(const energy::EnergyReport& r) {
   }
 }
 
+// `kwatt energy --activity FILE`: the node's energy over a recorded activity shared among its
+// processes, cgroups or trees (doc/meter.md, "After the fact").
+int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport& report,
+                    const std::string& origin, const std::string& activity,
+                    const std::string& node_given, const std::string& metric,
+                    const std::string& idle_policy, const std::vector<std::string>& idle_power,
+                    bool json) {
+  auto fail = [](const Status& status) {
+    std::fprintf(stderr, "kwatt energy: %s\n", status.message().c_str());
+    return ExitCodeOf(status);
+  };
+  Result<std::unique_ptr<meter::ActivityRecordReader>> record =
+      meter::ActivityRecordReader::Open(activity);
+  if (!record.ok()) return fail(record.status());
+  // The node the activity was recorded on: --node, else the record's host.
+  std::string name = node_given.empty() ? (*record)->header().host : node_given;
+  Result<kwollect::NodeName> node = kwollect::ParseNodeName(name);
+  if (!node.ok()) {
+    return fail(Status::InvalidArgument(
+        "the activity was recorded on '" + name +
+        "', which is no Grid'5000 node name: give --node (nova-1.lyon) for the node it ran on"));
+  }
+  bool known = false;
+  for (const auto& n : report.nodes) known = known || n.Fqdn() == node->Fqdn();
+  if (!known || !rows.power()) {
+    std::string nodes;
+    for (const auto& n : report.nodes) nodes += (nodes.empty() ? "" : ", ") + n.Fqdn();
+    return fail(Status::NotFound("the activity's node " + node->Fqdn() +
+                                 " is not among the nodes read (" + nodes + "): give --node"));
+  }
+  meter::ReplayOptions options;
+  Result<meter::IdlePolicy> policy = meter::ParseIdlePolicy(idle_policy);
+  if (!policy.ok()) return fail(policy.status());
+  options.idle_policy = *policy;
+  Result<std::map<std::string, double>> watts = ParseIdlePower(idle_power);
+  if (!watts.ok()) return fail(watts.status());
+  options.idle_watts = std::move(*watts);
+  Result<std::unique_ptr<meter::DelayedEnergySource>> source = meter::CollectedPower(
+      *rows.power(), node->Fqdn(), report.start, report.end, metric, 3, origin);
+  if (!source.ok()) return fail(source.status());
+  Result<meter::ReplayResult> replay = meter::ReplayActivity(**record, **source, options);
+  if (!replay.ok()) return fail(replay.status());
+  const meter::MeterTotals& t = replay->totals;
+  const double seconds = double(t.end - t.start) / 1e9;
+  std::vector<size_t> order(t.targets.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return t.targets[a].microjoules[0] > t.targets[b].microjoules[0];
+  });
+  if (json) {
+    nlohmann::ordered_json out;
+    out["node"] = node->Fqdn();
+    out["domain"] = t.domains[0].origin;
+    out["start"] = FormatParisTimestamp(t.start);
+    out["end"] = FormatParisTimestamp(t.end);
+    out["seconds"] = seconds;
+    out["idle_policy"] = idle_policy;
+    out["measured_joules"] = double(t.measured_microjoules[0]) / 1e6;
+    out["idle_joules"] = double(t.idle_microjoules[0]) / 1e6;
+    out["unattributed_joules"] = double(t.unattributed_microjoules[0]) / 1e6;
+    out["intervals"] = replay->intervals;
+    out["gap_intervals"] = replay->gap_intervals;
+    out["record_complete"] = replay->record_complete;
+    nlohmann::ordered_json targets = nlohmann::ordered_json::array();
+    for (size_t i : order) {
+      const auto& target = t.targets[i];
+      targets.push_back({{"key", target.target.key},
+                         {"kind", meter::TargetKindName(target.target.kind)},
+                         {"name", target.target.name},
+                         {"pid", target.target.pid},
+                         {"cpu_seconds", double(target.cpu_microseconds) / 1e6},
+                         {"joules", double(target.microjoules[0]) / 1e6}});
+    }
+    out["targets"] = targets;
+    std::printf("%s\n", out.dump().c_str());
+    return kExitOk;
+  }
+  const int64_t measured = t.measured_microjoules[0];
+  auto share = [&](int64_t uj) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f %%",
+                  measured > 0 ? 100.0 * double(uj) / double(measured) : 0.0);
+    return std::string(text);
+  };
+  std::printf("%s, %s, %.1f s (%" PRId64 " intervals%s): %.1f J measured by %s\n\n",
+              node->Fqdn().c_str(), FormatParisTimestamp(t.start).c_str(), seconds,
+              replay->intervals,
+              replay->gap_intervals
+                  ? (", " + std::to_string(replay->gap_intervals) + " without power data").c_str()
+                  : "",
+              double(measured) / 1e6, t.domains[0].origin.c_str());
+  std::printf("  %-8s %-28s %8s %10s %12s %8s %9s\n", "kind", "target", "pid", "CPU (s)",
+              "energy (J)", "share", "mean W");
+  for (size_t i : order) {
+    const auto& target = t.targets[i];
+    std::printf("  %-8s %-28s %8" PRId64 " %10.2f %12.1f %8s %9.2f\n",
+                meter::TargetKindName(target.target.kind), target.target.name.substr(0, 28).c_str(),
+                target.target.pid, double(target.cpu_microseconds) / 1e6,
+                double(target.microjoules[0]) / 1e6, share(target.microjoules[0]).c_str(),
+                seconds > 0 ? double(target.microjoules[0]) / 1e6 / seconds : 0.0);
+  }
+  std::printf("  %-8s %-28s %8s %10s %12.1f %8s\n", "", "(idle)", "", "",
+              double(t.idle_microjoules[0]) / 1e6, share(t.idle_microjoules[0]).c_str());
+  std::printf("  %-8s %-28s %8s %10s %12.1f %8s\n", "", "(unattributed: other software)", "", "",
+              double(t.unattributed_microjoules[0]) / 1e6,
+              share(t.unattributed_microjoules[0]).c_str());
+  std::printf(
+      "\n  idle policy %s; targets of different kinds may overlap (a tree holds its "
+      "processes)\n",
+      idle_policy.c_str());
+  if (!replay->record_complete) {
+    std::printf("  the activity record was interrupted%s: shared up to its last snapshot\n",
+                replay->record_truncated ? " inside a line" : "");
+  }
+  return replay->gap_intervals ? kExitFailure : kExitOk;
+}
+
 }  // namespace
 
 Runner RegisterEnergy(CLI::App* app) {
   struct Args {
     AnalysisArgs analysis;
-    std::string metric, baseline;
+    std::string metric, baseline, activity, node, idle_policy = "proportional";
+    std::vector<std::string> idle_power;
     bool json = false, csv = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -155,6 +277,18 @@ Runner RegisterEnergy(CLI::App* app) {
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)")->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  CLI::Option_group* after = command->add_option_group("Sharing it after the fact (doc/meter.md)");
+  CLI::Option* activity =
+      after->add_option("--activity", args->activity,
+                        "An activity record (kwatt meter record): the node's energy shared among "
+                        "its processes, trees and cgroups");
+  after->add_option("--node", args->node, "The node it was recorded on (default: the record's)")
+      ->needs(activity);
+  after->add_option("--idle-policy", args->idle_policy, "none, proportional or equal")
+      ->capture_default_str()
+      ->needs(activity);
+  after->add_option("--idle-power", args->idle_power, "Idle power: node=95 (default: learned)")
+      ->needs(activity);
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
     energy::EnergyOptions energy_options;
@@ -166,7 +300,7 @@ Runner RegisterEnergy(CLI::App* app) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
     }
-    energy::EnergySink collector;
+    energy::EnergySink collector(args->metric);
     Result<kwollect::FetchReport> report = RunSource(
         args->analysis.archive, args->analysis.query, energy::EnergyInputMetrics(args->metric),
         &collector, MakeProgress("kwatt energy", args->quiet || args->json),
@@ -176,6 +310,12 @@ Runner RegisterEnergy(CLI::App* app) {
       return ExitCodeOf(report.status());
     }
     PrintFailures("kwatt energy", *report);
+    if (!args->activity.empty()) {
+      std::string origin = args->analysis.archive.empty() ? std::string("Kwollect's API")
+                                                          : "archive " + args->analysis.archive;
+      return ShareByActivity(collector, *report, origin, args->activity, args->node, args->metric,
+                             args->idle_policy, args->idle_power, args->json);
+    }
     Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
     if (!result.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
@@ -232,9 +372,18 @@ Runner RegisterSimulate(CLI::App* app) {
       ->check(CLI::ExistingFile);
   energy->add_option("--seed", args->seed, "Seed, as given to kwatt serve")->capture_default_str();
   energy->add_flag("--json", args->json, "JSON output");
+  Runner wattmetre = RegisterSimulateWattmetre(simulate);
+  Runner rapl = RegisterSimulateRapl(simulate);
+  Runner hwpc = RegisterSimulateHwpc(simulate);
   simulate->require_subcommand(1);
-  return [energy, args]() -> int {
-    if (!energy->parsed()) return -1;
+  return [energy, args, wattmetre, rapl, hwpc]() -> int {
+    if (!energy->parsed()) {
+      for (const Runner* other : {&wattmetre, &rapl, &hwpc}) {
+        int code = (*other)();
+        if (code >= 0) return code;
+      }
+      return -1;
+    }
     UnixNanos now = WallClockNow();
     Result<kwollect::NodeName> node = kwollect::ParseNodeName(args->node);
     Result<UnixNanos> a = ParseUserTime(args->start, now);

@@ -45,7 +45,9 @@ std::string QueryText(const archive::Manifest& m) {
   if (!m.query.start.empty() || !m.query.end.empty()) {
     out += (out.empty() ? "" : ", ") + std::string("from ") +
            (m.query.start.empty() ? "the job's start" : m.query.start) + " to " +
-           (m.query.end.empty() ? "the job's end" : m.query.end);
+           (!m.query.end.empty()       ? m.query.end
+            : m.query.job_site.empty() ? std::string("its stop (a recording)")
+                                       : std::string("the job's end"));
   }
   out += (out.empty() ? "" : ", ") + std::string("metrics ") +
          (m.query.metrics.empty() ? "all" : Join(m.query.metrics));

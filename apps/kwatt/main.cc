@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
       kwatt::cli::RegisterSimulate(&app), kwatt::cli::RegisterStats(&app),
       kwatt::cli::RegisterInspect(&app),  kwatt::cli::RegisterCat(&app),
       kwatt::cli::RegisterExport(&app),   kwatt::cli::RegisterImport(&app),
-      kwatt::cli::RegisterStore(&app)};
+      kwatt::cli::RegisterStore(&app),    kwatt::cli::RegisterCollect(&app),
+      kwatt::cli::RegisterJobs(&app),     kwatt::cli::RegisterMeter(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,9 +1,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/core/text.h"
+#include "kwatt/store/open_store.h"
 
 namespace kwatt::cli {
 
@@ -102,6 +106,67 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   query->summary = args.summary;
   query->check_metrics = !args.custom_metrics;
   return Status::OK();
+}
+
+std::string ShownStoreUri(const std::string& uri) {
+  return store::IsPostgresUri(uri) ? UrlWithoutCredentials(uri) : uri;
+}
+
+int Fail(const char* command, const Status& status) {
+  std::fprintf(stderr, "kwatt %s: %s\n", command, status.message().c_str());
+  return ExitCodeOf(status);
+}
+
+Result<double> ParseDuration(const std::string& text, const char* option) {
+  double value = 0;
+  size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = used ? text.substr(used) : "";
+  double scale = unit.empty() || unit == "s" ? 1
+                 : unit == "ms"              ? 1e-3
+                 : unit == "m"               ? 60
+                 : unit == "h"               ? 3600
+                                             : 0;
+  if (!used || scale == 0 || !(value > 0) || !std::isfinite(value)) {
+    return Status::InvalidArgument(std::string(option) + " '" + text +
+                                   "' should be a positive duration: 90, 90s, 250ms, 10m or 2h");
+  }
+  return value * scale;
+}
+
+Status ParseListen(const std::string& text, std::string* host, int* port, const char* option) {
+  size_t colon = text.rfind(':');
+  *host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : text.substr(0, colon);
+  std::string port_text = colon == std::string::npos ? text : text.substr(colon + 1);
+  try {
+    size_t used = 0;
+    *port = std::stoi(port_text, &used);
+    if (used == port_text.size() && *port >= 0 && *port <= 65535) return Status::OK();
+  } catch (const std::exception&) {
+  }
+  return Status::InvalidArgument(std::string(option) + " '" + text +
+                                 "' should be HOST:PORT (port 0: any free)");
+}
+
+Result<std::map<std::string, double>> ParseIdlePower(const std::vector<std::string>& given) {
+  std::map<std::string, double> watts;
+  for (const std::string& list : given) {
+    for (const std::string& item : SplitCommaList(list)) {
+      size_t eq = item.find('=');
+      char* end = nullptr;
+      double value = eq == std::string::npos ? NAN : std::strtod(item.c_str() + eq + 1, &end);
+      if (eq == 0 || eq == std::string::npos || !end || *end != '\0' || !(value >= 0)) {
+        return Status::InvalidArgument("--idle-power '" + item +
+                                       "' should be DOMAIN=WATTS: package=12.5, dram-0=2");
+      }
+      watts[item.substr(0, eq)] = value;
+    }
+  }
+  return watts;
 }
 
 std::string HumanBytes(double bytes) {

@@ -15,16 +15,6 @@
 namespace kwatt::cli {
 namespace {
 
-// The URI as it may be shown: no password.
-std::string Shown(const std::string& uri) {
-  return store::IsPostgresUri(uri) ? UrlWithoutCredentials(uri) : uri;
-}
-
-int Fail(const char* command, const Status& status) {
-  std::fprintf(stderr, "kwatt %s: %s\n", command, status.message().c_str());
-  return ExitCodeOf(status);
-}
-
 // Rows of the archive's nodes already in the store over the archive's window.
 Result<int64_t> RowsAlreadyThere(store::Store& target, const archive::Manifest& manifest) {
   store::StoreQuery query;
@@ -51,7 +41,7 @@ Status Import(const std::string& dir, const std::string& uri, bool allow_incompl
   KWATT_ASSIGN_OR_RETURN(int64_t there, RowsAlreadyThere(*target, manifest));
   if (there > 0) {
     return Status::InvalidArgument(
-        "the store " + Shown(uri) + " already holds " + std::to_string(there) +
+        "the store " + ShownStoreUri(uri) + " already holds " + std::to_string(there) +
         " rows of the archive's nodes in its window (an earlier import?): a store keeps rows "
         "as given, so importing again would keep them twice; import into another store");
   }
@@ -131,7 +121,8 @@ Runner RegisterImport(CLI::App* app) {
     }
     if (!args->quiet) {
       std::fprintf(stderr, "kwatt import: %lld rows of %s into %s\n",
-                   static_cast<long long>(imported), args->dir.c_str(), Shown(args->store).c_str());
+                   static_cast<long long>(imported), args->dir.c_str(),
+                   ShownStoreUri(args->store).c_str());
     }
     return kExitOk;
   };
@@ -172,7 +163,7 @@ Runner RegisterStore(CLI::App* app) {
                          : info->parsed() ? "store info"
                                           : "store cat";
       if (check->parsed() && opened.status().code() == Status::Code::kCorruption) {
-        std::printf("%s: DAMAGED\n", Shown(args->uri).c_str());
+        std::printf("%s: DAMAGED\n", ShownStoreUri(args->uri).c_str());
       }
       return Fail(name, opened.status());
     }
@@ -183,7 +174,7 @@ Runner RegisterStore(CLI::App* app) {
       for (const std::string& problem : report->problems) {
         std::fprintf(stderr, "kwatt store check: %s\n", problem.c_str());
       }
-      std::printf("%s: %s (%lld blocks, %lld rows checked)\n", Shown(args->uri).c_str(),
+      std::printf("%s: %s (%lld blocks, %lld rows checked)\n", ShownStoreUri(args->uri).c_str(),
                   report->ok() ? "OK" : "DAMAGED", static_cast<long long>(report->blocks_checked),
                   static_cast<long long>(report->rows_checked));
       return report->ok() ? kExitOk : kExitFailure;
@@ -195,7 +186,7 @@ Runner RegisterStore(CLI::App* app) {
                   last = i->rows ? FormatUtcTimestamp(i->last) : "";
       if (args->json) {
         nlohmann::ordered_json out = {
-            {"store", Shown(args->uri)},
+            {"store", ShownStoreUri(args->uri)},
             {"engine", store::IsPostgresUri(args->uri) ? "postgresql" : "sqlite"},
             {"series", i->series},
             {"rows", i->rows},
@@ -212,7 +203,7 @@ Runner RegisterStore(CLI::App* app) {
             "store      %s\nseries     %lld\nrows       %lld (%lld not yet in blocks)\nblocks     "
             "%lld\nsize       %s (%.1f bytes a row)\nspan       %s .. %s\njobs       %lld\n"
             "catalogues %lld\n",
-            Shown(args->uri).c_str(), static_cast<long long>(i->series),
+            ShownStoreUri(args->uri).c_str(), static_cast<long long>(i->series),
             static_cast<long long>(i->rows), static_cast<long long>(i->head_rows),
             static_cast<long long>(i->blocks), HumanBytes(double(i->bytes)).c_str(),
             i->rows ? double(i->bytes) / double(i->rows) : 0.0, first.empty() ? "-" : first.c_str(),

@@ -32,6 +32,7 @@
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
 #include "kwatt/kwollect/node_name.h"
+#include "python/bindings/common.h"
 
 #ifndef KWATT_VERSION
 #define KWATT_VERSION "0.0.0"
@@ -40,49 +41,6 @@
 namespace py = pybind11;
 
 namespace kwatt::python {
-namespace {
-
-// ---- errors ----------------------------------------------------------------------------------
-
-// A Status on its way to Python, where it becomes the kwatt.errors class of its code.
-struct StatusError {
-  Status status;
-};
-
-[[noreturn]] void Throw(const Status& status) { throw StatusError{status}; }
-
-template <typename T>
-T Unwrap(Result<T> result) {
-  if (!result.ok()) Throw(result.status());
-  return std::move(*result);
-}
-
-void Check(const Status& status) {
-  if (!status.ok()) Throw(status);
-}
-
-const char* ErrorClassName(Status::Code code) {
-  switch (code) {
-    case Status::Code::kInvalidArgument:
-      return "InvalidArgumentError";
-    case Status::Code::kNotFound:
-      return "NotFoundError";
-    case Status::Code::kCorruption:
-      return "CorruptionError";
-    case Status::Code::kIOError:
-      return "KwattIOError";
-    case Status::Code::kUnavailable:
-      return "UnavailableError";
-    case Status::Code::kUnauthenticated:
-      return "AuthenticationError";
-    case Status::Code::kIncomplete:
-      return "IncompleteError";
-    default:
-      return "KwattError";
-  }
-}
-
-// ---- arguments ---------------------------------------------------------------------------------
 
 kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
   kwollect::ClientOptions options;
@@ -125,6 +83,10 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
   if (api_url) kwollect::SetApiUrl(*api_url, &options);
   return options;
 }
+
+namespace {
+
+// ---- arguments ---------------------------------------------------------------------------------
 
 std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names) {
   std::vector<kwollect::NodeName> nodes;
@@ -503,7 +465,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.metric = metric;
   options.baseline_phase = baseline;
   options.gap_factor = gap_factor;
-  energy::EnergySink sink;
+  energy::EnergySink sink(metric);
   Watch watch{std::move(progress)};
   Result<kwollect::FetchReport> report = Status::OK();
   Result<energy::EnergyReport> result = Status::OK();
@@ -706,6 +668,7 @@ PYBIND11_MODULE(_core, m) {
   namespace kp = kwatt::python;
   m.doc() = "kwatt's C++ core (fetching, archives, energy, stats); see the kwatt package";
   m.attr("__version__") = KWATT_VERSION;
+  RegisterMeter(m);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

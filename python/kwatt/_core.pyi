@@ -99,3 +99,16 @@ def parse_time(text: str) -> int: ...
 def url_without_credentials(url: str) -> str: ...
 def format_paris(t: int) -> str: ...
 def read_manifest(dir: str) -> dict[str, Any]: ...
+
+
+class Meter:
+    """The power meter (kwatt.measure's engine, python/bindings/meter.cc): opened from a dict of
+    options (those of kwatt.measure), everything checked before it starts."""
+    def __init__(self, config: dict[str, Any]) -> None: ...
+    def start(self) -> None:
+        """Takes the first reading and starts the meter's threads."""
+    def stop(self) -> dict[str, Any]:
+        """Stops (the last interval ends now); returns header, samples (numpy columns), totals,
+        health and error."""
+    def header(self) -> dict[str, Any]:
+        """Sensor, domains, notes, warnings, the metrics URL."""

@@ -34,6 +34,11 @@ class AuthenticationError(KwattError, PermissionError):
     """Credentials are missing or were refused."""
 
 
+class KwattPermissionError(KwattError, PermissionError):
+    """The system refused for want of a permission; the message names the one to grant
+    (a root-only file, perf_event_paranoid, a capability)."""
+
+
 class IncompleteError(KwattError):
     """An operation stopped before its end: some pieces could not be fetched.
 

@@ -141,6 +141,7 @@ struct ArchiveWriter::Impl {
   bool have_window = false;
   std::string compressed;
   std::function<UnixNanos()> now;
+  bool recording = false;   // WriterOptions::recording
   UnixNanos opened_at = 0;  // now() when Open() ran
   // The window of a job asked without an end was taken up to the moment the fetch asked (the job
   // had not ended): a rerun takes it further, up to the job's end.
@@ -400,6 +401,7 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
   impl.query = query;
   impl.version = kwatt_version;
   impl.now = options.now ? options.now : std::function<UnixNanos()>(WallClockNow);
+  impl.recording = options.recording;
   impl.opened_at = impl.now();
   std::error_code error;
   fs::path manifest_path = impl.dir / kManifestName;
@@ -490,7 +492,7 @@ kwollect::FetchQuery ArchiveWriter::FetchQueryToRun(const kwollect::FetchQuery& 
 Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
   Impl& impl = *impl_;
   if (impl.have_window) {
-    if (resolved.end != impl.window_end) {
+    if (resolved.end != impl.window_end && !impl.recording) {
       if (!impl.Extendable()) return Status::Internal("resumed backup resolved another window");
       // The job ran on, or has ended, since the last run: its window ends at the new end. It may
       // be a little before the moment the last run took the window to (a job's end is in whole
@@ -627,6 +629,21 @@ int64_t ArchiveWriter::bytes_written() const {
 Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
   Impl& impl = *impl_;
   UnixNanos now = impl.now();
+  if (impl.recording && impl.have_window) {
+    // The recording ends now: its window ends at its report's end, or at its last row.
+    UnixNanos end = std::max(report.end, impl.window_start);
+    for (const auto& [rel, file] : impl.files) {
+      UnixNanos last = file.frame_rows > 0 ? file.frame_last_time : kNoneYet;
+      Result<ParsedTime> committed = ParseIsoTimestamp(file.last);
+      if (file.rows > 0 && committed.ok()) last = std::max(last, committed->utc);
+      end = std::max(end, last);
+    }
+    impl.window_end = end;
+    ordered_json& window = impl.manifest["window"];
+    window["end"] = FormatUtcTimestamp(end);
+    window["end_ns"] = end;
+    now = std::max(now, end + 1);  // the window has passed: it ends with the recording
+  }
   if (impl.have_window && impl.window_open) {
     KWATT_RETURN_IF_ERROR(impl.SyncAndJournal());
     return Status::Incomplete(

@@ -117,6 +117,54 @@ TEST(WriterTest, AnInterruptedBackupIsResumedToTheUninterruptedArchive) {
   EXPECT_EQ(report.rows, 4 * 60 * 100);
 }
 
+TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
+  TempDir temp;
+  BackupQuery query = Query();
+  query.end.reset();  // a recording: its end is not known beforehand
+  WriterOptions options;
+  options.recording = true;
+  options.now = [] { return kT0 + kMinute; };  // the rows' end has not passed "now": no matter
+  kwollect::FetchReport begun = Resolved();
+  begun.end = kT0;  // provisional
+  {
+    Result<std::unique_ptr<ArchiveWriter>> writer =
+        ArchiveWriter::Open(temp.archive(), query, "test", options);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE((*writer)->Begin(begun).ok());
+    StringInterner interner;
+    RowBatch batch;
+    MakeRows(kT0, kT0 + 3 * kMinute, &interner, &batch);
+    ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+    // Stopped without Finish: frames of the first minutes are committed, the rest is lost.
+  }
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(temp.archive(), query, "test", options);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  EXPECT_TRUE((*writer)->resuming());
+  kwollect::FetchReport later = Resolved();
+  later.start = kT0 + 5 * kMinute;  // a restarted recording: its own start and end are ignored
+  later.end = later.start;
+  ASSERT_TRUE((*writer)->Begin(later).ok());
+  StringInterner interner;
+  RowBatch batch;
+  MakeRows(kT0 + 5 * kMinute, kT0 + 6 * kMinute, &interner, &batch);
+  ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+  kwollect::FetchReport stopped = later;
+  stopped.end = kT0 + 6 * kMinute;
+  Status finished = (*writer)->Finish(stopped);
+  ASSERT_TRUE(finished.ok()) << finished.ToString();
+  VerifyReport report;
+  Status verified = VerifyArchive(temp.archive(), &report);
+  EXPECT_TRUE(verified.ok()) << verified.ToString();
+  Result<Manifest> manifest = ReadManifest(temp.archive());
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  EXPECT_TRUE(manifest->complete);
+  EXPECT_EQ(manifest->window_start, kT0);
+  EXPECT_EQ(manifest->window_end, kT0 + 6 * kMinute);
+  EXPECT_GT(report.rows, 60 * 100);      // the committed minutes, then the last one
+  EXPECT_LT(report.rows, 4 * 60 * 100);  // the frame in progress at the stop was lost
+}
+
 // Defect 3: journal records are outside input.
 TEST(WriterTest, AJournalRecordNamingAFileOutsideDataIsNotFollowed) {
   TempDir temp;

@@ -1,8 +1,10 @@
 #include "kwatt/core/json_text.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace kwatt {
 
@@ -111,6 +113,30 @@ JsonValueKind RowValueKind(std::string_view row) {
 JsonValueKind NumberKind(double value) {
   char text[kMaxNumberLength];
   return KindOfLiteral(std::string_view(text, FormatJsonNumber(value, text)));
+}
+
+std::string JsonbObjectText(std::vector<std::pair<std::string, std::string>> members) {
+  // Last value of a key wins: keep the last occurrence of each key, then order as jsonb does.
+  std::map<std::string, size_t> last;
+  for (size_t i = 0; i < members.size(); ++i) last[members[i].first] = i;
+  std::vector<size_t> kept;
+  kept.reserve(last.size());
+  for (const auto& [key, index] : last) kept.push_back(index);
+  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) {
+    const std::string& ka = members[a].first;
+    const std::string& kb = members[b].first;
+    if (ka.size() != kb.size()) return ka.size() < kb.size();
+    return ka < kb;
+  });
+  std::string out = "{";
+  for (size_t index : kept) {
+    if (out.size() > 1) out += ',';
+    AppendJsonString(&out, members[index].first);
+    out += ':';
+    out += members[index].second;
+  }
+  out += '}';
+  return out;
 }
 
 }  // namespace kwatt

@@ -70,5 +70,13 @@ TEST(JsonValueKind, OfANumberAsKwollectRendersIt) {
   EXPECT_EQ(NumberKind(-INFINITY), JsonValueKind::kText);
 }
 
+TEST(JsonbObjectText, OrdersKeysAsJsonbAndKeepsTheLastValue) {
+  EXPECT_EQ(JsonbObjectText({}), "{}");
+  EXPECT_EQ(
+      JsonbObjectText(
+          {{"interface", "\"eth0\""}, {"psu", "1"}, {"b", "true"}, {"a", "null"}, {"psu", "2"}}),
+      R"({"a":null,"b":true,"psu":2,"interface":"eth0"})");
+}
+
 }  // namespace
 }  // namespace kwatt

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <utility>
 
 namespace kwatt {
@@ -80,6 +81,17 @@ void OutputFile::Abandon() {
   if (done_) return;
   done_ = true;
   if (replaces_) std::remove(write_path_.c_str());
+}
+
+Status WriteWholeFile(const std::string& path, std::string_view content) {
+  KWATT_ASSIGN_OR_RETURN(OutputFile file, OutputFile::Plan(path));
+  std::ofstream out(file.write_path(), std::ios::binary | std::ios::trunc);
+  out.write(content.data(), std::streamsize(content.size()));
+  out.close();
+  if (!out) {
+    return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return file.Commit();
 }
 
 }  // namespace kwatt

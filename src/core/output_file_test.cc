@@ -36,6 +36,17 @@ class OutputFileTest : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST_F(OutputFileTest, WholeFileReplacesAndLeavesNoTemporary) {
+  std::string path = (dir_ / "state.json").string();
+  ASSERT_TRUE(WriteWholeFile(path, "first\n").ok());
+  ASSERT_TRUE(WriteWholeFile(path, "second, longer\n").ok());
+  EXPECT_EQ(Read(path), "second, longer\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  Status nowhere = WriteWholeFile((dir_ / "no" / "x").string(), "x");
+  EXPECT_EQ(nowhere.code(), Status::Code::kIOError);
+  EXPECT_NE(nowhere.message().find("does not exist"), std::string::npos);
+}
+
 TEST_F(OutputFileTest, NewFileIsWrittenAsideThenRenamed) {
   std::string path = (dir_ / "out.csv").string();
   Result<OutputFile> out = OutputFile::Plan(path);

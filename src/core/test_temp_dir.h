@@ -13,9 +13,12 @@ namespace kwatt::testing {
 
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "kwatt_test") {
+  // Below `base` when given (a tmpfs for tests that write thousands of small files: ShmBase()),
+  // else below the temporary directory.
+  explicit TempDir(const std::string& prefix = "kwatt_test",
+                   const std::filesystem::path& base = {}) {
     static int counter = 0;
-    root_ = std::filesystem::temp_directory_path() /
+    root_ = (base.empty() ? std::filesystem::temp_directory_path() : base) /
             (prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     std::filesystem::remove_all(root_);
     std::filesystem::create_directories(root_);
@@ -32,6 +35,14 @@ class TempDir {
  private:
   std::filesystem::path root_;
 };
+
+// /dev/shm (tmpfs) where there is one, else the temporary directory: ext4 makes creating and
+// replacing thousands of small files slow (inode allocation), tmpfs does not.
+inline std::filesystem::path ShmBase() {
+  std::error_code error;
+  return std::filesystem::is_directory("/dev/shm", error) ? std::filesystem::path("/dev/shm")
+                                                          : std::filesystem::temp_directory_path();
+}
 
 }  // namespace kwatt::testing
 

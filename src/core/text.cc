@@ -19,6 +19,17 @@ std::vector<std::string> SplitCommaList(std::string_view text) {
   return items;
 }
 
+void AppendPrometheusLabelValue(std::string* out, std::string_view value) {
+  for (char c : value) {
+    if (c == '\n') {
+      out->append("\\n");
+      continue;
+    }
+    if (c == '\\' || c == '"') out->push_back('\\');
+    out->push_back(c);
+  }
+}
+
 namespace {
 
 // The userinfo of `url` as [begin, end) offsets (the '@' at `end`), or false when it has none.
@@ -69,6 +80,19 @@ bool UrlCredentials(std::string_view url, std::string* username, std::string* pa
   *username = PercentDecode(userinfo.substr(0, colon));
   *password = colon == std::string_view::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
   return true;
+}
+
+void AppendCsvField(std::string* out, std::string_view field) {
+  if (field.find_first_of(",\"\n\r") == std::string_view::npos) {
+    out->append(field);
+    return;
+  }
+  out->push_back('"');
+  for (char c : field) {
+    if (c == '"') out->push_back('"');
+    out->push_back(c);
+  }
+  out->push_back('"');
 }
 
 }  // namespace kwatt

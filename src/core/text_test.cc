@@ -46,5 +46,25 @@ TEST(UrlCredentials, SplitsAndDecodes) {
   EXPECT_FALSE(UrlCredentials("http://host/a@b", &user, &password));
 }
 
+TEST(AppendCsvField, QuotesOnlyWhatNeedsIt) {
+  std::string out;
+  AppendCsvField(&out, "plain");
+  out += '|';
+  AppendCsvField(&out, "a,b");
+  out += '|';
+  AppendCsvField(&out, "say \"hi\"");
+  out += '|';
+  AppendCsvField(&out, "two\nlines");
+  out += '|';
+  AppendCsvField(&out, "");
+  EXPECT_EQ(out, "plain|\"a,b\"|\"say \"\"hi\"\"\"|\"two\nlines\"|");
+}
+
+TEST(AppendPrometheusLabelValue, EscapesBackslashQuoteAndLineFeed) {
+  std::string out;
+  AppendPrometheusLabelValue(&out, "C:\\x \"y\"\nz\t");
+  EXPECT_EQ(out, "C:\\\\x \\\"y\\\"\\nz\t");
+}
+
 }  // namespace
 }  // namespace kwatt

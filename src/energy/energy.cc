@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kwatt/core/catalogue.h"
+#include "kwatt/energy/integration.h"
 
 namespace kwatt::energy {
 
@@ -34,7 +35,8 @@ void Figures::Extend(const Figures& later) {
   baseline_joules = add_nan(baseline_joules, later.baseline_joules);
 }
 
-PowerCollector::PowerCollector(std::vector<std::string> nodes) : nodes_(std::move(nodes)) {}
+PowerCollector::PowerCollector(std::vector<std::string> nodes, std::string metric)
+    : nodes_(std::move(nodes)), metric_(std::move(metric)) {}
 
 namespace {
 
@@ -79,7 +81,10 @@ Status PowerCollector::Write(std::string_view site, const RowBatch& batch,
     uint32_t metric_id = batch.metric[i];
     if (metric_id >= wanted_metric_.size()) wanted_metric_.resize(interner.size(), -1);
     int8_t& wanted = wanted_metric_[metric_id];
-    if (wanted < 0) wanted = Wanted(interner.Get(metric_id)) ? 1 : 0;
+    if (wanted < 0) {
+      std::string_view metric = interner.Get(metric_id);
+      wanted = Wanted(metric) || (!metric_.empty() && metric == metric_) ? 1 : 0;
+    }
     if (!wanted) continue;
     int node = lookup_.Find(nodes_, site, batch.device[i], interner);
     if (node < 0) continue;
@@ -116,6 +121,8 @@ double SegmentJoules(UnixNanos t0, double v0, UnixNanos t1, double v1, UnixNanos
   return 0.5 * (at(lo) + at(hi)) * *seconds;
 }
 
+}  // namespace
+
 int64_t MedianInterval(const Series& s) {
   if (s.time.size() < 2) return kNanosPerSecond;
   std::vector<int64_t> steps;
@@ -125,12 +132,11 @@ int64_t MedianInterval(const Series& s) {
   return std::max<int64_t>(steps[steps.size() / 2], 1);
 }
 
-// Integrates one series over [a, b]: trapezoids on the real timestamps, interpolated at a and b;
-// an interval between samples longer than `gap` is a gap (its interpolated energy is kept apart);
-// before the first and after the last sample the first/last value is held for up to one period
+// Before the first and after the last sample the first/last value is held for up to one period
 // (measured); beyond that the time is uncovered and nothing is estimated (a gap with no sample on
 // its other side: holding the value across it would be extrapolating).
-Figures Integrate(const Series& s, UnixNanos a, UnixNanos b, int64_t period, double gap_factor) {
+Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t period,
+                        double gap_factor) {
   Figures f;
   f.seconds = Seconds(b - a);
   f.node_seconds = f.seconds;
@@ -177,6 +183,8 @@ Figures Integrate(const Series& s, UnixNanos a, UnixNanos b, int64_t period, dou
   return f;
 }
 
+namespace {
+
 // The counter's value at t, interpolated; NaN when t is outside its samples by more than `slack`.
 double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
   if (s.time.empty() || t < s.time.front() - slack || t > s.time.back() + slack) return NAN;
@@ -188,22 +196,17 @@ double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
   return s.value[i - 1] + (s.value[i] - s.value[i - 1]) * w;
 }
 
-struct Candidate {
-  std::string metric;
-  const std::map<std::string, Series>* series = nullptr;
-  Figures window;
-  int64_t period = 0;
-};
+}  // namespace
 
-Figures SumOverSeries(const std::map<std::string, Series>& all, UnixNanos a, UnixNanos b,
-                      double gap_factor, int64_t* period_out) {
+Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos a, UnixNanos b,
+                            double gap_factor, int64_t* period_out) {
   Figures sum;
   bool first = true;
   int64_t period = 0;
   for (const auto& [labels, series] : all) {
     int64_t p = MedianInterval(series);
     period = std::max(period, p);
-    Figures f = Integrate(series, a, b, p, gap_factor);
+    Figures f = IntegrateSeries(series, a, b, p, gap_factor);
     if (first) {
       sum = f;
       first = false;
@@ -219,6 +222,8 @@ Figures SumOverSeries(const std::map<std::string, Series>& all, UnixNanos a, Uni
   if (period_out) *period_out = period;
   return sum;
 }
+
+namespace {
 
 std::string Describe(const std::string& metric) {
   if (metric == "wattmetre_power_watt") return "external wattmeter";
@@ -353,13 +358,63 @@ Figures Uncovered(UnixNanos a, UnixNanos b) {
   return f;
 }
 
-std::string JoinedPowerMetrics() {
-  std::string text;
-  for (const std::string& m : PowerMetrics()) text += (text.empty() ? "" : ", ") + m;
-  return text;
-}
-
 }  // namespace
+
+PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& node, UnixNanos start,
+                              UnixNanos end, const std::vector<std::string>& order,
+                              double gap_factor,
+                              const std::vector<std::string>* catalogue_metrics) {
+  auto node_data = data.store().find(node);
+  std::vector<PowerChoice> candidates;
+  std::string notes;
+  for (const std::string& metric : order) {
+    const std::map<std::string, Series>* series = nullptr;
+    if (node_data != data.store().end()) {
+      auto it = node_data->second.find(metric);
+      if (it != node_data->second.end()) series = &it->second;
+    }
+    if (!series) {
+      bool listed = catalogue_metrics &&
+                    std::find(catalogue_metrics->begin(), catalogue_metrics->end(), metric) !=
+                        catalogue_metrics->end();
+      if (listed) notes += metric + " is in the catalogue but returned no row; ";
+      continue;
+    }
+    PowerChoice candidate;
+    candidate.metric = metric;
+    candidate.series = series;
+    candidate.window = IntegrateNodeMetric(*series, start, end, gap_factor, &candidate.period);
+    candidates.push_back(candidate);
+  }
+  const PowerChoice* chosen = nullptr;
+  for (const PowerChoice& c : candidates) {
+    if (c.window.coverage() >= 0.95) {
+      chosen = &c;
+      break;
+    }
+    notes += c.metric + " covers only " + Percent(c.window.coverage()) + " of the window; ";
+  }
+  if (!chosen && !candidates.empty()) {
+    chosen = &*std::max_element(candidates.begin(), candidates.end(),
+                                [](const PowerChoice& x, const PowerChoice& y) {
+                                  return x.window.coverage() < y.window.coverage();
+                                });
+    notes += "the best coverage is kept; ";
+  }
+  if (!chosen) {
+    std::string asked;
+    for (const std::string& m : order) asked += (asked.empty() ? "" : ", ") + m;
+    PowerChoice none;
+    none.reason =
+        "no power metric: " + (notes.empty() ? "no row of " + asked + " for this node in the window"
+                                             : notes.substr(0, notes.size() - 2));
+    return none;
+  }
+  PowerChoice result = *chosen;
+  result.reason =
+      Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
+  return result;
+}
 
 Result<EnergyReport> ComputeEnergy(
     const PowerCollector& data, UnixNanos requested_start, UnixNanos requested_end,
@@ -444,48 +499,12 @@ Result<EnergyReport> ComputeEnergy(
     result.node = node;
     result.phases.resize(phase_count);
     auto node_data = data.store().find(node);
-    std::vector<Candidate> candidates;
-    std::string notes;
     auto catalogue = catalogue_metrics.find(node);
-    for (const std::string& metric : order) {
-      const std::map<std::string, Series>* series = nullptr;
-      if (node_data != data.store().end()) {
-        auto it = node_data->second.find(metric);
-        if (it != node_data->second.end()) series = &it->second;
-      }
-      if (!series) {
-        bool listed = catalogue != catalogue_metrics.end() &&
-                      std::find(catalogue->second.begin(), catalogue->second.end(), metric) !=
-                          catalogue->second.end();
-        if (listed) notes += metric + " is in the catalogue but returned no row; ";
-        continue;
-      }
-      Candidate candidate{metric, series, {}, 0};
-      candidate.window = SumOverSeries(*series, start, end, options.gap_factor, &candidate.period);
-      candidates.push_back(candidate);
-    }
-    const Candidate* chosen = nullptr;
-    for (const Candidate& c : candidates) {
-      if (c.window.coverage() >= 0.95) {
-        chosen = &c;
-        break;
-      }
-      notes += c.metric + " covers only " + Percent(c.window.coverage()) + " of the window; ";
-    }
-    if (!chosen && !candidates.empty()) {
-      chosen = &*std::max_element(candidates.begin(), candidates.end(),
-                                  [](const Candidate& x, const Candidate& y) {
-                                    return x.window.coverage() < y.window.coverage();
-                                  });
-      notes += "the best coverage is kept; ";
-    }
-    if (!chosen) {
-      result.reason =
-          "no power metric: " +
-          (notes.empty()
-               ? "no row of " + (options.metric.empty() ? JoinedPowerMetrics() : options.metric) +
-                     " for this node in the window"
-               : notes.substr(0, notes.size() - 2));
+    PowerChoice chosen =
+        ChoosePowerMetric(data, node, start, end, order, options.gap_factor,
+                          catalogue == catalogue_metrics.end() ? nullptr : &catalogue->second);
+    if (chosen.metric.empty()) {
+      result.reason = chosen.reason;
       result.window = Uncovered(start, end);
       result.phases = uncovered_phases;
       report.nodes_without_power.push_back(node);
@@ -493,17 +512,16 @@ Result<EnergyReport> ComputeEnergy(
       report.nodes.push_back(result);
       continue;
     }
-    result.metric = chosen->metric;
-    result.period_s = Seconds(chosen->period);
-    result.series = int(chosen->series->size());
-    result.coarse = chosen->metric.rfind("bmc_", 0) == 0;
-    result.reason =
-        Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
-    result.window = chosen->window;
+    result.metric = chosen.metric;
+    result.period_s = Seconds(chosen.period);
+    result.series = int(chosen.series->size());
+    result.coarse = chosen.metric.rfind("bmc_", 0) == 0;
+    result.reason = chosen.reason;
+    result.window = chosen.window;
     std::vector<Figures> intervals(plan.intervals.size());
     for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      intervals[p] = SumOverSeries(*chosen->series, plan.intervals[p].start, plan.intervals[p].end,
-                                   options.gap_factor, nullptr);
+      intervals[p] = IntegrateNodeMetric(*chosen.series, plan.intervals[p].start,
+                                         plan.intervals[p].end, options.gap_factor);
     }
     // Cross-check with an energy counter.
     if (node_data != data.store().end()) {
@@ -605,7 +623,7 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
 Status EnergySink::Begin(const FetchReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
-  power_ = std::make_unique<PowerCollector>(nodes);
+  power_ = std::make_unique<PowerCollector>(nodes, metric_);
   return Status::OK();
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kwatt/energy/integration.h"
+
 namespace kwatt::energy {
 namespace {
 
@@ -31,6 +33,37 @@ TEST(ComputeEnergy, TrapezoidsClippedWithInterpolation) {
   EXPECT_DOUBLE_EQ(node.phases[0].joules, 250);  // (25 + 75) / 2 * 5
   EXPECT_DOUBLE_EQ(node.window.coverage(), 1);
   EXPECT_DOUBLE_EQ(node.window.peak_watts, 100);
+}
+
+TEST(EnergySink, KeepsTheRowsOfTheMetricGivenEvenWhenItIsNoKnownPowerMetric) {
+  // `kwatt energy --metric kwatt_meter_domain_power_watt` on a meter's archive: rows of any metric
+  // named are kept, not only those of PowerMetrics().
+  FetchReport resolved;
+  resolved.nodes = {{"n-1", "s"}};
+  resolved.start = 0;
+  resolved.end = 10 * kS;
+  StringInterner interner;
+  RowBatch batch;
+  for (int i = 0; i <= 10; ++i) {
+    for (const char* metric : {"kwatt_meter_domain_power_watt", "other_power_watt"}) {
+      batch.time.push_back(i * kS);
+      batch.utc_offset.push_back(3600);
+      batch.device.push_back(interner.Intern("n-1"));
+      batch.metric.push_back(interner.Intern(metric));
+      batch.value.push_back(40);
+      batch.labels.push_back(interner.Intern("{}"));
+    }
+  }
+  EnergyOptions options;
+  options.metric = "kwatt_meter_domain_power_watt";
+  EnergySink sink(options.metric);
+  ASSERT_TRUE(sink.Begin(resolved).ok());
+  ASSERT_TRUE(sink.Write("s", batch, interner).ok());
+  Result<EnergyReport> report = sink.Compute(resolved, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->nodes[0].metric, "kwatt_meter_domain_power_watt");
+  EXPECT_DOUBLE_EQ(report->nodes[0].window.joules, 400);
+  EXPECT_EQ(report->nodes[0].series, 1);  // other_power_watt was not kept
 }
 
 TEST(ComputeEnergy, IntervalsWithTheSameNameAreOnePhase) {
@@ -217,6 +250,61 @@ TEST(ComputeEnergy, NoRowMessageNamesEveryPowerMetric) {
   for (const std::string& metric : PowerMetrics()) {
     EXPECT_NE(report->nodes[0].reason.find(metric), std::string::npos) << metric;
   }
+}
+
+TEST(IntegrateSeries, ConsecutiveIntervalsAddUpToTheWhole) {
+  // Irregular samples of a varying power, with a gap (4 s without a sample at a 0.5 s period).
+  PowerCollector::Series s;
+  for (double t : {0.0, 0.5, 1.1, 1.5, 2.0, 2.4, 3.0, 7.0, 7.5, 8.0, 8.6, 9.0}) {
+    s.time.push_back(UnixNanos(t * 1e9));
+    s.value.push_back(100 + 10 * std::sin(t));
+  }
+  const int64_t period = MedianInterval(s);
+  EXPECT_EQ(period, 500'000'000);
+  Figures whole = IntegrateSeries(s, kS / 4, 9 * kS, period, 3);
+  Figures sum;
+  for (UnixNanos a = kS / 4; a < 9 * kS; a += kS / 3) {
+    Figures part = IntegrateSeries(s, a, std::min<UnixNanos>(a + kS / 3, 9 * kS), period, 3);
+    sum.joules += part.joules;
+    sum.gap_joules += part.gap_joules;
+    sum.covered_seconds += part.covered_seconds;
+  }
+  EXPECT_NEAR(sum.joules, whole.joules, 1e-9);
+  EXPECT_NEAR(sum.gap_joules, whole.gap_joules, 1e-9);
+  EXPECT_NEAR(sum.covered_seconds, whole.covered_seconds, 1e-9);
+  EXPECT_EQ(whole.gaps, 1);
+  EXPECT_NEAR(whole.covered_seconds, 8.75 - 4, 1e-9);
+  // Inside the gap: nothing covered, the interpolation kept apart.
+  Figures in_gap = IntegrateSeries(s, 4 * kS, 5 * kS, period, 3);
+  EXPECT_EQ(in_gap.joules, 0);
+  EXPECT_GT(in_gap.gap_joules, 90);
+  EXPECT_EQ(in_gap.covered_seconds, 0);
+}
+
+TEST(ChoosePowerMetric, IsTheChoiceComputeEnergyMakes) {
+  PowerCollector data({kNode});
+  for (int i = 0; i <= 100; ++i) data.Add(kNode, "pdu_outlet_power_watt", "{}", i * kS, 50);
+  for (int i = 0; i <= 30; ++i) data.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 52);
+  PowerChoice choice = ChoosePowerMetric(data, kNode, 0, 100 * kS, PowerMetrics(), 3);
+  EXPECT_EQ(choice.metric, "pdu_outlet_power_watt");
+  EXPECT_NE(choice.reason.find("wattmetre_power_watt covers only 31%"), std::string::npos)
+      << choice.reason;
+  ASSERT_NE(choice.series, nullptr);
+  EXPECT_EQ(choice.period, kS);
+  auto report = ComputeEnergy(data, 0, 100 * kS, {});
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->nodes[0].metric, choice.metric);
+  EXPECT_EQ(report->nodes[0].reason, choice.reason);
+  EXPECT_EQ(report->nodes[0].window.joules, choice.window.joules);
+  // Over the wattmeter's own stretch, the wattmeter.
+  EXPECT_EQ(ChoosePowerMetric(data, kNode, 0, 30 * kS, PowerMetrics(), 3).metric,
+            "wattmetre_power_watt");
+  PowerChoice none =
+      ChoosePowerMetric(data, "other.s.grid5000.fr", 0, kS, {"bmc_node_power_watt"}, 3);
+  EXPECT_EQ(none.metric, "");
+  EXPECT_EQ(none.series, nullptr);
+  EXPECT_EQ(none.reason,
+            "no power metric: no row of bmc_node_power_watt for this node in the window");
 }
 
 }  // namespace

@@ -327,6 +327,8 @@ Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
   return Status::NotFound(message);
 }
 
+Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const FetchReport& report);
+
 // Checks every site and node against the reference API and computes the nodes' expected rates.
 Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
                                                 const FetchQuery& query, FetchReport& report) {
@@ -340,6 +342,12 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
     }
   }
   report.catalogues = std::move(lookup->catalogues);
+  return PlanSites(query, report);
+}
+
+// Each site's nodes and their expected rates, from the catalogues of `report` (every node's
+// cluster must have one).
+Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const FetchReport& report) {
   KWATT_RETURN_IF_ERROR(CheckMetrics(query, report.nodes, report.catalogues));
   std::vector<SitePlanInput> sites;
   for (const NodeName& node : report.nodes) {
@@ -350,7 +358,7 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
       it = sites.end() - 1;
     }
     it->uids.push_back(node.uid);
-    // Every node's cluster was found above (an unknown one is a problem of LookUpNodes).
+    // Every node's cluster has a catalogue (checked by the callers).
     const Catalogue& catalogue =
         *FindCatalogue(report.catalogues, node.site + "/" + node.Cluster());
     std::vector<std::string>& ids = it->metric_ids[node.uid];
@@ -909,16 +917,54 @@ Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& quer
   return report;
 }
 
-Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
-                          const ProgressCallback& progress) {
-  FetchReport report;
-  Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
+namespace {
+
+// Fetches the planned `sites` of a resolved `report` into `sink`.
+Result<FetchReport> FetchPlanned(const ClientOptions& options, const FetchQuery& query,
+                                 Result<std::vector<SitePlanInput>> sites, FetchReport report,
+                                 RowSink* sink, const ProgressCallback& progress) {
   if (!sites.ok()) return sites.status();
   KWATT_RETURN_IF_ERROR(sink->Begin(report));
   std::unique_ptr<internal::Transport> transport = internal::NewCurlTransport(options);
   KWATT_RETURN_IF_ERROR(internal::RunFetcher(options, query, std::move(*sites), transport.get(),
                                              sink, progress, &report));
   return report;
+}
+
+}  // namespace
+
+Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+                          const ProgressCallback& progress) {
+  FetchReport report;
+  Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
+  return FetchPlanned(options, query, std::move(sites), std::move(report), sink, progress);
+}
+
+Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery& query,
+                                  const FetchReport& resolved, RowSink* sink,
+                                  const ProgressCallback& progress) {
+  KWATT_RETURN_IF_ERROR(ValidateClientOptions(options));
+  if (query.job) {
+    return Status::InvalidArgument("FetchResolved takes nodes and a window, not a job");
+  }
+  if (query.nodes.empty()) return Status::InvalidArgument("no node to fetch: give nodes");
+  if (!query.start || !query.end || *query.end < *query.start) {
+    return Status::InvalidArgument("FetchResolved needs a window: a start, and an end after it");
+  }
+  FetchReport report;
+  report.nodes = query.nodes;
+  report.start = *query.start;
+  report.end = *query.end;
+  report.catalogues = resolved.catalogues;
+  for (const NodeName& node : report.nodes) {
+    if (!FindCatalogue(report.catalogues, node.site + "/" + node.Cluster())) {
+      return Status::InvalidArgument("node " + node.uid + "." + node.site +
+                                     " was not resolved: give a FetchReport of Resolve or Fetch "
+                                     "that names it");
+    }
+  }
+  Result<std::vector<SitePlanInput>> sites = PlanSites(query, report);
+  return FetchPlanned(options, query, std::move(sites), std::move(report), sink, progress);
 }
 
 }  // namespace kwatt::kwollect

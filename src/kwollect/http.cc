@@ -205,6 +205,71 @@ Result<SmallResponse> GetSmall(const ClientOptions& options, const std::string& 
   return response;
 }
 
+namespace {
+
+constexpr size_t kMaxSmallBody = 64 << 10;
+
+size_t AppendBoundedBody(char* data, size_t size, size_t count, void* user) {
+  auto* body = static_cast<std::string*>(user);
+  size_t bytes = size * count;
+  body->append(data, std::min(bytes, kMaxSmallBody - std::min(kMaxSmallBody, body->size())));
+  return bytes;
+}
+
+}  // namespace
+
+SmallClient::SmallClient(const ClientOptions& options) : options_(options) {
+  EnsureCurlInitialised();
+  easy_ = curl_easy_init();
+}
+
+SmallClient::~SmallClient() {
+  if (easy_) curl_easy_cleanup(easy_);
+}
+
+Result<SmallResponse> SmallClient::Perform(const std::string& url) {
+  SmallResponse response;
+  char error[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(easy_, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, AppendBoundedBody);
+  curl_easy_setopt(easy_, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(easy_, CURLOPT_TIMEOUT_MS, long(options_.timeout_s * 1000));
+  CURLcode code = curl_easy_perform(easy_);
+  curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, nullptr);
+  if (code != CURLE_OK) {
+    return Status::Unavailable("cannot reach " + Redact(url) + ": " +
+                               (error[0] ? error : curl_easy_strerror(code)));
+  }
+  ReadResponseInfo(easy_, &response);
+  return response;
+}
+
+Result<SmallResponse> SmallClient::Post(const std::string& url, std::string_view body,
+                                        const std::string& content_type) {
+  if (!easy_) return Status::Internal("curl_easy_init failed");
+  curl_easy_reset(easy_);  // keeps the connection, forgets the last request's options
+  ConfigureEasy(easy_, options_);
+  curl_slist* headers = curl_slist_append(nullptr, ("Content-Type: " + content_type).c_str());
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip for large bodies
+  curl_easy_setopt(easy_, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(easy_, CURLOPT_POST, 1L);
+  curl_easy_setopt(easy_, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(easy_, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.size()));
+  Result<SmallResponse> response = Perform(url);
+  curl_easy_setopt(easy_, CURLOPT_HTTPHEADER, nullptr);
+  curl_slist_free_all(headers);
+  return response;
+}
+
+Result<SmallResponse> SmallClient::Get(const std::string& url) {
+  if (!easy_) return Status::Internal("curl_easy_init failed");
+  curl_easy_reset(easy_);
+  ConfigureEasy(easy_, options_);
+  curl_easy_setopt(easy_, CURLOPT_HTTPGET, 1L);
+  return Perform(url);
+}
+
 std::string UrlEncode(const std::string& text) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
@@ -58,6 +59,30 @@ Status HttpError(const SmallResponse& response, const std::string& url,
 // 503, 504) are retried as options say; the last answer is returned. Transport failures are
 // Unavailable, naming the URL and curl's reason.
 Result<SmallResponse> GetSmall(const ClientOptions& options, const std::string& url);
+
+// One connection for small requests one after the other (pushes of custom metrics, InfluxDB
+// writes, the probes before them), kept alive from one to the next, with the options' auth, TLS
+// and timeouts (ConfigureEasy), and options.timeout_s as the limit of each whole request. A
+// request is sent once: what to retry is the caller's decision. Not thread-safe.
+class SmallClient {
+ public:
+  explicit SmallClient(const ClientOptions& options);
+  ~SmallClient();
+  SmallClient(const SmallClient&) = delete;
+  SmallClient& operator=(const SmallClient&) = delete;
+
+  // POSTs `body` (of `content_type`) to `url`; GETs `url`. The answer whatever its status (its
+  // body up to 64 kB); Unavailable naming the URL (Redact) and curl's reason when none came.
+  Result<SmallResponse> Post(const std::string& url, std::string_view body,
+                             const std::string& content_type);
+  Result<SmallResponse> Get(const std::string& url);
+
+ private:
+  Result<SmallResponse> Perform(const std::string& url);
+
+  ClientOptions options_;
+  CURL* easy_ = nullptr;
+};
 
 // Percent-encodes a query parameter value.
 std::string UrlEncode(const std::string& text);

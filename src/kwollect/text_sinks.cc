@@ -5,25 +5,13 @@
 #include <cstring>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
 
 namespace kwatt::kwollect {
 namespace {
 
 constexpr size_t kBufferBytes = 1 << 20;
-
-void AppendCsvField(std::string* out, std::string_view field) {
-  if (field.find_first_of(",\"\n\r") == std::string_view::npos) {
-    out->append(field);
-    return;
-  }
-  out->push_back('"');
-  for (char c : field) {
-    if (c == '"') out->push_back('"');
-    out->push_back(c);
-  }
-  out->push_back('"');
-}
 
 }  // namespace
 

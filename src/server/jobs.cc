@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "src/core/json_words.h"
+
 namespace kwatt::server {
 
 using nlohmann::json;
@@ -32,22 +34,7 @@ namespace {
 
 // The JSON type of a value, as a user reads it in a message.
 std::string TypeName(const json& value) {
-  switch (value.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "a list";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::number_float:
-      return "a number with a fraction";
-    default:
-      return "a number";
-  }
+  return internal::JsonTypeName(value, internal::FileSyntax::kJson);
 }
 
 // Reads one jobs file, naming the file and the field (as a JSON path: jobs[2].started_at) in

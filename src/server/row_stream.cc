@@ -145,6 +145,49 @@ bool RowStream::Next(std::string* out, size_t target_bytes) {
   return true;
 }
 
+bool RowStream::NextRows(RowBatch* batch, const StringInterner** interner, size_t max_rows) {
+  batch->Clear();
+  *interner = &interner_;
+  if (summary_) {
+    status_ = Status::InvalidArgument("a summary answer is read as text only");
+    return false;
+  }
+  if (!status_.ok() || finished_) return false;
+  if (ids_.empty()) {
+    for (const OutputSeries& s : series_) {
+      ids_.push_back({interner_.Intern(s.device_id), interner_.Intern(s.metric_id),
+                      interner_.Intern(s.labels_json)});
+    }
+  }
+  max_rows = std::max<size_t>(max_rows, 1);
+  while (!heap_.empty() && batch->size() < max_rows) {
+    std::pop_heap(heap_.begin(), heap_.end(), HeapGreater());
+    auto [t, index] = heap_.back();
+    const OutputSeries& s = series_[index];
+    int64_t second = FloorDiv(t, kNanosPerSecond);
+    if (second != offset_second_) {
+      offset_ = ParisUtcOffsetSeconds(second);
+      offset_second_ = second;
+    }
+    batch->time.push_back(t);
+    batch->utc_offset.push_back(offset_);
+    batch->device.push_back(ids_[index][0]);
+    batch->metric.push_back(ids_[index][1]);
+    batch->labels.push_back(ids_[index][2]);
+    batch->value.push_back(s.recorded ? (*s.recorded)[size_t(cursors_[index].k - 1)].value
+                                      : s.ValueAt(t));
+    ++rows_written_;
+    if (Advance(index)) {
+      heap_.back() = {cursors_[index].t, index};
+      std::push_heap(heap_.begin(), heap_.end(), HeapGreater());
+    } else {
+      heap_.pop_back();
+    }
+  }
+  if (heap_.empty()) finished_ = true;
+  return !batch->empty();
+}
+
 bool RowStream::NextSummary(std::string* out, size_t limit) {
   while (bucket_ < bucket_end_ && out->size() < limit) {
     UnixNanos b = bucket_, e = bucket_ + kSummaryBucketNs;

@@ -4,6 +4,7 @@
 #ifndef KWATT_SRC_SERVER_ROW_STREAM_H_
 #define KWATT_SRC_SERVER_ROW_STREAM_H_
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "src/server/series.h"
@@ -59,6 +61,14 @@ class MetricsAnswer {
   virtual int64_t rows_written() const = 0;
   virtual bool finished() const = 0;
   virtual Status status() const { return Status::OK(); }
+
+  // The rows as columns instead of text, for the parts that compute on them (the dashboard's
+  // downsampling and energy, src/server/dashboard.h), in the same order: clears `batch` and fills
+  // it with the next rows (at least one, at most `max_rows`; `raw` stays empty), whose ids refer
+  // to `*interner` (valid until the next call). Returns false once every row was given (then
+  // `batch` is empty) or when the rows cannot be read (then status() says why). An answer is read
+  // either with Next() or with NextRows(), not both.
+  virtual bool NextRows(RowBatch* batch, const StringInterner** interner, size_t max_rows) = 0;
 };
 
 class RowStream : public MetricsAnswer {
@@ -73,6 +83,9 @@ class RowStream : public MetricsAnswer {
   bool Next(std::string* out, size_t target_bytes) override;
   int64_t rows_written() const override { return rows_written_; }
   bool finished() const override { return finished_; }
+  Status status() const override { return status_; }
+  // Summary mode has no rows to give: InvalidArgument.
+  bool NextRows(RowBatch* batch, const StringInterner** interner, size_t max_rows) override;
 
  private:
   struct Cursor {
@@ -98,6 +111,12 @@ class RowStream : public MetricsAnswer {
   char cached_text_[kMaxTimestampLength];
   size_t cached_date_length_ = 0;  // "YYYY-MM-DDTHH:MM:SS"
   char cached_offset_[8];
+  // NextRows: the ids of each series' device, metric and labels, interned once.
+  StringInterner interner_;
+  std::vector<std::array<uint32_t, 3>> ids_;
+  int64_t offset_second_ = INT64_MIN;  // the second whose UTC offset is offset_
+  int32_t offset_ = 0;
+  Status status_;
 };
 
 }  // namespace kwatt::server::internal

@@ -14,6 +14,7 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/server/testbed.h"
+#include "src/server/dashboard.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
 #include "src/server/series.h"
@@ -258,6 +259,33 @@ struct Server::Impl {
     return out;
   }
 
+  // The rows of `devices` x `metrics` (all when empty) over [start, end] seen at `now`: the
+  // store's, or the simulated ones with the pushed ones.
+  Result<std::shared_ptr<internal::MetricsAnswer>> OpenAnswer(const Site& site,
+                                                              std::vector<std::string> devices,
+                                                              std::vector<std::string> metrics,
+                                                              UnixNanos start, UnixNanos end,
+                                                              UnixNanos now, bool summary) {
+    if (store) {
+      KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
+      return std::shared_ptr<internal::MetricsAnswer>(std::make_shared<internal::StoreRowStream>(
+          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary));
+    }
+    std::vector<internal::OutputSeries> series;
+    for (const std::string& id : devices) {
+      std::vector<internal::OutputSeries> of_device;
+      if (const DeviceRef* device = testbed->FindDevice(site, id)) {
+        of_device = internal::SeriesOfDevice(*testbed, site, *device, metrics);
+      }
+      for (internal::OutputSeries& s : pushed.SeriesOf(site.uid, id, metrics)) {
+        of_device.push_back(std::move(s));
+      }
+      for (internal::OutputSeries& s : of_device) series.push_back(std::move(s));
+    }
+    return std::shared_ptr<internal::MetricsAnswer>(
+        std::make_shared<internal::RowStream>(std::move(series), start, end, now, summary));
+  }
+
   void Routes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
   void Push(const httplib::Request& req, httplib::Response& res);
@@ -449,6 +477,26 @@ void Server::Impl::Routes() {
            [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
   http.Post(site + "/metrics/?",
             [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
+  internal::DashboardContext dashboard;
+  dashboard.testbed = testbed.get();
+  dashboard.api_prefix = prefix;
+  dashboard.now = [this] { return Now(); };
+  dashboard.jobs_of = [this](const std::string& site) { return JobsOf(site); };
+  dashboard.find_job = [this](const std::string& site, int64_t uid) { return FindJob(site, uid); };
+  dashboard.open_rows = [this](const Site& site, std::vector<std::string> devices,
+                               std::vector<std::string> metrics, UnixNanos start, UnixNanos end,
+                               UnixNanos now) {
+    return OpenAnswer(site, std::move(devices), std::move(metrics), start, end, now, false);
+  };
+  dashboard.catalogue = [this](const Cluster& cluster) -> Result<Catalogue> {
+    if (store) {
+      KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
+      Result<Catalogue> stored = lease->GetCatalogue(cluster.site->uid, cluster.uid);
+      if (stored.ok() || stored.status().code() != Status::Code::kNotFound) return stored;
+    }
+    return cluster.catalogue;
+  };
+  internal::AddDashboardRoutes(&http, std::move(dashboard));
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404) {
@@ -540,26 +588,10 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   if (!end) end = *start + kDefaultSpan;
 
   // Kwollect matches ids exactly: an unknown id just has no rows.
-  std::shared_ptr<internal::MetricsAnswer> stream;
-  if (store) {
-    Result<internal::StorePool::Lease> lease = store->Acquire();
-    if (!lease.ok()) return StoreError(res, lease.status());
-    stream = std::make_shared<internal::StoreRowStream>(
-        std::move(*lease), std::move(devices), std::move(metrics), *start, *end, now, summary);
-  } else {
-    std::vector<internal::OutputSeries> series;
-    for (const std::string& id : devices) {
-      std::vector<internal::OutputSeries> of_device;
-      if (const DeviceRef* device = testbed->FindDevice(*site, id)) {
-        of_device = internal::SeriesOfDevice(*testbed, *site, *device, metrics);
-      }
-      for (internal::OutputSeries& s : pushed.SeriesOf(site->uid, id, metrics)) {
-        of_device.push_back(std::move(s));
-      }
-      for (internal::OutputSeries& s : of_device) series.push_back(std::move(s));
-    }
-    stream = std::make_shared<internal::RowStream>(std::move(series), *start, *end, now, summary);
-  }
+  Result<std::shared_ptr<internal::MetricsAnswer>> opened =
+      OpenAnswer(*site, std::move(devices), std::move(metrics), *start, *end, now, summary);
+  if (!opened.ok()) return StoreError(res, opened.status());
+  std::shared_ptr<internal::MetricsAnswer> stream = std::move(*opened);
   // The rows are counted only when the row limit or failures need it (a store reads them for it).
   int64_t rows = 0;
   if (options.max_rows > 0 || options.fail_rate > 0) {

@@ -268,4 +268,33 @@ bool StoreRowStream::Next(std::string* out, size_t target_bytes) {
   return true;
 }
 
+bool StoreRowStream::NextRows(RowBatch* batch, const StringInterner** interner, size_t max_rows) {
+  batch->Clear();
+  if (finished_ || !status_.ok()) return false;
+  started_ = true;
+  while (slice_.next >= slice_.order.size()) {
+    if (cursor_.done) {
+      finished_ = true;
+      return false;
+    }
+    status_ = Fill(&cursor_, &slice_);
+    if (!status_.ok()) return false;
+  }
+  *interner = slice_.interner.get();
+  max_rows = std::max<size_t>(max_rows, 1);
+  const RowBatch& rows = slice_.rows;
+  while (slice_.next < slice_.order.size() && batch->size() < max_rows) {
+    uint32_t i = slice_.order[slice_.next++];
+    batch->time.push_back(rows.time[i]);
+    batch->utc_offset.push_back(rows.utc_offset[i]);
+    batch->device.push_back(rows.device[i]);
+    batch->metric.push_back(rows.metric[i]);
+    batch->value.push_back(rows.value[i]);
+    batch->labels.push_back(rows.labels[i]);
+    ++rows_written_;
+  }
+  if (slice_.next >= slice_.order.size() && cursor_.done) finished_ = true;
+  return true;
+}
+
 }  // namespace kwatt::server::internal

@@ -81,6 +81,7 @@ class StoreRowStream : public MetricsAnswer {
   int64_t rows_written() const override { return rows_written_; }
   bool finished() const override { return finished_; }
   Status status() const override { return status_; }
+  bool NextRows(RowBatch* batch, const StringInterner** interner, size_t max_rows) override;
 
  private:
   // Where the reading of the window is.

@@ -28,6 +28,27 @@ std::string Drain(MetricsAnswer& answer, size_t piece = 1 << 16) {
   return out;
 }
 
+// An answer read with NextRows, its rows rendered as the text Next() gives.
+std::string Render(MetricsAnswer& answer, size_t max_rows) {
+  std::string out = "[";
+  RowBatch batch;
+  const StringInterner* interner = nullptr;
+  int64_t rows = 0;
+  while (answer.NextRows(&batch, &interner, max_rows)) {
+    EXPECT_GE(batch.size(), 1u);
+    EXPECT_LE(batch.size(), max_rows);
+    EXPECT_TRUE(batch.raw.empty());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (rows++ > 0) out += ",\n";
+      AppendRowText(&out, batch, i, *interner);
+    }
+  }
+  EXPECT_TRUE(answer.status().ok()) << answer.status().ToString();
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(answer.rows_written(), rows);
+  return out + "]";
+}
+
 // The same rows in a store and in the simulated server's memory (pushed custom metrics), so that
 // both answers can be compared.
 class StoreRowsTest : public ::testing::Test {
@@ -61,6 +82,15 @@ class StoreRowsTest : public ::testing::Test {
     }
     RowStream stream(std::move(series), start, end, now, summary);
     return Drain(stream);
+  }
+
+  std::unique_ptr<RowStream> SimulatedStream(const std::vector<std::string>& devices,
+                                             UnixNanos start, UnixNanos end) {
+    std::vector<OutputSeries> series;
+    for (const std::string& device : devices) {
+      for (OutputSeries& s : pushed_.SeriesOf("lyon", device, {})) series.push_back(std::move(s));
+    }
+    return std::make_unique<RowStream>(std::move(series), start, end, kLater, false);
   }
 
   std::unique_ptr<StoreRowStream> Stored(const std::vector<std::string>& devices,
@@ -189,6 +219,39 @@ TEST_F(StoreRowsTest, PoolLendsEachStoreToOneBorrowerAtATime) {
   Result<StorePool::Lease> c = pool_->Acquire();
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(&**c, first);
+}
+
+TEST_F(StoreRowsTest, NextRowsGivesTheRowsOfTheText) {
+  std::vector<PushedRow> rows;
+  const char* devices[] = {"nova-1", "nova-10"};
+  for (int i = 0; i < 2000; ++i) {
+    PushedRow row;
+    row.device_id = devices[i % 2];
+    row.metric_id = i % 3 ? "my_power" : "my_bytes_total";
+    row.labels_json = i % 5 ? "{}" : "{\"psu\": 2}";
+    row.t = kT0 + int64_t(i) * 700 * kNanosPerMilli + (i % 2) * kNanosPerMicro;
+    row.value = i % 97 == 0 ? std::nan("") : i * 0.25;
+    rows.push_back(row);
+  }
+  Add(rows);
+  std::vector<std::string> asked = {"nova-10", "nova-1"};
+  UnixNanos start = kT0 + 10 * kNanosPerSecond, end = kT0 + 1000 * kNanosPerSecond;
+  std::string expected = Simulated(asked, {}, start, end, false);
+  ASSERT_GT(expected.size(), 10000u);
+  for (size_t max_rows : {size_t(1), size_t(13), size_t(100000)}) {
+    SCOPED_TRACE(::testing::Message() << "max_rows " << max_rows);
+    EXPECT_EQ(Render(*SimulatedStream(asked, start, end), max_rows), expected);
+    for (size_t slice_rows : {size_t(7), size_t(65536)}) {
+      EXPECT_EQ(Render(*Stored(asked, {}, start, end, false, slice_rows), max_rows), expected);
+    }
+  }
+  // A summary answer is text only in the simulator.
+  std::vector<OutputSeries> series = pushed_.SeriesOf("lyon", "nova-1", {});
+  RowStream summary(std::move(series), start, end, kLater, true);
+  RowBatch batch;
+  const StringInterner* interner = nullptr;
+  EXPECT_FALSE(summary.NextRows(&batch, &interner, 10));
+  EXPECT_EQ(summary.status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -114,9 +114,13 @@ class RunningPostgres:
             self.prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
         self._run("initdb", "-D", self.dir / "data", "-A", "trust", "-U", "postgres", "--no-sync",
                   "-E", "UTF8", "--locale=C")
+        self.start()
+        self.databases = 0
+
+    def start(self):
+        """Starts the server (again, after stop())."""
         self._run("pg_ctl", "-D", self.dir / "data", "-w", "-l", self.dir / "server.log", "-o",
                   f"-k {self.dir} -c listen_addresses='' -F", "start")
-        self.databases = 0
 
     def _run(self, program, *args):
         subprocess.run([*self.prefix, str(self.bin / program), *map(str, args)], check=True,

@@ -36,6 +36,11 @@ struct WriterOptions {
   // The clock that tells whether the window has passed (see Finish); empty: WallClockNow. Tests
   // inject one.
   std::function<UnixNanos()> now;
+  // A recording whose window ends when it stops (`kwatt meter`'s archive output), rather than a
+  // fetch of a window known beforehand: the end Begin gives is provisional (a resumed recording
+  // keeps its stored one), and Finish ends the window at report.end (or the last row, when later)
+  // without waiting for it to pass.
+  bool recording = false;
 };
 
 class ArchiveWriter : public kwollect::RowSink {

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kwatt {
 
@@ -23,6 +25,11 @@ void AppendJsonNumber(std::string* out, double value);
 // Appends `text` as a JSON string literal (quotes included), escaping '"', '\\' and control
 // characters; other bytes (UTF-8) are copied.
 void AppendJsonString(std::string* out, std::string_view text);
+
+// A JSON object as PostgreSQL's jsonb writes it (how Kwollect serves a row's labels): its members
+// given as (key, the value's JSON text), keys shorter first, then in byte order; a key given twice
+// keeps its last value; no blanks: {"psu":"1","interface":"eth0"}.
+std::string JsonbObjectText(std::vector<std::pair<std::string, std::string>> members);
 
 // What Python's json.loads makes of a row's "value": an int (a number without fraction or
 // exponent: 98), a float (70.18, 1e+20), None (null) or a string ("NaN", "Infinity"...).

@@ -12,6 +12,7 @@
 #define KWATT_CORE_OUTPUT_FILE_H_
 
 #include <string>
+#include <string_view>
 
 #include "kwatt/core/status.h"
 
@@ -50,6 +51,11 @@ class OutputFile {
   bool replaces_ = false;
   bool done_ = false;
 };
+
+// Writes `content` as the whole of `path`, as an OutputFile does (a regular file is replaced only
+// once whole: a reader sees the old content or the new, never a part). Errors as Plan's, and
+// IOError naming the path when the write fails.
+Status WriteWholeFile(const std::string& path, std::string_view content);
 
 }  // namespace kwatt
 

@@ -25,14 +25,15 @@ class [[nodiscard]] Status {
   // of kwatt.Error; the CLI maps them to exit statuses (doc/errors.md).
   enum class Code {
     kOk = 0,
-    kInvalidArgument,  // the caller's input is wrong (bad time, unknown option value...)
-    kNotFound,         // a named thing (site, node, job, file) does not exist
-    kCorruption,       // stored or received data is damaged or malformed
-    kIOError,          // the operating system refused (open, write, bind...)
-    kUnavailable,      // a remote service failed in a way that may pass (5xx, refused, cut)
-    kUnauthenticated,  // credentials missing or refused
-    kIncomplete,       // an operation stopped before its end; what was done is kept
-    kInternal,         // a bug in kwatt
+    kInvalidArgument,   // the caller's input is wrong (bad time, unknown option value...)
+    kNotFound,          // a named thing (site, node, job, file) does not exist
+    kCorruption,        // stored or received data is damaged or malformed
+    kIOError,           // the operating system refused (open, write, bind...)
+    kUnavailable,       // a remote service failed in a way that may pass (5xx, refused, cut)
+    kUnauthenticated,   // credentials missing or refused
+    kPermissionDenied,  // the system refused for want of a permission (root-only file, perf)
+    kIncomplete,        // an operation stopped before its end; what was done is kept
+    kInternal,          // a bug in kwatt
   };
 
   Status() = default;  // OK
@@ -49,6 +50,9 @@ class [[nodiscard]] Status {
   }
   static Status Unauthenticated(std::string_view message) {
     return Status(Code::kUnauthenticated, message);
+  }
+  static Status PermissionDenied(std::string_view message) {
+    return Status(Code::kPermissionDenied, message);
   }
   static Status Incomplete(std::string_view message) { return Status(Code::kIncomplete, message); }
   static Status Internal(std::string_view message) { return Status(Code::kInternal, message); }

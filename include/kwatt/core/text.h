@@ -12,6 +12,14 @@ namespace kwatt {
 // removed, empty ones dropped (the form of Kwollect's `nodes` and `metrics` parameters).
 std::vector<std::string> SplitCommaList(std::string_view text);
 
+// Appends `field` as one CSV field (RFC 4180, as Python's csv module writes it): as it is, or in
+// double quotes (inner quotes doubled) when it holds a comma, a quote or a line break.
+void AppendCsvField(std::string* out, std::string_view field);
+
+// Appends `value` as the value of a label in the Prometheus text exposition format, without the
+// quotes around it: '\\', '"' and line feeds escaped as `\\`, `\"` and `\n`.
+void AppendPrometheusLabelValue(std::string* out, std::string_view value);
+
 // URLs and their credentials. An "http://user:password@host:port/path" URL's userinfo is what its
 // authority (from "://" to the first '/', '?' or '#') holds before its LAST '@', so a password may
 // itself hold '@' or ':'. kwatt never stores or shows credentials: they are moved out of a URL as

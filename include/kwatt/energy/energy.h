@@ -134,8 +134,9 @@ std::vector<Role> MergeRoles(const std::vector<Role>& roles);
 // metric or device are dropped), one series per (node, metric, labels).
 class PowerCollector : public RowSink {
  public:
-  // `nodes`: FQDNs of the nodes to keep.
-  explicit PowerCollector(std::vector<std::string> nodes);
+  // `nodes`: FQDNs of the nodes to keep. `metric`: a power metric kept besides PowerMetrics()
+  // (EnergyOptions::metric, which may be any metric: `kwatt energy --metric`).
+  explicit PowerCollector(std::vector<std::string> nodes, std::string metric = "");
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // One sample given directly (a row of a DataFrame, in Python's power_sources; tests): the
@@ -154,6 +155,7 @@ class PowerCollector : public RowSink {
 
  private:
   std::vector<std::string> nodes_;
+  std::string metric_;
   Store store_;
   detail::NodeLookup lookup_;
   const StringInterner* metric_interner_ = nullptr;
@@ -186,13 +188,18 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 // archive's): give it to Fetch or FeedSource, then Compute().
 class EnergySink : public RowSink {
  public:
+  // `metric`: EnergyOptions::metric when one is given (its rows are kept too).
+  explicit EnergySink(std::string metric = "") : metric_(std::move(metric)) {}
   Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // The energy over the resolved window; the resolved catalogues explain missing sources.
   Result<EnergyReport> Compute(const FetchReport& resolved, const EnergyOptions& options) const;
+  // The rows kept (null before Begin).
+  const PowerCollector* power() const { return power_.get(); }
 
  private:
+  std::string metric_;
   std::unique_ptr<PowerCollector> power_;
 };
 

@@ -63,6 +63,15 @@ using kwatt::RowSink;
 Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
                           const ProgressCallback& progress = {});
 
+// Fetch without asking the reference API again: `query` (nodes and a window; no job) is planned
+// with the catalogues of `resolved`, a FetchReport that Resolve or Fetch gave for the same nodes,
+// and only the metrics requests are sent. For a caller that polls the same nodes over and over
+// (the power meter's Kwollect source: one request a poll instead of four). Fetch's errors, and
+// InvalidArgument for a node `resolved` does not cover.
+Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery& query,
+                                  const FetchReport& resolved, RowSink* sink,
+                                  const ProgressCallback& progress = {});
+
 // Resolves `query` as Fetch does before fetching (the job's nodes, window and types; every node
 // checked against the reference API; the catalogues), without fetching any row. Fetch's errors.
 Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& query);

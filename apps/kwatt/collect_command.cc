@@ -1,0 +1,380 @@
+// `kwatt collect --config DIR --store URI`: polls the devices of Kwollect's metric descriptions
+// into a store (doc/collect.md). `kwatt jobs add|list|end`: the store's jobs (which promote
+// optional metrics).
+#include <httplib.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/collect/collector.h"
+#include "kwatt/collect/config.h"
+#include "kwatt/core/text.h"
+#include "kwatt/server/jobs.h"
+#include "kwatt/store/open_store.h"
+
+namespace kwatt::cli {
+namespace {
+
+// An HTTP device (Prometheus, JSON) holds a connection and the wakeup pair of its libcurl poller:
+// three open files each, other devices fewer. The soft limit (1024 on most systems) is raised to
+// the hard one; when even that is short of what the devices need, say so (their polls, and the
+// store, would fail).
+void RaiseOpenFileLimit(size_t devices) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  rlim_t needed = rlim_t(3 * devices + 64);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    std::fprintf(stderr,
+                 "kwatt collect: warning: %zu devices need about %llu open files, the limit is "
+                 "%llu (ulimit -n): polls and writes will fail\n",
+                 devices, (unsigned long long)needed, (unsigned long long)limit.rlim_cur);
+  }
+}
+
+}  // namespace
+
+Runner RegisterCollect(CLI::App* app) {
+  struct Args {
+    std::string config, store = "kwatt.store", site, id = "kwatt-collect", listen, spool;
+    std::string duration;
+    int flush_ms = 500;
+    int64_t memory_rows = 1'000'000;
+    bool check = false, quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command = app->add_subcommand(
+      "collect",
+      "Poll the devices of Kwollect's metric description files (Prometheus, SNMP, IPMI, JSON, "
+      "wattmeter streams) into a store (doc/collect.md)");
+  command->add_option("--config", args->config, "Directory of metric description files")
+      ->required()
+      ->check(NonEmptyPath());
+  command
+      ->add_option("--store", args->store,
+                   "The store: a file (the embedded store, made when missing) or "
+                   "postgresql://USER@HOST/DB")
+      ->capture_default_str()
+      ->check(NonEmptyPath());
+  command->add_option("--site", args->site,
+                      "Site whose monitor jobs in the store switch on optional metrics");
+  command->add_option("--id", args->id, "Device id of the collector's own metrics in the store")
+      ->capture_default_str();
+  command->add_option("--listen", args->listen,
+                      "Serve the collector's own metrics (Prometheus text) on HOST:PORT/metrics");
+  command->add_option("--spool", args->spool,
+                      "Directory for rows the store could not take once memory is full");
+  command
+      ->add_option("--memory-rows", args->memory_rows, "Rows kept in memory while the store fails")
+      ->capture_default_str();
+  command->add_option("--flush-interval", args->flush_ms, "Milliseconds between writes")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 1000));
+  command->add_option("--duration", args->duration, "Stop after this long (90s, 10m, 2h)");
+  command->add_flag("--check", args->check,
+                    "Read the configuration, make every device, print what would run, and exit");
+  command->add_flag("--quiet", args->quiet, "No start and end lines");
+  return [command, args]() -> int {
+    if (!command->parsed()) return -1;
+    Result<collect::CollectConfig> config = collect::ReadCollectConfig(args->config);
+    if (!config.ok()) return Fail("collect", config.status());
+    std::optional<double> duration;
+    if (!args->duration.empty()) {
+      Result<double> seconds = ParseDuration(args->duration, "--duration");
+      if (!seconds.ok()) return Fail("collect", seconds.status());
+      duration = *seconds;
+    }
+    std::string listen_host;
+    int listen_port = 0;
+    if (!args->listen.empty()) {
+      Status parsed = ParseListen(args->listen, &listen_host, &listen_port);
+      if (!parsed.ok()) return Fail("collect", parsed);
+    }
+    bool optional = false;
+    std::map<std::string, int> schemes;
+    std::set<std::string> devices;
+    for (const auto& metric : config->metrics) {
+      optional = optional || metric.optional;
+      if (devices.insert(metric.url.DeviceKey()).second) ++schemes[metric.url.scheme];
+    }
+    if (optional && args->site.empty() && !args->check) {
+      return Fail("collect",
+                  Status::InvalidArgument(
+                      "the configuration has optional metrics, which the monitor jobs of a site "
+                      "switch on: give --site (the site of the jobs in the store)"));
+    }
+    if (!args->check) RaiseOpenFileLimit(devices.size());
+    collect::CollectorOptions options;
+    options.site = args->site;
+    options.collector_id = args->id;
+    options.spool_dir = args->spool;
+    options.memory_rows = size_t(std::max<int64_t>(args->memory_rows, 1));
+    options.flush_interval = std::chrono::milliseconds(args->flush_ms);
+    // A database server may be down when the collector starts: rows wait for it. A file that
+    // cannot be opened is a mistake to say at once.
+    options.start_without_store = store::IsPostgresUri(args->store);
+    std::string uri = args->store;
+    collect::StoreOpener opener = [uri]() { return store::OpenStore(uri, /*create=*/true); };
+    if (args->check) {
+      // Devices are made (their paths checked) without touching the store.
+      opener = []() -> Result<std::unique_ptr<store::Store>> {
+        return std::unique_ptr<store::Store>();
+      };
+    }
+    // Signals are taken by this thread alone (sigwait): every other thread must block them.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    Result<std::unique_ptr<collect::Collector>> collector =
+        collect::Collector::Create(*config, opener, options);
+    if (!collector.ok()) return Fail("collect", collector.status());
+    std::string summary;
+    for (const auto& [scheme, count] : schemes) {
+      summary += (summary.empty() ? "" : ", ") + std::to_string(count) + " " + scheme;
+    }
+    if (args->check) {
+      std::printf("%zu metrics from %zu files, %zu devices (%s): the configuration is valid\n",
+                  config->metrics.size(), config->files.size(), devices.size(), summary.c_str());
+      return kExitOk;
+    }
+    httplib::Server http;
+    std::thread http_thread;
+    if (!args->listen.empty()) {
+      collect::Collector* c = collector->get();
+      http.Get("/metrics", [c](const httplib::Request&, httplib::Response& response) {
+        response.set_content(c->PrometheusText(), "text/plain; version=0.0.4");
+      });
+      if (listen_port == 0) {
+        listen_port = http.bind_to_any_port(listen_host);
+      } else if (!http.bind_to_port(listen_host, listen_port)) {
+        listen_port = -1;
+      }
+      if (listen_port < 0) {
+        return Fail("collect", Status::Unavailable("cannot listen on " + args->listen));
+      }
+      http_thread = std::thread([&http] { http.listen_after_bind(); });
+    }
+    (*collector)->Start();
+    if (!args->quiet) {
+      std::fprintf(stderr, "kwatt collect: %zu metrics, %zu devices (%s) into %s%s\n",
+                   config->metrics.size(), devices.size(), summary.c_str(),
+                   ShownStoreUri(uri).c_str(),
+                   args->listen.empty() ? ""
+                                        : (", metrics on http://" + listen_host + ":" +
+                                           std::to_string(listen_port) + "/metrics")
+                                              .c_str());
+    }
+    if (!args->listen.empty()) {
+      std::printf("http://%s:%d/metrics\n", listen_host.c_str(), listen_port);
+      std::fflush(stdout);
+    }
+    if (duration) {
+      timespec timeout{time_t(*duration), long((*duration - double(time_t(*duration))) * 1e9)};
+      sigtimedwait(&signals, nullptr, &timeout);
+    } else {
+      int signal_number = 0;
+      sigwait(&signals, &signal_number);
+    }
+    Status stopped = (*collector)->Stop();
+    if (http_thread.joinable()) {
+      http.stop();
+      http_thread.join();
+    }
+    collect::CollectorStats stats = (*collector)->Stats();
+    int64_t errors = 0, overruns = 0, polls = 0, late = 0;
+    for (const auto& device : stats.devices) {
+      errors += device.errors;
+      overruns += device.overruns;
+      polls += device.polls;
+      late += device.late;
+    }
+    if (!args->quiet) {
+      std::fprintf(stderr,
+                   "kwatt collect: %lld rows written, %lld polls (%lld late, %lld overruns, %lld "
+                   "failed), %lld rows spooled, %lld dropped\n",
+                   (long long)stats.rows_written, (long long)polls, (long long)late,
+                   (long long)overruns, (long long)errors, (long long)stats.rows_spooled,
+                   (long long)stats.rows_dropped);
+    }
+    if (!stopped.ok()) return Fail("collect", stopped);
+    return kExitOk;
+  };
+}
+
+Runner RegisterJobs(CLI::App* app) {
+  struct Args {
+    std::string store, site, user = "kwatt", nodes, types, start, stop, at, from;
+    int64_t id = 0;
+    bool json = false, running = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command = app->add_subcommand(
+      "jobs", "The jobs of a store: add, list, end (monitor jobs switch on optional metrics)");
+  command->require_subcommand(1);
+  auto add_store = [&](CLI::App* sub) {
+    sub->add_option("--store", args->store, "The store (a file or postgresql://...)")
+        ->required()
+        ->check(NonEmptyPath());
+  };
+  CLI::App* add = command->add_subcommand("add", "Add a job (or the jobs of a jobs file)");
+  add_store(add);
+  add->add_option("--site", args->site, "Its site");
+  add->add_option("--id", args->id, "Its id (default: one more than the site's highest)");
+  add->add_option("--user", args->user, "Its user")->capture_default_str();
+  add->add_option("--nodes", args->nodes, "Its nodes: nova-1,nova-2");
+  add->add_option("--types", args->types, "Its OAR types: monitor, monitor=wattmetre_power_watt");
+  add->add_option("--start", args->start, "When it started (default: now)");
+  add->add_option("--stop", args->stop, "When it stopped (default: still running)");
+  add->add_option("--from", args->from,
+                  "A jobs file (the simulator's format, doc/jobs_file.md): add its jobs");
+  CLI::App* list = command->add_subcommand("list", "List a site's jobs");
+  add_store(list);
+  list->add_option("--site", args->site, "The site")->required();
+  list->add_flag("--running", args->running, "Only the jobs running now");
+  list->add_flag("--json", args->json, "One JSON object per job");
+  CLI::App* end = command->add_subcommand("end", "End a running job");
+  add_store(end);
+  end->add_option("id", args->id, "The job's id")->required();
+  end->add_option("--site", args->site, "Its site")->required();
+  end->add_option("--at", args->at, "When it ended (default: now)");
+  return [command, add, list, end, args]() -> int {
+    if (!command->parsed()) return -1;
+    UnixNanos now = WallClockNow();
+    auto time_of = [&](const std::string& text, const char* option) -> Result<UnixNanos> {
+      Result<UnixNanos> t = ParseUserTime(text, now);
+      if (!t.ok())
+        return Status::InvalidArgument(std::string(option) + ": " + t.status().message());
+      return t;
+    };
+    Result<std::unique_ptr<store::Store>> opened = store::OpenStore(args->store, add->parsed());
+    if (!opened.ok()) return Fail("jobs", opened.status());
+    store::Store& target = **opened;
+    if (add->parsed()) {
+      std::vector<store::Job> jobs;
+      if (!args->from.empty()) {
+        Result<server::JobSet> set = server::JobSet::Load(args->from);
+        if (!set.ok()) return Fail("jobs add", set.status());
+        for (const server::Job& simulated : set->jobs) {
+          store::Job job;
+          job.site = simulated.site;
+          job.id = simulated.uid;
+          job.user = simulated.user;
+          job.nodes = simulated.nodes;
+          job.start = simulated.started_at;
+          job.stop = simulated.stopped_at;
+          job.types = simulated.types;
+          jobs.push_back(std::move(job));
+        }
+      } else {
+        if (args->site.empty() || args->nodes.empty()) {
+          return Fail("jobs add",
+                      Status::InvalidArgument("give --site and --nodes (or --from a jobs file)"));
+        }
+        store::Job job;
+        job.site = args->site;
+        job.user = args->user;
+        job.nodes = SplitCommaList(args->nodes);
+        job.types = SplitCommaList(args->types);
+        job.start = now;
+        if (!args->start.empty()) {
+          Result<UnixNanos> t = time_of(args->start, "--start");
+          if (!t.ok()) return Fail("jobs add", t.status());
+          job.start = *t;
+        }
+        if (!args->stop.empty()) {
+          Result<UnixNanos> t = time_of(args->stop, "--stop");
+          if (!t.ok()) return Fail("jobs add", t.status());
+          if (*t <= job.start) {
+            return Fail("jobs add", Status::InvalidArgument("--stop is not after --start"));
+          }
+          job.stop = *t;
+        }
+        job.id = args->id;
+        if (job.id == 0) {
+          Result<std::vector<store::Job>> known = target.Jobs(job.site, INT64_MIN, INT64_MAX);
+          if (!known.ok()) return Fail("jobs add", known.status());
+          for (const store::Job& other : *known) job.id = std::max(job.id, other.id);
+          ++job.id;
+        } else {
+          Result<store::Job> there = target.GetJob(job.site, job.id);
+          if (there.ok()) {
+            return Fail("jobs add",
+                        Status::InvalidArgument("the store has a job " + std::to_string(job.id) +
+                                                " at " + job.site + " already: give another --id"));
+          }
+        }
+        jobs.push_back(std::move(job));
+      }
+      for (const store::Job& job : jobs) {
+        Status put = target.PutJob(job);
+        if (!put.ok()) return Fail("jobs add", put);
+        std::printf("%lld\n", (long long)job.id);
+      }
+      return kExitOk;
+    }
+    if (end->parsed()) {
+      Result<store::Job> job = target.GetJob(args->site, args->id);
+      if (!job.ok()) return Fail("jobs end", job.status());
+      UnixNanos at = now;
+      if (!args->at.empty()) {
+        Result<UnixNanos> t = time_of(args->at, "--at");
+        if (!t.ok()) return Fail("jobs end", t.status());
+        at = *t;
+      }
+      if (job->stop) {
+        return Fail("jobs end", Status::InvalidArgument("job " + std::to_string(args->id) +
+                                                        " ended already, at " +
+                                                        FormatParisTimestamp(*job->stop)));
+      }
+      if (at <= job->start) {
+        return Fail("jobs end", Status::InvalidArgument("the end is not after the job's start (" +
+                                                        FormatParisTimestamp(job->start) + ")"));
+      }
+      job->stop = at;
+      Status put = target.PutJob(*job);
+      if (!put.ok()) return Fail("jobs end", put);
+      return kExitOk;
+    }
+    Result<std::vector<store::Job>> jobs = target.Jobs(args->site, INT64_MIN, INT64_MAX);
+    if (!jobs.ok()) return Fail("jobs list", jobs.status());
+    for (const store::Job& job : *jobs) {
+      bool running = job.start <= now && (!job.stop || *job.stop > now);
+      if (args->running && !running) continue;
+      if (args->json) {
+        nlohmann::json object = {{"site", job.site},
+                                 {"id", job.id},
+                                 {"user", job.user},
+                                 {"nodes", job.nodes},
+                                 {"types", job.types},
+                                 {"start", FormatParisTimestamp(job.start)},
+                                 {"stop", job.stop ? nlohmann::json(FormatParisTimestamp(*job.stop))
+                                                   : nlohmann::json()}};
+        std::printf("%s\n", object.dump().c_str());
+      } else {
+        std::string nodes, types;
+        for (const auto& node : job.nodes) nodes += (nodes.empty() ? "" : ",") + node;
+        for (const auto& type : job.types) types += (types.empty() ? "" : ",") + type;
+        std::printf("%lld\t%s\t%s\t%s\t%s\t%s\n", (long long)job.id, job.user.c_str(),
+                    FormatParisTimestamp(job.start).c_str(),
+                    job.stop ? FormatParisTimestamp(*job.stop).c_str() : "running", nodes.c_str(),
+                    types.empty() ? "-" : types.c_str());
+      }
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace kwatt::cli

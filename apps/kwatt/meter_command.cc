@@ -1,0 +1,573 @@
+// `kwatt meter`: the software-defined power meter (doc/meter.md).
+//
+//   kwatt meter [OPTIONS] -- COMMAND ARGS   measures one command, prints its energy like perf stat
+//   kwatt meter [OPTIONS] --duration 10m    the daemon: targets by pid, cgroup, command name, all
+//   kwatt meter record -o activity.jsonl    the activity alone, shared later by kwatt energy
+//   kwatt meter smartwatts ...              the smartwatts formula on hwpc-sensor's reports
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/kwatt/commands.h"
+#include "apps/kwatt/measured_command.h"
+#include "kwatt/core/text.h"
+#include "kwatt/kwollect/client_options.h"
+#include "kwatt/meter/activity_record.h"
+#include "kwatt/meter/open_meter.h"
+#include "kwatt/meter/replay.h"
+
+#ifndef KWATT_VERSION
+#define KWATT_VERSION "0.0.0"
+#endif
+
+namespace kwatt::cli {
+
+namespace {
+
+// What the machine is read from (tests and simulations point these elsewhere).
+struct EnvironmentArgs {
+  std::string sysfs_root, procfs_root, cgroup_root, nvml_library, hostname;
+};
+
+void AddEnvironmentOptions(CLI::App* command, EnvironmentArgs* args) {
+  CLI::Option_group* group = command->add_option_group("Machine (a simulated one for tests)");
+  group->add_option("--sysfs-root", args->sysfs_root,
+                    "Read sysfs here (kwatt simulate rapl's tree) instead of /sys");
+  group->add_option("--procfs-root", args->procfs_root, "Read procfs here instead of /proc");
+  group->add_option("--cgroup-root", args->cgroup_root,
+                    "The cgroup v2 tree (default: the cgroup2 mount in /proc/mounts)");
+  group->add_option("--nvml-library", args->nvml_library,
+                    "NVML's library (default: libnvidia-ml.so.1 as the loader finds it)");
+  group->add_option("--hostname", args->hostname, "This machine's name in reports");
+}
+
+meter::MeterEnvironment MakeEnvironment(const EnvironmentArgs& args) {
+  meter::MeterEnvironment environment;
+  if (!args.sysfs_root.empty()) environment.sysfs_root = args.sysfs_root;
+  if (!args.procfs_root.empty()) {
+    environment.procfs_root = args.procfs_root;
+    environment.perf = meter::SystemPerfEvents(args.procfs_root);
+  }
+  environment.cgroup_root = args.cgroup_root;
+  if (!args.nvml_library.empty()) environment.nvml_library = args.nvml_library;
+  environment.hostname = args.hostname;
+  return environment;
+}
+
+// Which targets energy is shared among.
+struct TargetArgs {
+  std::vector<int64_t> pids;
+  std::vector<std::string> cgroups, commands;
+  bool all_processes = false, no_trees = false, counters = false;
+  int cgroup_depth = 0;
+};
+
+void AddTargetOptions(CLI::App* command, TargetArgs* args) {
+  CLI::Option_group* group = command->add_option_group("Targets");
+  group->add_option("--pid", args->pids, "A process and its descendants (repeatable)");
+  group->add_option("--cgroup", args->cgroups,
+                    "A cgroup v2, below the cgroup root: /system.slice/nginx.service (repeatable)");
+  group->add_option("--command", args->commands,
+                    "Every process of this command name (as ps -o comm shows it; repeatable)");
+  group->add_flag("--all-processes", args->all_processes, "Every process, each a target");
+  group
+      ->add_option("--cgroups", args->cgroup_depth,
+                   "Every cgroup down to this depth below the root, each a target")
+      ->check(CLI::Range(0, 16));
+  group->add_flag("--no-trees", args->no_trees, "--pid: the process alone, not its descendants");
+  group->add_flag("--counters", args->counters,
+                  "Hardware counters (cycles, instructions) for every target");
+}
+
+meter::TargetSelection MakeSelection(const TargetArgs& args) {
+  meter::TargetSelection selection;
+  selection.pids = args.pids;
+  selection.trees = !args.no_trees;
+  selection.cgroups = args.cgroups;
+  selection.commands = args.commands;
+  selection.all_processes = args.all_processes;
+  selection.cgroup_depth = args.cgroup_depth;
+  selection.hardware_counters = args.counters;
+  return selection;
+}
+
+bool SelectsNothing(const meter::TargetSelection& s) {
+  return s.pids.empty() && s.cgroups.empty() && s.commands.empty() && !s.all_processes &&
+         s.cgroup_depth == 0;
+}
+
+std::chrono::nanoseconds ToNanos(double seconds) {
+  return std::chrono::nanoseconds(int64_t(std::llround(seconds * 1e9)));
+}
+
+// Signals are taken by the main thread alone (sigwaitinfo): every other thread blocks them. The
+// measured command gets them unblocked (MeasuredCommand).
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+// Waits for a stop signal, at most `seconds` when given. SIGCHLD of unrelated children is
+// ignored.
+void WaitForStop(const sigset_t& signals, std::optional<double> seconds) {
+  const int64_t deadline = seconds ? WallClockNow() + int64_t(*seconds * 1e9) : 0;
+  while (true) {
+    int got;
+    if (seconds) {
+      int64_t left = deadline - WallClockNow();
+      if (left <= 0) return;
+      timespec timeout{time_t(left / kNanosPerSecond), long(left % kNanosPerSecond)};
+      got = sigtimedwait(&signals, nullptr, &timeout);
+      if (got < 0) {
+        if (errno == EAGAIN) return;
+        continue;  // EINTR
+      }
+    } else {
+      got = sigwaitinfo(&signals, nullptr);
+      if (got < 0) continue;
+    }
+    if (got == SIGINT || got == SIGTERM) return;
+  }
+}
+
+// The command to measure or record, if any: started held before exec (its process is a target
+// from the first read, with all it starts), and added to `selection`.
+Result<std::optional<MeasuredCommand>> SpawnHeld(const std::vector<std::string>& argv,
+                                                 meter::TargetSelection* selection) {
+  std::optional<MeasuredCommand> command;
+  if (argv.empty()) return command;
+  KWATT_ASSIGN_OR_RETURN(MeasuredCommand spawned, MeasuredCommand::Spawn(argv));
+  command.emplace(std::move(spawned));
+  selection->pids.push_back(command->pid());
+  selection->trees = true;
+  return command;
+}
+
+// The exit status of kwatt when the command could not be released (run): as a shell's.
+int ReleaseFailed(const char* name, const Status& status) {
+  std::fprintf(stderr, "kwatt %s: %s\n", name, status.message().c_str());
+  return status.code() == Status::Code::kNotFound ? 127 : 126;
+}
+
+// Until the command exits: SIGTERM is passed on to it; SIGINT from a terminal reaches it
+// directly (it is in kwatt's process group), so kwatt only waits for it to end. It is looked at
+// without being reaped, so that a last read still sees its process.
+void WaitForExit(const sigset_t& signals, const MeasuredCommand& command) {
+  while (true) {
+    int got = sigwaitinfo(&signals, nullptr);
+    if (got == SIGTERM) command.Signal(SIGTERM);
+    if (got != SIGCHLD && got != SIGTERM) continue;
+    siginfo_t child{};
+    if (waitid(P_PID, id_t(command.pid()), &child, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        child.si_pid == command.pid()) {
+      return;
+    }
+  }
+}
+
+std::string Joules(int64_t microjoules) {
+  char text[64];
+  double joules = double(microjoules) / 1e6;
+  std::snprintf(text, sizeof(text),
+                joules >= 100 ? "%.1f J"
+                : joules >= 1 ? "%.3f J"
+                              : "%.6f J",
+                joules);
+  return text;
+}
+
+std::string Percent(int64_t part, int64_t whole) {
+  if (whole <= 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f %%", 100.0 * double(part) / double(whole));
+  return text;
+}
+
+std::string Watts(int64_t microjoules, double seconds) {
+  if (!(seconds > 0)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f W", double(microjoules) / 1e6 / seconds);
+  return text;
+}
+
+// The energy of the command (the tree of `pid`), perf stat's way.
+void PrintCommandSummary(const meter::MeterTotals& totals, const std::string& command_text,
+                         int64_t pid, const CommandExit& exit, double seconds, int cpus) {
+  const meter::MeterTotals::TargetTotal* tree = nullptr;
+  for (const auto& t : totals.targets) {
+    if (t.target.kind == meter::TargetKind::kProcessTree && t.target.pid == pid) tree = &t;
+  }
+  std::fprintf(stderr, "\n kwatt meter: '%s' %s after %.2f s\n\n", command_text.c_str(),
+               exit.Describe().c_str(), seconds);
+  std::fprintf(stderr, "   %-9s %-14s %16s %16s %9s %13s\n", "source", "domain", "measured",
+               "command", "share", "command mean");
+  for (size_t d = 0; d < totals.domains.size(); ++d) {
+    const meter::Domain& domain = totals.domains[d];
+    int64_t measured = totals.measured_microjoules[d];
+    int64_t mine = tree ? tree->microjoules[d] : 0;
+    std::string flags = meter::DescribeDomainFlags(totals.flags[d]);
+    std::fprintf(stderr, "   %-9s %-14s %16s %16s %9s %13s%s%s\n", domain.source.c_str(),
+                 domain.name.c_str(), Joules(measured).c_str(), Joules(mine).c_str(),
+                 Percent(mine, measured).c_str(), Watts(mine, seconds).c_str(),
+                 flags.empty() ? "" : "  (", flags.empty() ? "" : (flags + ")").c_str());
+  }
+  double cpu_seconds = tree ? double(tree->cpu_microseconds) / 1e6 : 0;
+  std::fprintf(
+      stderr,
+      "\n   the command used %.2f s of CPU (%.1f %% of %d CPUs); kernel: %.2f s user, %.2f "
+      "s system\n",
+      cpu_seconds, seconds > 0 && cpus > 0 ? 100 * cpu_seconds / (seconds * cpus) : 0, cpus,
+      exit.user_seconds, exit.system_seconds);
+  std::fprintf(stderr,
+               "   domains overlap (a package holds its cores and uncore; psys and a node's "
+               "wattmeter hold everything): do not add them up\n\n");
+}
+
+void PrintLines(const char* kind, const std::vector<std::string>& lines) {
+  for (const auto& line : lines) std::fprintf(stderr, "kwatt meter: %s: %s\n", kind, line.c_str());
+}
+
+// The command as one short line: its words, line breaks as spaces, at most 60 characters.
+std::string CommandText(const std::vector<std::string>& words) {
+  std::string text;
+  for (const auto& word : words) text += (text.empty() ? "" : " ") + word;
+  for (char& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+struct MeterArgs {
+  EnvironmentArgs environment;
+  TargetArgs targets;
+  std::vector<std::string> sources, rapl_domains, outputs, idle_power, command;
+  std::string rapl_path = "auto", node, metric, api, config, period = "1s", read_period, duration,
+              idle_policy = "proportional", listen, state, output_node, site;
+  int max_targets = 10;
+  bool check = false, quiet = false, verbose = false, no_attribution = false;
+};
+
+Result<meter::MeterConfig> MakeConfig(const MeterArgs& args) {
+  meter::MeterConfig config;
+  config.environment = MakeEnvironment(args.environment);
+  for (const std::string& list : args.sources) {
+    for (std::string& name : SplitCommaList(list)) config.sources.push_back(std::move(name));
+  }
+  KWATT_ASSIGN_OR_RETURN(config.rapl.path, meter::ParseRaplPath(args.rapl_path));
+  for (const std::string& list : args.rapl_domains) {
+    for (std::string& name : SplitCommaList(list)) config.rapl.domains.push_back(std::move(name));
+  }
+  // The node's own power through Kwollect, and the credentials of a kwollect: output.
+  config.kwollect.node = args.node;
+  config.kwollect.metric = args.metric;
+  std::string credentials = args.config.empty() ? kwollect::DefaultConfigPath() : args.config;
+  KWATT_RETURN_IF_ERROR(kwollect::LoadClientOptions(credentials, &config.kwollect.client));
+  if (!args.api.empty()) kwollect::SetApiUrl(args.api, &config.kwollect.client);
+  config.output_options.credentials_file = args.config;
+  config.output_options.node = args.output_node;
+  config.output_options.site = args.site;
+  config.output_options.max_targets = args.max_targets;
+  config.output_options.kwatt_version = KWATT_VERSION;
+
+  config.targets = MakeSelection(args.targets);
+  config.attribute = !args.no_attribution;
+  config.outputs = args.outputs;
+  if (!args.listen.empty()) {
+    KWATT_RETURN_IF_ERROR(ParseListen(args.listen, &config.listen_host, &config.listen_port));
+  }
+  meter::MeterOptions& options = config.options;
+  KWATT_ASSIGN_OR_RETURN(double period, ParseDuration(args.period, "--period"));
+  options.period = ToNanos(period);
+  if (!args.read_period.empty()) {
+    KWATT_ASSIGN_OR_RETURN(double read, ParseDuration(args.read_period, "--read-period"));
+    options.read_period = ToNanos(read);
+  }
+  KWATT_ASSIGN_OR_RETURN(options.idle_policy, meter::ParseIdlePolicy(args.idle_policy));
+  KWATT_ASSIGN_OR_RETURN(options.idle_watts, ParseIdlePower(args.idle_power));
+  options.state_file = args.state;
+  return config;
+}
+
+int RunMeter(const MeterArgs& args) {
+  const char* kName = "meter";  // Fail() and ReleaseFailed() print "kwatt meter: ..."
+  Result<meter::MeterConfig> made = MakeConfig(args);
+  if (!made.ok()) return Fail(kName, made.status());
+  meter::MeterConfig config = std::move(*made);
+  std::optional<double> duration;
+  if (!args.duration.empty()) {
+    Result<double> seconds = ParseDuration(args.duration, "--duration");
+    if (!seconds.ok()) return Fail(kName, seconds.status());
+    duration = *seconds;
+  }
+  const bool with_command = !args.command.empty();
+  if (with_command && duration) {
+    return Fail(kName, Status::InvalidArgument(
+                           "--duration and a command exclude each other: the command's run is "
+                           "what is measured"));
+  }
+  if (!with_command && config.attribute && SelectsNothing(config.targets) && !args.check) {
+    return Fail(kName, Status::InvalidArgument(
+                           "no target: give a command after --, or --pid, --cgroup, --command, "
+                           "--all-processes or --cgroups (or --no-attribution to measure the "
+                           "machine alone)"));
+  }
+  if (!with_command && config.outputs.empty() && config.listen_port < 0 && !args.check) {
+    return Fail(kName, Status::InvalidArgument(
+                           "no output: give -o csv:FILE, -o jsonl:FILE (- for standard output), "
+                           "--listen HOST:PORT... (doc/meter.md, Outputs)"));
+  }
+  sigset_t signals = BlockStopSignals();
+  Result<std::optional<MeasuredCommand>> command = SpawnHeld(args.command, &config.targets);
+  if (!command.ok()) return Fail(kName, command.status());
+  if (*command) config.attribute = true;
+  Result<meter::OpenedMeter> opened = meter::OpenMeter(std::move(config));
+  if (!opened.ok()) return Fail(kName, opened.status());  // the held command is killed
+  meter::Meter& meter = *opened->meter;
+  if (!args.quiet) PrintLines("warning", opened->warnings);
+  if (args.verbose || args.check) PrintLines("note", opened->notes);
+  if (args.check) {
+    std::printf("domains:\n");
+    for (const auto& d : meter.header().domains) {
+      std::printf("  %s %s (%s): %s\n", d.source.c_str(), d.name.c_str(), d.kind.c_str(),
+                  d.origin.c_str());
+    }
+    std::printf("the configuration is valid\n");
+    return kExitOk;
+  }
+  Status started = meter.Start();
+  if (!started.ok()) return Fail(kName, started);
+  if (opened->server) {
+    opened->server->Serve();
+    std::printf("%s\n", opened->server->url().c_str());
+    std::fflush(stdout);
+  }
+  if (!args.quiet && !with_command) {
+    std::fprintf(stderr, "kwatt meter: %zu domains, a report every %s%s\n",
+                 meter.header().domains.size(), args.period.c_str(),
+                 opened->server ? (", metrics on " + opened->server->url()).c_str() : "");
+  }
+
+  int exit_code = kExitOk;
+  if (*command) {
+    MeasuredCommand& measured = **command;
+    const int64_t begun = WallClockNow();
+    Status released = measured.Release();
+    if (!released.ok()) {
+      (void)meter.Stop();
+      return ReleaseFailed(kName, released);
+    }
+    WaitForExit(signals, measured);
+    const double seconds = double(WallClockNow() - begun) / 1e9;
+    Status stopped = meter.Stop();
+    Result<CommandExit> exit = measured.Wait();
+    if (!stopped.ok()) std::fprintf(stderr, "kwatt meter: %s\n", stopped.message().c_str());
+    if (!exit.ok()) return Fail(kName, exit.status());
+    if (!args.quiet) {
+      PrintCommandSummary(meter.Totals(), CommandText(args.command), measured.pid(), *exit, seconds,
+                          int(std::thread::hardware_concurrency()));
+    }
+    exit_code = exit->ShellStatus();
+  } else {
+    WaitForStop(signals, duration);
+    Status stopped = meter.Stop();
+    meter::MeterHealth health = meter.Health();
+    if (!args.quiet) {
+      meter::MeterTotals totals = meter.Totals();
+      std::string energies;
+      for (size_t d = 0; d < totals.domains.size(); ++d) {
+        energies += (energies.empty() ? "" : ", ") + totals.domains[d].name + " " +
+                    Joules(totals.measured_microjoules[d]);
+      }
+      int64_t dropped = 0;
+      for (const auto& [name, count] : health.dropped_reports) dropped += count;
+      std::fprintf(stderr,
+                   "kwatt meter: %" PRId64 " reports, %" PRId64 " reads (%" PRId64 " late, %" PRId64
+                   " missed), %" PRId64 " reports dropped; %s\n",
+                   health.reports, health.ticks, health.late_ticks, health.missed_ticks, dropped,
+                   energies.c_str());
+    }
+    if (!stopped.ok()) return Fail(kName, stopped);
+  }
+  return exit_code;
+}
+
+// `kwatt meter record`: the activity alone, for `kwatt energy ARCHIVE --activity FILE`.
+struct RecordArgs {
+  EnvironmentArgs environment;
+  TargetArgs targets;
+  std::string output, period = "1s", duration;
+  std::vector<std::string> command;
+  bool quiet = false;
+};
+
+int RunRecord(const RecordArgs& args) {
+  const char* kName = "meter record";
+  meter::MeterEnvironment environment = MakeEnvironment(args.environment);
+  meter::TargetSelection selection = MakeSelection(args.targets);
+  Result<double> period = ParseDuration(args.period, "--period");
+  if (!period.ok()) return Fail(kName, period.status());
+  std::optional<double> duration;
+  if (!args.duration.empty()) {
+    Result<double> seconds = ParseDuration(args.duration, "--duration");
+    if (!seconds.ok()) return Fail(kName, seconds.status());
+    duration = *seconds;
+  }
+  const bool with_command = !args.command.empty();
+  if (with_command && duration) {
+    return Fail(kName, Status::InvalidArgument("--duration and a command exclude each other"));
+  }
+  if (!with_command && SelectsNothing(selection)) {
+    return Fail(kName, Status::InvalidArgument(
+                           "no target: give a command after --, or --pid, --cgroup, --command, "
+                           "--all-processes or --cgroups"));
+  }
+  sigset_t signals = BlockStopSignals();
+  Result<std::optional<MeasuredCommand>> command = SpawnHeld(args.command, &selection);
+  if (!command.ok()) return Fail(kName, command.status());
+  Result<std::unique_ptr<meter::ActivityReader>> reader =
+      meter::ActivityReader::Open(environment, selection);
+  if (!reader.ok()) return Fail(kName, reader.status());
+  Result<std::unique_ptr<meter::ActivityRecordWriter>> writer = meter::ActivityRecordWriter::Create(
+      args.output, meter::MakeActivityRecordHeader(environment, selection,
+                                                   std::string("kwatt ") + KWATT_VERSION));
+  if (!writer.ok()) return Fail(kName, writer.status());
+  std::stop_source stop;
+  Status recorded;
+  std::thread recorder([&] {
+    recorded = meter::RecordActivity(**reader, **writer, *environment.clock, ToNanos(*period),
+                                     stop.get_token());
+  });
+  if (*command) {
+    Status released = (*command)->Release();
+    if (!released.ok()) {
+      stop.request_stop();
+      recorder.join();
+      return ReleaseFailed(kName, released);
+    }
+    WaitForExit(signals, **command);
+  } else {
+    WaitForStop(signals, duration);
+  }
+  stop.request_stop();
+  recorder.join();
+  int exit_code = kExitOk;
+  if (*command) {
+    Result<CommandExit> exit = (*command)->Wait();
+    if (!exit.ok()) return Fail(kName, exit.status());
+    exit_code = exit->ShellStatus();
+  }
+  if (!args.quiet) {
+    std::fprintf(stderr, "kwatt meter record: %" PRId64 " snapshots in %s\n",
+                 (*writer)->snapshots(), args.output.c_str());
+  }
+  if (!recorded.ok()) return Fail(kName, recorded);
+  return exit_code;
+}
+
+}  // namespace
+
+Runner RegisterMeter(CLI::App* app) {
+  auto args = std::make_shared<MeterArgs>();
+  CLI::App* command = app->add_subcommand(
+      "meter",
+      "The software-defined power meter: which process, cgroup or command used the energy "
+      "(RAPL, GPUs, the node's wattmeter through Kwollect; doc/meter.md)");
+  command->positionals_at_end();
+  CLI::Option_group* sources = command->add_option_group("Sources");
+  sources->add_option("--source", args->sources,
+                      "rapl, nvml, kwollect (repeatable; default: every local source found)");
+  sources->add_option("--rapl-path", args->rapl_path, "auto, perf or powercap")
+      ->capture_default_str();
+  sources->add_option("--rapl-domains", args->rapl_domains,
+                      "RAPL domains to read, by name or kind: package,dram-0 (default: all)");
+  sources->add_option("--node", args->node,
+                      "--source kwollect: the node (default: this machine's host name)");
+  sources->add_option("--metric", args->metric,
+                      "--source kwollect: the power metric (default: the best, as kwatt energy "
+                      "chooses)");
+  sources->add_option("--api", args->api, "Kwollect's API (default: from the config file)");
+  sources->add_option("--config", args->config,
+                      "Credentials file (default: ~/.python-grid5000.yaml)");
+  AddTargetOptions(command, &args->targets);
+  CLI::Option_group* formula = command->add_option_group("Formula");
+  formula->add_option("--idle-policy", args->idle_policy, "none, proportional or equal")
+      ->capture_default_str();
+  formula->add_option("--idle-power", args->idle_power,
+                      "Idle power by domain kind or name: package=12.5,dram=2 (default: learned)");
+  formula->add_flag("--no-attribution", args->no_attribution,
+                    "Read no activity: the machine's energy alone");
+  CLI::Option_group* timing = command->add_option_group("Timing");
+  timing->add_option("--period", args->period, "Each report's interval: 1s, 100ms, 1ms")
+      ->capture_default_str();
+  timing->add_option("--read-period", args->read_period,
+                     "Read the energy counters at least this often (default: the period, shorter "
+                     "when their wrap period needs it)");
+  timing->add_option("--duration", args->duration, "Stop after this long (90s, 10m, 2h)");
+  CLI::Option_group* outputs = command->add_option_group("Outputs");
+  outputs->add_option("-o,--output", args->outputs,
+                      "csv:FILE, jsonl:FILE (- for stdout), influxdb:URL/DB, kwollect:URL, "
+                      "textfile:PATH, archive:DIR, powerapi-csv:DIR, powerapi-json:FILE "
+                      "(repeatable)");
+  outputs->add_option(
+      "--listen", args->listen,
+      "Serve Prometheus metrics on HOST:PORT/metrics (port 0: a free one, printed)");
+  outputs->add_option("--state", args->state,
+                      "State file: totals that survive a restart (neither lost nor counted twice)");
+  outputs->add_option("--output-node", args->output_node,
+                      "Device id of the rows written (default: the host name up to its first '.')");
+  outputs->add_option("--site", args->site, "Grid'5000 site of the rows written");
+  outputs
+      ->add_option("--max-targets", args->max_targets,
+                   "Targets with series of their own in Prometheus, Kwollect, InfluxDB...")
+      ->capture_default_str();
+  AddEnvironmentOptions(command, &args->environment);
+  command->add_flag("--check", args->check,
+                    "Open every source, target and output, print what would run, and exit");
+  command->add_flag("-q,--quiet", args->quiet, "No warnings, no summary");
+  command->add_flag("-v,--verbose", args->verbose, "Say how each source is read");
+  command->add_option("command", args->command, "The command to measure, after --");
+
+  auto record_args = std::make_shared<RecordArgs>();
+  CLI::App* record = command->add_subcommand(
+      "record",
+      "Record the activity alone (-o activity.jsonl): kwatt energy ARCHIVE --activity FILE "
+      "shares the node's archived energy among its processes after the fact");
+  record->positionals_at_end();
+  record->add_option("-o,--output", record_args->output, "The record (- for standard output)")
+      ->required()
+      ->check(NonEmptyPath());
+  record->add_option("--period", record_args->period, "Between snapshots")->capture_default_str();
+  record->add_option("--duration", record_args->duration, "Stop after this long");
+  AddTargetOptions(record, &record_args->targets);
+  AddEnvironmentOptions(record, &record_args->environment);
+  record->add_flag("-q,--quiet", record_args->quiet, "No end line");
+  record->add_option("command", record_args->command, "The command to record, after --");
+
+  Runner smartwatts = RegisterMeterSmartwatts(command);
+  return [command, record, args, record_args, smartwatts]() -> int {
+    if (!command->parsed()) return -1;
+    if (record->parsed()) return RunRecord(*record_args);
+    int code = smartwatts();
+    if (code >= 0) return code;
+    return RunMeter(*args);
+  };
+}
+
+}  // namespace kwatt::cli

@@ -1,0 +1,263 @@
+// `kwatt meter smartwatts`: the smartwatts formula (kwatt/meter/smartwatts.h) on hwpc-sensor's
+// reports, post-mortem (a CSV directory or a JSON file, read to the end) or live (listening for
+// hwpc-sensor's socket output until SIGINT or SIGTERM), written in PowerAPI's formats.
+#include <signal.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/meter/hwpc.h"
+#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/powerapi_reports.h"
+#include "kwatt/meter/smartwatts.h"
+
+#ifndef KWATT_VERSION
+#define KWATT_VERSION "0.0.0"
+#endif
+
+namespace kwatt::cli {
+
+namespace {
+
+meter::HwpcSocketReader* g_listener = nullptr;
+extern "C" void OnMeterStop(int) {
+  if (g_listener) g_listener->RequestStop();  // async-signal-safe: one write(2)
+}
+
+// Every output gets every report; the first error of each is kept, the others still written.
+class FanOutSink : public meter::ReportSink {
+ public:
+  std::vector<std::pair<std::string, std::unique_ptr<meter::ReportSink>>> sinks;
+  std::vector<int64_t> failures;
+
+  Status Begin(const meter::MeterHeader& header) override {
+    failures.assign(sinks.size(), 0);
+    for (auto& [name, sink] : sinks) {
+      KWATT_RETURN_IF_ERROR(sink->Begin(header).WithContext(name));
+    }
+    return Status::OK();
+  }
+  Status Write(const meter::IntervalReport& report) override {
+    Status first;
+    for (size_t i = 0; i < sinks.size(); ++i) {
+      Status s = sinks[i].second->Write(report);
+      if (!s.ok()) {
+        ++failures[i];
+        if (first.ok()) first = s.WithContext(sinks[i].first);
+      }
+    }
+    return first;
+  }
+  Status Finish() override {
+    Status first;
+    for (auto& [name, sink] : sinks) {
+      Status s = sink->Finish();
+      if (!s.ok() && first.ok()) first = s.WithContext(name);
+    }
+    return first;
+  }
+};
+
+struct Args {
+  std::string input;
+  std::vector<std::string> outputs;
+  meter::SmartWattsOptions formula;
+  std::string error_method = "median";
+  bool disable_cpu = false, disable_dram = false, no_scaling = false, quiet = false;
+};
+
+int Run(Args& args) {
+  const char* kName = "kwatt meter smartwatts";
+  auto fail = [&](const Status& status) {
+    std::fprintf(stderr, "%s: %s\n", kName, status.message().c_str());
+    return ExitCodeOf(status);
+  };
+  // Everything that can be wrong in the configuration, before anything opens.
+  meter::SmartWattsOptions& options = args.formula;
+  options.cpu_formula = !args.disable_cpu;
+  options.dram_formula = !args.disable_dram;
+  options.scale_multiplexing = !args.no_scaling;
+  if (args.error_method == "median") {
+    options.error_aggregate = meter::ErrorAggregate::kMedian;
+  } else if (args.error_method == "mean") {
+    options.error_aggregate = meter::ErrorAggregate::kMean;
+  } else {
+    return fail(Status::InvalidArgument("--learn-error-window-method: median or mean, not \"" +
+                                        args.error_method + "\""));
+  }
+  Status valid = meter::ValidateSmartWattsOptions(options);
+  if (!valid.ok()) return fail(valid.WithContext("options"));
+  size_t colon = args.input.find(':');
+  std::string kind = args.input.substr(0, colon);
+  std::string where = colon == std::string::npos ? "" : args.input.substr(colon + 1);
+  if (where.empty() || (kind != "csv" && kind != "json" && kind != "listen")) {
+    return fail(Status::InvalidArgument("--input " + args.input +
+                                        ": csv:DIR, json:FILE (- for stdin) or listen:HOST:PORT"));
+  }
+  const bool live = kind == "listen";
+  if (args.outputs.empty()) {
+    return fail(
+        Status::InvalidArgument("no output: give -o powerapi-csv:DIR, -o powerapi-json:FILE, "
+                                "-o jsonl:FILE... (kwatt meter's outputs, doc/meter.md)"));
+  }
+  // Every output is checked before the input is opened; files are made when the formula begins
+  // (a wrong input truncates nothing).
+  FanOutSink sink;
+  meter::OutputOptions output_options;
+  output_options.flush_each_report = live;
+  output_options.kwatt_version = KWATT_VERSION;
+  for (const std::string& spec : args.outputs) {
+    Result<std::unique_ptr<meter::OutputSink>> out = meter::OpenOutput(spec, output_options);
+    if (!out.ok()) return fail(out.status());
+    std::string name = (*out)->Name();
+    sink.sinks.emplace_back(std::move(name), std::move(*out));
+  }
+
+  std::unique_ptr<meter::HwpcReader> reader;
+  meter::HwpcSocketReader* listener = nullptr;
+  if (kind == "csv") {
+    auto opened = meter::OpenHwpcCsvDirectory(where);
+    if (!opened.ok()) return fail(opened.status());
+    reader = std::move(*opened);
+  } else if (kind == "json") {
+    auto opened = meter::OpenHwpcJsonFile(where);
+    if (!opened.ok()) return fail(opened.status());
+    reader = std::move(*opened);
+  } else {
+    size_t port_colon = where.rfind(':');
+    int port = -1;
+    if (port_colon != std::string::npos) {
+      try {
+        port = std::stoi(where.substr(port_colon + 1));
+      } catch (...) {
+        port = -1;
+      }
+    }
+    if (port_colon == std::string::npos || port < 0) {
+      return fail(Status::InvalidArgument("--input listen:HOST:PORT, not listen:" + where));
+    }
+    auto opened = meter::HwpcSocketReader::Listen(where.substr(0, port_colon), port);
+    if (!opened.ok()) return fail(opened.status());
+    listener = opened->get();
+    reader = std::move(*opened);
+  }
+  Result<std::unique_ptr<meter::SmartWattsFormula>> formula =
+      meter::SmartWattsFormula::Create(options, &sink);
+  if (!formula.ok()) return fail(formula.status());
+
+  if (listener) {
+    g_listener = listener;
+    struct sigaction action {};
+    action.sa_handler = OnMeterStop;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+    std::fprintf(stderr, "%s: listening on %s:%d\n", kName,
+                 where.substr(0, where.rfind(':')).c_str(), listener->port());
+    std::fflush(stderr);
+  }
+
+  Status status;
+  meter::HwpcReport report;
+  while (true) {
+    Result<bool> more = reader->Next(&report);
+    if (!more.ok()) {
+      status = more.status();
+      break;
+    }
+    if (!*more) break;
+    status = (*formula)->Add(std::move(report));
+    if (!status.ok()) break;
+  }
+  // Whatever happened, every tick received is processed and every output flushed.
+  Status finished = (*formula)->Finish();
+  g_listener = nullptr;
+  if (status.ok()) status = finished;
+  const meter::SmartWattsStats& stats = (*formula)->stats();
+  if (!args.quiet) {
+    std::fprintf(stderr,
+                 "%s: %" PRId64 " reports, %" PRId64 " ticks, %" PRId64 " models learned, %" PRId64
+                 " late reports dropped, %" PRId64 " ticks without \"all\"\n",
+                 kName, stats.reports, stats.ticks, stats.models_learned, stats.late_reports,
+                 stats.ticks_without_all);
+    if (listener && listener->malformed_documents() > 0) {
+      std::fprintf(stderr, "%s: %" PRId64 " malformed documents skipped; the last: %s\n", kName,
+                   listener->malformed_documents(), listener->last_error().c_str());
+    }
+  }
+  if (stats.sink_errors > 0) {
+    std::fprintf(stderr, "%s: %" PRId64 " reports could not be written; the last error: %s\n",
+                 kName, stats.sink_errors, stats.last_sink_error.c_str());
+    if (status.ok()) status = Status::IOError("reports were lost by an output");
+  }
+  if (!status.ok()) return fail(status);
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner RegisterMeterSmartwatts(CLI::App* meter) {
+  auto args = std::make_shared<Args>();
+  meter::SmartWattsOptions& o = args->formula;
+  CLI::App* c = meter->add_subcommand(
+      "smartwatts",
+      "The smartwatts formula on hwpc-sensor's reports: a self-calibrating model of RAPL power "
+      "on hardware counters, per socket and frequency layer (doc/meter.md)");
+  c->add_option("--input", args->input,
+                "csv:DIR (hwpc-sensor's CSV output), json:FILE (JSON documents, - for stdin), or "
+                "listen:HOST:PORT (hwpc-sensor's socket output connects there; runs until "
+                "SIGINT/SIGTERM)")
+      ->required();
+  c->add_option("-o,--output", args->outputs,
+                "powerapi-csv:DIR, powerapi-json:FILE, powerapi-formula-json:FILE, and every "
+                "output of kwatt meter: csv:, jsonl:, influxdb:, kwollect:, textfile:, archive: "
+                "(repeatable)");
+  c->add_option("--cpu-error-threshold", o.cpu_error_threshold_watts,
+                "Relearn when the model's error passes this (watts)")
+      ->capture_default_str();
+  c->add_option("--dram-error-threshold", o.dram_error_threshold_watts, "The same for DRAM")
+      ->capture_default_str();
+  c->add_option("--learn-min-samples-required", o.min_samples, "Samples before a first model")
+      ->capture_default_str();
+  c->add_option("--learn-history-window-size", o.history_window,
+                "Samples a model is learned on (the last ones of its layer)")
+      ->capture_default_str();
+  c->add_option("--learn-error-window-size", o.error_window, "Ticks the error is taken over")
+      ->capture_default_str();
+  c->add_option("--learn-error-window-method", args->error_method, "median or mean")
+      ->capture_default_str();
+  c->add_option("--cpu-base-freq", o.cpu_base_frequency_mhz,
+                "Base frequency (MHz): what MPERF counts at")
+      ->capture_default_str();
+  c->add_option("--cpu-base-clock", o.layer_step_mhz, "Frequency layers' step (MHz)")
+      ->capture_default_str();
+  c->add_option("--cpu-tdp", o.cpu_tdp_watts, "A model whose intercept is not below is refused")
+      ->capture_default_str();
+  c->add_option("--sensor-reports-frequency", o.sensor_period_ms,
+                "The sensor's period (ms): the first tick's length")
+      ->capture_default_str();
+  c->add_option("--cpu-rapl-ref-event", o.cpu_rapl_event, "RAPL event of the CPU formula")
+      ->capture_default_str();
+  c->add_option("--dram-rapl-ref-event", o.dram_rapl_event, "RAPL event of the DRAM formula")
+      ->capture_default_str();
+  c->add_flag("--disable-cpu-formula", args->disable_cpu, "No package domains");
+  c->add_flag("--disable-dram-formula", args->disable_dram, "No DRAM domains");
+  c->add_option("--reorder-ticks", o.reorder_ticks,
+                "Ticks held for late reports before the oldest is processed")
+      ->capture_default_str();
+  c->add_flag("--no-multiplexing-scaling", args->no_scaling,
+              "Counts as read, not scaled by time_enabled / time_running (as SmartWatts)");
+  c->add_flag("-q,--quiet", args->quiet, "No summary on stderr");
+  return [c, args]() -> int {
+    if (!c->parsed()) return -1;
+    return Run(*args);
+  };
+}
+
+}  // namespace kwatt::cli

@@ -1,0 +1,63 @@
+// How kwatt turns power samples into energy, and which power metric of a node it uses: the one
+// integration and the one choice behind `kwatt energy` (doc/energy.md), exposed so that every
+// other part that needs them (the power meter's Kwollect source, doc/meter.md) uses the same code.
+//
+// Pure functions over PowerCollector's series; thread-safe as long as the series are not changed
+// meanwhile.
+#ifndef KWATT_ENERGY_INTEGRATION_H_
+#define KWATT_ENERGY_INTEGRATION_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kwatt/core/time.h"
+#include "kwatt/energy/energy.h"
+
+namespace kwatt::energy {
+
+// A series' median time between consecutive samples, at least 1 ns; one second for a series of
+// fewer than two samples.
+int64_t MedianInterval(const PowerCollector::Series& series);
+
+// Integrates one series (time ascending) over [a, b]: trapezoids on the real timestamps, the line
+// between the samples around `a` and `b` interpolated at them, so that integrals over [a, b] and
+// [b, c] add up to the one over [a, c]. A stretch between two samples further apart than
+// `gap_factor` x `period` is a gap: its (linearly interpolated) energy goes to gap_joules, not
+// joules, and its time is not covered. Before the first sample and after the last, the first
+// (last) value is held for one `period`; beyond that the time is uncovered and counted as a gap
+// with no energy (nothing is extrapolated).
+Figures IntegrateSeries(const PowerCollector::Series& series, UnixNanos a, UnixNanos b,
+                        int64_t period, double gap_factor);
+
+// The figures of one node's metric over [a, b]: each series (by labels text: a 2-PSU node's
+// outlets) integrated with its own MedianInterval as period, and summed; the node is covered where
+// every series is. `period_out`, when given, receives the longest of the series' periods.
+Figures IntegrateNodeMetric(const std::map<std::string, PowerCollector::Series>& series,
+                            UnixNanos a, UnixNanos b, double gap_factor,
+                            int64_t* period_out = nullptr);
+
+// A node's power metric as `kwatt energy` chooses it.
+struct PowerChoice {
+  std::string metric;  // empty: none could be used
+  // Why this one ("external wattmeter; ..."), or why none ("no power metric: ...").
+  std::string reason;
+  // The chosen metric's series (points into the PowerCollector given), null when none.
+  const std::map<std::string, PowerCollector::Series>* series = nullptr;
+  Figures window;      // its figures over the window the choice was made on
+  int64_t period = 0;  // its longest series period (nanoseconds)
+};
+
+// Chooses `node`'s power metric over [start, end]: the first of `order` (PowerMetrics(), or the
+// one metric asked) whose data covers at least 95 % of the window, else the one covering most.
+// `catalogue_metrics`, when given, are the metric ids the node's catalogue offers: a metric listed
+// there that has no row is named in the reason.
+PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& node, UnixNanos start,
+                              UnixNanos end, const std::vector<std::string>& order,
+                              double gap_factor,
+                              const std::vector<std::string>* catalogue_metrics = nullptr);
+
+}  // namespace kwatt::energy
+
+#endif  // KWATT_ENERGY_INTEGRATION_H_

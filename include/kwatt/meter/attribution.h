@@ -1,0 +1,71 @@
+// The "cputime" formula: a domain's measured energy over an interval shared among targets by
+// their CPU time, in integer microjoules, with exact conservation (doc/meter.md):
+//
+//   measured = idle + unattributed + sum of the targets' shares.
+//
+// The measured energy is first split into an idle part (the domain's idle power x the interval,
+// at most what was measured) and a dynamic part. The dynamic part goes to the targets in
+// proportion to their CPU time in the machine's busy CPU time; the busy time no target used (other
+// software, the kernel) keeps its share as unattributed. The idle part goes by the idle policy:
+//   none          kept apart as idle;
+//   proportional  shared as the dynamic part is (so a target's share is its CPU share of it all);
+//   equal         split evenly among the targets of the interval (Kepler's choice for idle power).
+// With no busy time at all the dynamic part is unattributed; with no target the idle part is idle.
+//
+// All functions are pure and thread-safe.
+#ifndef KWATT_METER_ATTRIBUTION_H_
+#define KWATT_METER_ATTRIBUTION_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kwatt/core/status.h"
+#include "kwatt/meter/report.h"
+
+namespace kwatt::meter {
+
+enum class IdlePolicy { kNone, kProportional, kEqual };
+
+// "none", "proportional", "equal"; InvalidArgument naming the three otherwise.
+Result<IdlePolicy> ParseIdlePolicy(std::string_view text);
+const char* IdlePolicyName(IdlePolicy policy);
+
+// `total` split in parts proportional to `weights` (each >= 0) that sum to `total` exactly: each
+// part is the floor of its exact share, and the units left go one each to the largest remainders
+// (ties to the earlier weight). All weights zero: every part is zero but the last, which gets
+// `total` (callers put their "nobody" bucket last). REQUIRES: weights not empty, total >= 0.
+std::vector<int64_t> Apportion(int64_t total, const std::vector<int64_t>& weights);
+
+// One domain over one interval: `measured` shared among targets whose CPU times in the interval
+// are `target_cpu_microseconds`, the machine's busy time being `busy_microseconds` (raised to the
+// targets' sum when a read skew puts it below). `idle_microjoules` is clamped to [0, measured].
+// The result's target_microjoules follows `target_cpu_microseconds`; flags are left 0.
+DomainEnergy Attribute(int64_t measured_microjoules, int64_t idle_microjoules,
+                       const std::vector<int64_t>& target_cpu_microseconds,
+                       int64_t busy_microseconds, IdlePolicy policy);
+
+// A domain's idle power, learned from what it measured: over the last `window` intervals, the
+// intercept at zero utilisation of a least-squares line of power against the machine's busy
+// fraction, kept between 0 and the lowest power seen; the lowest power seen while the busy
+// fractions are too alike to fit a line (a spread under 0.05). None until `min_samples`
+// intervals were seen. Given power (MeterOptions) replaces it.
+class IdlePowerEstimator {
+ public:
+  explicit IdlePowerEstimator(size_t window = 600, size_t min_samples = 10)
+      : window_(window), min_samples_(min_samples) {}
+  // An interval: its mean power and the machine's busy fraction (busy / capacity, 0..1).
+  void Add(double watts, double busy_fraction);
+  std::optional<double> IdleWatts() const;
+
+ private:
+  size_t window_, min_samples_;
+  std::deque<std::pair<double, double>> points_;  // (busy fraction, watts)
+};
+
+}  // namespace kwatt::meter
+
+#endif  // KWATT_METER_ATTRIBUTION_H_

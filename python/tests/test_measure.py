@@ -1,0 +1,92 @@
+"""kwatt.measure: a block's energy, as a notebook measures one, on a simulated RAPL machine
+(`kwatt simulate rapl`, a real process updating a real powercap tree: this machine has no RAPL)
+and this process's real activity."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import kwatt
+from conftest import KWATT
+
+
+@pytest.fixture(scope="module")
+def sysfs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rapl") / "sys"
+    process = subprocess.Popen([KWATT, "simulate", "rapl", str(root), "--watts",
+                                "package=50,dram=5", "--period-ms", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == str(root), process.stderr.read()
+    yield str(root)
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=10)
+
+
+def spin(seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        pass
+
+
+def test_a_block_gets_its_share_of_each_domain(sysfs):
+    with kwatt.measure(sysfs_root=sysfs, period=0.1) as m:
+        spin(1.0)
+    assert m.error is None
+    assert [d["domain"] for d in m.domains] == ["package-0", "dram-0", "package-1", "dram-1"]
+    assert 0.9 < m.seconds < 2.5
+    assert m.cpu_seconds > 0.5  # the spin, and the meter's own threads
+    energy = m.energy
+    package = energy.loc[("rapl", "package-0")]
+    assert package["measured_j"] == pytest.approx(50 * m.seconds, rel=0.05)
+    assert 0 < package["block_j"] <= package["measured_j"]
+    # Every joule is somewhere: the block's, idle, or other software's.
+    assert package["block_j"] + package["idle_j"] + package["unattributed_j"] == \
+        pytest.approx(package["measured_j"], abs=1e-5)
+    assert m.joules["package-0"] == pytest.approx(package["block_j"])
+    samples = m.samples
+    assert set(samples["domain"]) == {"package-0", "dram-0", "package-1", "dram-1"}
+    assert len(samples) == 4 * 10 or len(samples) == 4 * 11  # 10 periods, and the stop's
+    assert samples["measured_j"].sum() == pytest.approx(energy["measured_j"].sum(), abs=1e-5)
+    assert str(samples["start"].dt.tz) == "UTC"
+    # No interval shows more CPU than the machine has, the stop's short one included (the kernel
+    # counts running threads late by up to a scheduler tick: the meter paces what it shows).
+    cpus = os.cpu_count() * 1.01
+    assert (samples["block_cpus"].dropna() <= cpus).all(), samples["block_cpus"].max()
+    assert (samples["busy_cpus"].dropna() <= cpus).all(), samples["busy_cpus"].max()
+    assert "package-0" in m.report() and "block" in repr(m)
+
+
+def test_a_decorated_function_is_measured_at_each_call(sysfs):
+    @kwatt.measure(sysfs_root=sysfs, period=0.05)
+    def work(seconds):
+        spin(seconds)
+        return "done"
+
+    assert work(0.3) == "done"
+    assert work(0.2) == "done"
+    assert len(work.measurements) == 2 and work.last is work.measurements[-1]
+    assert work.last.what.endswith("work()")
+    assert work.measurements[0].seconds > work.measurements[1].seconds
+
+
+def test_an_exception_in_the_block_still_gives_the_measurement(sysfs):
+    meter = kwatt.measure(sysfs_root=sysfs, period=0.1)
+    with pytest.raises(ZeroDivisionError):
+        with meter:
+            spin(0.2)
+            1 / 0
+    assert meter.measured_joules["package-0"] > 0
+
+
+def test_errors_are_kwatts_before_anything_runs(tmp_path):
+    with pytest.raises(kwatt.NotFoundError, match="no energy source found"):
+        with kwatt.measure(sysfs_root=str(tmp_path)):
+            pass
+    with pytest.raises(kwatt.InvalidArgumentError, match="none, proportional, equal"):
+        kwatt.measure(sysfs_root=str(tmp_path), idle_policy="fair").__enter__()
+    with pytest.raises(kwatt.InvalidArgumentError, match="unknown meter option 'perod'"):
+        kwatt.measure(perod=1).__enter__()
+    with pytest.raises(ValueError):
+        kwatt.measure(targets="everyone")

@@ -1,0 +1,849 @@
+#include "kwatt/collect/collector.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <thread>
+#include <unordered_map>
+
+#include "kwatt/core/json_text.h"
+#include "kwatt/core/row_batch.h"
+#include "kwatt/core/text.h"
+#include "src/core/row_parser.h"
+
+namespace kwatt::collect {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Readings waiting for the writer thread at most (or memory_rows when larger): reached only while
+// the writer is stuck in one write, a few seconds of 1,000 devices.
+constexpr size_t kQueueRows = 1'000'000;
+using std::chrono::milliseconds;
+
+void DefaultLog(const std::string& line) {
+  std::string stamp = FormatUtcTimestamp(WallClockNow());
+  std::fprintf(stderr, "%s kwatt collect: %s\n", stamp.c_str(), line.c_str());
+}
+
+// Which optional metrics are promoted now: for each node (or device), the regexes of its
+// running monitor jobs.
+struct Promotions {
+  std::unordered_map<std::string, std::vector<std::regex>> by_node;
+
+  bool Matches(std::string_view node, std::string_view name) const {
+    if (node.empty()) return false;
+    auto it = by_node.find(std::string(node));
+    if (it == by_node.end()) return false;
+    for (const std::regex& regex : it->second) {
+      // re.match: anchored at the start, not at the end.
+      if (std::regex_search(name.begin(), name.end(), regex,
+                            std::regex_constants::match_continuous))
+        return true;
+    }
+    return false;
+  }
+};
+
+// The monitor regex of an OAR job type, when it is one: "monitor" (everything) or "monitor=RE".
+std::optional<std::string> MonitorRegex(const std::string& type) {
+  if (type == "monitor") return std::string(".*");
+  if (type.rfind("monitor=", 0) == 0) return type.substr(8);
+  return std::nullopt;
+}
+
+// Rows of one write: a batch and its own interner (labels texts vary from poll to poll, so an
+// interner shared for the collector's life would grow without bound).
+struct Chunk {
+  RowBatch batch;
+  StringInterner interner;
+};
+
+std::unique_ptr<Chunk> MakeChunk(std::vector<Reading>& readings) {
+  auto chunk = std::make_unique<Chunk>();
+  RowBatch& batch = chunk->batch;
+  for (Reading& reading : readings) {
+    // The store keeps microseconds.
+    UnixNanos time = FloorDiv(reading.time, 1000) * 1000;
+    batch.time.push_back(time);
+    batch.utc_offset.push_back(ParisUtcOffsetSeconds(FloorDiv(time, kNanosPerSecond)));
+    batch.device.push_back(chunk->interner.Intern(reading.device_id));
+    batch.metric.push_back(chunk->interner.Intern(reading.metric_id));
+    batch.value.push_back(reading.value);
+    batch.labels.push_back(chunk->interner.Intern(LabelsText(std::move(reading.labels))));
+  }
+  return chunk;
+}
+
+std::string EscapeLabel(std::string_view text) {
+  std::string out;
+  AppendPrometheusLabelValue(&out, text);
+  return out;
+}
+
+// A thread with a stack of its own size: the collector runs one thread per device, and 1,000
+// threads of glibc's default 8 MB stack reserve 8 GB of address space (refused where memory is not
+// overcommitted). A device's poll needs little: curl, net-snmp, a subprocess, a text parser.
+class DeviceThread {
+ public:
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  static constexpr size_t kStackBytes = size_t(4) << 20;  // sanitizers' frames are larger
+#else
+  static constexpr size_t kStackBytes = size_t(512) << 10;
+#endif
+
+  DeviceThread() = default;
+  DeviceThread(const DeviceThread&) = delete;
+  DeviceThread& operator=(const DeviceThread&) = delete;
+  ~DeviceThread() {
+    request_stop();
+    join();
+  }
+
+  // Runs body(stop_token) on a new thread; false (and nothing runs) when it cannot be made.
+  bool Start(std::function<void(std::stop_token)> body) {
+    body_ = std::move(body);
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setstacksize(&attributes, kStackBytes);
+    started_ = pthread_create(&thread_, &attributes, &DeviceThread::Main, this) == 0;
+    pthread_attr_destroy(&attributes);
+    return started_;
+  }
+  void request_stop() { stop_.request_stop(); }
+  bool joinable() const { return started_; }
+  void join() {
+    if (started_) {
+      pthread_join(thread_, nullptr);
+      started_ = false;
+    }
+  }
+
+ private:
+  static void* Main(void* self_pointer) {
+    auto* self = static_cast<DeviceThread*>(self_pointer);
+    self->body_(self->stop_.get_token());
+    return nullptr;
+  }
+
+  std::function<void(std::stop_token)> body_;
+  std::stop_source stop_;
+  pthread_t thread_{};
+  bool started_ = false;
+};
+
+}  // namespace
+
+class Collector::Impl {
+ public:
+  struct Worker {
+    std::string name;
+    std::vector<MetricDescription> metrics;
+    std::unique_ptr<Device> device;        // a polled device, or
+    std::unique_ptr<StreamSource> stream;  // a stream
+    mutable std::mutex mutex;              // guards stats and the log state
+    DeviceStats stats;
+    std::string last_error;
+    Clock::time_point last_error_logged{};
+    int64_t failing = 0;
+    DeviceThread thread;
+  };
+
+  CollectorOptions options;
+  StoreOpener open_store;
+  std::unique_ptr<store::Store> store;  // the writer thread's (and Create's) only
+  std::vector<std::unique_ptr<Worker>> workers;
+
+  // Promotions, replaced whole by the writer thread.
+  mutable std::mutex promotions_mutex;
+  std::shared_ptr<const Promotions> promotions = std::make_shared<Promotions>();
+
+  // Readings waiting for the writer.
+  mutable std::mutex queue_mutex;
+  std::condition_variable_any queue_changed;
+  std::vector<Reading> incoming;
+
+  // The writer's state (stats under stats_mutex).
+  std::deque<std::unique_ptr<Chunk>> unsent;
+  size_t unsent_rows = 0;
+  std::atomic<int64_t> unsent_rows_shared{0};  // unsent_rows, for Stats()
+  struct SpoolFile {
+    std::string path;
+    int64_t rows = 0;
+    int64_t bytes = 0;
+  };
+  std::deque<SpoolFile> spool_files;
+  int64_t spool_file_bytes = 0;
+  int64_t spool_counter = 0;
+  Clock::time_point next_store_attempt{};
+  milliseconds store_backoff{1000};
+  mutable std::mutex stats_mutex;
+  CollectorStats totals;  // devices unused
+  int64_t dropped_unreported = 0;
+  Clock::time_point dropped_logged{};
+  Status last_write_status;
+  std::jthread writer;
+  bool started = false;
+  bool stopped = false;
+
+  void Log(const std::string& line) const {
+    if (options.log) {
+      options.log(line);
+    } else {
+      DefaultLog(line);
+    }
+  }
+
+  std::shared_ptr<const Promotions> CurrentPromotions() const {
+    std::lock_guard lock(promotions_mutex);
+    return promotions;
+  }
+
+  void Push(std::vector<Reading>&& readings) {
+    if (readings.empty()) return;
+    std::unique_lock lock(queue_mutex);
+    // The writer takes the queue every flush interval; it grows past the memory bound only
+    // while the writer is stuck in a write (a store that hangs): then new readings are dropped.
+    if (incoming.size() + readings.size() > std::max<size_t>(options.memory_rows, kQueueRows)) {
+      lock.unlock();
+      CountDropped(int64_t(readings.size()), "the writer is stuck and the queue is full");
+      return;
+    }
+    if (incoming.empty()) {
+      incoming = std::move(readings);
+    } else {
+      incoming.insert(incoming.end(), std::make_move_iterator(readings.begin()),
+                      std::make_move_iterator(readings.end()));
+    }
+  }
+
+  void NotePollResult(Worker& worker, const Status& status, size_t readings) {
+    std::lock_guard lock(worker.mutex);
+    worker.stats.readings += int64_t(readings);
+    if (status.ok()) {
+      if (worker.failing > 0) {
+        Log(worker.name + ": answers again, after " + std::to_string(worker.failing) +
+            " failed polls");
+      }
+      worker.failing = 0;
+      worker.last_error.clear();
+      return;
+    }
+    ++worker.stats.errors;
+    if (status.message().find("timed out") != std::string::npos) ++worker.stats.timeouts;
+    ++worker.failing;
+    auto now = Clock::now();
+    if (status.message() != worker.last_error ||
+        now - worker.last_error_logged > milliseconds(60'000)) {
+      Log(status.message() +
+          (worker.failing > 1 ? " (" + std::to_string(worker.failing) + " failed polls in a row)"
+                              : ""));
+      worker.last_error = status.message();
+      worker.last_error_logged = now;
+    }
+  }
+
+  bool Promoted(const Promotions& table, const MetricDescription& metric) const {
+    return table.Matches(metric.device_id, metric.name) ||
+           table.Matches(metric.device_alias, metric.name);
+  }
+
+  // Sleeps until `when`; false when stop was requested first.
+  static bool SleepUntil(std::stop_token stop, Clock::time_point when) {
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    std::unique_lock lock(mutex);
+    wake.wait_until(lock, stop, when, [] { return false; });
+    return !stop.stop_requested();
+  }
+
+  void RunDevice(std::stop_token stop, Worker& worker, uint64_t seed) {
+    const size_t count = worker.metrics.size();
+    int64_t period_ms = worker.metrics[0].PeriodMs();
+    for (const auto& metric : worker.metrics) period_ms = std::min(period_ms, metric.PeriodMs());
+    const milliseconds period(period_ms);
+    const milliseconds timeout =
+        std::clamp(period, milliseconds(100), std::max(options.max_timeout, milliseconds(100)));
+    const milliseconds late_after = std::min(period / 10, milliseconds(100));
+    std::mt19937_64 random(seed);
+    Clock::time_point tick = Clock::now() + milliseconds(std::uniform_int_distribution<int64_t>(
+                                                0, period_ms - 1)(random));
+    std::vector<Clock::time_point> due(count, tick);
+    Clock::time_point next_refresh = tick + options.refresh_every;
+    PollRequest request;
+    request.active.assign(count, false);
+    std::vector<Reading> readings;
+    while (SleepUntil(stop, tick)) {
+      Clock::time_point started = Clock::now();
+      auto lag = started - tick;
+      auto table = CurrentPromotions();
+      bool any = false;
+      for (size_t i = 0; i < count; ++i) {
+        const MetricDescription& metric = worker.metrics[i];
+        bool is_due = due[i] <= tick + period / 2;
+        if (is_due) {
+          while (due[i] <= tick + period / 2) due[i] += milliseconds(metric.PeriodMs());
+        }
+        request.active[i] = is_due && (!metric.optional || Promoted(*table, metric));
+        any = any || request.active[i];
+      }
+      if (any) {
+        {
+          std::lock_guard lock(worker.mutex);
+          ++worker.stats.polls;
+          if (lag > late_after) ++worker.stats.late;
+          worker.stats.max_lag_seconds =
+              std::max(worker.stats.max_lag_seconds, std::chrono::duration<double>(lag).count());
+        }
+        readings.clear();
+        request.sent_at = options.wall_clock();
+        request.deadline = started + timeout;
+        Status status = worker.device->Poll(request, &readings);
+        if (!status.ok()) readings.clear();
+        NotePollResult(worker, status, readings.size());
+        AliasReadings(&readings);
+        Push(std::move(readings));
+        readings = {};
+      }
+      Clock::time_point now = Clock::now();
+      if (now >= next_refresh) {
+        Status refreshed = worker.device->Refresh();
+        if (!refreshed.ok()) Log(refreshed.message());
+        next_refresh = now + options.refresh_every;
+        now = Clock::now();
+      }
+      tick += period;
+      if (now >= tick) {
+        int64_t skipped = (now - tick) / period + 1;
+        tick += period * skipped;
+        std::lock_guard lock(worker.mutex);
+        worker.stats.overruns += skipped;
+      }
+    }
+  }
+
+  void RunStream(std::stop_token stop, Worker& worker) {
+    milliseconds pause(1000);
+    StreamSource::Promoted promoted = [this](std::string_view device, std::string_view alias,
+                                             std::string_view name) {
+      auto table = CurrentPromotions();
+      return table->Matches(device, name) || table->Matches(alias, name);
+    };
+    StreamSource::Emit emit = [this, &worker](std::vector<Reading>&& readings) {
+      {
+        std::lock_guard lock(worker.mutex);
+        worker.stats.readings += int64_t(readings.size());
+      }
+      AliasReadings(&readings);
+      Push(std::move(readings));
+    };
+    while (!stop.stop_requested()) {
+      {
+        std::lock_guard lock(worker.mutex);
+        ++worker.stats.polls;
+      }
+      Status status = worker.stream->Run(stop, promoted, emit);
+      if (stop.stop_requested()) break;
+      if (status.ok()) {
+        Log(worker.name + ": read to its end");  // a regular file: read once
+        break;
+      }
+      NotePollResult(worker,
+                     status.ok() ? Status::Unavailable(worker.name + ": the stream ended") : status,
+                     0);
+      if (!SleepUntil(stop, Clock::now() + pause)) break;
+      pause = std::min(pause * 2, milliseconds(10'000));
+    }
+  }
+
+  // --- The writer -----------------------------------------------------------------------------
+
+  // Counts dropped rows; says so at most every 10 s (with how many since it last said).
+  void CountDropped(int64_t rows, const std::string& why) {
+    int64_t unreported = 0;
+    {
+      std::lock_guard lock(stats_mutex);
+      totals.rows_dropped += rows;
+      dropped_unreported += rows;
+      auto now = Clock::now();
+      if (now - dropped_logged < milliseconds(10'000)) return;
+      dropped_logged = now;
+      unreported = dropped_unreported;
+      dropped_unreported = 0;
+    }
+    Log("dropped " + std::to_string(unreported) + " rows: " + why);
+  }
+
+  // Moves the oldest chunks beyond the memory bound (all of them when `everything`: the store
+  // failed at the end) to the spool, or drops them.
+  void Spill(bool everything) {
+    while (!unsent.empty() && (everything || unsent_rows > options.memory_rows)) {
+      std::unique_ptr<Chunk> chunk = std::move(unsent.front());
+      unsent.pop_front();
+      int64_t rows = int64_t(chunk->batch.size());
+      unsent_rows -= size_t(rows);
+      if (options.spool_dir.empty()) {
+        CountDropped(rows, everything ? "the store failed at the end and there is no spool "
+                                        "(give --spool)"
+                                      : "the store is failing and the memory bound is reached "
+                                        "(give --spool)");
+        continue;
+      }
+      std::string text;
+      RowTextWriter writer;
+      for (size_t i = 0; i < chunk->batch.size(); ++i) {
+        writer.Append(&text, chunk->batch, i, chunk->interner);
+        text += '\n';
+      }
+      if (spool_file_bytes + int64_t(text.size()) > options.spool_bytes) {
+        CountDropped(rows, "the spool is full (" + std::to_string(options.spool_bytes) + " bytes)");
+        continue;
+      }
+      std::error_code error;
+      std::filesystem::create_directories(options.spool_dir, error);
+      std::string path = options.spool_dir + "/kwatt-collect-" +
+                         std::to_string(WallClockNow() / 1000) + "-" +
+                         std::to_string(spool_counter++) + ".jsonl";
+      std::string partial = path + ".partial";
+      {
+        std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+        out << text;
+        out.flush();
+        if (!out) {
+          CountDropped(rows, "cannot write the spool file " + partial);
+          continue;
+        }
+      }
+      std::filesystem::rename(partial, path, error);
+      if (error) {
+        CountDropped(rows, "cannot rename the spool file " + partial + ": " + error.message());
+        continue;
+      }
+      spool_files.push_back({path, rows, int64_t(text.size())});
+      spool_file_bytes += int64_t(text.size());
+      std::lock_guard lock(stats_mutex);
+      totals.rows_spooled += rows;
+    }
+  }
+
+  // Appends and flushes one chunk; on failure the store is closed (what it had not made durable
+  // is rolled back) and the chunk kept.
+  Status WriteChunk(const Chunk& chunk) {
+    Status status = store->Append(chunk.batch, chunk.interner);
+    if (status.ok()) status = store->Flush();
+    if (!status.ok()) {
+      store.reset();
+      std::lock_guard lock(stats_mutex);
+      ++totals.store_errors;
+    }
+    return status;
+  }
+
+  bool EnsureStore(bool force) {
+    if (store) return true;
+    auto now = Clock::now();
+    if (!force && now < next_store_attempt) return false;
+    Result<std::unique_ptr<store::Store>> opened = open_store();
+    if (opened.ok() && !*opened) opened = Status::Internal("the store opener gave no store");
+    if (!opened.ok()) {
+      next_store_attempt = now + store_backoff;
+      if (store_backoff < milliseconds(10'000)) store_backoff *= 2;
+      {
+        std::lock_guard lock(stats_mutex);
+        ++totals.store_errors;
+      }
+      Log("the store cannot be opened: " + opened.status().message() + " (retrying)");
+      return false;
+    }
+    store = std::move(opened).value();
+    store_backoff = milliseconds(1000);
+    return true;
+  }
+
+  // Writes what is unsent: memory first, then the spool. Returns the first error.
+  Status Drain(bool force) {
+    while (!unsent.empty()) {
+      if (!EnsureStore(force)) return Status::Unavailable("the store cannot be opened");
+      Status status = WriteChunk(*unsent.front());
+      if (!status.ok()) {
+        next_store_attempt = Clock::now() + store_backoff;
+        Log("writing into the store failed: " + status.message() + " (rows kept, retrying)");
+        return status;
+      }
+      int64_t rows = int64_t(unsent.front()->batch.size());
+      unsent_rows -= size_t(rows);
+      unsent_rows_shared = int64_t(unsent_rows);
+      unsent.pop_front();
+      std::lock_guard lock(stats_mutex);
+      totals.rows_written += rows;
+      totals.last_write = WallClockNow();
+    }
+    while (!spool_files.empty()) {
+      if (!EnsureStore(force)) return Status::Unavailable("the store cannot be opened");
+      auto [path, rows, bytes] = spool_files.front();
+      std::ifstream in(path, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      Chunk chunk;
+      internal::RowStreamParser parser(&chunk.interner, internal::Framing::kJsonLines);
+      Status parsed = parser.Feed(text, &chunk.batch);
+      if (parsed.ok()) parsed = parser.Finish();
+      if (!parsed.ok()) {
+        // Kept for a person to look at; not retried.
+        Log("the spool file " + path + " does not read (" + parsed.message() + "): left there");
+        CountDropped(rows, "its spool file does not read");
+      } else {
+        Status status = WriteChunk(chunk);
+        if (!status.ok()) return status;
+        std::error_code error;
+        std::filesystem::remove(path, error);
+        std::lock_guard lock(stats_mutex);
+        totals.rows_written += rows;
+        totals.last_write = WallClockNow();
+      }
+      spool_file_bytes -= bytes;
+      spool_files.pop_front();
+      std::lock_guard lock(stats_mutex);
+      totals.rows_spooled -= rows;
+    }
+    return Status::OK();
+  }
+
+  void TakeIncoming() {
+    std::vector<Reading> readings;
+    {
+      std::lock_guard lock(queue_mutex);
+      readings.swap(incoming);
+    }
+    if (readings.empty()) return;
+    unsent_rows += readings.size();
+    unsent.push_back(MakeChunk(readings));
+    Spill(/*everything=*/false);
+    unsent_rows_shared = int64_t(unsent_rows);
+  }
+
+  void ReadJobs() {
+    if (options.site.empty() || !store) return;
+    UnixNanos now = options.wall_clock();
+    Result<std::vector<store::Job>> jobs = store->Jobs(options.site, now, now + 1);
+    if (!jobs.ok()) {
+      Log("the jobs of " + options.site + " cannot be read: " + jobs.status().message());
+      return;
+    }
+    auto table = std::make_shared<Promotions>();
+    for (const store::Job& job : jobs.value()) {
+      if (job.start > now || (job.stop && *job.stop <= now)) continue;
+      for (const std::string& type : job.types) {
+        std::optional<std::string> regex = MonitorRegex(type);
+        if (!regex) continue;
+        try {
+          std::regex compiled(*regex, std::regex::ECMAScript | std::regex::optimize);
+          for (const std::string& node : job.nodes) table->by_node[node].push_back(compiled);
+        } catch (const std::regex_error&) {
+          Log("job " + std::to_string(job.id) + " has the type '" + type +
+              "', whose regular expression does not compile: ignored");
+        }
+      }
+    }
+    std::lock_guard lock(promotions_mutex);
+    promotions = std::move(table);
+  }
+
+  std::vector<Reading> SelfReadings(const CollectorStats& stats) const {
+    std::vector<Reading> readings;
+    if (options.collector_id.empty()) return readings;
+    UnixNanos now = options.wall_clock();
+    auto add = [&](const char* name, double value, Labels labels) {
+      Reading reading;
+      reading.time = now;
+      reading.device_id = options.collector_id;
+      reading.metric_id = name;
+      reading.value = value;
+      reading.labels = std::move(labels);
+      readings.push_back(std::move(reading));
+    };
+    // Totals over every device; per device only where something went wrong (a device's counters
+    // are on --listen's /metrics either way): 1,000 healthy devices write 9 rows, not 5,000.
+    DeviceStats all;
+    for (const DeviceStats& device : stats.devices) {
+      all.polls += device.polls;
+      all.late += device.late;
+      all.overruns += device.overruns;
+      all.timeouts += device.timeouts;
+      all.errors += device.errors;
+      if (device.late + device.overruns + device.timeouts + device.errors == 0) continue;
+      std::string quoted;
+      AppendJsonString(&quoted, device.name);
+      Labels labels = {{"device", quoted}};
+      add("kwatt_collect_polls_total", double(device.polls), labels);
+      add("kwatt_collect_polls_late_total", double(device.late), labels);
+      add("kwatt_collect_overruns_total", double(device.overruns), labels);
+      add("kwatt_collect_timeouts_total", double(device.timeouts), labels);
+      add("kwatt_collect_errors_total", double(device.errors), labels);
+    }
+    // A stream's counters always (there are few streams; a gap is what one looks for).
+    for (const DeviceStats& device : stats.devices) {
+      if (device.stream_counters.empty()) continue;
+      std::string quoted;
+      AppendJsonString(&quoted, device.name);
+      for (const auto& [name, value] : device.stream_counters) {
+        Reading reading;
+        reading.time = now;
+        reading.device_id = options.collector_id;
+        reading.metric_id = "kwatt_collect_stream_" + name + "_total";
+        reading.value = double(value);
+        reading.labels = {{"device", quoted}};
+        readings.push_back(std::move(reading));
+      }
+    }
+    add("kwatt_collect_polls_total", double(all.polls), {});
+    add("kwatt_collect_polls_late_total", double(all.late), {});
+    add("kwatt_collect_overruns_total", double(all.overruns), {});
+    add("kwatt_collect_timeouts_total", double(all.timeouts), {});
+    add("kwatt_collect_errors_total", double(all.errors), {});
+    add("kwatt_collect_rows_written_total", double(stats.rows_written), {});
+    add("kwatt_collect_rows_dropped_total", double(stats.rows_dropped), {});
+    add("kwatt_collect_rows_spooled", double(stats.rows_spooled), {});
+    add("kwatt_collect_store_errors_total", double(stats.store_errors), {});
+    return readings;
+  }
+
+  void RunWriter(std::stop_token stop) {
+    Clock::time_point next_jobs = Clock::now();
+    Clock::time_point next_self = Clock::now() + options.self_metrics_every;
+    while (!stop.stop_requested()) {
+      {
+        std::unique_lock lock(queue_mutex);
+        queue_changed.wait_for(lock, stop, options.flush_interval, [] { return false; });
+      }
+      auto now = Clock::now();
+      if (now >= next_self) {
+        Push(SelfReadings(Stats()));
+        next_self = now + options.self_metrics_every;
+      }
+      TakeIncoming();
+      (void)Drain(/*force=*/false);
+      if (now >= next_jobs) {
+        if (EnsureStore(false)) ReadJobs();
+        next_jobs = now + options.jobs_every;
+      }
+    }
+  }
+
+  Status FinalWrite() {
+    Push(SelfReadings(Stats()));
+    TakeIncoming();
+    Status status = Drain(/*force=*/true);
+    if (!status.ok()) {
+      // One more try with a fresh store, then the spool.
+      status = Drain(/*force=*/true);
+    }
+    if (!status.ok()) Spill(/*everything=*/true);
+    unsent_rows_shared = int64_t(unsent_rows);
+    if (store) {
+      Status flushed = store->Flush();
+      if (status.ok()) status = flushed;
+    }
+    return status;
+  }
+
+  CollectorStats Stats() const {
+    CollectorStats stats;
+    {
+      std::lock_guard lock(stats_mutex);
+      stats = totals;
+    }
+    {
+      std::lock_guard lock(queue_mutex);
+      stats.rows_pending = int64_t(incoming.size()) + unsent_rows_shared.load();
+    }
+    for (const auto& worker : workers) {
+      std::lock_guard lock(worker->mutex);
+      stats.devices.push_back(worker->stats);
+      if (worker->stream) stats.devices.back().stream_counters = worker->stream->Counters();
+    }
+    return stats;
+  }
+};
+
+Collector::Collector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Collector::~Collector() { (void)Stop(); }
+
+Result<std::unique_ptr<Collector>> Collector::Create(const CollectConfig& config, StoreOpener store,
+                                                     CollectorOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->open_store = std::move(store);
+  // Devices in configuration order of their first description.
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<MetricDescription>> by_device;
+  for (const MetricDescription& metric : config.metrics) {
+    std::string key = metric.url.DeviceKey();
+    auto [it, inserted] = by_device.try_emplace(key);
+    if (inserted) keys.push_back(key);
+    it->second.push_back(metric);
+  }
+  for (const std::string& key : keys) {
+    auto worker = std::make_unique<Impl::Worker>();
+    worker->metrics = by_device[key];
+    worker->name = worker->metrics[0].url.Redacted();
+    worker->stats.name = worker->name;
+    if (IsStreamScheme(worker->metrics[0].url.scheme)) {
+      KWATT_ASSIGN_OR_RETURN(worker->stream,
+                             MakeStreamSource(worker->metrics, impl->options.environment));
+    } else {
+      KWATT_ASSIGN_OR_RETURN(worker->device,
+                             MakeDevice(worker->metrics, impl->options.environment));
+    }
+    impl->workers.push_back(std::move(worker));
+  }
+  Result<std::unique_ptr<store::Store>> opened = impl->open_store();
+  if (opened.ok()) {
+    impl->store = std::move(opened).value();
+  } else if (impl->options.start_without_store) {
+    impl->Log("the store cannot be opened: " + opened.status().message() +
+              " (rows wait for it, retrying)");
+  } else {
+    return opened.status();
+  }
+  if (!impl->options.spool_dir.empty()) {
+    // Rows spooled by an earlier run are written first.
+    std::error_code error;
+    std::vector<std::string> paths;
+    for (const auto& entry : std::filesystem::directory_iterator(impl->options.spool_dir, error)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("kwatt-collect-", 0) == 0 && entry.path().extension() == ".jsonl") {
+        paths.push_back(entry.path().string());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    for (const std::string& path : paths) {
+      int64_t rows = 0;
+      std::ifstream in(path, std::ios::binary);
+      for (std::string line; std::getline(in, line);) ++rows;
+      int64_t bytes = int64_t(std::filesystem::file_size(path, error));
+      impl->spool_files.push_back({path, rows, bytes});
+      impl->spool_file_bytes += bytes;
+      impl->totals.rows_spooled += rows;
+    }
+  }
+  return std::unique_ptr<Collector>(new Collector(std::move(impl)));
+}
+
+void Collector::Start() {
+  Impl& impl = *impl_;
+  if (impl.started) return;
+  impl.started = true;
+  impl.ReadJobs();
+  uint64_t seed = impl.options.seed;
+  for (auto& worker : impl.workers) {
+    Impl::Worker* w = worker.get();
+    uint64_t worker_seed = seed++ * 0x9E3779B97F4A7C15ull + 1;
+    bool started =
+        w->stream ? w->thread.Start([&impl, w](std::stop_token stop) { impl.RunStream(stop, *w); })
+                  : w->thread.Start([&impl, w, worker_seed](std::stop_token stop) {
+                      impl.RunDevice(stop, *w, worker_seed);
+                    });
+    if (!started) {
+      impl.Log(w->name +
+               ": no thread could be made for it (too many threads? see ulimit -u): "
+               "not polled");
+    }
+  }
+  impl.writer = std::jthread([&impl](std::stop_token stop) { impl.RunWriter(stop); });
+}
+
+Status Collector::Stop() {
+  Impl& impl = *impl_;
+  if (impl.stopped) return impl.last_write_status;
+  impl.stopped = true;
+  if (!impl.started) return Status::OK();  // nothing was read
+  for (auto& worker : impl.workers) worker->thread.request_stop();
+  for (auto& worker : impl.workers) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
+  if (impl.writer.joinable()) {
+    impl.writer.request_stop();
+    impl.writer.join();
+  }
+  impl.last_write_status = impl.FinalWrite();
+  return impl.last_write_status;
+}
+
+CollectorStats Collector::Stats() const { return impl_->Stats(); }
+
+std::string Collector::PrometheusText() const {
+  CollectorStats stats = Stats();
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto per_device = [&](const char* name, const char* help, auto field) {
+    family(name, "counter", help);
+    for (const DeviceStats& device : stats.devices) {
+      out += std::string(name) + "{device=\"" + EscapeLabel(device.name) + "\"} ";
+      AppendJsonNumber(&out, double(field(device)));
+      out += '\n';
+    }
+  };
+  per_device("kwatt_collect_polls_total", "Polls (or stream starts) of each device.",
+             [](const DeviceStats& d) { return d.polls; });
+  per_device("kwatt_collect_polls_late_total",
+             "Polls started late (a tenth of the period, 100 ms at most).",
+             [](const DeviceStats& d) { return d.late; });
+  per_device("kwatt_collect_overruns_total", "Ticks skipped because a poll outlived them.",
+             [](const DeviceStats& d) { return d.overruns; });
+  per_device("kwatt_collect_timeouts_total", "Polls that timed out.",
+             [](const DeviceStats& d) { return d.timeouts; });
+  per_device("kwatt_collect_errors_total", "Failed polls (timeouts included) or stream failures.",
+             [](const DeviceStats& d) { return d.errors; });
+  per_device("kwatt_collect_readings_total", "Values read.",
+             [](const DeviceStats& d) { return d.readings; });
+  // Streams' own counters, one family each.
+  std::map<std::string, std::vector<std::pair<const DeviceStats*, int64_t>>> stream_families;
+  for (const DeviceStats& device : stats.devices) {
+    for (const auto& [name, value] : device.stream_counters) {
+      stream_families["kwatt_collect_stream_" + name + "_total"].emplace_back(&device, value);
+    }
+  }
+  for (const auto& [name, values] : stream_families) {
+    family(name.c_str(), "counter", "A stream's own count (lines read, gaps...).");
+    for (const auto& [device, value] : values) {
+      out += name + "{device=\"" + EscapeLabel(device->name) + "\"} ";
+      AppendJsonNumber(&out, double(value));
+      out += '\n';
+    }
+  }
+  auto single = [&](const char* name, const char* type, const char* help, double value) {
+    family(name, type, help);
+    out += name;
+    out += ' ';
+    AppendJsonNumber(&out, value);
+    out += '\n';
+  };
+  single("kwatt_collect_rows_written_total", "counter", "Rows written into the store.",
+         double(stats.rows_written));
+  single("kwatt_collect_rows_pending", "gauge", "Rows read and not written yet.",
+         double(stats.rows_pending));
+  single("kwatt_collect_rows_spooled", "gauge", "Rows in spool files, waiting for the store.",
+         double(stats.rows_spooled));
+  single("kwatt_collect_rows_dropped_total", "counter", "Rows dropped (memory and spool full).",
+         double(stats.rows_dropped));
+  single("kwatt_collect_store_errors_total", "counter", "Failed writes into the store.",
+         double(stats.store_errors));
+  single("kwatt_collect_last_write_timestamp_seconds", "gauge", "When rows were last written.",
+         double(stats.last_write) / 1e9);
+  return out;
+}
+
+}  // namespace kwatt::collect

@@ -1,0 +1,352 @@
+#include "kwatt/collect/collector.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "kwatt/store/open_store.h"
+#include "src/core/test_ports.h"
+#include "src/core/test_temp_dir.h"
+
+namespace kwatt::collect {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A Prometheus exporter on loopback (real HTTP): /fast answers at once, /slow after 350 ms.
+class Exporter {
+ public:
+  Exporter() {
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+      if (slow_) std::this_thread::sleep_for(milliseconds(350));
+      ++scrapes_;
+      response.set_content(
+          "# TYPE power gauge\npower{psu=\"1\"} " + std::to_string(value_.load()) + "\nother 1\n",
+          "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~Exporter() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  void set_slow(bool slow) { slow_ = slow; }
+  void set_value(int value) { value_ = value; }
+  int scrapes() const { return scrapes_; }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<bool> slow_{false};
+  std::atomic<int> value_{100};
+  std::atomic<int> scrapes_{0};
+};
+
+// A port nothing listens on: bound, read back, closed.
+int FreePort() {
+  int port = kwatt::testing::FreeTcpPort();
+  EXPECT_GT(port, 0);
+  return port;
+}
+
+MetricDescription Prometheus(const std::string& device, int port, int64_t period_ms,
+                             const std::string& names = "power") {
+  MetricDescription metric;
+  metric.name = "prom";
+  metric.device_id = device;
+  metric.url = *ParseMetricUrl("prometheus://127.0.0.1:" + std::to_string(port) + "/" + names);
+  metric.update_every_ms = period_ms;
+  metric.origin = device;
+  return metric;
+}
+
+struct Row {
+  UnixNanos time;
+  std::string device, metric, labels;
+  double value;
+};
+
+std::vector<Row> RowsOf(const std::string& path) {
+  std::vector<Row> rows;
+  auto store = store::OpenStore(path, false);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  if (!store.ok()) return rows;
+  store::StoreQuery query;
+  query.start = 0;
+  query.end = INT64_MAX;
+  EXPECT_TRUE((*store)
+                  ->Query(query,
+                          [&](const RowBatch& batch, const StringInterner& interner) {
+                            for (size_t i = 0; i < batch.size(); ++i) {
+                              rows.push_back(
+                                  {batch.time[i], std::string(interner.Get(batch.device[i])),
+                                   std::string(interner.Get(batch.metric[i])),
+                                   std::string(interner.Get(batch.labels[i])), batch.value[i]});
+                            }
+                            return Status::OK();
+                          })
+                  .ok());
+  return rows;
+}
+
+CollectorOptions FastOptions() {
+  CollectorOptions options;
+  options.flush_interval = milliseconds(50);
+  options.jobs_every = milliseconds(50);
+  options.log = [](const std::string&) {};
+  options.collector_id.clear();  // tests count rows: no self metrics but in the test of them
+  return options;
+}
+
+StoreOpener OpenerOf(const std::string& path) {
+  return [path] { return store::OpenStore(path, true); };
+}
+
+TEST(Collector, PollsEachDeviceAtItsPeriodAndWritesRowsTimestampedAtTheRequest) {
+  testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  Exporter exporter;
+  CollectConfig config;
+  config.metrics.push_back(Prometheus("nova-1", exporter.port(), 100));
+  CollectorOptions options = FastOptions();
+  options.collector_id = "collector-1";
+  auto collector = Collector::Create(config, OpenerOf(path), options);
+  ASSERT_TRUE(collector.ok()) << collector.status().ToString();
+  UnixNanos before = WallClockNow();
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(1000));
+  ASSERT_TRUE((*collector)->Stop().ok());
+  UnixNanos after = WallClockNow();
+  std::vector<Row> rows = RowsOf(path);
+  std::vector<UnixNanos> times;
+  std::map<std::string, double> self;
+  for (const Row& row : rows) {
+    if (row.device == "collector-1") self[row.metric] = row.value;
+    if (row.device != "nova-1") continue;
+    EXPECT_EQ(row.metric, "prom_power");  // "other" is not selected
+    EXPECT_EQ(row.labels, R"({"psu":"1"})");
+    EXPECT_EQ(row.value, 100);
+    EXPECT_GE(row.time, before - 1000);
+    EXPECT_LE(row.time, after);
+    times.push_back(row.time);
+  }
+  // 10 ticks in a second, the first within one period: 9 or 10 polls (11 at a tick's edge).
+  EXPECT_GE(times.size(), 8u);
+  EXPECT_LE(times.size(), 11u);
+  for (size_t i = 1; i < times.size(); ++i) {
+    // 100 ms apart, give or take a loaded machine's scheduling (ticks keep their schedule).
+    EXPECT_NEAR(double(times[i] - times[i - 1]) / 1e6, 100, 80) << i;
+  }
+  CollectorStats stats = (*collector)->Stats();
+  ASSERT_EQ(stats.devices.size(), 1u);
+  EXPECT_EQ(stats.devices[0].polls, int64_t(times.size()));
+  EXPECT_EQ(stats.devices[0].errors, 0);
+  EXPECT_EQ(stats.rows_written, int64_t(rows.size()));
+  // The collector's own metrics, written when it stopped.
+  EXPECT_EQ(self["kwatt_collect_polls_total"], double(times.size()));
+  EXPECT_EQ(self["kwatt_collect_errors_total"], 0);
+  EXPECT_EQ(self.count("kwatt_collect_rows_written_total"), 1u);
+  std::string text = (*collector)->PrometheusText();
+  EXPECT_NE(
+      text.find("kwatt_collect_polls_total{device=\"prometheus://127.0.0.1:" +
+                std::to_string(exporter.port()) + "/power\"} " + std::to_string(times.size())),
+      std::string::npos)
+      << text;
+}
+
+TEST(Collector, ASlowOrDeadDeviceDelaysOnlyItselfAndIsCounted) {
+  testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  Exporter fast, slow;
+  slow.set_slow(true);
+  // A port nothing listens on.
+  int dead_port = FreePort();
+  CollectConfig config;
+  config.metrics.push_back(Prometheus("fast", fast.port(), 100));
+  config.metrics.push_back(Prometheus("slow", slow.port(), 100));
+  config.metrics.push_back(Prometheus("dead", dead_port, 100));
+  auto collector = Collector::Create(config, OpenerOf(path), FastOptions());
+  ASSERT_TRUE(collector.ok());
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(1200));
+  ASSERT_TRUE((*collector)->Stop().ok());
+  CollectorStats stats = (*collector)->Stats();
+  ASSERT_EQ(stats.devices.size(), 3u);
+  const DeviceStats& f = stats.devices[0];
+  const DeviceStats& s = stats.devices[1];
+  const DeviceStats& d = stats.devices[2];
+  EXPECT_GE(f.polls, 10);
+  EXPECT_EQ(f.errors, 0);
+  EXPECT_EQ(f.overruns, 0);
+  // The slow exporter answers after 350 ms, past its 100 ms timeout: timeouts, skipped ticks.
+  EXPECT_GE(s.timeouts, 5);
+  EXPECT_EQ(s.errors, s.polls);
+  EXPECT_GT(d.errors, 0);
+  EXPECT_EQ(d.timeouts, 0);  // refused at once
+  int fast_rows = 0;
+  for (const Row& row : RowsOf(path)) fast_rows += row.device == "fast";
+  EXPECT_EQ(fast_rows, f.polls);
+}
+
+TEST(Collector, OptionalMetricsAreReadWhileAMonitorJobOfTheirNodeRuns) {
+  testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  Exporter exporter;
+  CollectConfig config;
+  MetricDescription always = Prometheus("pdu-1", exporter.port(), 100, "other");
+  MetricDescription optional = Prometheus("pdu-1", exporter.port(), 100, "power");
+  optional.optional = true;
+  optional.name = "prom_power";
+  optional.labels.emplace_back("_device_alias", "\"nova-7\"");
+  optional.device_alias = "nova-7";
+  config.metrics = {always, optional};
+  CollectorOptions options = FastOptions();
+  options.site = "lab";
+  auto collector = Collector::Create(config, OpenerOf(path), options);
+  ASSERT_TRUE(collector.ok());
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(500));
+  UnixNanos promoted_from = WallClockNow();
+  {
+    auto store = store::OpenStore(path, false);
+    ASSERT_TRUE(store.ok());
+    store::Job job;
+    job.site = "lab";
+    job.id = 1;
+    job.nodes = {"nova-7"};
+    job.start = promoted_from;
+    job.types = {"monitor=prom_pow"};  // a prefix: re.match
+    ASSERT_TRUE((*store)->PutJob(job).ok());
+  }
+  std::this_thread::sleep_for(milliseconds(700));
+  ASSERT_TRUE((*collector)->Stop().ok());
+  int power_before = 0, power_after = 0, other = 0;
+  for (const Row& row : RowsOf(path)) {
+    if (row.metric == "prom_other") ++other;
+    if (row.metric == "prom_power") (row.time < promoted_from ? power_before : power_after)++;
+  }
+  EXPECT_GE(other, 10);
+  EXPECT_EQ(power_before, 0);
+  EXPECT_GE(power_after, 3);
+}
+
+// The real embedded store, whose writes fail while `down` is set: a store that is down or full,
+// injected as leveldb's fault-injection Env does (the integration test stops a real PostgreSQL).
+class FaultyStore : public store::Store {
+ public:
+  FaultyStore(std::unique_ptr<store::Store> store, const std::atomic<bool>* down)
+      : store_(std::move(store)), down_(down) {}
+  Status Append(const RowBatch& batch, const StringInterner& interner) override {
+    if (*down_) return Status::IOError("database or disk is full (test)");
+    return store_->Append(batch, interner);
+  }
+  Status Flush() override { return *down_ ? Status::IOError("full (test)") : store_->Flush(); }
+  Status Seal() override { return store_->Seal(); }
+  Status Query(const store::StoreQuery& q, const store::QueryCallback& c) override {
+    return store_->Query(q, c);
+  }
+  Status PutJob(const store::Job& job) override { return store_->PutJob(job); }
+  Result<store::Job> GetJob(const std::string& site, int64_t id) override {
+    return store_->GetJob(site, id);
+  }
+  Result<std::vector<store::Job>> Jobs(const std::string& site, UnixNanos a, UnixNanos b) override {
+    return store_->Jobs(site, a, b);
+  }
+  Status PutCatalogue(const std::string& s, const std::string& c, const Catalogue& k) override {
+    return store_->PutCatalogue(s, c, k);
+  }
+  Result<Catalogue> GetCatalogue(const std::string& s, const std::string& c) override {
+    return store_->GetCatalogue(s, c);
+  }
+  Result<store::CheckReport> Check() override { return store_->Check(); }
+  Result<store::StoreInfo> Info() override { return store_->Info(); }
+
+ private:
+  std::unique_ptr<store::Store> store_;
+  const std::atomic<bool>* down_;
+};
+
+void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored) {
+  testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  std::string spool = (dir.root() / "spool").string();
+  Exporter exporter;
+  CollectConfig config;
+  config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
+  std::atomic<bool> down{false};
+  StoreOpener opener = [&]() -> Result<std::unique_ptr<store::Store>> {
+    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> real, store::OpenStore(path, true));
+    return std::unique_ptr<store::Store>(new FaultyStore(std::move(real), &down));
+  };
+  CollectorOptions options = FastOptions();
+  options.memory_rows = 3;
+  if (with_spool) options.spool_dir = spool;
+  auto collector = Collector::Create(config, opener, options);
+  ASSERT_TRUE(collector.ok());
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(300));
+  down = true;
+  std::this_thread::sleep_for(milliseconds(600));
+  CollectorStats during = (*collector)->Stats();
+  EXPECT_GT(during.store_errors, 0);
+  if (with_spool) {
+    EXPECT_GT(during.rows_spooled, 0);
+  }
+  down = false;
+  std::this_thread::sleep_for(milliseconds(2500));  // the retries back off: 1 s, then 2 s
+  ASSERT_TRUE((*collector)->Stop().ok());
+  *stats = (*collector)->Stats();
+  *stored = int64_t(RowsOf(path).size());
+  if (with_spool) {
+    EXPECT_TRUE(std::filesystem::is_empty(spool));
+  }
+}
+
+TEST(Collector, RowsWaitInMemoryThenInTheSpoolWhileTheStoreFailsAndNoneIsLost) {
+  CollectorStats stats;
+  int64_t stored = 0;
+  RunThroughAnOutage(/*with_spool=*/true, &stats, &stored);
+  EXPECT_EQ(stats.rows_dropped, 0);
+  EXPECT_EQ(stats.rows_spooled, 0);
+  EXPECT_EQ(stats.rows_written, stats.devices[0].readings);
+  EXPECT_EQ(stored, stats.rows_written);
+}
+
+TEST(Collector, WithoutASpoolRowsBeyondTheMemoryBoundAreDroppedAndCounted) {
+  CollectorStats stats;
+  int64_t stored = 0;
+  RunThroughAnOutage(/*with_spool=*/false, &stats, &stored);
+  EXPECT_GT(stats.rows_dropped, 0);
+  EXPECT_EQ(stats.rows_written + stats.rows_dropped, stats.devices[0].readings);
+  EXPECT_EQ(stored, stats.rows_written);
+}
+
+TEST(Collector, ADriverErrorStopsNothingFromStartingAndNamesTheDescription) {
+  CollectConfig config;
+  MetricDescription json;
+  json.name = "power";
+  json.device_id = "lab-1";
+  json.url = *ParseMetricUrl("json://127.0.0.1:1/status#power");
+  json.origin = "conf/lab.yaml, entry 4";
+  config.metrics.push_back(json);
+  auto collector = Collector::Create(config, OpenerOf("/nonexistent/s.store"), FastOptions());
+  ASSERT_FALSE(collector.ok());
+  EXPECT_NE(collector.status().message().find("conf/lab.yaml, entry 4: url's fragment"),
+            std::string::npos)
+      << collector.status().message();
+}
+
+}  // namespace
+}  // namespace kwatt::collect

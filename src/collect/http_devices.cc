@@ -1,0 +1,278 @@
+// The drivers over HTTP: Prometheus exporters and JSON documents (src/collect/drivers.h).
+#include <curl/curl.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kwatt/collect/prometheus_text.h"
+#include "kwatt/core/json_text.h"
+#include "src/collect/drivers.h"
+
+namespace kwatt::collect {
+namespace {
+
+constexpr size_t kMaxBodyBytes = 64 << 20;  // an exporter's page is a few hundred kB
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// One HTTP connection kept alive between polls.
+class HttpGetter {
+ public:
+  // `url`'s user and password, when given, are sent as HTTP basic authentication (an exporter
+  // behind a web configuration).
+  explicit HttpGetter(const MetricUrl& url) {
+    GlobalInit();
+    easy_ = curl_easy_init();
+    if (easy_ && !url.user.empty()) {
+      curl_easy_setopt(easy_, CURLOPT_HTTPAUTH, long(CURLAUTH_BASIC));
+      curl_easy_setopt(easy_, CURLOPT_USERNAME, url.user.c_str());
+      curl_easy_setopt(easy_, CURLOPT_PASSWORD, url.password.c_str());
+    }
+  }
+  ~HttpGetter() {
+    if (easy_) curl_easy_cleanup(easy_);
+  }
+  HttpGetter(const HttpGetter&) = delete;
+  HttpGetter& operator=(const HttpGetter&) = delete;
+
+  // GETs `url` into `body`; `name` names the device in errors.
+  Status Get(const std::string& url, std::chrono::steady_clock::time_point deadline,
+             const std::string& name, std::string* body) {
+    if (!easy_) return Status::Internal("libcurl gave no handle");
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) return Status::Unavailable(name + ": timed out before the request was sent");
+    body->clear();
+    body_ = body;
+    curl_easy_setopt(easy_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &HttpGetter::Write);
+    curl_easy_setopt(easy_, CURLOPT_WRITEDATA, this);
+    curl_easy_setopt(easy_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy_, CURLOPT_TIMEOUT_MS, long(left));
+    curl_easy_setopt(easy_, CURLOPT_CONNECTTIMEOUT_MS, long(left));
+    // Devices are on the site's own network: never through a proxy of the environment.
+    curl_easy_setopt(easy_, CURLOPT_PROXY, "");
+    curl_easy_setopt(easy_, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the exporter offers it
+    curl_easy_setopt(easy_, CURLOPT_USERAGENT, "kwatt-collect");
+    CURLcode code = curl_easy_perform(easy_);
+    body_ = nullptr;
+    if (code == CURLE_OPERATION_TIMEDOUT) {
+      return Status::Unavailable(name + ": timed out (" + std::to_string(left) + " ms)");
+    }
+    if (code == CURLE_WRITE_ERROR && too_big_) {
+      return Status::Unavailable(name + ": the answer is larger than " +
+                                 std::to_string(kMaxBodyBytes >> 20) + " MB");
+    }
+    if (code != CURLE_OK) return Status::Unavailable(name + ": " + curl_easy_strerror(code));
+    long status = 0;
+    curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200) {
+      return Status::Unavailable(name + ": answered HTTP " + std::to_string(status));
+    }
+    return Status::OK();
+  }
+
+ private:
+  static size_t Write(char* data, size_t size, size_t count, void* self_pointer) {
+    auto* self = static_cast<HttpGetter*>(self_pointer);
+    size_t bytes = size * count;
+    self->too_big_ = self->body_->size() + bytes > kMaxBodyBytes;
+    if (self->too_big_) return 0;
+    self->body_->append(data, bytes);
+    return bytes;
+  }
+
+  CURL* easy_ = nullptr;
+  std::string* body_ = nullptr;
+  bool too_big_ = false;
+};
+
+std::string HostPort(const MetricUrl& url, int default_port) {
+  std::string host = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  return host + ":" + std::to_string(url.port ? url.port : default_port);
+}
+
+std::string JsonText(std::string_view text) {
+  std::string out;
+  AppendJsonString(&out, text);
+  return out;
+}
+
+// An epoch in seconds as Python's float() of a label reads it ("1700000000.25"), rounded to the
+// microsecond as PostgreSQL's to_timestamp does.
+bool ParseEpochSeconds(std::string_view text, UnixNanos* time) {
+  double seconds = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (error != std::errc() || end != text.data() + text.size()) return false;
+  Result<UnixNanos> nanos = EpochSecondsToNanos(seconds, text);
+  if (!nanos.ok()) return false;
+  *time = *nanos;
+  return true;
+}
+
+class PrometheusDevice : public Device {
+ public:
+  explicit PrometheusDevice(std::vector<MetricDescription> metrics)
+      : metrics_(std::move(metrics)),
+        url_("http://" + HostPort(metrics_[0].url, 9100) + "/metrics"),
+        name_(metrics_[0].url.Redacted()),
+        getter_(metrics_[0].url) {}
+
+  Status Poll(const PollRequest& request, std::vector<Reading>* out) override {
+    // The exporter's names to keep: those of the active descriptions' paths; every name when one
+    // of them has no path (Kwollect's rule).
+    std::set<std::string, std::less<>> allowed;
+    bool all = false;
+    const MetricDescription* first = nullptr;
+    for (size_t i = 0; i < metrics_.size(); ++i) {
+      if (!request.active.empty() && !request.active[i]) continue;
+      if (!first) first = &metrics_[i];
+      const std::string& path = metrics_[i].url.path;
+      if (path.empty()) all = true;
+      for (size_t begin = 0; begin <= path.size();) {
+        size_t end = std::min(path.find('-', begin), path.size());
+        if (end > begin) allowed.emplace(path.substr(begin, end - begin));
+        begin = end + 1;
+      }
+    }
+    if (!first) return Status::OK();
+    KWATT_RETURN_IF_ERROR(getter_.Get(url_, request.deadline, name_, &body_));
+    size_t before = out->size();
+    std::string scrape_time;
+    AppendJsonNumber(&scrape_time, double(request.sent_at) / 1e9);
+    Status status = ReadPrometheusText(body_, [&](const PrometheusSample& sample) -> Status {
+      if (!all && allowed.find(sample.name) == allowed.end()) return Status::OK();
+      Reading reading;
+      reading.time = request.sent_at;
+      reading.device_id = first->device_id;
+      reading.metric_id = "prom_" + sample.name;
+      reading.value = sample.value;
+      bool custom = sample.name == "kwollect_custom";
+      for (const auto& [key, value] : sample.labels) {
+        if (custom && key == "_timestamp") {
+          if (!ParseEpochSeconds(value, &reading.time)) {
+            ++bad_custom_timestamps_;
+            return Status::OK();  // Kwollect skips the sample
+          }
+          continue;
+        }
+        if (custom && key == "_metric_id" && !value.empty()) {
+          reading.metric_id = value;
+          continue;
+        }
+        reading.labels.emplace_back(key, JsonText(value));
+      }
+      if (custom) {
+        reading.labels.emplace_back("_metric_scrape_time", scrape_time);
+        reading.labels.emplace_back("_metric_origin", "\"prom_kwollect_custom\"");
+      }
+      out->push_back(std::move(reading));
+      return Status::OK();
+    });
+    if (!status.ok()) {
+      out->resize(before);  // a scrape is taken whole or not at all
+      return Status::Unavailable(name_ + ": the exposition does not read: " + status.message());
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::vector<MetricDescription> metrics_;
+  std::string url_;
+  std::string name_;
+  HttpGetter getter_;
+  std::string body_;
+  int64_t bad_custom_timestamps_ = 0;
+};
+
+class JsonDevice : public Device {
+ public:
+  JsonDevice(std::vector<MetricDescription> metrics,
+             std::vector<nlohmann::json::json_pointer> pointers)
+      : metrics_(std::move(metrics)),
+        pointers_(std::move(pointers)),
+        name_(metrics_[0].url.Redacted()),
+        getter_(metrics_[0].url) {}
+
+  Status Poll(const PollRequest& request, std::vector<Reading>* out) override {
+    // One GET per distinct document (path and query) of the active metrics.
+    std::map<std::string, std::vector<size_t>> documents;
+    for (size_t i = 0; i < metrics_.size(); ++i) {
+      if (!request.active.empty() && !request.active[i]) continue;
+      const MetricUrl& url = metrics_[i].url;
+      documents[url.path + (url.query.empty() ? "" : "?" + url.query)].push_back(i);
+    }
+    size_t before = out->size();
+    for (const auto& [document, indices] : documents) {
+      std::string url = "http://" + HostPort(metrics_[0].url, 80) + "/" + document;
+      Status got = getter_.Get(url, request.deadline, name_, &body_);
+      if (!got.ok()) {
+        out->resize(before);
+        return got;
+      }
+      nlohmann::json parsed = nlohmann::json::parse(body_, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded()) {
+        out->resize(before);
+        return Status::Unavailable(name_ + ": /" + document + " is not JSON");
+      }
+      for (size_t i : indices) {
+        const MetricDescription& metric = metrics_[i];
+        if (!parsed.contains(pointers_[i])) continue;  // no value this time: no row
+        const nlohmann::json& value = parsed.at(pointers_[i]);
+        if (value.is_number()) {
+          out->push_back(ReadingOf(metric, request.sent_at, value.get<double>()));
+        } else if (value.is_boolean()) {
+          out->push_back(ReadingOf(metric, request.sent_at, value.get<bool>() ? 1.0 : 0.0));
+        } else if (value.is_string()) {
+          out->push_back(ReadingOf(metric, request.sent_at, value.get<std::string>()));
+        }  // null, lists and objects: no row
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::vector<MetricDescription> metrics_;
+  std::vector<nlohmann::json::json_pointer> pointers_;
+  std::string name_;
+  HttpGetter getter_;
+  std::string body_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> MakePrometheusDevice(const std::vector<MetricDescription>& metrics,
+                                                     const DriverEnvironment& environment) {
+  return std::unique_ptr<Device>(new PrometheusDevice(metrics));
+}
+
+Result<std::unique_ptr<Device>> MakeJsonDevice(const std::vector<MetricDescription>& metrics,
+                                               const DriverEnvironment& environment) {
+  std::vector<nlohmann::json::json_pointer> pointers;
+  for (const MetricDescription& metric : metrics) {
+    const std::string& pointer = metric.url.fragment;
+    if (!pointer.empty() && pointer[0] != '/') {
+      return Status::InvalidArgument(metric.origin + ": url's fragment '#" + pointer +
+                                     "' should be a JSON pointer (#/power/0), or be left out "
+                                     "when the document is the value");
+    }
+    try {
+      pointers.emplace_back(pointer);
+    } catch (const nlohmann::json::exception& error) {
+      return Status::InvalidArgument(metric.origin + ": url's fragment '#" + pointer +
+                                     "' is not a JSON pointer: " + error.what());
+    }
+  }
+  return std::unique_ptr<Device>(new JsonDevice(metrics, std::move(pointers)));
+}
+
+}  // namespace kwatt::collect

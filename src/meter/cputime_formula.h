@@ -1,0 +1,56 @@
+// The cputime formula over intervals: from two activity snapshots, an interval's targets and their
+// CPU times; for each domain, its measured energy shared among them (attribution.h) with the
+// domain's idle power given or learned. One implementation for the meter's formula thread
+// (meter.cc) and for records shared after the fact (replay.cc). Internal to the meter part.
+//
+// Thread safety: one thread at a time.
+#ifndef KWATT_SRC_METER_CPUTIME_FORMULA_H_
+#define KWATT_SRC_METER_CPUTIME_FORMULA_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwatt/meter/activity.h"
+#include "kwatt/meter/attribution.h"
+#include "kwatt/meter/report.h"
+
+namespace kwatt::meter {
+
+class CpuTimeFormula {
+ public:
+  // `given_idle_watts` per domain (nullopt: learned from the intervals, when `learn_idle`).
+  CpuTimeFormula(IdlePolicy policy, std::vector<std::optional<double>> given_idle_watts,
+                 bool learn_idle);
+
+  // Resolves idle power given by domain name or kind ("package-0", "package"; the name first)
+  // into one entry per domain. InvalidArgument for a key that names no domain (listing them) or
+  // watts below zero.
+  static Result<std::vector<std::optional<double>>> IdleWattsByDomain(
+      const std::vector<Domain>& domains, const std::map<std::string, double>& idle_watts);
+
+  // Fills `report`'s targets, busy and capacity times for the interval from `before` to `after`
+  // (either may be null: no activity then), and the targets' CPU times into `target_cpu`.
+  // Targets without CPU time in the interval are left out, except under the policy "equal"
+  // (every target alive shares the idle part). A target absent from `before` started in the
+  // interval: its CPU time so far is the interval's.
+  void BeginInterval(const ActivitySnapshot* before, const ActivitySnapshot* after,
+                     IntervalReport* report, std::vector<int64_t>* target_cpu) const;
+
+  // Domain `d` of `report` (whose domains are sized already): `measured` microjoules with
+  // `flags`, shared among the targets. Learns the domain's idle power from intervals without a
+  // gap.
+  void FillDomain(IntervalReport* report, const std::vector<int64_t>& target_cpu, size_t d,
+                  int64_t measured, uint32_t flags);
+
+ private:
+  IdlePolicy policy_;
+  std::vector<std::optional<double>> given_;
+  bool learn_;
+  std::vector<IdlePowerEstimator> estimators_;
+};
+
+}  // namespace kwatt::meter
+
+#endif  // KWATT_SRC_METER_CPUTIME_FORMULA_H_

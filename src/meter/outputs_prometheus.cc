@@ -1,0 +1,286 @@
+// The Prometheus exposition of the meter, and the HTTP server of --listen (doc/meter.md,
+// "Prometheus").
+#include <httplib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "kwatt/core/text.h"
+#include "src/meter/outputs_internal.h"
+
+namespace kwatt::meter {
+
+using internal::SeriesKind;
+using internal::SeriesLabels;
+using internal::SeriesPoint;
+
+struct PrometheusExposition::Impl {
+  explicit Impl(const OutputOptions& options)
+      : series(options.max_targets, options.ranking_half_life_seconds) {}
+
+  mutable std::mutex mutex;  // guards everything below
+  internal::OutputSeries series;
+  std::shared_ptr<const std::string> text = std::make_shared<const std::string>();
+  OutputStats stats;
+  std::vector<SeriesPoint> points;
+};
+
+namespace {
+
+void Family(std::string* out, const char* name, const char* type, const char* help) {
+  *out += "# HELP ";
+  *out += name;
+  *out += ' ';
+  *out += help;
+  *out += "\n# TYPE ";
+  *out += name;
+  *out += ' ';
+  *out += type;
+  *out += '\n';
+}
+
+void Sample(std::string* out, const char* name, const SeriesLabels& labels, double value) {
+  *out += name;
+  bool first = true;
+  for (const auto& [key, label] : labels) {
+    if (label.empty()) continue;  // Prometheus reads an empty label as none
+    *out += first ? '{' : ',';
+    first = false;
+    *out += key;
+    *out += "=\"";
+    AppendPrometheusLabelValue(out, label);
+    *out += '"';
+  }
+  if (!first) *out += '}';
+  *out += ' ';
+  internal::AppendNumber(out, value);
+  *out += '\n';
+}
+
+void AppendInfo(std::string* out, const MeterHeader& header) {
+  Family(out, "kwatt_meter_info", "gauge", "The meter: its machine, formula and idle policy.");
+  Sample(
+      out, "kwatt_meter_info",
+      {{"sensor", header.sensor}, {"formula", header.formula}, {"idle_policy", header.idle_policy}},
+      1);
+}
+
+std::string Render(const MeterHeader& header, const IntervalReport& report,
+                   const std::vector<SeriesPoint>& points) {
+  std::string out;
+  AppendInfo(&out, header);
+  Family(&out, "kwatt_meter_last_report_timestamp_seconds", "gauge",
+         "When the last interval reported ended, in seconds since the epoch: an old value means "
+         "the meter is stuck.");
+  Sample(&out, "kwatt_meter_last_report_timestamp_seconds", {}, double(report.end) / 1e9);
+  Family(&out, "kwatt_meter_interval_seconds", "gauge", "The length of the last interval.");
+  Sample(&out, "kwatt_meter_interval_seconds", {}, internal::IntervalSeconds(report));
+  Family(&out, "kwatt_meter_targets", "gauge", "Targets seen in the last interval.");
+  Sample(&out, "kwatt_meter_targets", {}, double(report.targets.size()));
+
+  double seconds = internal::IntervalSeconds(report);
+  struct Kind {
+    bool measured;
+    bool counter;
+    const char* name;
+    const char* type;
+    const char* help;
+  };
+  const Kind kinds[] = {
+      {true, true, internal::kDomainEnergy, "counter",
+       "Energy each domain measured since the meter started (kept across restarts)."},
+      {true, false, internal::kPrometheusDomainPower, "gauge",
+       "Each domain's mean power over the last interval (absent when the interval is a gap)."},
+      {false, true, internal::kEnergy, "counter",
+       "Each domain's energy shared out since the meter started: kind idle, unattributed, each "
+       "target with series of its own (kind process, tree, cgroup), and the others (kind other); "
+       "they add up to the domain's."},
+      {false, false, internal::kPrometheusPower, "gauge",
+       "Each domain's power shared out over the last interval, as the energy is."},
+  };
+  for (const Kind& kind : kinds) {
+    Family(&out, kind.name, kind.type, kind.help);
+    for (const SeriesPoint& point : points) {
+      if ((point.kind == SeriesKind::kMeasured) != kind.measured) continue;
+      if (!kind.counter && (internal::IsGap(report.domains[size_t(point.domain)]) || seconds <= 0))
+        continue;
+      double value = kind.counter ? double(point.total_microjoules) / 1e6
+                                  : double(point.microjoules) / 1e6 / seconds;
+      Sample(&out, kind.name, internal::LabelsOf(point, header, report), value);
+    }
+  }
+  const char* family = nullptr;
+  for (const internal::HealthFigure& figure : internal::HealthFigures(report.health)) {
+    if (family == nullptr || std::strcmp(family, figure.metric) != 0) {
+      family = figure.metric;
+      Family(&out, figure.metric, figure.type, figure.help);
+    }
+    Sample(&out, figure.metric, {{"output", figure.output}}, figure.value);
+  }
+  return out;
+}
+
+}  // namespace
+
+PrometheusExposition::PrometheusExposition(const OutputOptions& options)
+    : impl_(std::make_unique<Impl>(options)) {}
+
+PrometheusExposition::~PrometheusExposition() = default;
+
+Status PrometheusExposition::Begin(const MeterHeader& header) {
+  std::string text;
+  AppendInfo(&text, header);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->series.Begin(header);
+  impl_->text = std::make_shared<const std::string>(std::move(text));
+  return Status::OK();
+}
+
+Status PrometheusExposition::Write(const IntervalReport& report) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const MeterHeader& header = impl_->series.header();
+  if (report.domains.size() != header.domains.size()) {
+    return Status::Internal("a report with " + std::to_string(report.domains.size()) +
+                            " domains, where the header has " +
+                            std::to_string(header.domains.size()));
+  }
+  impl_->series.Add(report, &impl_->points);
+  impl_->text = std::make_shared<const std::string>(Render(header, report, impl_->points));
+  ++impl_->stats.reports;
+  impl_->stats.rows_written += int64_t(impl_->points.size());
+  return Status::OK();
+}
+
+Status PrometheusExposition::Finish() { return Status::OK(); }
+
+std::string PrometheusExposition::SaveState() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->series.Save();
+}
+
+Status PrometheusExposition::RestoreState(std::string_view state) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->series.Restore(state);
+}
+
+OutputStats PrometheusExposition::Stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::string PrometheusExposition::Text() const {
+  std::shared_ptr<const std::string> text;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    text = impl_->text;
+  }
+  return *text;
+}
+
+// MetricsServer.
+
+namespace {
+
+// httplib::Server closes its listening socket when it stops serving, not when it is destroyed: a
+// server bound and never served (a configuration error found after --listen was bound) closes it
+// here.
+class BindableServer : public httplib::Server {
+ public:
+  void CloseUnserved() {
+    socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+};
+
+}  // namespace
+
+struct MetricsServer::Impl {
+  BindableServer http;
+  std::string host;
+  int port = 0;
+  std::thread thread;
+  bool serving = false;
+  std::atomic<bool> ended{false};  // listen_after_bind returned
+};
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Bind(const std::string& host, int port,
+                                                           const PrometheusExposition& exposition) {
+  std::string shown =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  if (port < 0 || port > 65535) {
+    return Status::InvalidArgument(shown + " is not a TCP port: give 1 to 65535, or 0 for any");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->host = host;
+  const PrometheusExposition* source = &exposition;
+  impl->http.Get("/metrics", [source](const httplib::Request&, httplib::Response& response) {
+    response.set_content(source->Text(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  impl->http.Get("/", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("kwatt meter: its metrics are at /metrics\n", "text/plain");
+  });
+  impl->http.set_keep_alive_timeout(2);  // idle keep-alive connections would hold Stop() back
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second meter would
+  // bind the port the first listens on, and the two would answer in turn.
+  impl->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  errno = 0;
+  int bound = port == 0 ? impl->http.bind_to_any_port(host)
+                        : (impl->http.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    std::string why = errno ? std::string(": ") + std::strerror(errno) : "";
+    return Status::IOError("cannot listen on " + shown + why +
+                           " (another program on that port? give another, or port 0 for any "
+                           "free one)");
+  }
+  impl->port = bound;
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsServer::~MetricsServer() { Stop(); }
+
+int MetricsServer::port() const { return impl_->port; }
+
+std::string MetricsServer::url() const {
+  std::string host = impl_->host == "0.0.0.0"                     ? "127.0.0.1"
+                     : impl_->host == "::"                        ? "[::1]"
+                     : impl_->host.find(':') != std::string::npos ? "[" + impl_->host + "]"
+                                                                  : impl_->host;
+  return "http://" + host + ":" + std::to_string(impl_->port) + "/metrics";
+}
+
+void MetricsServer::Serve() {
+  if (impl_->serving) return;
+  impl_->serving = true;
+  Impl* raw = impl_.get();
+  impl_->thread = std::thread([raw] {
+    raw->http.listen_after_bind();
+    raw->ended = true;
+  });
+  // Until it runs, stop() would not stop it: Serve returns once it does (or failed to).
+  while (!raw->http.is_running() && !raw->ended) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void MetricsServer::Stop() {
+  if (!impl_->serving) {
+    impl_->http.CloseUnserved();
+    return;
+  }
+  impl_->http.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace kwatt::meter

@@ -1,0 +1,236 @@
+// The Prometheus exposition: read by kwatt's own parser and checked by Debian's promtool, and
+// served on loopback by the MetricsServer.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "kwatt/collect/prometheus_text.h"
+#include "kwatt/meter/outputs.h"
+#include "src/collect/subprocess.h"
+#include "src/core/test_temp_dir.h"
+#include "src/kwollect/http.h"
+#include "src/meter/test_reports.h"
+
+namespace kwatt::meter {
+namespace {
+
+using testing::ProcessTarget;
+using testing::ReportBuilder;
+using testing::TestHeader;
+
+struct Sample {
+  std::string type;
+  double value = 0;
+};
+
+// name{labels} -> sample, read by kwatt's Prometheus text reader (the collector's).
+std::map<std::string, Sample> Samples(const std::string& text) {
+  std::map<std::string, Sample> out;
+  Status status = collect::ReadPrometheusText(text, [&](const collect::PrometheusSample& s) {
+    std::string id = s.name + "{";
+    for (const auto& [key, value] : s.labels) id += key + "=" + value + ",";
+    id += "}";
+    EXPECT_EQ(out.count(id), 0u) << "twice: " << id;
+    out[id] = {std::string(s.type), s.value};
+    return Status::OK();
+  });
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << text;
+  return out;
+}
+
+// promtool check metrics on `text`: its complaints, "" when none.
+std::string Promtool(const std::string& text) {
+  kwatt::testing::TempDir dir;
+  std::string path = (dir.root() / "metrics.prom").string();
+  std::ofstream(path) << text;
+  Result<collect::RunResult> run = collect::RunProgram(
+      {"/bin/sh", "-c", "exec promtool check metrics < '" + path + "'"}, collect::RunOptions{});
+  if (!run.ok()) return run.status().ToString();
+  if (run->exit.exit_code == 127)
+    return "promtool is not installed (Debian's prometheus): make deps";
+  return run->exit.ok() ? run->out + run->err : run->exit.Describe() + ": " + run->out + run->err;
+}
+
+TEST(PrometheusExposition, FamiliesPromtoolAcceptsWithTheMetersFiguresAndHealth) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  OutputOptions options;
+  options.max_targets = 1;
+  PrometheusExposition exposition(options);
+  EXPECT_EQ(exposition.Text(), "");
+  ASSERT_TRUE(exposition.Begin(header).ok());
+  EXPECT_NE(exposition.Text().find("kwatt_meter_info{sensor=\"nova-1\""), std::string::npos);
+  Target a = ProcessTarget(1, "python3"), b = ProcessTarget(2, "say \"hi\"\\\n");
+  reports.health().dropped_reports = {{"influxdb:http://db:8086/power", 3}, {"csv:out.csv", 0}};
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 600'000}, {b, 100'000}})).ok());
+  std::string text = exposition.Text();
+  EXPECT_EQ(Promtool(text), "") << text;
+  std::map<std::string, Sample> samples = Samples(text);
+  auto get = [&](const std::string& id) {
+    auto it = samples.find(id);
+    EXPECT_NE(it, samples.end()) << id << " not in\n" << text;
+    return it == samples.end() ? Sample{} : it->second;
+  };
+  Sample measured =
+      get("kwatt_meter_domain_energy_joules_total{source=rapl,domain=package-0,kind=package,}");
+  EXPECT_EQ(measured.type, "counter");
+  EXPECT_EQ(measured.value, 40.0);
+  EXPECT_EQ(get("kwatt_meter_domain_power_watts{source=rapl,domain=dram-0,kind=dram,}").value, 6.0);
+  // a is the top target; b is in "other"; they add up to the domain's.
+  double parts = 0;
+  for (const char* kind : {"idle", "unattributed", "other"}) {
+    parts += get(std::string("kwatt_meter_energy_joules_total{source=rapl,domain=package-0,kind=") +
+                 kind + ",}")
+                 .value;
+  }
+  parts += get("kwatt_meter_energy_joules_total{source=rapl,domain=package-0,kind=process,target=" +
+               a.key + ",name=python3,}")
+               .value;
+  EXPECT_DOUBLE_EQ(parts, 40.0);
+  EXPECT_EQ(get("kwatt_meter_dropped_reports_total{output=influxdb:http://db:8086/power,}").value,
+            3);
+  EXPECT_EQ(get("kwatt_meter_ticks_total{}").type, "counter");
+  EXPECT_EQ(get("kwatt_meter_max_lag_seconds{}").type, "gauge");
+  EXPECT_DOUBLE_EQ(get("kwatt_meter_last_report_timestamp_seconds{}").value,
+                   double(testing::kTestStart) / 1e9 + 1);
+
+  // b moves into the top 1: every counter of the text still only grows.
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 10'000}, {b, 900'000}})).ok());
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 900'000}, {b, 10'000}})).ok());
+  std::map<std::string, Sample> later = Samples(exposition.Text());
+  EXPECT_EQ(Promtool(exposition.Text()), "");
+  for (const auto& [id, sample] : samples) {
+    if (sample.type != "counter" || !later.count(id)) continue;
+    EXPECT_GE(later[id].value, sample.value) << id;
+  }
+  EXPECT_TRUE(later.count("kwatt_meter_energy_joules_total{source=rapl,domain=package-0,kind="
+                          "process,target=" +
+                          b.key + ",name=say \"hi\"\\\n,}") == 0);  // b is out again
+}
+
+TEST(PrometheusExposition, AGapHasNoPowerButKeepsItsCounter) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  PrometheusExposition exposition;
+  ASSERT_TRUE(exposition.Begin(header).ok());
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0})).ok());
+  ASSERT_TRUE(exposition.Write(reports.Next({0.0, 6.0}, {}, -1, {}, {kReset, 0})).ok());
+  std::map<std::string, Sample> samples = Samples(exposition.Text());
+  EXPECT_EQ(samples.count("kwatt_meter_domain_power_watts{source=rapl,domain=package-0,kind="
+                          "package,}"),
+            0u);
+  EXPECT_EQ(
+      samples["kwatt_meter_domain_energy_joules_total{source=rapl,domain=package-0,kind=package,}"]
+          .value,
+      40.0);
+  EXPECT_EQ(samples["kwatt_meter_source_resets_total{}"].value, 1);
+}
+
+TEST(PrometheusExposition, CountersContinueFromTheirSavedState) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  PrometheusExposition first;
+  ASSERT_TRUE(first.Begin(header).ok());
+  ASSERT_TRUE(first.Write(reports.Next({40.0, 6.0})).ok());
+  std::string state = first.SaveState();
+  PrometheusExposition second;
+  ASSERT_TRUE(second.RestoreState(state).ok());
+  ASSERT_TRUE(second.Begin(header).ok());
+  ASSERT_TRUE(second.Write(reports.Next({20.0, 6.0})).ok());
+  std::map<std::string, Sample> samples = Samples(second.Text());
+  EXPECT_EQ(
+      samples["kwatt_meter_domain_energy_joules_total{source=rapl,domain=package-0,kind=package,}"]
+          .value,
+      60.0);
+  EXPECT_EQ(second.RestoreState("{").code(), Status::Code::kCorruption);
+}
+
+Result<kwollect::internal::SmallResponse> Get(const std::string& url) {
+  kwollect::ClientOptions options;
+  options.timeout_s = 10;
+  kwollect::internal::SmallClient client(options);
+  return client.Get(url);
+}
+
+TEST(MetricsServer, ServesTheLastTextAndAScrapeNeverMakesANewOne) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  PrometheusExposition exposition;
+  Result<std::unique_ptr<MetricsServer>> server = MetricsServer::Bind("127.0.0.1", 0, exposition);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_GT((*server)->port(), 0);
+  EXPECT_EQ((*server)->url(), "http://127.0.0.1:" + std::to_string((*server)->port()) + "/metrics");
+  (*server)->Serve();
+  ASSERT_TRUE(exposition.Begin(header).ok());
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{ProcessTarget(1, "a"), 1000}})).ok());
+  Result<kwollect::internal::SmallResponse> scrape = Get((*server)->url());
+  ASSERT_TRUE(scrape.ok()) << scrape.status().ToString();
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_EQ(scrape->body, exposition.Text());
+  // Scrapes read the meter's last interval: the same text, however often they come.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Get((*server)->url())->body, scrape->body);
+  EXPECT_EQ(exposition.Stats().reports, 1);
+  ASSERT_TRUE(exposition.Write(reports.Next({41.0, 6.0})).ok());
+  EXPECT_NE(Get((*server)->url())->body, scrape->body);
+  (*server)->Stop();
+  EXPECT_FALSE(Get((*server)->url()).ok());
+}
+
+TEST(MetricsServer, ScrapesWhileTheMeterWritesGetWholeTexts) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  PrometheusExposition exposition;
+  Result<std::unique_ptr<MetricsServer>> server = MetricsServer::Bind("127.0.0.1", 0, exposition);
+  ASSERT_TRUE(server.ok());
+  (*server)->Serve();
+  ASSERT_TRUE(exposition.Begin(header).ok());
+  std::vector<IntervalReport> all;
+  for (int i = 0; i < 300; ++i) {
+    all.push_back(reports.Next({30.0 + i % 7, 4.0}, {{ProcessTarget(1 + i % 13, "p"), 1000}}));
+  }
+  std::thread meter([&] {
+    for (const IntervalReport& report : all) EXPECT_TRUE(exposition.Write(report).ok());
+  });
+  for (int i = 0; i < 40; ++i) {
+    Result<kwollect::internal::SmallResponse> scrape = Get((*server)->url());
+    ASSERT_TRUE(scrape.ok());
+    std::map<std::string, Sample> samples = Samples(scrape->body);  // reads whole, or fails
+    EXPECT_TRUE(samples.count("kwatt_meter_info{sensor=nova-1,formula=cputime,idle_policy=none,}"));
+  }
+  meter.join();
+  EXPECT_EQ(Samples(Get((*server)->url())->body)["kwatt_meter_reports_total{}"].value, 300);
+}
+
+TEST(MetricsServer, ABusyPortOrAnotherMachinesAddressIsAConfigurationError) {
+  PrometheusExposition exposition;
+  Result<std::unique_ptr<MetricsServer>> first = MetricsServer::Bind("127.0.0.1", 0, exposition);
+  ASSERT_TRUE(first.ok());
+  int port = (*first)->port();
+  Result<std::unique_ptr<MetricsServer>> second =
+      MetricsServer::Bind("127.0.0.1", port, exposition);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kIOError);
+  EXPECT_NE(second.status().message().find("cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << second.status().ToString();
+  // Bound, never served, then dropped: the port is free again.
+  first->reset();
+  Result<std::unique_ptr<MetricsServer>> again = MetricsServer::Bind("127.0.0.1", port, exposition);
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  Result<std::unique_ptr<MetricsServer>> elsewhere =
+      MetricsServer::Bind("192.0.2.1", 0, exposition);
+  ASSERT_FALSE(elsewhere.ok());  // TEST-NET-1: not an address of this machine
+  EXPECT_EQ(elsewhere.status().code(), Status::Code::kIOError);
+  EXPECT_EQ(MetricsServer::Bind("127.0.0.1", 70000, exposition).status().code(),
+            Status::Code::kInvalidArgument);
+  Result<std::unique_ptr<MetricsServer>> v6 = MetricsServer::Bind("::1", 0, exposition);
+  if (v6.ok()) {  // a machine without IPv6 has no [::1] to bind
+    EXPECT_NE((*v6)->url().find("http://[::1]:"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kwatt::meter

@@ -1,0 +1,33 @@
+#include "kwatt/meter/source.h"
+
+#include "kwatt/meter/activity.h"
+
+namespace kwatt::meter {
+
+std::string DescribeDomainFlags(uint32_t flags) {
+  std::string out;
+  auto add = [&](uint32_t bit, const char* word) {
+    if (!(flags & bit)) return;
+    if (!out.empty()) out += ", ";
+    out += word;
+  };
+  add(kWrapped, "wrapped");
+  add(kReset, "reset");
+  add(kMaybeMissedWrap, "may have missed a wrap");
+  add(kUnreadable, "unreadable");
+  return out;
+}
+
+const char* TargetKindName(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kProcess:
+      return "process";
+    case TargetKind::kProcessTree:
+      return "tree";
+    case TargetKind::kCgroup:
+      return "cgroup";
+  }
+  return "process";
+}
+
+}  // namespace kwatt::meter

@@ -1,0 +1,52 @@
+// The dashboard of `kwatt serve` (doc/dashboard.md): its pages under /dashboard/ and the JSON
+// endpoints they read under /dashboard/api/ (the site with its nodes' latest power, jobs, a job's
+// energy as `kwatt energy` computes it, downsampled series, rows to download). Internal to the
+// server: it reaches the server's jobs and rows through DashboardContext, so that it serves the
+// simulated testbed and a store alike.
+//
+// Thread safety: the handlers run on the server's threads at once; the context's functions must
+// be safe to call so (the server's are).
+#ifndef KWATT_SRC_SERVER_DASHBOARD_H_
+#define KWATT_SRC_SERVER_DASHBOARD_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kwatt/core/catalogue.h"
+#include "kwatt/core/status.h"
+#include "kwatt/core/time.h"
+#include "kwatt/server/jobs.h"
+#include "kwatt/server/testbed.h"
+#include "src/server/row_stream.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace kwatt::server::internal {
+
+struct DashboardContext {
+  const Testbed* testbed = nullptr;
+  std::string api_prefix = "/stable";  // where the Kwollect API is (for the pages' links)
+  std::function<UnixNanos()> now;      // the server's (simulated) now
+  std::function<Result<std::vector<Job>>(const std::string& site)> jobs_of;
+  // NotFound when the site has no such job.
+  std::function<Result<Job>(const std::string& site, int64_t uid)> find_job;
+  // The rows the metrics API would answer for devices x metrics (all when empty) over
+  // [start, end] seen at `now` (raw rows, not summaries).
+  std::function<Result<std::shared_ptr<MetricsAnswer>>(
+      const Site& site, std::vector<std::string> devices, std::vector<std::string> metrics,
+      UnixNanos start, UnixNanos end, UnixNanos now)>
+      open_rows;
+  // A cluster's metric catalogue (a store's own when it has one).
+  std::function<Result<Catalogue>(const Cluster& cluster)> catalogue;
+};
+
+// Adds the dashboard's routes to `http`.
+void AddDashboardRoutes(httplib::Server* http, DashboardContext context);
+
+}  // namespace kwatt::server::internal
+
+#endif  // KWATT_SRC_SERVER_DASHBOARD_H_
