@@ -22,11 +22,11 @@
 // going back.
 //
 // What is shown, the machine's busy and total times too, never grows faster than the online CPUs
-// can run: by at most the time since the last read times the CPUs. The kernel counts a thread running on another CPU only up to its last
-// scheduler tick (1 to 10 ms, CONFIG_HZ), and stat's ticks are 10 ms: a short interval would show
-// a tick's worth more than it can have used (a 1 ms interval, 5 ms: 5 CPUs), the next one less.
-// The excess is carried to the next reads, so nothing is lost and the counter catches up as soon as
-// the target's true rate leaves room.
+// can run: by at most the time since the last read times the CPUs. The kernel counts a thread
+// running on another CPU only up to its last scheduler tick (1 to 10 ms, CONFIG_HZ), and stat's
+// ticks are 10 ms: a short interval would show a tick's worth more than it can have used (a 1 ms
+// interval, 5 ms: 5 CPUs), the next one less. The excess is carried to the next reads, so nothing
+// is lost and the counter catches up as soon as the target's true rate leaves room.
 #include "kwatt/meter/activity.h"
 
 #include <dirent.h>
@@ -282,8 +282,8 @@ class ActivityReaderImpl : public ActivityReader {
   MeterEnvironment environment_;
   TargetSelection selection_;
   Counters counters_;
-  std::shared_ptr<ProcessCpuClocks> process_cpu_;  // null: stat and schedstat alone
-  int64_t last_read_nanos_ = -1;                   // the last snapshot's monotonic_nanos
+  std::shared_ptr<ProcessCpuClocks> process_cpu_;   // null: stat and schedstat alone
+  int64_t last_read_nanos_ = -1;                    // the last snapshot's monotonic_nanos
   int64_t busy_shown_us_ = 0, total_shown_us_ = 0;  // the machine's times, paced
   int64_t ticks_per_second_ = procfs::ClockTicksPerSecond();
   int procfs_fd_ = -1;
@@ -942,13 +942,12 @@ void ActivityReaderImpl::UpdateCgroups() {
 }
 
 void ActivityReaderImpl::AddSamples(ActivitySnapshot* snapshot) {
-  // The most CPU time a target can have used since the last read (none: the first read, whose
-  // counts are since each target's start).
-  const int64_t room =
-      last_read_nanos_ < 0
-          ? INT64_MAX
-          : std::max<int64_t>(snapshot->monotonic_nanos - last_read_nanos_, 0) / 1000 *
-                std::max(snapshot->cpus, 1);
+  // The most CPU time a target can have used since the last read (unbounded on the first read,
+  // whose counts are since each target's start).
+  const int64_t room = last_read_nanos_ < 0
+                           ? INT64_MAX
+                           : std::max<int64_t>(snapshot->monotonic_nanos - last_read_nanos_, 0) /
+                                 1000 * std::max(snapshot->cpus, 1);
   last_read_nanos_ = snapshot->monotonic_nanos;
   auto paced = [room](int64_t* shown, int64_t reported) {
     if (reported > *shown) *shown = reported - *shown > room ? *shown + room : reported;

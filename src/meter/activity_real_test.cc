@@ -190,8 +190,8 @@ TEST(ActivityRealProcesses, AMultithreadedProcessNeverUsesMoreThanTheCpusInAShor
     double cpu = double(after->cpu_microseconds - before->cpu_microseconds);
     double wall = double(snapshots[i].monotonic_nanos - snapshots[i - 1].monotonic_nanos) / 1000;
     ASSERT_GE(cpu, 0);
-    EXPECT_LE(cpu, std::ceil(wall) * snapshots[i].cpus) << "interval " << i << ": " << cpu
-                                                      << " us of CPU in " << wall << " us";
+    EXPECT_LE(cpu, std::ceil(wall) * snapshots[i].cpus)
+        << "interval " << i << ": " << cpu << " us of CPU in " << wall << " us";
     worst = std::max(worst, cpu / wall);
     total += cpu;
   }

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-
 #include <stop_token>
 #include <thread>
 
@@ -51,7 +50,6 @@ TEST(SystemClockSleep, AStoppedTokenReturnsAtOnce) {
   stop.request_stop();
   EXPECT_FALSE(clock->SleepUntil(clock->MonotonicNanos() + 60'000 * kMs, stop.get_token()));
 }
-
 
 int64_t ProcessCpuNanos() {
   timespec ts{};
