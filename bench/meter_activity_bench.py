@@ -167,8 +167,9 @@ def render(results: dict) -> str:
         f"Bar (issue): 10,000 processes attributed at 1 Hz within one period: kwatt's slowest "
         f"read and attribution took {fake['total_max_ms']:.0f} ms of the 1,000 ms period "
         f"({fake['cpu_percent']:.1f} % of a core), {verdict(fake['total_max_ms'])}. kwatt reads "
-        "two files per process (`stat`, and `schedstat` for nanoseconds), psutil one; kwatt "
-        "also reads the cgroups (psutil has none).",
+        "per process `stat` and, for nanoseconds, the process's CPU-time clock on this machine's "
+        "/proc (one syscall) or `schedstat` on the fake tree (a second file); psutil reads `stat` "
+        "alone. kwatt also reads the cgroups (psutil has none).",
     ]
     return "\n".join(lines) + "\n"
 
