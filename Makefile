@@ -1,37 +1,69 @@
 # kwatt: `make demo` and `make test` set everything up on a fresh Debian bookworm machine.
+# README.md ("Development") says what each target does and how long it takes.
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
-FUZZ_DIR ?= build-fuzz
 TSAN_DIR ?= build-tsan
 VENV ?= .venv
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
+# The compiler cache (Debian's ccache), outside the clone: a second clone, and CI on the same
+# machine, find it warm.
+export CCACHE_DIR ?= $(HOME)/.cache/ccache
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_SLOPPINESS := include_file_mtime,include_file_ctime,time_macros
+LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-# Debian packages: compiler and build tools, the C++ libraries, Python's venv, benchmark tools.
-APT_PACKAGES := build-essential cmake ninja-build pkg-config git curl ca-certificates \
-  libcurl4-openssl-dev libzstd-dev zstd libcli11-dev libsqlite3-dev postgresql libpq-dev libyaml-dev \
-  libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev \
-  python3 python3-dev python3-venv python3-pip time clang libclang-rt-14-dev clang-format \
-  prometheus-node-exporter prometheus influxdb snmpd snmp libsnmp-dev openipmi freeipmi-tools ipmitool \
-  zlib1g-dev chromium chromium-driver
+# Debian packages that building and running kwatt needs (make demo, make wheel, and what `pip
+# install` of the source needs: doc/install.md).
+BUILD_PACKAGES := build-essential cmake ninja-build pkg-config ccache ca-certificates \
+  libcurl4-openssl-dev libzstd-dev libcli11-dev libsqlite3-dev libpq-dev libyaml-dev libyaml-cpp-dev \
+  libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libsnmp-dev zlib1g-dev \
+  python3 python3-dev python3-venv
+# What the tests need besides (make test-deps): GoogleTest, clang for the sanitized and fuzzing
+# tree, the real peers (PostgreSQL, Prometheus and its node exporter, InfluxDB, snmpd, OpenIPMI,
+# Chromium), mmdebstrap for the wheel's minimal root, and the tools the tests call.
+TEST_PACKAGES := git curl zstd time libgtest-dev libgmock-dev clang libclang-rt-14-dev clang-format \
+  postgresql prometheus-node-exporter prometheus influxdb snmpd snmp openipmi freeipmi-tools ipmitool \
+  chromium chromium-driver mmdebstrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEPS_STAMP := $(VENV)/.kwatt-deps
+BUILD_DEPS := $(VENV)/.kwatt-build-deps
+TEST_DEPS := $(VENV)/.kwatt-test-deps
 
-.PHONY: deps build build-asan build-tsan build-fuzz test-tsan python demo-cli test test-unit test-asan test-python \
-  test-fuzz fuzz format-check demo bench bench-deps clean format
+.PHONY: deps test-deps build python wheel build-tests build-asan build-tsan demo demo-cli test \
+  test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel check-full \
+  fuzz format-check format bench bench-deps clean
 
-# `make` alone installs the dependencies.
-.DEFAULT_GOAL := deps
+# Installs the Debian packages of $(1) that are missing.
+define apt_install
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
+$(BUILD_DEPS): requirements-build.txt
+	$(call apt_install,$(BUILD_PACKAGES))
+	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-build.txt
+	@touch $@
+
+$(TEST_DEPS): requirements-dev.txt | $(BUILD_DEPS)
+	$(call apt_install,$(TEST_PACKAGES))
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
 
 # uPlot (the dashboard's plots, doc/dashboard.md), from npm's registry, unpacked into
 # third_party/uplot/ (gitignored) and embedded into the binary by CMake.
 UPLOT_VERSION := 1.6.32
 UPLOT_DIR := third_party/uplot
 UPLOT_STAMP := $(UPLOT_DIR)/.kwatt-uplot-$(UPLOT_VERSION)
-$(UPLOT_STAMP): | $(DEPS_STAMP)
+$(UPLOT_STAMP): | $(BUILD_DEPS)
 	@command -v npm >/dev/null || { echo "installing Debian's npm"; $(SUDO) apt-get install -y -q npm; }
 	rm -rf $(UPLOT_DIR) && mkdir -p $(UPLOT_DIR)
 	cd $(UPLOT_DIR) && npm pack --silent uplot@$(UPLOT_VERSION) >/dev/null && \
@@ -39,19 +71,8 @@ $(UPLOT_STAMP): | $(DEPS_STAMP)
 	    package/dist/uPlot.min.css package/LICENSE && rm uplot-$(UPLOT_VERSION).tgz
 	@touch $@
 
-deps: $(DEPS_STAMP) $(UPLOT_STAMP)
-
-$(DEPS_STAMP): requirements-dev.txt Makefile
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
-	  | grep -q 'install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:" $$missing; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
-	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
-	@touch $@
+deps: $(BUILD_DEPS) $(UPLOT_STAMP)
+test-deps: $(TEST_DEPS)
 
 # Peers in virtualenvs of their own, each pinned whole in bench/NAME-requirements.txt (installed
 # with --no-deps): kwollect, Kwollect's own collector (PyPI kwollect 1.2.0) for
@@ -63,119 +84,153 @@ KWOLLECT_VENV := bench/.venv-kwollect
 POWERAPI_VENV := bench/.venv-powerapi
 PSUTIL_VENV := bench/.venv-psutil
 POWERAPI_STAMP := $(POWERAPI_VENV)/.kwatt-bench-deps
-bench/.venv-%/.kwatt-bench-deps: bench/%-requirements.txt | $(DEPS_STAMP)
+bench/.venv-%/.kwatt-bench-deps: bench/%-requirements.txt | $(BUILD_DEPS)
 	@[ -x bench/.venv-$*/bin/python ] || $(PYTHON) -m venv bench/.venv-$*
 	bench/.venv-$*/bin/pip install -q --disable-pip-version-check --no-deps -r $<
 	@touch $@
 
 bench-deps: $(foreach peer,kwollect powerapi psutil,bench/.venv-$(peer)/.kwatt-bench-deps)
 
-$(BUILD_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP) $(UPLOT_STAMP)
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-
-build: $(DEPS_STAMP) $(UPLOT_STAMP) $(BUILD_DIR)/build.ninja
-	cmake --build $(BUILD_DIR) -j $(JOBS)
-
-# The Python package (kwatt, kwatt._core and the kwatt command) into the virtualenv, built by
-# scikit-build-core in build/python-*/ (kept: later builds recompile only what changed).
+# One release tree, build/, configured by scikit-build-core (pip) so that the CLI, the Python
+# module and the wheel come from the same objects: `make build` compiles `kwatt` and `_core`
+# there and installs the package (with the `kwatt` command) into the virtualenv; the unit tests,
+# peers and benchmarks are built in the same tree once GoogleTest is installed (make test-deps).
+PIP := $(VENV)/bin/pip --disable-pip-version-check
+SKBUILD_FLAGS := -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.KWATT_WERROR=ON \
+  -Ccmake.define.KWATT_BUILD_TESTS=AUTO $(if $(LAUNCHER),-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+WHEEL_RAW := $(BUILD_DIR)/wheel
 PY_STAMP := $(VENV)/.kwatt-python
-PY_SOURCES := $(shell git ls-files 'python/*' 'src/*' 'include/*' 2>/dev/null) CMakeLists.txt pyproject.toml
-python: $(PY_STAMP)
+PY_SOURCES := $(shell git ls-files 'python/*' 'src/*' 'include/*' 'apps/*' 'cmake/*' 2>/dev/null) \
+  CMakeLists.txt pyproject.toml
+build python: $(PY_STAMP)
 
-$(PY_STAMP): $(DEPS_STAMP) $(UPLOT_STAMP) $(PY_SOURCES)
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+$(PY_STAMP): $(BUILD_DEPS) $(UPLOT_STAMP) $(PY_SOURCES)
+	@rm -rf $(WHEEL_RAW)
+	$(PIP) wheel -v --no-build-isolation --no-deps $(SKBUILD_FLAGS) -w $(WHEEL_RAW) .
+	$(PIP) install -q --no-deps --force-reinstall $(WHEEL_RAW)/kwatt-*.whl
 	@touch $@
 
-$(ASAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP) $(UPLOT_STAMP)
-	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKWATT_SANITIZE=ON
+# The self-contained wheel (doc/install.md): the same build, every library outside the
+# manylinux policy bundled by auditwheel (from PyPI, into the virtualenv), into dist/.
+wheel: $(PY_STAMP)
+	rm -rf dist && mkdir -p dist
+	PATH=$(abspath $(VENV))/bin:$$PATH auditwheel repair --strip -w dist $(WHEEL_RAW)/kwatt-*.whl
+	@ls -l dist/*.whl
 
-build-asan: $(DEPS_STAMP) $(ASAN_DIR)/build.ninja
-	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt
+# The unit tests, the test peers and the benchmarks' programs, in the release tree.
+build-tests: $(PY_STAMP) $(TEST_DEPS)
+	@cmake -S . -B $(BUILD_DIR) >/dev/null
+	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# ThreadSanitizer over the threaded parts: the unit tests (the archive's parallel loading, the
-# fetcher, the collector), then the server's thread pool through the integration tests that stream
-# from it, and the collector's threads against its real peers.
-# tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache, Debian's uninstrumented
-# cpp-httplib).
-$(TSAN_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP) $(UPLOT_STAMP)
-	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKWATT_TSAN=ON
-
-build-tsan: $(DEPS_STAMP) $(TSAN_DIR)/build.ninja
-	cmake --build $(TSAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt
-
-TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)"
-test-tsan: build-tsan build python
-	$(TSAN_ENV) $(TSAN_DIR)/kwatt_unit_tests --gtest_brief=1
-	cd tests/integration && $(TSAN_ENV) KWATT_BIN=$(abspath $(TSAN_DIR))/kwatt \
-	  KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_collect_peers \
-	  $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider test_server.py \
-	  test_archive_read.py test_hostile.py test_collect.py test_meter.py
-
-# The libFuzzer harnesses of fuzz/ (clang, ASan, UBSan, _GLIBCXX_ASSERTIONS): fuzz/README.md.
+# One sanitized tree (clang; ASan, UBSan, _GLIBCXX_ASSERTIONS, libFuzzer's coverage): the unit
+# tests, the sanitized `kwatt` for the integration tests that meet hostile input, and the fuzz
+# harnesses of fuzz/ (fuzz/README.md).
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query \
   pushed_rows store_block testbed_description prometheus_text metric_descriptions wattmetre_line \
   rapl_sysfs proc_stat activity_record hwpc_json hwpc_csv nvml_counters output_spec \
   meter_state
-$(FUZZ_DIR)/build.ninja: CMakeLists.txt | $(DEPS_STAMP) $(UPLOT_STAMP)
-	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DKWATT_FUZZ=ON -DKWATT_BUILD_TESTS=OFF
+$(ASAN_DIR)/build.ninja: CMakeLists.txt | $(TEST_DEPS) $(UPLOT_STAMP)
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN_DIR) -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" -DKWATT_WERROR=ON -DKWATT_SANITIZE=ON \
+	  -DKWATT_FUZZ=ON -DKWATT_BUILD_TESTS=ON
 
-build-fuzz: $(DEPS_STAMP) $(FUZZ_DIR)/build.ninja
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(addsuffix _fuzzer,$(FUZZERS))
+build-asan: $(ASAN_DIR)/build.ninja
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt \
+	  $(addsuffix _fuzzer,$(FUZZERS))
 
-# A bounded campaign: FUZZ_SECONDS per harness, from the seeds and earlier findings; new inputs
-# are kept in $(FUZZ_DIR)/corpus, crashes in $(FUZZ_DIR)/findings (copy one into
-# fuzz/regressions/NAME/ once fixed: every test run replays it).
-FUZZ_SECONDS ?= 120
-fuzz: build-fuzz
-	@bash fuzz/run.sh campaign $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZERS)
+# ThreadSanitizer over the threaded parts: their unit tests alone (CMakeLists.txt,
+# KWATT_THREADED_TESTS). tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache,
+# Debian's uninstrumented cpp-httplib).
+$(TSAN_DIR)/build.ninja: CMakeLists.txt | $(TEST_DEPS) $(UPLOT_STAMP)
+	cmake -S . -B $(TSAN_DIR) -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKWATT_WERROR=ON -DKWATT_TSAN=ON -DKWATT_BUILD_TESTS=ON
 
-# What `make test` runs: every seed and regression input replayed, then FUZZ_RUNS inputs each
-# from a fixed seed.
-FUZZ_RUNS ?= 20000
-test-fuzz: build-fuzz
-	@bash fuzz/run.sh check $(FUZZ_DIR) $(FUZZ_RUNS) $(FUZZERS)
+build-tsan: $(TSAN_DIR)/build.ninja
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target kwatt_unit_tests
 
-# Every test: C++ unit tests (plain, under ASan/UBSan, under TSan), the fuzz harnesses on their corpora,
-# then the integration tests and the Python package's tests (pytest; two runs, as each directory
-# has its own conftest).
-test: format-check test-unit test-asan test-tsan test-fuzz test-python
+# Every test, in at most 30 minutes from a fresh clone on 2 cores (README.md, "Development"):
+# formatting, the C++ unit tests (release, ASan/UBSan, TSan over the threaded parts), the fuzz
+# harnesses on their seeds and regressions, each integration file once (those meeting hostile
+# input against the sanitized kwatt), the Python package's tests, and the wheel in a minimal root.
+test: format-check test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel
 
 # Every C++ file as clang-format (.clang-format, Google based) writes it; `make format` fixes.
-format-check: $(DEPS_STAMP)
+format-check: $(TEST_DEPS)
 	@bad=$$(for f in $$(git ls-files '*.h' '*.cc'); do \
 	  clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
 	if [ -n "$$bad" ]; then echo "not formatted as .clang-format says (run make format):" $$bad; exit 1; fi
 
-test-unit: build
+test-unit: build-tests
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-# The unit tests, then the integration tests of the parts that meet hostile input (archives,
-# requests, files, the server, the collector's devices), under ASan/UBSan: the sanitized kwatt against itself on loopback.
-# test_collect.py also imports the Python package (a lab's rows through kwatt.Kwollect): `python` first.
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_backup.py test_fetch.py test_server.py \
-  test_energy.py test_collect.py test_dashboard.py test_meter_smartwatts.py test_meter.py
-test-asan: build-asan build python $(POWERAPI_STAMP)
-	$(SANITIZER_ENV) $(ASAN_DIR)/kwatt_unit_tests
-	cd tests/integration && $(SANITIZER_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
-	  KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_collect_peers \
-	  $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider $(ASAN_INTEGRATION)
+test-asan: build-asan
+	cd $(ASAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS)
 
-test-python: build python $(POWERAPI_STAMP)
-	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q tests/integration
-	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(VENV)/bin/python -m pytest -q python/tests
+TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)"
+test-tsan: build-tsan build-tests
+	cd $(TSAN_DIR) && $(TSAN_ENV) KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt \
+	  ctest --output-on-failure -j $(JOBS)
+
+# Every seed and regression input replayed, then FUZZ_RUNS inputs each from a fixed seed.
+FUZZ_RUNS ?= 20000
+test-fuzz: build-asan
+	@bash fuzz/run.sh check $(ASAN_DIR) $(FUZZ_RUNS) $(FUZZERS)
+
+# A bounded campaign: FUZZ_SECONDS per harness, from the seeds and earlier findings; new inputs
+# are kept in $(ASAN_DIR)/corpus, crashes in $(ASAN_DIR)/findings (copy one into
+# fuzz/regressions/NAME/ once fixed: every test run replays it).
+FUZZ_SECONDS ?= 120
+fuzz: build-asan
+	@bash fuzz/run.sh campaign $(ASAN_DIR) $(FUZZ_SECONDS) $(FUZZERS)
+
+# The integration tests (tests/integration), each file once, two at a time (pytest-xdist): those
+# that meet hostile input (damaged archives, hostile requests, misbehaving devices, the meter's
+# inputs) against the sanitized kwatt, the others against the release build.
+ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_server.py test_collect.py test_meter.py
+RELEASE_INTEGRATION := $(filter-out $(ASAN_INTEGRATION),$(notdir $(wildcard tests/integration/test_*.py)))
+PYTEST := $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider -n $(JOBS)
+PEERS_ENV := KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_collect_peers
+test-integration: build-tests build-asan $(POWERAPI_STAMP)
+	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
+	  $(PYTEST) $(ASAN_INTEGRATION)
+	cd tests/integration && $(PEERS_ENV) KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt \
+	  $(PYTEST) $(RELEASE_INTEGRATION)
+
+test-python: build-tests
+	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(PYTEST) python/tests
+
+# The wheel, installed as an unprivileged user in a minimal Debian root (python3, python3-venv,
+# ca-certificates; made by mmdebstrap, kept in ~/.cache/kwatt/roots), where no compiler is:
+# the CLI against a simulator it starts, the embedded store, the Python service (tests/wheel).
+test-wheel: wheel
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/wheel
+
+# What `make test` leaves out for time (about 60 minutes on 2 cores): a fuzzing campaign of
+# FUZZ_SECONDS per harness, every integration file against the ASan kwatt and the TSan kwatt
+# (the server's thread pool, the collector's threads), every unit test under TSan.
+check-full: test
+	$(MAKE) fuzz
+	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
+	  $(PYTEST) $(RELEASE_INTEGRATION)
+	cmake -S . -B $(TSAN_DIR)-full -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKWATT_WERROR=ON -DKWATT_TSAN=ON -DKWATT_BUILD_TESTS=ON \
+	  -DKWATT_TSAN_ALL_TESTS=ON
+	cmake --build $(TSAN_DIR)-full -j $(JOBS) --target kwatt_unit_tests kwatt
+	cd $(TSAN_DIR)-full && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS)
+	cd tests/integration && $(TSAN_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(TSAN_DIR))-full/kwatt \
+	  $(PYTEST) test_server.py test_archive_read.py test_hostile.py test_collect.py test_meter.py
 
 # The story of an experiment's energy (examples/demo.py, the notebook's story as a script):
 # simulated testbed, metrics, energy table, archive, plots written to demo-output/*.png.
-demo: build python
+demo: $(PY_STAMP)
 	@$(VENV)/bin/python examples/demo.py demo-output --kwatt $(BUILD_DIR)/kwatt
 
 # The same with the CLI alone: serve, fetch, backup, inspect, energy, simulate energy.
-demo-cli: build
+demo-cli: $(PY_STAMP)
 	@bash examples/demo.sh $(BUILD_DIR)/kwatt
 
-bench: build bench-deps
+bench: build-tests bench-deps
 	@KWOLLECT_VENV=$(KWOLLECT_VENV) POWERAPI_VENV=$(POWERAPI_VENV) PSUTIL_VENV=$(PSUTIL_VENV) \
 	  bash bench/run_all.sh $(BUILD_DIR)/kwatt
 
@@ -183,4 +238,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(TSAN_DIR)-full dist

@@ -31,10 +31,10 @@ namespace kwatt::cli {
 
 namespace {
 
-std::atomic<int> g_stop{0};
-extern "C" void OnHwpcStop(int signal_number) { g_stop.store(signal_number); }
+std::atomic<int> g_hwpc_stop{0};
+extern "C" void OnHwpcStop(int signal_number) { g_hwpc_stop.store(signal_number); }
 
-struct Args {
+struct HwpcArgs {
   std::string scenario, csv, json, connect, truth, start;
   std::optional<std::string> sensor;
   std::optional<int> sockets, cpus_per_socket, base_frequency;
@@ -84,7 +84,7 @@ Status SendAll(int fd, const std::string& text) {
   return Status::OK();
 }
 
-int Run(const Args& args) {
+int RunHwpcSimulation(const HwpcArgs& args) {
   const char* kName = "kwatt simulate hwpc";
   auto fail = [&](const Status& status) {
     std::fprintf(stderr, "%s: %s\n", kName, status.message().c_str());
@@ -159,15 +159,15 @@ int Run(const Args& args) {
   std::vector<meter::HwpcTruth> truths;
   std::string text, line;
   int64_t ticks = 0;
-  while (status.ok() && !g_stop.load() && (*simulator)->Next(&reports, &truths)) {
+  while (status.ok() && !g_hwpc_stop.load() && (*simulator)->Next(&reports, &truths)) {
     if (real_time) {
       // Sent once measured: at the tick's end, by the wall clock.
       int64_t end_ms = reports.front().timestamp_ms;
       timespec until{time_t(end_ms / 1000), long(end_ms % 1000) * 1000000};
       while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
-        if (g_stop.load()) break;
+        if (g_hwpc_stop.load()) break;
       }
-      if (g_stop.load()) break;
+      if (g_hwpc_stop.load()) break;
     }
     text.clear();
     for (const meter::HwpcReport& r : reports) {
@@ -217,7 +217,7 @@ int Run(const Args& args) {
 }  // namespace
 
 Runner RegisterSimulateHwpc(CLI::App* simulate) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<HwpcArgs>();
   CLI::App* command = simulate->add_subcommand(
       "hwpc",
       "hwpc-sensor's reports (CSV, JSON, a live socket stream) for a simulated machine and "
@@ -254,7 +254,7 @@ Runner RegisterSimulateHwpc(CLI::App* simulate) {
   command->add_option("--seed", args->seed, "Seed");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    return Run(*args);
+    return RunHwpcSimulation(*args);
   };
 }
 

@@ -30,13 +30,13 @@ namespace kwatt::cli {
 
 namespace {
 
-std::atomic<int> g_stop{0};
+std::atomic<int> g_rapl_stop{0};
 
-extern "C" void OnRaplStopSignal(int signal_number) { g_stop.store(signal_number); }
+extern "C" void OnRaplStopSignal(int signal_number) { g_rapl_stop.store(signal_number); }
 
 const char* const kKinds[] = {"package", "core", "uncore", "dram", "psys"};
 
-struct Args {
+struct RaplArgs {
   std::string root;
   std::string layout = "intel-server";
   std::optional<int> sockets;
@@ -112,8 +112,8 @@ int64_t MonotonicNow() {
   return int64_t(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
 }
 
-Status WriteTruthJson(const std::string& path, const Args& args, const meter::SimulatedRapl& sim,
-                      int64_t updates) {
+Status WriteTruthJson(const std::string& path, const RaplArgs& args,
+                      const meter::SimulatedRapl& sim, int64_t updates) {
   nlohmann::ordered_json truth;
   truth["root"] = sim.root();
   truth["layout"] = args.layout;
@@ -130,7 +130,7 @@ Status WriteTruthJson(const std::string& path, const Args& args, const meter::Si
   return WriteWholeFile(path, truth.dump(2) + "\n");
 }
 
-int Run(const Args& args) {
+int RunRaplSimulation(const RaplArgs& args) {
   const char* kCommand = "simulate rapl";
   auto usage = [&](const std::string& message) {
     std::fprintf(stderr, "kwatt %s: %s\n", kCommand, message.c_str());
@@ -207,7 +207,7 @@ int Run(const Args& args) {
       args.duration ? start + int64_t(std::llround(*args.duration * 1e9)) : INT64_MAX;
   int64_t next = start + period;
   int64_t updates = 0;
-  while (!g_stop.load()) {
+  while (!g_rapl_stop.load()) {
     int64_t wake = std::min(next, end);
     timespec until{time_t(wake / kNanosPerSecond), long(wake % kNanosPerSecond)};
     int slept = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
@@ -235,7 +235,7 @@ int Run(const Args& args) {
 }  // namespace
 
 Runner RegisterSimulateRapl(CLI::App* simulate) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<RaplArgs>();
   CLI::App* command = simulate->add_subcommand(
       "rapl",
       "A simulated RAPL machine's powercap tree under ROOT, its counters updated in real time "
@@ -284,7 +284,7 @@ Runner RegisterSimulateRapl(CLI::App* simulate) {
       ->check(NonEmptyPath());
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    return Run(*args);
+    return RunRaplSimulation(*args);
   };
 }
 

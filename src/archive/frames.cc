@@ -3,6 +3,7 @@
 #include <zstd_errors.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "kwatt/archive/format.h"
@@ -134,6 +135,12 @@ Status FrameDecoder::Decode(std::string_view frame, uint64_t content_size, Strin
   std::string_view text;
   KWATT_RETURN_IF_ERROR(Decompress(frame, content_size, where, &text));
   return Parse(text, interner, batch, where);
+}
+
+std::string Hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 }  // namespace kwatt::archive::internal

@@ -31,6 +31,9 @@ struct FrameSpan {
 Status CheckFrame(const char* data, size_t avail, bool eof, size_t* size, uint64_t* content_size,
                   bool* need_more, const std::string& where);
 
+// A file's xxh64 checksum as the manifest writes it: 16 lowercase hex digits.
+std::string Hex64(uint64_t value);
+
 // "data/x.jsonl.zst: zstd frame 3 (from byte 1234)".
 std::string FrameWhere(const std::string& path, size_t index, size_t offset);
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace kwatt::archive {
+namespace kwatt::archive::manifest_test {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -350,4 +350,4 @@ TEST(ManifestTest, DataPaths) {
 }
 
 }  // namespace
-}  // namespace kwatt::archive
+}  // namespace kwatt::archive::manifest_test

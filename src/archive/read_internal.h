@@ -21,7 +21,6 @@ namespace kwatt::archive::internal {
 
 inline constexpr size_t kReadChunk = 1 << 20;  // bytes read from a file at a time (streaming)
 
-std::string Hex64(uint64_t value);
 // "a, b, c", at most `max_items` of them; "none" when empty.
 std::string JoinList(const std::vector<std::string>& items, size_t max_items = 12);
 std::string Errno();  // strerror(errno)

@@ -49,12 +49,6 @@ namespace kwatt::archive::internal {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-std::string Hex64(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 std::string JoinList(const std::vector<std::string>& items, size_t max_items) {
   std::string out;
   for (size_t i = 0; i < items.size() && i < max_items; ++i) out += (i ? ", " : "") + items[i];

@@ -21,7 +21,7 @@
 #include "kwatt/core/time.h"
 #include "src/archive/test_files.h"
 
-namespace kwatt::archive {
+namespace kwatt::archive::reader_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -892,4 +892,4 @@ TEST(ArchiveReader, LargeArchiveWithEveryThreadCount) {
 }
 
 }  // namespace
-}  // namespace kwatt::archive
+}  // namespace kwatt::archive::reader_test

@@ -91,12 +91,6 @@ ordered_json QueryJson(const BackupQuery& q) {
   return out;
 }
 
-std::string Hex64(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 }  // namespace
 
 struct ArchiveWriter::Impl {
@@ -694,7 +688,7 @@ Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
     entry["rows"] = file.rows;
     entry["bytes"] = file.bytes;
     entry["frames"] = file.frames;
-    entry["xxh64"] = Hex64(hash);
+    entry["xxh64"] = internal::Hex64(hash);
     entry["first"] = file.first.empty() ? ordered_json(nullptr) : ordered_json(file.first);
     entry["last"] = file.last.empty() ? ordered_json(nullptr) : ordered_json(file.last);
     entry["metrics"] = file.metrics;

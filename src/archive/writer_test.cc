@@ -19,7 +19,7 @@
 #include "src/core/row_parser.h"
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::archive {
+namespace kwatt::archive::writer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -505,4 +505,4 @@ TEST(WriterTest, NoFrameHoldsMoreThanTheFormatAllows) {
 }
 
 }  // namespace
-}  // namespace kwatt::archive
+}  // namespace kwatt::archive::writer_test

@@ -17,7 +17,7 @@
 #include "src/core/test_ports.h"
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::collector_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -349,4 +349,4 @@ TEST(Collector, ADriverErrorStopsNothingFromStartingAndNamesTheDescription) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::collector_test

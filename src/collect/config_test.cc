@@ -6,7 +6,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::config_test {
 namespace {
 
 std::string ErrorOf(std::string_view yaml) {
@@ -182,4 +182,4 @@ TEST(ReadCollectConfig, ReadsEveryFileInNameOrderAndRefusesDuplicates) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::config_test

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace kwatt::collect {
+namespace kwatt::collect::device_test {
 namespace {
 
 MetricDescription Metric(std::string device, std::string alias = "") {
@@ -66,4 +66,4 @@ TEST(AliasReadings, SumsTheOutletsOfANodeAsKwollectsViewDoes) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::device_test

@@ -9,7 +9,7 @@
 
 #include "kwatt/collect/device.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::http_devices_test {
 namespace {
 
 class Peer {
@@ -142,4 +142,4 @@ TEST(JsonDevice, ReadsTheValueAtEachPointerWithOneRequestPerDocument) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::http_devices_test

@@ -14,20 +14,13 @@
 #include <map>
 #include <utility>
 
+#include "kwatt/core/text.h"
 #include "src/collect/subprocess.h"
 
 namespace kwatt::collect {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
 
 std::vector<std::string_view> Split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
@@ -62,9 +55,9 @@ std::string Hex(uint64_t value) {
 
 // The first line of `text` with `secret` replaced by "***" wherever it appears.
 std::string FirstLineScrubbed(std::string_view text, const std::string& secret) {
-  std::string_view rest = Trim(text);
+  std::string_view rest = TrimBlanks(text);
   while (!rest.empty() && (rest.front() == '\n' || rest.front() == '\r')) rest.remove_prefix(1);
-  std::string line(Trim(rest.substr(0, rest.find('\n'))));
+  std::string line(TrimBlanks(rest.substr(0, rest.find('\n'))));
   if (!secret.empty()) {
     for (size_t at = line.find(secret); at != std::string::npos; at = line.find(secret, at + 3)) {
       line.replace(at, secret.size(), "***");
@@ -351,7 +344,7 @@ namespace internal {
 std::vector<IpmiSensorLine> ParseIpmiSensorsOutput(std::string_view text) {
   std::vector<IpmiSensorLine> lines;
   for (std::string_view line : Split(text, '\n')) {
-    line = Trim(line);
+    line = TrimBlanks(line);
     if (line.empty()) continue;
     std::vector<std::string_view> fields = Split(line, ',');
     size_t count = fields.size();
@@ -359,21 +352,21 @@ std::vector<IpmiSensorLine> ParseIpmiSensorsOutput(std::string_view text) {
     // The event (last) starts with a quote; a name holding commas pushes the rest right.
     size_t event = count - 1;
     for (size_t i = 5; i < count; ++i) {
-      if (!Trim(fields[i]).empty() && Trim(fields[i]).front() == '\'') {
+      if (!TrimBlanks(fields[i]).empty() && TrimBlanks(fields[i]).front() == '\'') {
         event = i;
         break;
       }
     }
     size_t reading = event - 2;
     IpmiSensorLine parsed;
-    parsed.record_id = std::string(Trim(fields[0]));
+    parsed.record_id = std::string(TrimBlanks(fields[0]));
     std::string name;
     for (size_t i = 1; i + 1 < reading; ++i) {
       if (i > 1) name += ',';
       name += fields[i];
     }
-    parsed.name = std::string(Trim(name));
-    parsed.reading = std::string(Trim(fields[reading]));
+    parsed.name = std::string(TrimBlanks(name));
+    parsed.reading = std::string(TrimBlanks(fields[reading]));
     lines.push_back(std::move(parsed));
   }
   return lines;

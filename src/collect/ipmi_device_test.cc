@@ -15,7 +15,7 @@
 #include "src/collect/test_ipmi_sim.h"
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::ipmi_device_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -411,4 +411,4 @@ TEST(IpmiSensorsOutputTest, ConfigArgumentEscapes) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::ipmi_device_test

@@ -14,7 +14,7 @@ bool IsNameStart(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
 }
 bool IsNameChar(char c) { return IsNameStart(c) || (c >= '0' && c <= '9'); }
-bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+bool IsSpaceOrTab(char c) { return c == ' ' || c == '\t'; }
 
 bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -67,7 +67,7 @@ class LineReader {
   bool AtEnd() const { return at_ >= line_.size(); }
   char Peek() const { return line_[at_]; }
   void SkipBlanks() {
-    while (!AtEnd() && IsBlank(Peek())) ++at_;
+    while (!AtEnd() && IsSpaceOrTab(Peek())) ++at_;
   }
   std::string_view Name(bool label) {
     size_t begin = at_;
@@ -78,7 +78,7 @@ class LineReader {
   }
   std::string_view Token() {
     size_t begin = at_;
-    while (!AtEnd() && !IsBlank(Peek())) ++at_;
+    while (!AtEnd() && !IsSpaceOrTab(Peek())) ++at_;
     return line_.substr(begin, at_ - begin);
   }
   std::string_view Rest() const { return line_.substr(std::min(at_, line_.size())); }

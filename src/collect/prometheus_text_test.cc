@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatt::collect {
+namespace kwatt::collect::prometheus_text_test {
 namespace {
 
 struct Read {
@@ -150,4 +150,4 @@ TEST(PrometheusText, TheCallbacksStatusStopsTheReading) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::prometheus_text_test

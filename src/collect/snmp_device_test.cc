@@ -12,7 +12,7 @@
 #include "kwatt/core/time.h"
 #include "src/collect/test_snmpd.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::snmp_device_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -380,4 +380,4 @@ TEST(SnmpDevice, DevicesPollConcurrently) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::snmp_device_test

@@ -13,7 +13,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::subprocess_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -305,4 +305,4 @@ TEST(ChildProcessTest, MissingProgram) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::subprocess_test

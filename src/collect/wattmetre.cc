@@ -17,6 +17,7 @@
 #include <sstream>
 #include <utility>
 
+#include "kwatt/core/text.h"
 #include "src/collect/subprocess.h"
 #include "src/core/yaml_json.h"
 
@@ -25,18 +26,10 @@ namespace {
 
 using nlohmann::json;
 
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // EPOCH[.FRACTION] to nanoseconds, from the digits (no floating point: exact). Digits past the
 // ninth of the fraction are dropped (toward the earlier instant).
 bool ParseEpoch(std::string_view s, UnixNanos* out) {
-  s = Trim(s);
+  s = TrimBlanks(s);
   if (s.empty()) return false;
   const char* p = s.data();
   const char* end = p + s.size();
@@ -103,7 +96,7 @@ bool FastDecimal(const char* p, const char* end, double* value) {
 
 // A port's field: false for garbage; `*present` false for an empty field.
 bool ParseValue(std::string_view s, double* value, bool* present) {
-  if (!s.empty() && (IsBlank(s.front()) || IsBlank(s.back()))) s = Trim(s);
+  if (!s.empty() && (IsBlank(s.front()) || IsBlank(s.back()))) s = TrimBlanks(s);
   if (s.empty()) {
     *present = false;
     return true;
@@ -170,7 +163,7 @@ WattmetreLine ParseV2(std::string_view line, WattmetreEntry* out) {
       return true;  // the status field decides first whether the line counts
     }
     if (i == 3) {
-      if (Trim(f) != "OK") {
+      if (TrimBlanks(f) != "OK") {
         marked_bad = true;
         return false;
       }
@@ -198,7 +191,7 @@ WattmetreLine ParseV3(std::string_view line, WattmetreEntry* out) {
       return true;
     }
     if (i == 1) {
-      if (Trim(f) != "true") {
+      if (TrimBlanks(f) != "true") {
         marked_bad = true;
         return false;
       }
@@ -250,7 +243,7 @@ Result<std::map<std::string, std::string>> ReadWattmetreMapping(const std::strin
   buffer << in.rdbuf();
   if (in.bad()) return Status::IOError("the wattmeter mapping file " + path + ": read failed");
   std::string where = "the wattmeter mapping file " + path;
-  KWATT_ASSIGN_OR_RETURN(std::string text, internal::YamlToJson(buffer.str(), where));
+  KWATT_ASSIGN_OR_RETURN(std::string text, kwatt::internal::YamlToJson(buffer.str(), where));
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
     return Status::InvalidArgument(where +
@@ -443,7 +436,7 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
         averager.Add(entry, promoted, &out);
         break;
       case WattmetreLine::kSkipped:
-        if (!Trim(text).empty()) ++line_counts_.skipped_lines;
+        if (!TrimBlanks(text).empty()) ++line_counts_.skipped_lines;
         break;
       case WattmetreLine::kMalformed:
         ++line_counts_.malformed_lines;

@@ -17,7 +17,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::collect {
+namespace kwatt::collect::wattmetre_test {
 namespace {
 
 constexpr int64_t kS = 1700000000;  // a second of 2023
@@ -607,4 +607,4 @@ TEST(MakeWattmetreSource, ReadsACommandsOutputAndSaysHowItEnded) {
 }
 
 }  // namespace
-}  // namespace kwatt::collect
+}  // namespace kwatt::collect::wattmetre_test

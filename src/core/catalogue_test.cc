@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kwatt {
+namespace kwatt::catalogue_test {
 namespace {
 
 constexpr const char* kCluster = R"({"uid":"gros","metrics":[
@@ -107,4 +107,4 @@ TEST(JobRunsNodeExporter, NotOnDeployJobs) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::catalogue_test

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
-namespace kwatt {
+namespace kwatt::json_text_test {
 namespace {
 
 std::string Number(double v) {
@@ -79,4 +79,4 @@ TEST(JsonbObjectText, OrdersKeysAsJsonbAndKeepsTheLastValue) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::json_text_test

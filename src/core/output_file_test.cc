@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace kwatt {
+namespace kwatt::output_file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -125,4 +125,4 @@ TEST_F(OutputFileTest, RefusesWhatCannotBeAFile) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::output_file_test

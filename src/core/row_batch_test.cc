@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-namespace kwatt {
+namespace kwatt::row_batch_test {
 namespace {
 
 TEST(StringInterner, DenseIdsInOrderOfFirstAppearance) {
@@ -144,4 +144,4 @@ TEST(RowTextWriter, WritesWhatAppendRowTextWrites) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::row_batch_test

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatt::internal {
+namespace kwatt::internal::row_parser_test {
 namespace {
 
 constexpr std::string_view kRow0 =
@@ -965,4 +965,4 @@ TEST(RowStreamParser, JsonLinesDamagedTexts) {
 }
 
 }  // namespace
-}  // namespace kwatt::internal
+}  // namespace kwatt::internal::row_parser_test

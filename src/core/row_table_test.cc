@@ -7,7 +7,7 @@
 
 #include "src/core/row_parser.h"
 
-namespace kwatt {
+namespace kwatt::row_table_test {
 namespace {
 
 // Rows as the API sends them, parsed by the real parser into `batch` (ids of `interner`).
@@ -120,4 +120,4 @@ TEST(RowTable, BeginKeepsTheResolvedQuery) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::row_table_test

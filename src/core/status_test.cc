@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kwatt {
+namespace kwatt::status_test {
 namespace {
 
 Result<int> Half(int n) {
@@ -43,4 +43,4 @@ TEST(Result, FromAnOkStatusIsAnInternalError) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::status_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kwatt {
+namespace kwatt::text_test {
 namespace {
 
 TEST(SplitCommaList, DropsSpacesAndEmptyItems) {
@@ -67,4 +67,4 @@ TEST(AppendPrometheusLabelValue, EscapesBackslashQuoteAndLineFeed) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::text_test

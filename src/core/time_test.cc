@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace kwatt {
+namespace kwatt::time_test {
 namespace {
 
 UnixNanos At(int64_t seconds, int64_t nanos = 0) { return seconds * kNanosPerSecond + nanos; }
@@ -200,4 +200,4 @@ TEST(FormatEpochSeconds, SixDecimals) {
 }
 
 }  // namespace
-}  // namespace kwatt
+}  // namespace kwatt::time_test

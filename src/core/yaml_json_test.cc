@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace kwatt::internal {
+namespace kwatt::internal::yaml_json_test {
 namespace {
 
 std::string Json(std::string_view yaml) {
@@ -72,4 +72,4 @@ TEST(YamlToJson, AnInputThatHungTheFormerParserIsRefused) {
 }
 
 }  // namespace
-}  // namespace kwatt::internal
+}  // namespace kwatt::internal::yaml_json_test

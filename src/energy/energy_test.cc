@@ -4,7 +4,7 @@
 
 #include "kwatt/energy/integration.h"
 
-namespace kwatt::energy {
+namespace kwatt::energy::energy_test {
 namespace {
 
 constexpr UnixNanos kS = kNanosPerSecond;
@@ -308,4 +308,4 @@ TEST(ChoosePowerMetric, IsTheChoiceComputeEnergyMakes) {
 }
 
 }  // namespace
-}  // namespace kwatt::energy
+}  // namespace kwatt::energy::energy_test

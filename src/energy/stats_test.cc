@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kwatt::energy {
+namespace kwatt::energy::stats_test {
 namespace {
 
 constexpr UnixNanos kS = kNanosPerSecond;
@@ -58,4 +58,4 @@ TEST(StatsCollector, GaugesCountersResetsAndCpu) {
 }
 
 }  // namespace
-}  // namespace kwatt::energy
+}  // namespace kwatt::energy::stats_test

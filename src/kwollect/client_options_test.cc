@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace kwatt::kwollect {
+namespace kwatt::kwollect::client_options_test {
 namespace {
 
 class ClientOptionsTest : public ::testing::Test {
@@ -68,9 +68,9 @@ TEST_F(ClientOptionsTest, BadFileIsNamedButPasswordNeverShown) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect
+}  // namespace kwatt::kwollect::client_options_test
 
-namespace kwatt::kwollect {
+namespace kwatt::kwollect::client_options_test {
 namespace {
 
 TEST(ValidateClientOptions, RefusesMeaninglessValuesNamingTheOption) {
@@ -108,4 +108,4 @@ TEST(ValidateClientOptions, RefusesMeaninglessValuesNamingTheOption) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect
+}  // namespace kwatt::kwollect::client_options_test

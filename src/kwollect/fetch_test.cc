@@ -11,7 +11,7 @@
 #include "kwatt/core/time.h"
 #include "src/kwollect/fetcher.h"
 
-namespace kwatt::kwollect::internal {
+namespace kwatt::kwollect::internal::fetch_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;  // 2025-04-18T12:00:00Z
@@ -372,4 +372,4 @@ TEST(Fetcher, StaysWithinItsConcurrency) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::kwollect::internal::fetch_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kwatt::kwollect {
+namespace kwatt::kwollect::node_name_test {
 namespace {
 
 TEST(ParseNodeName, EveryFormUsersWrite) {
@@ -51,4 +51,4 @@ TEST(ParseNodeList, KeepsOrderDropsDuplicates) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect
+}  // namespace kwatt::kwollect::node_name_test

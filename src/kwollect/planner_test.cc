@@ -4,7 +4,7 @@
 
 #include <set>
 
-namespace kwatt::kwollect::internal {
+namespace kwatt::kwollect::internal::planner_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;
@@ -157,4 +157,4 @@ TEST(ExpectedRowsPerSecond, FollowsPeriodsAndJobTypes) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::kwollect::internal::planner_test

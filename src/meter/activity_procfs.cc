@@ -7,11 +7,11 @@
 #include <charconv>
 #include <cstring>
 
+#include "kwatt/core/text.h"
+
 namespace kwatt::meter::procfs {
 
 namespace {
-
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // The next blank-separated token of `text` from `*at`, or "" at the end.
 std::string_view NextToken(std::string_view text, size_t* at) {
@@ -135,8 +135,7 @@ Status ParseMachineStat(std::string_view text, MachineStat* out) {
 
 Result<std::vector<int>> ParseCpuList(std::string_view text) {
   std::vector<int> cpus;
-  while (!text.empty() && IsBlank(text.back())) text.remove_suffix(1);
-  while (!text.empty() && IsBlank(text.front())) text.remove_prefix(1);
+  text = TrimBlanks(text);
   auto bad = [&] {
     return Status::Corruption("a CPU list that does not parse: '" +
                               std::string(text.substr(0, 64)) + "'");

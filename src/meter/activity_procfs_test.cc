@@ -10,7 +10,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::meter::procfs {
+namespace kwatt::meter::procfs::activity_procfs_test {
 namespace {
 
 // A real line of this machine's kernel (cat's own stat), the fields after the name as written.
@@ -180,7 +180,7 @@ TEST(TicksToMicros, ExactAtAnyRate) {
 }
 
 TEST(ReadSmallFile, ReadsWholeFilesAndSaysWhyNot) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "f").string();
   std::ofstream(path) << "hello\n";
   char buffer[16];
@@ -211,4 +211,4 @@ TEST(ParseProcessStat, ReadsThisProcessOwnStat) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter::procfs
+}  // namespace kwatt::meter::procfs::activity_procfs_test

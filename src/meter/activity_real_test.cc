@@ -26,7 +26,7 @@
 #include "kwatt/meter/activity.h"
 #include "src/meter/activity_procfs.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::activity_real_test {
 namespace {
 
 int64_t MonotonicNanos() {
@@ -450,4 +450,4 @@ TEST(ActivityRealCgroups, ARemovedSelectedCgroupIsAbsentNotAnError) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::activity_real_test

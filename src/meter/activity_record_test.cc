@@ -9,7 +9,7 @@
 #include "src/core/test_temp_dir.h"
 #include "src/meter/fake_procfs.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::activity_record_test {
 namespace {
 
 std::string ReadText(const std::filesystem::path& path) {
@@ -378,4 +378,4 @@ TEST_F(ActivityRecordTest, AReadersSnapshotsRecordedOnAFakeMachine) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::activity_record_test

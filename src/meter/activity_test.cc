@@ -15,7 +15,7 @@
 #include "src/core/test_temp_dir.h"
 #include "src/meter/fake_procfs.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::activity_test {
 namespace {
 
 using testing::FakeProcfs;
@@ -816,4 +816,4 @@ TEST_F(ActivityTest, HardwareCountersRefusedFailOpenWithThePerfEventsReason) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::activity_test

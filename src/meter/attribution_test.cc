@@ -5,7 +5,7 @@
 #include <numeric>
 #include <random>
 
-namespace kwatt::meter {
+namespace kwatt::meter::attribution_test {
 namespace {
 
 int64_t Sum(const std::vector<int64_t>& v) {
@@ -191,4 +191,4 @@ TEST(IdlePowerEstimator, ForgetsBeyondItsWindow) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::attribution_test

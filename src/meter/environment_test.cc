@@ -13,7 +13,7 @@
 #include <stop_token>
 #include <thread>
 
-namespace kwatt::meter {
+namespace kwatt::meter::environment_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;  // nanoseconds
@@ -93,4 +93,4 @@ TEST(SystemProcessCpuClocks, NoneForATreeThatIsNotTheKernelsProcfs) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::environment_test

@@ -12,7 +12,7 @@
 #include "kwatt/meter/hwpc_simulation.h"
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::hwpc_test {
 namespace {
 
 void Write(const std::filesystem::path& path, const std::string& text) {
@@ -439,4 +439,4 @@ TEST(HwpcSocket, RefusesWhatCannotBeListenedOn) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::hwpc_test

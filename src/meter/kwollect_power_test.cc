@@ -24,7 +24,7 @@
 #include "src/meter/manual_clock.h"
 #include "src/meter/test_sources.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::kwollect_power_test {
 namespace {
 
 constexpr UnixNanos kS = kNanosPerSecond;
@@ -491,4 +491,4 @@ TEST_F(KwollectPowerTest, ARecordedExperimentSharesItsArchivedWattmeterEnergy) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::kwollect_power_test

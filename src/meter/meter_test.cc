@@ -14,7 +14,7 @@
 #include "src/meter/manual_clock.h"
 #include "src/meter/test_sources.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::meter_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -539,4 +539,4 @@ TEST_F(MeterStateTest, StatefulOutputsGetTheirStateBack) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::meter_test

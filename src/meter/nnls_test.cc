@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-namespace kwatt::meter::internal {
+namespace kwatt::meter::internal::nnls_test {
 namespace {
 
 Matrix Make(size_t rows, size_t columns, std::vector<double> values) {
@@ -173,4 +173,4 @@ TEST(Nnls, DegenerateInputs) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter::internal
+}  // namespace kwatt::meter::internal::nnls_test

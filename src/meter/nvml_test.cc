@@ -10,7 +10,7 @@
 
 #include "src/meter/nvml_counters.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::nvml_test {
 namespace {
 
 // The fake library, loaded by the test as the source loads it (one copy: the same path).
@@ -315,4 +315,4 @@ TEST(NvmlHardware, TheSystemsNvmlReadsItsGpus) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::nvml_test

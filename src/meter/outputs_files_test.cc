@@ -23,7 +23,7 @@
 #include "src/meter/test_kwatt_binary.h"
 #include "src/meter/test_reports.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::outputs_files_test {
 namespace {
 
 using kwatt::testing::RunKwatt;
@@ -256,4 +256,4 @@ TEST(ArchiveOutput, AStoppedMeterGoesOnWithItsUnfinishedRecording) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::outputs_files_test

@@ -8,7 +8,7 @@
 #include "src/meter/test_influxd.h"
 #include "src/meter/test_reports.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::outputs_influxdb_test {
 namespace {
 
 using kwatt::testing::TestInfluxd;
@@ -230,4 +230,4 @@ TEST(InfluxdbOutput, AServerThatDoesNotAnswerAtOpenIsANoteAndRowsWaitForIt) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::outputs_influxdb_test

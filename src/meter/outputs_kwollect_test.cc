@@ -10,7 +10,7 @@
 #include "src/meter/test_kwatt_binary.h"
 #include "src/meter/test_reports.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::outputs_kwollect_test {
 namespace {
 
 using kwatt::testing::KwattServer;
@@ -133,4 +133,4 @@ TEST(KwollectOutput, TheServersRefusalsAtOpenAndAtPush) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::outputs_kwollect_test

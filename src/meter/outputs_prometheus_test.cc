@@ -14,7 +14,7 @@
 #include "src/kwollect/http.h"
 #include "src/meter/test_reports.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::outputs_prometheus_test {
 namespace {
 
 using testing::ProcessTarget;
@@ -233,4 +233,4 @@ TEST(MetricsServer, ABusyPortOrAnotherMachinesAddressIsAConfigurationError) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::outputs_prometheus_test

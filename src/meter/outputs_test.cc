@@ -20,7 +20,7 @@
 #include "src/meter/output_spec.h"
 #include "src/meter/test_reports.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::outputs_test {
 namespace {
 
 using internal::OutputKind;
@@ -606,4 +606,4 @@ TEST(JsonlOutput, StandardOutputIsWrittenThrough) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::outputs_test

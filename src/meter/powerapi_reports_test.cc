@@ -8,7 +8,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::powerapi_reports_test {
 namespace {
 
 std::string Slurp(const std::filesystem::path& path) {
@@ -152,4 +152,4 @@ TEST(PowerApiJson, PowerAndFormulaDocuments) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::powerapi_reports_test

@@ -17,7 +17,7 @@
 #include "src/meter/rapl_internal.h"
 #include "src/meter/simulated_rapl.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::rapl_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -787,4 +787,4 @@ TEST(RealRapl, ReadsThisMachinesCounters) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::rapl_test

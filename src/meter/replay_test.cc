@@ -9,7 +9,7 @@
 #include "src/meter/manual_clock.h"
 #include "src/meter/test_sources.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::replay_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -106,4 +106,4 @@ TEST_F(ReplayTest, RecordingSkipsTheTicksASlowReadOutlivedAndEndsWithASnapshot) 
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::replay_test

@@ -9,7 +9,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::simulated_rapl_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -224,4 +224,4 @@ TEST(SimulatedRapl, RefusesWrongLayouts) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::simulated_rapl_test

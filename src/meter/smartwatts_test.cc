@@ -8,7 +8,7 @@
 
 #include "kwatt/meter/hwpc_simulation.h"
 
-namespace kwatt::meter {
+namespace kwatt::meter::smartwatts_test {
 namespace {
 
 class MemorySink : public ReportSink {
@@ -323,4 +323,4 @@ TEST(SmartWatts, RefusesInvalidOptionsAndInputWithoutRapl) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter
+}  // namespace kwatt::meter::smartwatts_test

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-namespace kwatt::server::internal {
+namespace kwatt::server::internal::downsample_test {
 namespace {
 
 constexpr int64_t kS = kNanosPerSecond;
@@ -183,4 +183,4 @@ TEST(DownsampleTest, CounterRates) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::server::internal::downsample_test

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace kwatt::server {
+namespace kwatt::server::jobs_test {
 namespace {
 
 // A jobs file whose jobs[1] has `field` set to `value` (JSON text).
@@ -116,4 +116,4 @@ TEST(JobsFile, TimesOutOfRangeAreRefused) {
 }
 
 }  // namespace
-}  // namespace kwatt::server
+}  // namespace kwatt::server::jobs_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kwatt::server {
+namespace kwatt::server::node_model_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1745000000LL * kNanosPerSecond;
@@ -71,4 +71,4 @@ TEST(JobSet, ErrorsNameTheProblem) {
 }
 
 }  // namespace
-}  // namespace kwatt::server
+}  // namespace kwatt::server::node_model_test

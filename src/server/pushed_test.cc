@@ -7,7 +7,7 @@
 
 #include "src/server/row_stream.h"
 
-namespace kwatt::server::internal {
+namespace kwatt::server::internal::pushed_test {
 namespace {
 
 constexpr UnixNanos kNow = 1713441600LL * kNanosPerSecond;  // 2024-04-18T14:00:00+02:00
@@ -161,4 +161,4 @@ TEST(PushedMetrics, TheMemoryLimitRefusesAWholePush) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::server::internal::pushed_test

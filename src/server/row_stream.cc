@@ -12,7 +12,6 @@ namespace kwatt::server::internal {
 namespace {
 
 constexpr std::string_view kRowStart = "{\"timestamp\":\"";
-constexpr std::string_view kSeparator = ",\n";
 
 struct HeapGreater {
   bool operator()(const std::pair<UnixNanos, uint32_t>& a,
@@ -104,7 +103,7 @@ void RowStream::WriteRow(std::string* out, const OutputSeries& series, UnixNanos
     std::memcpy(cached_offset_, cached_text_ + cached_date_length_, 6);
     cached_second_ = second;
   }
-  if (rows_written_ > 0) out->append(kSeparator);
+  if (rows_written_ > 0) out->append(kRowSeparator);
   out->append(kRowStart);
   out->append(cached_text_, cached_date_length_);
   char fraction[10];

@@ -19,6 +19,9 @@
 
 namespace kwatt::server::internal {
 
+// What separates two rows of a metrics answer's JSON array (every row source writes it).
+inline constexpr std::string_view kRowSeparator = ",\n";
+
 inline constexpr int64_t kSummaryBucketNs = 300 * kNanosPerSecond;
 // Summary buckets appear once they ended this long ago (Kwollect refreshes its aggregate every
 // 5 minutes, with a lag).

@@ -6,7 +6,7 @@
 
 #include "src/server/row_stream.h"
 
-namespace kwatt::server::internal {
+namespace kwatt::server::internal::series_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1745000000LL * kNanosPerSecond;
@@ -103,4 +103,4 @@ TEST(RowStream, CountEqualsRowsAndOrderIsByTime) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::server::internal::series_test

@@ -14,7 +14,6 @@ namespace {
 
 constexpr int64_t kFirstSpan = 60 * kNanosPerSecond;
 constexpr int64_t kMaxSpan = int64_t(1) << 62;
-constexpr std::string_view kSeparator = ",\n";
 
 // min(t + span, hi) without overflow, for t < hi.
 UnixNanos SliceEnd(UnixNanos t, int64_t span, UnixNanos hi) {
@@ -252,7 +251,7 @@ bool StoreRowStream::Next(std::string* out, size_t target_bytes) {
   size_t limit = out->size() + target_bytes;
   while (out->size() < limit) {
     if (slice_.next < slice_.order.size()) {
-      if (rows_written_ > 0) out->append(kSeparator);
+      if (rows_written_ > 0) out->append(kRowSeparator);
       writer_.Append(out, slice_.rows, slice_.order[slice_.next++], *slice_.interner);
       ++rows_written_;
       continue;

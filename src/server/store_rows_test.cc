@@ -13,7 +13,7 @@
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
 
-namespace kwatt::server::internal {
+namespace kwatt::server::internal::store_rows_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1713441600LL * kNanosPerSecond;  // 2024-04-18T14:00:00+02:00
@@ -255,4 +255,4 @@ TEST_F(StoreRowsTest, NextRowsGivesTheRowsOfTheText) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::server::internal::store_rows_test

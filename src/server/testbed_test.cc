@@ -9,7 +9,7 @@
 
 #include "src/core/test_temp_dir.h"
 
-namespace kwatt::server {
+namespace kwatt::server::testbed_test {
 namespace {
 
 class DescriptionTest : public ::testing::Test {
@@ -104,4 +104,4 @@ TEST_F(DescriptionTest, WhatIsWrongIsNamedWithItsPlace) {
 }
 
 }  // namespace
-}  // namespace kwatt::server
+}  // namespace kwatt::server::testbed_test

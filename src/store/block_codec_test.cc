@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-namespace kwatt::store::internal {
+namespace kwatt::store::internal::block_codec_test {
 namespace {
 
 BlockRows RoundTrip(const BlockRows& rows, std::string* block = nullptr) {
@@ -139,4 +139,4 @@ TEST(BlockCodec, SortByTimeKeepsTheOrderOfEqualInstants) {
 }
 
 }  // namespace
-}  // namespace kwatt::store::internal
+}  // namespace kwatt::store::internal::block_codec_test

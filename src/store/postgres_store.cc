@@ -97,8 +97,8 @@ std::string TextArray(const std::vector<std::string>& items) {
 }
 
 // Microseconds of `t`, rounded down; and rounded up (without overflow at the ends of time).
-std::string Micros(UnixNanos t) { return std::to_string(FloorDiv(t, kNanosPerMicro)); }
-std::string CeilMicros(UnixNanos t) { return std::to_string(CeilDiv(t, kNanosPerMicro)); }
+std::string MicrosText(UnixNanos t) { return std::to_string(FloorDiv(t, kNanosPerMicro)); }
+std::string CeilMicrosText(UnixNanos t) { return std::to_string(CeilDiv(t, kNanosPerMicro)); }
 
 // Big-endian integers, as COPY's binary format and binary results have them.
 void PutBig(std::string* out, uint64_t value, int bytes) {
@@ -186,7 +186,7 @@ class PostgresStore : public Store {
         "WHERE timestamp >= to_timestamp(0) + $1::bigint * interval '1 microsecond' "
         "AND timestamp < to_timestamp(0) + $2::bigint * interval '1 microsecond'";
     // Times are whole microseconds: t >= start and t < end as microseconds, rounded up.
-    std::vector<std::string> params = {CeilMicros(query.start), CeilMicros(query.end)};
+    std::vector<std::string> params = {CeilMicrosText(query.start), CeilMicrosText(query.end)};
     if (query.end <= query.start) return Status::OK();
     if (!query.devices.empty()) {
       params.push_back(TextArray(query.devices));
@@ -209,8 +209,8 @@ class PostgresStore : public Store {
         std::to_string(job.id),
         job.user,
         TextArray(job.nodes),
-        Micros(job.start),
-        job.stop ? std::optional<std::string>(Micros(*job.stop)) : std::nullopt,
+        MicrosText(job.start),
+        job.stop ? std::optional<std::string>(MicrosText(*job.stop)) : std::nullopt,
         TextArray(job.types)};
     return Exec(
         "INSERT INTO kwatt_jobs(site, id, \"user\", nodes, start_time, stop_time, types) "
@@ -237,7 +237,7 @@ class PostgresStore : public Store {
         "WHERE site = $1 AND start_time < to_timestamp(0) + $2::bigint * interval '1 microsecond' "
         "AND (stop_time IS NULL OR stop_time > to_timestamp(0) + $3::bigint * "
         "interval '1 microsecond') ORDER BY start_time, id",
-        {site, CeilMicros(end), Micros(start)});
+        {site, CeilMicrosText(end), MicrosText(start)});
   }
 
   Status PutCatalogue(const std::string& site, const std::string& cluster,

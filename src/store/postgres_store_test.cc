@@ -16,7 +16,7 @@
 #include "src/store/test_postgres.h"
 #include "src/store/test_rows.h"
 
-namespace kwatt::store {
+namespace kwatt::store::postgres_store_test {
 namespace {
 
 using testing::Append;
@@ -304,4 +304,4 @@ TEST_F(PostgresStoreTest, TwoWritersAtOnceIntoNewPartitions) {
 }
 
 }  // namespace
-}  // namespace kwatt::store
+}  // namespace kwatt::store::postgres_store_test

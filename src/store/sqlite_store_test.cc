@@ -22,7 +22,7 @@
 #include "src/core/test_temp_dir.h"
 #include "src/store/test_rows.h"
 
-namespace kwatt::store {
+namespace kwatt::store::sqlite_store_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -584,4 +584,4 @@ TEST(SqliteStore, SurvivesKillNine) {
 }
 
 }  // namespace
-}  // namespace kwatt::store
+}  // namespace kwatt::store::sqlite_store_test

@@ -12,6 +12,16 @@ namespace kwatt {
 // removed, empty ones dropped (the form of Kwollect's `nodes` and `metrics` parameters).
 std::vector<std::string> SplitCommaList(std::string_view text);
 
+// True for the blanks around a field of the text kwatt reads: space, tab, CR and LF.
+inline bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// `text` without its leading and trailing blanks (IsBlank).
+inline std::string_view TrimBlanks(std::string_view text) {
+  while (!text.empty() && IsBlank(text.front())) text.remove_prefix(1);
+  while (!text.empty() && IsBlank(text.back())) text.remove_suffix(1);
+  return text;
+}
+
 // Appends `field` as one CSV field (RFC 4180, as Python's csv module writes it): as it is, or in
 // double quotes (inner quotes doubled) when it holds a comma, a quote or a line break.
 void AppendCsvField(std::string* out, std::string_view field);
