@@ -115,7 +115,7 @@ StoreOpener OpenerOf(const std::string& path) {
 }
 
 TEST(Collector, PollsEachDeviceAtItsPeriodAndWritesRowsTimestampedAtTheRequest) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
   Exporter exporter;
   CollectConfig config;
@@ -167,7 +167,7 @@ TEST(Collector, PollsEachDeviceAtItsPeriodAndWritesRowsTimestampedAtTheRequest) 
 }
 
 TEST(Collector, ASlowOrDeadDeviceDelaysOnlyItselfAndIsCounted) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
   Exporter fast, slow;
   slow.set_slow(true);
@@ -201,7 +201,7 @@ TEST(Collector, ASlowOrDeadDeviceDelaysOnlyItselfAndIsCounted) {
 }
 
 TEST(Collector, OptionalMetricsAreReadWhileAMonitorJobOfTheirNodeRuns) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
   Exporter exporter;
   CollectConfig config;
@@ -279,7 +279,7 @@ class FaultyStore : public store::Store {
 };
 
 void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
   std::string spool = (dir.root() / "spool").string();
   Exporter exporter;

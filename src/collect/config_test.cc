@@ -150,7 +150,7 @@ TEST(LabelsText, OrdersKeysAsJsonbAndKeepsTheLastValue) {
 }
 
 TEST(ReadCollectConfig, ReadsEveryFileInNameOrderAndRefusesDuplicates) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir.root() / name) << text;
   };
@@ -176,7 +176,7 @@ TEST(ReadCollectConfig, ReadsEveryFileInNameOrderAndRefusesDuplicates) {
   EXPECT_NE(broken.status().message().find("c.yaml"), std::string::npos);
   EXPECT_EQ(ReadCollectConfig((dir.root() / "none").string()).status().code(),
             Status::Code::kNotFound);
-  testing::TempDir empty;
+  kwatt::testing::TempDir empty;
   EXPECT_NE(ReadCollectConfig(empty.root().string()).status().message().find("no metric"),
             std::string::npos);
 }

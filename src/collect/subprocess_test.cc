@@ -91,7 +91,7 @@ TEST(RunProgramTest, MissingProgramIsNotFound) {
 }
 
 TEST(RunProgramTest, NotExecutableIsAnIOErrorShowingTheDisplayForm) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "script").string();
   std::ofstream(path) << "#!/bin/sh\necho hi\n";
   ::chmod(path.c_str(), 0600);
@@ -105,7 +105,7 @@ TEST(RunProgramTest, NotExecutableIsAnIOErrorShowingTheDisplayForm) {
 }
 
 TEST(RunProgramTest, DeadlineKillsTheChildAndWhatItStarted) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string pid_file = (dir.root() / "pid").string();
   Clock::time_point start = Clock::now();
   // The grandchild keeps the pipes open: the run must still end at the deadline, and kill it.

@@ -228,7 +228,7 @@ TEST(WattmetreAverager, CountsGapsAndTimeGoingBackwards) {
 
 // --- The mapping file ---
 
-std::string WriteFile(const testing::TempDir& dir, const std::string& name,
+std::string WriteFile(const kwatt::testing::TempDir& dir, const std::string& name,
                       const std::string& text) {
   std::string path = (dir.root() / name).string();
   std::ofstream(path, std::ios::binary) << text;
@@ -236,7 +236,7 @@ std::string WriteFile(const testing::TempDir& dir, const std::string& name,
 }
 
 TEST(WattmetreMapping, ReadsEachNodesPorts) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   auto mapping = ReadWattmetreMapping(
       WriteFile(dir, "m.yaml",
                 "nova-1: [wattmetre1-port0, wattmetre1-port1]\nnova-2:\n  - wattmetre1-port2\n"
@@ -249,7 +249,7 @@ TEST(WattmetreMapping, ReadsEachNodesPorts) {
 }
 
 TEST(WattmetreMapping, ErrorsNameTheFileAndTheEntry) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   auto error = [&](const std::string& text) {
     std::string path = WriteFile(dir, "bad.yaml", text);
     auto mapping = ReadWattmetreMapping(path);
@@ -307,7 +307,7 @@ std::string Line(UnixNanos t, double p0, double p1) {
 }
 
 TEST(WattmetreSource, ReadsAFileToItsEndAndFlushesTheLastSecond) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string text;
   for (int k = 0; k < 100; ++k) text += Line(kT + k * 20 * kNanosPerMilli, k, 1);
   text += "d,d,1700000002.5,ERR,1,1\n";
@@ -334,7 +334,7 @@ TEST(WattmetreSource, ReadsAFileToItsEndAndFlushesTheLastSecond) {
 }
 
 TEST(WattmetreSource, AMissingPathIsNotFound) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   WattmetreSource source(SourceOptions((dir.root() / "nothing").string()));
   Collected got;
   Status status = source.Run(std::stop_source().get_token(), {}, got.Emit());
@@ -344,7 +344,7 @@ TEST(WattmetreSource, AMissingPathIsNotFound) {
 
 // A FIFO whose writer stays: stop is honoured promptly, and what was read is flushed.
 TEST(WattmetreSource, StopsAFifoPromptlyFlushingWhatWasRead) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "fifo").string();
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
   WattmetreSource source(SourceOptions(path));
@@ -389,7 +389,7 @@ TEST(WattmetreSource, StopsAFifoPromptlyFlushingWhatWasRead) {
 
 // A FIFO nobody writes to yet: Run waits for its writer, and stops when asked.
 TEST(WattmetreSource, StopsAFifoThatHasNoWriter) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "fifo").string();
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
   WattmetreSource source(SourceOptions(path));
@@ -410,7 +410,7 @@ TEST(WattmetreSource, StopsAFifoThatHasNoWriter) {
 
 // The writer leaves: the end of the stream, everything flushed.
 TEST(WattmetreSource, AFifoWhoseWriterLeavesHasEnded) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "fifo").string();
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
   WattmetreSource source(SourceOptions(path));
@@ -517,7 +517,7 @@ MetricDescription Description(const std::string& path, const std::string& query 
 }
 
 TEST(MakeWattmetreSource, ReadsTheDescription) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   MetricDescription m = Description("-", "version=3");
   m.mapping_file = WriteFile(dir, "map.yaml", "nova-1: [wattmetre1-port0]\n");
   m.scale_factor = 2;

@@ -65,7 +65,7 @@ void WriteSensorCsv(const std::filesystem::path& dir, bool extensions = true) {
 
 TEST(HwpcCsv, GroupsTheLinesOfEveryFileByTickAndTarget) {
   for (bool extensions : {true, false}) {
-    testing::TempDir dir;
+    kwatt::testing::TempDir dir;
     WriteSensorCsv(dir.root(), extensions);
     Write(dir.root() / "README.txt", "not a group file");
     auto reader = OpenHwpcCsvDirectory(dir.root());
@@ -127,7 +127,7 @@ TEST(HwpcCsv, HostileFilesGetErrorsNamingFileLineAndWhat) {
       {"same cpu twice", "1700000001000,n,all,0,0,1\n1700000001000,n,all,0,0,2\n", "given twice"},
   };
   for (const Hostile& c : cases) {
-    testing::TempDir dir;
+    kwatt::testing::TempDir dir;
     Write(dir.root() / "core.csv", header + c.core_csv);
     auto reader = OpenHwpcCsvDirectory(dir.root());
     Status status = reader.status();
@@ -137,7 +137,7 @@ TEST(HwpcCsv, HostileFilesGetErrorsNamingFileLineAndWhat) {
         << c.name << ": " << status.message();
   }
   // Headers.
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   Write(dir.root() / "core.csv", "timestamp,sensor,target,cpu,X\n");
   EXPECT_NE(OpenHwpcCsvDirectory(dir.root()).status().message().find("no column socket"),
             std::string::npos);
@@ -156,7 +156,7 @@ TEST(HwpcCsv, HostileFilesGetErrorsNamingFileLineAndWhat) {
   ReadAll(reader->get(), &status);
   EXPECT_NE(status.message().find("sensor b where"), std::string::npos) << status.message();
   // Nothing to read.
-  testing::TempDir empty;
+  kwatt::testing::TempDir empty;
   EXPECT_EQ(OpenHwpcCsvDirectory(empty.root()).status().code(), Status::Code::kNotFound);
   EXPECT_EQ(OpenHwpcCsvDirectory(empty.root() / "missing").status().code(),
             Status::Code::kNotFound);
@@ -169,7 +169,7 @@ TEST(HwpcJson, ReadsTheSocketDocumentForms) {
       R"({"timestamp": 1700000000123, "sensor": "node-1", "target": "all", "groups": {"rapl": {"0": {"0": {"RAPL_ENERGY_PKG": 5709496320, "time_enabled": 500000000, "time_running": 500000000}}}, "msr": {"0": {"0": {"TSC": 1100000000, "APERF": 900000000, "MPERF": 1000000000}}}}})";
   const std::string b =
       R"({ "timestamp" : "2023-11-14T22:13:20.500+00:00", "sensor" : "node-1", "target" : "/docker/x", "groups" : { "core" : { "1" : { "7" : { "LLC_MISSES" : 120000.0, "time_enabled" : 5.0E8 } } } }, "metadata": {"k": 1} })";
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   Write(dir.root() / "r.json", a + "\n" + a + b + "\n\n");
   auto reader = OpenHwpcJsonFile((dir.root() / "r.json").string());
   ASSERT_TRUE(reader.ok());
@@ -212,7 +212,7 @@ TEST(HwpcJson, HostileDocumentsAreCorruptionNamingTheLine) {
       {R"({"timestamp":1,"sensor":"s","target":"t","groups":{}} x)", "text outside a JSON object"},
   };
   for (const Case& c : cases) {
-    testing::TempDir dir;
+    kwatt::testing::TempDir dir;
     Write(dir.root() / "r.json", "\n" + c.text);
     auto reader = OpenHwpcJsonFile((dir.root() / "r.json").string());
     ASSERT_TRUE(reader.ok());
@@ -289,7 +289,7 @@ void ExpectSameReports(const std::vector<HwpcReport>& a, const std::vector<HwpcR
 TEST(HwpcWriters, JsonAndCsvRoundTrip) {
   std::vector<HwpcReport> reports = SimulatedReports(5);
   ASSERT_EQ(reports.size(), 5u * 4);  // all and three cgroups per tick
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   {
     std::ofstream json(dir.root() / "r.json");
     for (const auto& r : reports) json << FormatHwpcJson(r) << "\n";
@@ -319,7 +319,7 @@ TEST(HwpcWriters, CsvNamesThatNeedQuotingReadBackAndLineBreaksAreRefused) {
   r.sensor = "n";
   r.target = "t\"q";
   r.counters.push_back({"core", 0, 0, {{std::string("X\0\0,Y", 5), 7}}});
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   auto writer = HwpcCsvWriter::Open((dir.root() / "csv").string());
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE((*writer)->Write(r).ok());

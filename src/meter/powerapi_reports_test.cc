@@ -58,7 +58,7 @@ IntervalReport Report(int64_t end_ms) {
 }
 
 TEST(PowerApiCsv, WritesPowerApisLayoutAndColumns) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   auto sink = OpenPowerApiCsvSink((dir.root() / "out").string());
   ASSERT_TRUE(sink.ok());
   ASSERT_TRUE((*sink)->Begin(Header()).ok());
@@ -106,7 +106,7 @@ TEST(PowerApiCsv, WritesPowerApisLayoutAndColumns) {
 }
 
 TEST(PowerApiCsv, TargetsCannotWriteOutsideTheDirectory) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   auto sink = OpenPowerApiCsvSink((dir.root() / "out").string(), {false, 2});
   ASSERT_TRUE(sink.ok());
   MeterHeader h = Header();
@@ -123,7 +123,7 @@ TEST(PowerApiCsv, TargetsCannotWriteOutsideTheDirectory) {
 }
 
 TEST(PowerApiJson, PowerAndFormulaDocuments) {
-  testing::TempDir dir;
+  kwatt::testing::TempDir dir;
   const std::string power = (dir.root() / "power.jsonl").string();
   const std::string formula = (dir.root() / "formula.jsonl").string();
   auto p = OpenPowerApiJsonSink(power, PowerApiReportType::kPower);

@@ -103,7 +103,7 @@ class StoreRowsTest : public ::testing::Test {
                                             summary, slice_rows);
   }
 
-  testing::TempDir dir_;
+  kwatt::testing::TempDir dir_;
   std::string path_;
   std::unique_ptr<StorePool> pool_;
   PushedMetrics pushed_;

@@ -30,7 +30,7 @@ class DescriptionTest : public ::testing::Test {
     return built.status().message().substr(path_.size() + 2);
   }
 
-  testing::TempDir dir_;
+  kwatt::testing::TempDir dir_;
   std::string path_;
 };
 
