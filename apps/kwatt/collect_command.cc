@@ -250,7 +250,7 @@ Runner RegisterJobs(CLI::App* app) {
   end->add_option("id", args->id, "The job's id")->required();
   end->add_option("--site", args->site, "Its site")->required();
   end->add_option("--at", args->at, "When it ended (default: now)");
-  return [command, add, list, end, args]() -> int {
+  return [command, add, end, args]() -> int {
     if (!command->parsed()) return -1;
     UnixNanos now = WallClockNow();
     auto time_of = [&](const std::string& text, const char* option) -> Result<UnixNanos> {

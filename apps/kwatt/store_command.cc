@@ -155,7 +155,7 @@ Runner RegisterStore(CLI::App* app) {
   cat->add_option("--start", args->filters.start,
                   "Rows at or after: epoch seconds, ISO 8601 (local time without offset), now");
   cat->add_option("--end", args->filters.end, "Rows at or before, same forms");
-  return [group, check, info, cat, args]() -> int {
+  return [group, check, info, args]() -> int {
     if (!group->parsed()) return -1;
     auto opened = store::OpenStore(args->uri, /*create=*/false);
     if (!opened.ok()) {

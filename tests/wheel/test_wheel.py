@@ -21,10 +21,16 @@ SUITE = os.environ.get("KWATT_ROOT_SUITE", "bookworm")
 UNPRIVILEGED = 65534  # nobody:nogroup
 
 
+# The CPython of each suite's python3, whose wheel the root takes.
+PYTHON_OF_SUITE = {"bookworm": "cp311", "trixie": "cp313"}
+
+
 def wheel():
-    found = sorted((ROOT / "dist").glob("kwatt-*-manylinux_*.whl"))
+    tag = PYTHON_OF_SUITE[SUITE]
+    found = sorted((ROOT / "dist").glob(f"kwatt-*-{tag}-{tag}-manylinux_*.whl"))
     if not found:
-        pytest.fail("no dist/kwatt-*-manylinux_*.whl: run make wheel")
+        pytest.fail(f"no dist/kwatt-*-{tag}-{tag}-manylinux_*.whl for {SUITE}'s python3: run make "
+                    "wheel" + ("" if tag == "cp311" else f" PYTHON_FOR_WHEEL=python3.{tag[3:]}"))
     return found[-1]
 
 
@@ -43,13 +49,15 @@ def root_tarball():
 
 
 def wheelhouse():
-    """numpy, pandas and their dependencies as wheels for this CPython (the root's has the same
-    minor version: bookworm's 3.11), fetched once from PyPI."""
-    house = CACHE / f"wheelhouse-cp{sys.version_info.major}{sys.version_info.minor}"
+    """numpy, pandas and their dependencies as wheels for the root's CPython, fetched once from
+    PyPI."""
+    tag = PYTHON_OF_SUITE[SUITE]
+    house = CACHE / f"wheelhouse-{tag}"
     stamp = house / ".complete"
     if not stamp.exists():
         house.mkdir(parents=True, exist_ok=True)
         got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+                              "--python-version", tag[2:], "--platform", "manylinux_2_28_x86_64",
                               "-d", str(house), "numpy>=1.24", "pandas>=2.0"],
                              capture_output=True, text=True, timeout=600)
         assert got.returncode == 0, f"pip download failed:\n{got.stderr[-3000:]}"
