@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "src/meter/nvml_abi.h"
 #include "src/meter/nvml_counters.h"
 
 namespace kwatt::meter {
@@ -68,11 +69,7 @@ Result<std::vector<NvmlCounter>> ParseNvmlCounters(std::string_view text) {
 
 namespace {
 
-// The few declarations of nvml.h kwatt needs (NVIDIA's header is not a build dependency). Values
-// and layouts are NVML's ABI, stable since its first versions.
-using nvmlReturn_t = int;
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
+// NVML's return codes and buffer sizes that kwatt uses (its types: src/meter/nvml_abi.h).
 constexpr nvmlReturn_t NVML_SUCCESS = 0;
 constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
@@ -80,14 +77,6 @@ constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
 constexpr unsigned kNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 constexpr unsigned kUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-// nvmlProcessInfo_t of nvmlDeviceGetComputeRunningProcesses_v2 and _v3.
-struct nvmlProcessInfo_t {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-
 struct NvmlFunctions {
   nvmlReturn_t (*init)();
   nvmlReturn_t (*shutdown)();

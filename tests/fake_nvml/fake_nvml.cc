@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "src/meter/nvml_abi.h"
+
 namespace {
 
 struct FakeGpu {
@@ -78,18 +80,11 @@ void Configure(State& s, const std::string& text) {
   }
 }
 
-struct nvmlProcessInfo_t {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-
 constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
               kInsufficientSize = 7;
 
 // A device handle is the GPU's index + 1 (never null).
-FakeGpu* GpuOf(State& s, void* device) {
+FakeGpu* GpuOf(State& s, nvmlDevice_t device) {
   size_t index = reinterpret_cast<size_t>(device);
   if (index == 0 || index > s.gpus.size()) return nullptr;
   return &s.gpus[index - 1];
@@ -137,17 +132,17 @@ __attribute__((visibility("default"))) int nvmlDeviceGetCount_v2(unsigned int* c
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigned int index,
-                                                                         void** device) {
+                                                                         nvmlDevice_t* device) {
   State& s = TheState();
   std::lock_guard lock(s.mutex);
   if (s.inits == 0) return kUninitialized;
   if (index >= s.gpus.size()) return kInvalidArgument;
   if (s.gpus[index].handle_error) return s.gpus[index].handle_error;
-  *device = reinterpret_cast<void*>(size_t(index) + 1);
+  *device = reinterpret_cast<nvmlDevice_t>(size_t(index) + 1);
   return kSuccess;
 }
 
-__attribute__((visibility("default"))) int nvmlDeviceGetName(void* device, char* name,
+__attribute__((visibility("default"))) int nvmlDeviceGetName(nvmlDevice_t device, char* name,
                                                              unsigned int length) {
   State& s = TheState();
   std::lock_guard lock(s.mutex);
@@ -158,7 +153,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetName(void* device, char*
   return kSuccess;
 }
 
-__attribute__((visibility("default"))) int nvmlDeviceGetUUID(void* device, char* uuid,
+__attribute__((visibility("default"))) int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
                                                              unsigned int length) {
   State& s = TheState();
   std::lock_guard lock(s.mutex);
@@ -170,7 +165,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetUUID(void* device, char*
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetTotalEnergyConsumption(
-    void* device, unsigned long long* millijoules) {
+    nvmlDevice_t device, unsigned long long* millijoules) {
   State& s = TheState();
   std::lock_guard lock(s.mutex);
   FakeGpu* gpu = GpuOf(s, device);
@@ -184,7 +179,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetTotalEnergyConsumption(
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetComputeRunningProcesses_v3(
-    void* device, unsigned int* count, nvmlProcessInfo_t* infos) {
+    nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
   State& s = TheState();
   std::lock_guard lock(s.mutex);
   FakeGpu* gpu = GpuOf(s, device);
