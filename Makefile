@@ -14,7 +14,9 @@ JOBS ?= $(shell nproc)
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := include_file_mtime,include_file_ctime,time_macros
-LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Expanded when a recipe runs (=, not :=): on a fresh machine ccache is installed by the same make
+# run that first configures a tree, and a tree configured without it would rebuild whole later.
+LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # Debian packages that building and running kwatt needs (make demo, make wheel, and what `pip
 # install` of the source needs: doc/install.md).
@@ -47,14 +49,14 @@ define apt_install
 	fi
 endef
 
-$(BUILD_DEPS): requirements-build.txt
+$(BUILD_DEPS): requirements-build.txt Makefile
 	$(call apt_install,$(BUILD_PACKAGES))
 	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check --upgrade "pip>=23.1"
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-build.txt
 	@touch $@
 
-$(TEST_DEPS): requirements-dev.txt | $(BUILD_DEPS)
+$(TEST_DEPS): requirements-dev.txt Makefile | $(BUILD_DEPS)
 	$(call apt_install,$(TEST_PACKAGES))
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@touch $@
@@ -98,7 +100,7 @@ bench-deps: $(foreach peer,kwollect powerapi psutil,bench/.venv-$(peer)/.kwatt-b
 # peers and benchmarks are built in the same tree once GoogleTest is installed (make test-deps).
 PIP := $(VENV)/bin/pip --disable-pip-version-check
 CONFIG := --config-settings=
-SKBUILD_FLAGS := $(CONFIG)build-dir=$(BUILD_DIR) $(CONFIG)cmake.define.KWATT_WERROR=ON \
+SKBUILD_FLAGS = $(CONFIG)build-dir=$(BUILD_DIR) $(CONFIG)cmake.define.KWATT_WERROR=ON \
   $(CONFIG)cmake.define.KWATT_BUILD_TESTS=AUTO \
   $(if $(LAUNCHER),$(CONFIG)cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 WHEEL_RAW := $(BUILD_DIR)/wheel
