@@ -94,8 +94,13 @@ def test_a_plain_user_without_a_compiler_installs_the_wheel_and_uses_it(minimal_
               f"exec chroot --userspec={UNPRIVILEGED}:{UNPRIVILEGED} {minimal_root} "
               "env -i HOME=/home/user PATH=/usr/bin:/bin LANG=C.UTF-8 "
               "bash /home/user/in_root.sh")
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c",
-                           inside], capture_output=True, text=True, timeout=600)
+    for propagation in ("private", "unchanged"):
+        done = subprocess.run(["unshare", "--mount", "--propagation", propagation, "--fork", "sh",
+                               "-c", inside], capture_output=True, text=True, timeout=600)
+        # Where / is no mount point of its own (this test run inside a chroot, whose mounts are
+        # private already), its propagation cannot be changed.
+        if "cannot change root filesystem propagation" not in done.stderr:
+            break
     print(done.stdout)
     assert done.returncode == 0, f"in the minimal root:\n{done.stdout}\n{done.stderr[-4000:]}"
     steps = [line for line in done.stdout.splitlines() if line.startswith("ok: ")]
