@@ -9,8 +9,9 @@ TSAN_DIR ?= build-tsan
 VENV ?= .venv
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
-# The compiler cache (Debian's ccache), outside the clone: a second clone, and CI on the same
-# machine, find it warm.
+# The compiler cache (Debian's ccache), outside the clone: a tree rebuilt in the same clone (make
+# clean, a branch switched and back) compiles from it (a deleted 31-step tree: 19 s instead of
+# 3 min). A clone in another folder compiles cold: unity batches include sources by absolute path.
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := include_file_mtime,include_file_ctime,time_macros
