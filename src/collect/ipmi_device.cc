@@ -56,7 +56,6 @@ std::string Hex(uint64_t value) {
 // The first line of `text` with `secret` replaced by "***" wherever it appears.
 std::string FirstLineScrubbed(std::string_view text, const std::string& secret) {
   std::string_view rest = TrimBlanks(text);
-  while (!rest.empty() && (rest.front() == '\n' || rest.front() == '\r')) rest.remove_prefix(1);
   std::string line(TrimBlanks(rest.substr(0, rest.find('\n'))));
   if (!secret.empty()) {
     for (size_t at = line.find(secret); at != std::string::npos; at = line.find(secret, at + 3)) {
