@@ -236,7 +236,8 @@ test-wheel: wheel
 # What `make test` leaves out for time (about an hour after it on 2 cores: 46 min of it the
 # fuzzing campaign, 23 harnesses x 120 s; the rest estimated, not timed whole): a campaign of
 # FUZZ_SECONDS per harness, every integration file against the ASan kwatt and the TSan kwatt
-# (the server's thread pool, the collector's threads), every unit test under TSan.
+# (the server's thread pool, the collector's threads), every unit test under TSan, and a build
+# file by file (no unity batches: each .cc compiles with its own includes alone).
 check-full: test
 	$(MAKE) fuzz
 	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
@@ -248,6 +249,10 @@ check-full: test
 	cd $(TSAN_DIR)-full && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS)
 	cd tests/integration && $(TSAN_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(TSAN_DIR))-full/kwatt \
 	  $(PYTEST) test_server.py test_archive_read.py test_hostile.py test_collect.py test_meter.py
+	cmake -S . -B $(BUILD_DIR)-files -G Ninja $(LAUNCHER) -DKWATT_UNITY_BUILD=OFF -DKWATT_WERROR=ON \
+	  -DKWATT_BUILD_TESTS=ON -DKWATT_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(VENV))/bin/python \
+	  -Dpybind11_DIR=$$($(VENV)/bin/python -m pybind11 --cmakedir)
+	cmake --build $(BUILD_DIR)-files -j $(JOBS)
 
 # The story of an experiment's energy (examples/demo.py, the notebook's story as a script):
 # simulated testbed, metrics, energy table, archive, plots written to demo-output/*.png.
@@ -266,4 +271,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(TSAN_DIR)-full build-wheel-* dist
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-files $(ASAN_DIR) $(TSAN_DIR) $(TSAN_DIR)-full build-wheel-* dist
