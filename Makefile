@@ -168,9 +168,10 @@ build-asan: $(ASAN_DIR)/build.ninja
 # ThreadSanitizer over the threaded parts: their unit tests alone (CMakeLists.txt,
 # KWATT_THREADED_TESTS). tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache,
 # Debian's uninstrumented cpp-httplib).
+TSAN_CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKWATT_WERROR=ON -DKWATT_TSAN=ON -DKWATT_BUILD_TESTS=ON
 $(TSAN_DIR)/build.ninja: CMakeLists.txt | $(TEST_DEPS) $(UPLOT_STAMP)
-	cmake -S . -B $(TSAN_DIR) -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
-	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKWATT_WERROR=ON -DKWATT_TSAN=ON -DKWATT_BUILD_TESTS=ON
+	$(TSAN_CONFIGURE) -B $(TSAN_DIR)
 
 build-tsan: $(TSAN_DIR)/build.ninja
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target kwatt_unit_tests
@@ -242,9 +243,7 @@ check-full: test
 	$(MAKE) fuzz
 	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
 	  $(PYTEST) $(RELEASE_INTEGRATION)
-	cmake -S . -B $(TSAN_DIR)-full -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
-	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKWATT_WERROR=ON -DKWATT_TSAN=ON -DKWATT_BUILD_TESTS=ON \
-	  -DKWATT_TSAN_ALL_TESTS=ON
+	$(TSAN_CONFIGURE) -B $(TSAN_DIR)-full -DKWATT_TSAN_ALL_TESTS=ON
 	cmake --build $(TSAN_DIR)-full -j $(JOBS) --target kwatt_unit_tests kwatt
 	cd $(TSAN_DIR)-full && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS)
 	cd tests/integration && $(TSAN_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(TSAN_DIR))-full/kwatt \

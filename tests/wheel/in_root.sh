@@ -23,7 +23,6 @@ step "pip install of $(basename ./kwatt-*.whl)"
 
 # The simulated testbed; its first line is its URL.
 kwatt serve --simulate --port 0 --jobs jobs.json >serve.out 2>serve.err &
-SERVER=$!
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -s serve.out ] && break; sleep 0.1; done
 URL=$(head -1 serve.out)
