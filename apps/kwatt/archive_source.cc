@@ -12,10 +12,13 @@ Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const Qu
                                         bool metrics_are_candidates) {
   archive::RowSource source;
   if (!archive_dir.empty()) {
-    if (!args.nodes.empty() || !args.job.empty()) {
-      return Status::InvalidArgument("give an archive or --nodes/--job, not both");
-    }
+    if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
     source.archive_dir = archive_dir;
+    if (!args.nodes.empty()) {  // some of the archive's nodes
+      Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(args.nodes);
+      if (!nodes.ok()) return nodes.status().WithContext("--nodes");
+      source.query.nodes = *nodes;
+    }
     UnixNanos now = WallClockNow();
     for (auto [text, slot, name] : {std::tuple{&args.start, &source.query.start, "--start"},
                                     std::tuple{&args.end, &source.query.end, "--end"}}) {

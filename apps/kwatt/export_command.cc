@@ -90,6 +90,13 @@ Runner RegisterExport(CLI::App* app) {
       std::fprintf(stderr, "kwatt export: give the output file: -o PATH (- for stdout)\n");
       return kExitUsage;
     }
+    if (args->output != "-") {
+      Result<OutputFile> planned = OutputFile::Plan(args->output, {args->dir});
+      if (!planned.ok()) {
+        std::fprintf(stderr, "kwatt export: -o: %s\n", planned.status().message().c_str());
+        return ExitCodeOf(planned.status());
+      }
+    }
     if (args->to == "parquet") return ExportParquet(args->dir, args->output, args->filters);
     archive::LoadOptions options;
     Status status = ResolveArchiveFilters(args->filters, &options);
@@ -109,7 +116,7 @@ Runner RegisterExport(CLI::App* app) {
     std::optional<OutputFile> target;
     FILE* out = stdout;
     if (!to_stdout) {
-      Result<OutputFile> planned = OutputFile::Plan(args->output);
+      Result<OutputFile> planned = OutputFile::Plan(args->output, {args->dir});
       if (!planned.ok()) {
         std::fprintf(stderr, "kwatt export: -o: %s\n", planned.status().message().c_str());
         return ExitCodeOf(planned.status());

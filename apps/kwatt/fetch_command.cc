@@ -1,8 +1,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/core/output_file.h"
 #include "kwatt/kwollect/text_sinks.h"
 
 namespace kwatt::cli {
@@ -33,13 +36,23 @@ Runner RegisterFetch(CLI::App* app) {
       std::fprintf(stderr, "kwatt fetch: %s\n", status.message().c_str());
       return ExitCodeOf(status);
     }
+    // A regular file is written under a temporary name and renamed once the fetch is over, so
+    // that a fetch that fails (a typo in --metrics, an unknown node, a wrong password) leaves an
+    // existing file as it was; a device or a FIFO is written through (OutputFile).
     FILE* out = stdout;
     std::string name = "stdout";
+    std::optional<OutputFile> target;
     if (!args->output.empty() && args->output != "-") {
-      out = std::fopen(args->output.c_str(), "wb");
+      Result<OutputFile> planned = OutputFile::Plan(args->output);
+      if (!planned.ok()) {
+        std::fprintf(stderr, "kwatt fetch: -o: %s\n", planned.status().message().c_str());
+        return ExitCodeOf(planned.status());
+      }
+      target.emplace(std::move(*planned));
+      out = std::fopen(target->write_path().c_str(), "wb");
       name = args->output;
       if (!out) {
-        std::fprintf(stderr, "kwatt fetch: cannot create %s: %s\n", args->output.c_str(),
+        std::fprintf(stderr, "kwatt fetch: cannot create %s: %s\n", target->write_path().c_str(),
                      std::strerror(errno));
         return kExitFailure;
       }
@@ -53,11 +66,18 @@ Runner RegisterFetch(CLI::App* app) {
     Result<kwollect::FetchReport> report =
         kwollect::Fetch(options, query, sink.get(), MakeProgress("kwatt fetch", args->quiet));
     Status flushed = sink->Flush();
-    if (out != stdout) std::fclose(out);
+    if (out != stdout && std::fclose(out) != 0 && flushed.ok()) {
+      flushed = Status::IOError("cannot write " + name + ": " + std::strerror(errno));
+    }
     if (!report.ok()) {
-      std::fprintf(stderr, "kwatt fetch: %s\n", report.status().message().c_str());
+      if (target) target->Abandon();
+      std::fprintf(stderr, "kwatt fetch: %s%s\n", report.status().message().c_str(),
+                   target && target->replaces() ? "; nothing was written" : "");
       return ExitCodeOf(report.status());
     }
+    // The rows of an incomplete fetch are kept: every row written is one the API sent, and the
+    // exit status and the lines below say what is missing.
+    if (flushed.ok() && target) flushed = target->Commit();
     if (!flushed.ok()) {
       std::fprintf(stderr, "kwatt fetch: %s\n", flushed.message().c_str());
       return kExitFailure;

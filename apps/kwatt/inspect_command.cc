@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/archive/lock.h"
 #include "kwatt/archive/reader.h"
 
 namespace kwatt::cli {
@@ -61,9 +62,7 @@ std::string StateText(const archive::Manifest& m) {
     return "COMPLETE (created " + m.created_at +
            (m.completed_at.empty() ? "" : ", completed " + m.completed_at) + ")";
   }
-  return "INCOMPLETE: its backup stopped before the end (" + std::to_string(m.rows()) +
-         " rows committed so far). Run the same `kwatt backup` command again to complete it; "
-         "until then, cat and export need --allow-incomplete";
+  return "INCOMPLETE: " + archive::IncompleteArchiveMessage(m);
 }
 
 void PrintText(const archive::Manifest& m) {
@@ -252,8 +251,11 @@ Runner RegisterInspect(CLI::App* app) {
       } else if (!manifest->complete) {
         std::printf(
             "verify     INTACT BUT INCOMPLETE: %lld files, %lld committed rows, %s "
-            "checked; run the same `kwatt backup` command again to complete it\n",
-            (long long)report.files, (long long)report.rows, Size(double(report.bytes)).c_str());
+            "checked; %s\n",
+            (long long)report.files, (long long)report.rows, Size(double(report.bytes)).c_str(),
+            archive::BeingWritten(manifest->dir)
+                ? "a kwatt backup is writing it now: wait for its end"
+                : "run the same `kwatt backup` command again to complete it");
       } else {
         std::printf(
             "verify     OK: %lld files, %lld rows, %s: sizes, XXH64, zstd frames and "

@@ -373,13 +373,29 @@ std::shared_ptr<RowTable> LoadTable(const std::string& dir, const std::vector<st
   options.allow_incomplete = allow_incomplete;
   options.threads = threads;
   options.keep_raw = false;
+  // Ctrl-C stops the read between two frames (the GIL is released while it runs), and
+  // KeyboardInterrupt is raised once it has returned.
+  Watch watch;
+  options.cancelled = [&watch] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      PyErr_Clear();
+      watch.interrupted = true;
+    }
+    return watch.interrupted;
+  };
   auto table = std::make_shared<RowTable>();
   {
     py::gil_scoped_release release;
     StringInterner interner;
     RowBatch batch;
     archive::LoadReport report;
-    Check(archive::LoadArchive(dir, options, &interner, &batch, &report));
+    Status loaded = archive::LoadArchive(dir, options, &interner, &batch, &report);
+    if (watch.interrupted) {
+      py::gil_scoped_acquire gil;
+      watch.RaiseIfInterrupted();
+    }
+    Check(loaded);
     for (const archive::LoadedFile& file : report.files) {
       table->Append(file.site, batch, interner, file.begin, file.end);
     }
@@ -424,8 +440,7 @@ archive::RowSource MakeSource(const py::dict& client, const std::string& archive
   archive::RowSource source;
   source.archive_dir = archive_dir;
   if (archive_dir.empty()) source.options = MakeClientOptions(client);
-  source.query = MakeQuery(archive_dir.empty() ? nodes : std::vector<std::string>{}, start, end,
-                           job, {}, false);
+  source.query = MakeQuery(nodes, start, end, job, {}, false);
   return source;
 }
 
@@ -773,8 +788,12 @@ PYBIND11_MODULE(_core, m) {
   py::class_<kwatt::OutputFile>(
       m, "OutputFile", "How a file kwatt was asked to write is written (core/output_file.h)")
       .def_static(
-          "plan", [](const std::string& path) { return Unwrap(kwatt::OutputFile::Plan(path)); },
-          py::arg("path"))
+          "plan",
+          [](const std::string& path, const std::vector<std::string>& inputs) {
+            return Unwrap(kwatt::OutputFile::Plan(path, inputs));
+          },
+          py::arg("path"), py::arg("inputs") = std::vector<std::string>(),
+          "How `path` is written; refused when it is, or lies inside, one of `inputs`")
       .def_property_readonly("write_path", &kwatt::OutputFile::write_path)
       .def_property_readonly("replaces", &kwatt::OutputFile::replaces)
       .def("commit", [](kwatt::OutputFile& file) { Check(file.Commit()); })

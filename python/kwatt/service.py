@@ -390,10 +390,11 @@ class Kwollect(_ServiceBase):
                 for name, hosts in (given.items() if hasattr(given, "items") else given)]
 
     def _source(self, source):
-        """(archive, nodes, start, stop) for _core.energy/stats: an archive narrowed to the window
-        when there is one, or the instance's nodes over its window."""
+        """(archive, nodes, start, stop) for _core.energy/stats: the instance's nodes, from an
+        archive (narrowed to the window when there is one; a node it lacks is an error) or over
+        the instance's window."""
         if source is not None:
-            return os.fspath(source), [], self._start_ns, self._stop_ns
+            return os.fspath(source), list(self.nodes), self._start_ns, self._stop_ns
         return ("", list(self.nodes)) + self._window()
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,

@@ -169,6 +169,11 @@ class FramePipeline {
 
 Status LoadArchive(const std::string& dir, const LoadOptions& options, StringInterner* interner,
                    RowBatch* out, LoadReport* report) {
+  if (options.threads < 0 || options.threads > kMaxLoadThreads) {
+    return Status::InvalidArgument("threads must be 0 (as many as the machine has) to " +
+                                   std::to_string(kMaxLoadThreads) + ", not " +
+                                   std::to_string(options.threads));
+  }
   Result<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   Result<Selection> selection = Select(*manifest, options);
@@ -218,6 +223,10 @@ Status LoadArchive(const std::string& dir, const LoadOptions& options, StringInt
     for (FileWork& w : works) {
       LoadedFile loaded{w.file->path, w.file->node, w.file->site, out->size(), 0};
       for (size_t k = 0; k < w.frames.size() && status.ok(); ++k, ++next) {
+        if (options.cancelled && options.cancelled()) {
+          status = Status::Incomplete("interrupted");
+          break;
+        }
         std::string_view text;
         status = pipeline.Get(next, &text);
         if (!status.ok()) break;

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "kwatt/archive/format.h"
+#include "kwatt/archive/lock.h"
 #include "kwatt/core/text.h"
 
 namespace kwatt::archive {
@@ -374,6 +375,18 @@ FetchReport Manifest::Resolved() const {
   resolved.job_stopped = job_stopped;
   resolved.catalogues = catalogue;
   return resolved;
+}
+
+std::string IncompleteArchiveMessage(const Manifest& m) {
+  std::string committed = " (" + std::to_string(m.rows()) + " rows committed so far)";
+  std::string partial =
+      "read what it holds so far with --allow-incomplete (allow_incomplete in the API)";
+  if (BeingWritten(m.dir)) {
+    return m.dir + " is being written by a kwatt backup running now" + committed +
+           ": wait for it to end, or " + partial;
+  }
+  return m.dir + " is an incomplete archive: its backup stopped before the end" + committed +
+         ". Run the same `kwatt backup` command again to complete it, or " + partial;
 }
 
 Result<Manifest> ReadManifest(const std::string& dir) {

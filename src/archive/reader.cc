@@ -58,15 +58,9 @@ std::string JoinList(const std::vector<std::string>& items, size_t max_items) {
 
 std::string Errno() { return std::strerror(errno); }
 
-static std::string IncompleteMessage(const Manifest& m) {
-  return m.dir + " is an incomplete archive: its backup stopped before the end (" +
-         std::to_string(m.rows()) + " rows committed so far). Run the same `kwatt backup` " +
-         "command again to complete it, or read what it holds so far with --allow-incomplete " +
-         "(allow_incomplete in the API)";
-}
-
 Result<Selection> Select(const Manifest& m, const LoadOptions& options) {
-  if (!m.complete && !options.allow_incomplete) return Status::Incomplete(IncompleteMessage(m));
+  if (!m.complete && !options.allow_incomplete)
+    return Status::Incomplete(IncompleteArchiveMessage(m));
   if (options.start && options.end && *options.start > *options.end) {
     return Status::InvalidArgument("the start (" + FormatUtcTimestamp(*options.start) +
                                    ") is after the end (" + FormatUtcTimestamp(*options.end) + ")");

@@ -453,6 +453,33 @@ TEST(ArchiveReader, FailedLoadLeavesTheTableAsItWas) {
   }
 }
 
+// Issue 21, items 16 and 21: a thread count out of range is refused (100000 threads aborted a
+// Python kernel); a load asked to stop (Ctrl-C in Python) stops at the next frame, its table as
+// it was.
+TEST(ArchiveReader, LoadRefusesAbsurdThreadsAndStopsWhenAsked) {
+  ArchiveBuilder b;
+  BuildStandard(&b);
+  for (int threads : {-1, kMaxLoadThreads + 1, 100000}) {
+    StringInterner interner;
+    RowBatch batch;
+    LoadOptions options;
+    options.threads = threads;
+    Status status = LoadArchive(b.dir(), options, &interner, &batch);
+    EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << threads;
+    EXPECT_NE(status.message().find("threads must be 0"), std::string::npos);
+  }
+  StringInterner interner;
+  RowBatch batch;
+  LoadOptions options;
+  int asked = 0;
+  options.cancelled = [&asked] { return ++asked >= 2; };  // stop before the second frame
+  Status status = LoadArchive(b.dir(), options, &interner, &batch);
+  EXPECT_EQ(status.code(), Status::Code::kIncomplete) << status.ToString();
+  EXPECT_EQ(status.message(), "interrupted");
+  EXPECT_EQ(asked, 2);
+  EXPECT_TRUE(batch.empty());
+}
+
 TEST(ArchiveReader, ColumnsWithoutTextAndFilters) {
   ArchiveBuilder b;
   BuildStandard(&b);

@@ -9,22 +9,37 @@ namespace kwatt::archive {
 
 Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
                    std::optional<UnixNanos> start, std::optional<UnixNanos> end,
-                   kwollect::RowSink* sink, kwollect::FetchReport* resolved) {
+                   kwollect::RowSink* sink, kwollect::FetchReport* resolved,
+                   const std::vector<kwollect::NodeName>& nodes) {
   Result<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   if (!manifest->complete) {
-    return Status::Incomplete(dir +
-                              " is an incomplete archive: run the same kwatt backup "
-                              "command again to complete it");
+    return Status::Incomplete(IncompleteArchiveMessage(*manifest));
   }
   LoadOptions options;
+  *resolved = manifest->Resolved();
+  if (!nodes.empty()) {  // the archive's rows of these nodes only, each of which it must hold
+    std::vector<std::string> held;
+    for (const ManifestNode& node : manifest->nodes) held.push_back(node.node);
+    std::vector<kwollect::NodeName> kept;
+    for (const kwollect::NodeName& node : nodes) {
+      if (std::find(held.begin(), held.end(), node.Fqdn()) == held.end()) {
+        std::string list;
+        for (const std::string& fqdn : held) list += (list.empty() ? "" : ", ") + fqdn;
+        return Status::InvalidArgument("node " + node.Fqdn() + " is not in archive " + dir +
+                                       " (its nodes: " + list + ")");
+      }
+      if (std::find(kept.begin(), kept.end(), node) == kept.end()) kept.push_back(node);
+    }
+    resolved->nodes = kept;
+    for (const kwollect::NodeName& node : kept) options.nodes.push_back(node.Fqdn());
+  }
   // Only the metrics the archive holds: asking for one it lacks is not an error here.
   for (const auto& [metric, rows] : manifest->MetricRows()) {
     if (metrics.empty() || std::find(metrics.begin(), metrics.end(), metric) != metrics.end()) {
       options.metrics.push_back(metric);
     }
   }
-  *resolved = manifest->Resolved();
   resolved->start = start.value_or(manifest->window_start);
   resolved->end = end.value_or(manifest->window_end);
   KWATT_RETURN_IF_ERROR(sink->Begin(*resolved));
@@ -48,13 +63,11 @@ Result<kwollect::FetchReport> FeedSource(const RowSource& source,
                                          kwollect::RowSink* sink,
                                          const kwollect::ProgressCallback& progress) {
   if (!source.archive_dir.empty()) {
-    if (!source.query.nodes.empty() || source.query.job) {
-      return Status::InvalidArgument("give an archive or nodes/a job, not both");
-    }
+    if (source.query.job) return Status::InvalidArgument("give an archive or a job, not both");
     kwollect::FetchReport report;
-    KWATT_RETURN_IF_ERROR(FeedArchive(source.archive_dir,
-                                      metrics.empty() ? source.query.metrics : metrics,
-                                      source.query.start, source.query.end, sink, &report));
+    KWATT_RETURN_IF_ERROR(
+        FeedArchive(source.archive_dir, metrics.empty() ? source.query.metrics : metrics,
+                    source.query.start, source.query.end, sink, &report, source.query.nodes));
     return report;
   }
   kwollect::FetchQuery query = source.query;

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "kwatt/archive/format.h"
+#include "kwatt/archive/lock.h"
 #include "kwatt/archive/manifest.h"
 #include "kwatt/core/text.h"
 #include "src/archive/frames.h"
@@ -140,6 +141,13 @@ struct ArchiveWriter::Impl {
   // The window of a job asked without an end was taken up to the moment the fetch asked (the job
   // had not ended): a rerun takes it further, up to the job's end.
   bool window_open = false;
+  // Held from Open() to the end: one writer at a time, and readers see a backup running now.
+  std::optional<ArchiveLock> lock;
+  // A new archive: nothing is written before Begin() (the query resolved: nodes, job, metrics
+  // and credentials checked by the API), so that a refused query leaves nothing behind.
+  bool fresh = false;
+  bool created_dir = false;  // Open() created the directory (removed again if nothing began)
+  bool begun = false;
 
   // A job without an explicit end: its window ends when the job ends, which a later run may see.
   bool Extendable() const { return query.job.has_value() && !query.end.has_value(); }
@@ -149,6 +157,18 @@ struct ArchiveWriter::Impl {
       if (file.fd >= 0) ::close(file.fd);
     }
     if (journal >= 0) ::close(journal);
+    if (fresh && !begun && created_dir) {
+      std::error_code error;
+      fs::remove(dir, error);  // only when still empty
+    }
+  }
+
+  Status OpenJournal() {
+    if (journal >= 0) return Status::OK();
+    journal = ::open((dir / kJournalName).c_str(),
+                     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (journal < 0) return Errno("cannot open the journal of " + dir.string());
+    return Status::OK();
   }
 
   Status OpenFile(File& file) {
@@ -324,10 +344,11 @@ Status ReadText(const fs::path& path, std::string* text, bool* exists) {
   return Status::OK();
 }
 
-// The query as the manifest records it (parsed) equals `query`, the API address aside (it may
-// change between runs: inside or outside Grid'5000, another port).
+// The query as the manifest records it (parsed) equals `query`, the API included: rows resumed
+// from another API (another testbed, a store, a simulator) would complete one archive with two
+// sources' rows, each looking whole.
 bool SameQuery(const Manifest::Query& stored, const BackupQuery& query) {
-  return stored.nodes == query.nodes &&
+  return stored.api == query.api && stored.nodes == query.nodes &&
          stored.job_site == (query.job ? query.job->site : std::string()) &&
          stored.job_id == (query.job ? query.job->id : 0) &&
          stored.start == (query.start ? FormatEpochSeconds(*query.start) : std::string()) &&
@@ -337,6 +358,7 @@ bool SameQuery(const Manifest::Query& stored, const BackupQuery& query) {
 
 std::string DescribeQuery(const Manifest::Query& q) {
   ordered_json out;
+  out["api"] = q.api;
   out["nodes"] = q.nodes;
   out["job"] = q.job_site.empty() ? ordered_json(nullptr)
                                   : ordered_json{{"site", q.job_site}, {"id", q.job_id}};
@@ -398,6 +420,18 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
   impl.recording = options.recording;
   impl.opened_at = impl.now();
   std::error_code error;
+  if (fs::exists(impl.dir, error) && !fs::is_directory(impl.dir, error)) {
+    return Status::InvalidArgument(dir_text +
+                                   " is a file, not a directory: an archive is a directory; give "
+                                   "the path of a new (or empty) directory");
+  }
+  if (!fs::exists(impl.dir, error)) {
+    impl.created_dir = fs::create_directories(impl.dir, error);
+    if (error) return Status::IOError("cannot create " + dir_text + ": " + error.message());
+  }
+  Result<ArchiveLock> lock = ArchiveLock::Take(dir_text);
+  if (!lock.ok()) return lock.status();
+  impl.lock.emplace(std::move(*lock));
   fs::path manifest_path = impl.dir / kManifestName;
   if (fs::exists(manifest_path, error)) {
     // The one parser of manifests and journals: every field checked, nothing trusted.
@@ -413,6 +447,12 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
     }
     Result<Manifest> stored = ParseManifest(dir_text, text, has_journal ? &journal : nullptr);
     if (!stored.ok()) return stored.status();
+    if (stored->query.api != query.api) {
+      return Status::InvalidArgument(
+          dir_text + " holds a backup from another API (" + stored->query.api + ", not " +
+          query.api + "): a resumed backup takes its rows from the API it began with; rerun it " +
+          "with --api " + stored->query.api + ", or choose another directory");
+    }
     if (!SameQuery(stored->query, query)) {
       return Status::InvalidArgument(
           dir_text + " holds the backup of another query (" + DescribeQuery(stored->query) +
@@ -443,14 +483,17 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
         fs::resize_file(entry.path(), 0, error);
       }
     }
+    fs::create_directories(impl.dir / kDataDir, error);
+    KWATT_RETURN_IF_ERROR(impl.OpenJournal());
+    impl.begun = true;
   } else {
-    if (fs::exists(impl.dir, error) && !fs::is_empty(impl.dir, error) && !OnlyLeftovers(impl.dir)) {
+    if (!fs::is_empty(impl.dir, error) && !OnlyLeftovers(impl.dir)) {
       return Status::InvalidArgument(dir_text +
                                      " is not empty and holds no kwatt archive: "
                                      "choose a new or empty directory");
     }
-    fs::create_directories(impl.dir / kDataDir, error);
-    if (error) return Status::IOError("cannot create " + dir_text + ": " + error.message());
+    // Written by Begin(), once the API has accepted the query.
+    impl.fresh = true;
     impl.manifest = ordered_json::object();
     impl.manifest["format"] = kFormatName;
     impl.manifest["format_version"] = kFormatVersion;
@@ -458,12 +501,7 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
     impl.manifest["state"] = kStateIncomplete;
     impl.manifest["created_at"] = FormatUtcTimestamp(WallClockNow());
     impl.manifest["query"] = QueryJson(query);
-    KWATT_RETURN_IF_ERROR(impl.WriteManifest());
   }
-  fs::create_directories(impl.dir / kDataDir, error);
-  impl.journal = ::open((impl.dir / kJournalName).c_str(),
-                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (impl.journal < 0) return Errno("cannot open the journal of " + dir_text);
   return writer;
 }
 
@@ -542,7 +580,12 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
       catalogue[cluster.cluster] = ordered_json::parse(cluster.catalogue.json());
     }
     impl.manifest["catalogue"] = catalogue;
+    std::error_code error;
+    fs::create_directories(impl.dir / kDataDir, error);
+    if (error) return Status::IOError("cannot create " + (impl.dir / kDataDir).string());
     KWATT_RETURN_IF_ERROR(impl.WriteManifest());
+    KWATT_RETURN_IF_ERROR(impl.OpenJournal());
+    impl.begun = true;
   }
   // Every node gets its file, in node order, even one without rows.
   std::vector<std::string> ordered;
@@ -622,6 +665,7 @@ int64_t ArchiveWriter::bytes_written() const {
 
 Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
   Impl& impl = *impl_;
+  if (!impl.begun) return Status::Internal("ArchiveWriter::Finish before Begin");
   UnixNanos now = impl.now();
   if (impl.recording && impl.have_window) {
     // The recording ends now: its window ends at its report's end, or at its last row.

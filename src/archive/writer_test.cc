@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kwatt/archive/format.h"
+#include "kwatt/archive/lock.h"
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/time.h"
@@ -270,9 +271,71 @@ TEST(WriterTest, ItsOwnLeftoversAreAFreshStart) {
           ArchiveWriter::Open(temp.archive(), Query(), "test");
       ASSERT_TRUE(writer.ok()) << writer.status().ToString();
       EXPECT_FALSE((*writer)->resuming());
+      ASSERT_TRUE((*writer)->Begin(Resolved()).ok());
       EXPECT_TRUE(fs::exists(fs::path(temp.archive()) / kManifestName));
     }
   }
+}
+
+// Issue 21, item 4: a new archive is written once the query is resolved (Begin), so that a query
+// the API refuses leaves nothing behind; a directory Open() made is removed again.
+TEST(WriterTest, NothingIsWrittenBeforeTheQueryIsResolved) {
+  TempDir temp;
+  {
+    Result<std::unique_ptr<ArchiveWriter>> writer =
+        ArchiveWriter::Open(temp.archive(), Query(), "test");
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    EXPECT_TRUE(fs::is_empty(temp.archive()));
+  }
+  EXPECT_FALSE(fs::exists(temp.archive()));
+  fs::create_directories(temp.archive());  // the user's own empty directory stays
+  {
+    Result<std::unique_ptr<ArchiveWriter>> writer =
+        ArchiveWriter::Open(temp.archive(), Query(), "test");
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  }
+  EXPECT_TRUE(fs::exists(temp.archive()) && fs::is_empty(temp.archive()));
+}
+
+// Issue 21, item 1: the API is part of the query a resume must match.
+TEST(WriterTest, AResumeFromAnotherApiIsRefused) {
+  TempDir temp;
+  Interrupted(temp.archive());
+  BackupQuery other = Query();
+  other.api = "http://127.0.0.1:2/stable";
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(temp.archive(), other, "test");
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(writer.status().message().find("from another API (http://127.0.0.1:1/stable"),
+            std::string::npos)
+      << writer.status().message();
+  EXPECT_TRUE(ArchiveWriter::Open(temp.archive(), Query(), "test").ok());
+}
+
+// Issue 21, item 2: one writer at a time; readers tell a running backup from an interrupted one.
+TEST(WriterTest, ARunningWriterHoldsTheDirectory) {
+  TempDir temp;
+  {
+    Result<std::unique_ptr<ArchiveWriter>> first =
+        ArchiveWriter::Open(temp.archive(), Query(), "test");
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE((*first)->Begin(Resolved()).ok());
+    EXPECT_TRUE(BeingWritten(temp.archive()));
+    Result<std::unique_ptr<ArchiveWriter>> second =
+        ArchiveWriter::Open(temp.archive(), Query(), "test");
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), Status::Code::kUnavailable);
+    Result<Manifest> manifest = ReadManifest(temp.archive());
+    ASSERT_TRUE(manifest.ok());
+    EXPECT_NE(IncompleteArchiveMessage(*manifest).find("running now"), std::string::npos);
+  }
+  EXPECT_FALSE(BeingWritten(temp.archive()));
+  Result<Manifest> manifest = ReadManifest(temp.archive());
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_NE(IncompleteArchiveMessage(*manifest).find("Run the same `kwatt backup` command again"),
+            std::string::npos);
+  EXPECT_TRUE(ArchiveWriter::Open(temp.archive(), Query(), "test").ok());
 }
 
 TEST(WriterTest, AnEmptyDirectoryNameIsRefusedNotTheCurrentDirectory) {

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,9 +15,33 @@ namespace kwatt {
 
 namespace fs = std::filesystem;
 
-Result<OutputFile> OutputFile::Plan(const std::string& path) {
+namespace {
+
+// Whether `path` is `input` or lies under it, both resolved (links, "..", relative paths) as far
+// as they exist.
+bool Inside(const fs::path& path, const std::string& input) {
+  std::error_code error;
+  fs::path within = fs::weakly_canonical(fs::absolute(path, error), error);
+  if (error) return false;
+  fs::path outer = fs::weakly_canonical(fs::absolute(input, error), error);
+  if (error) return false;
+  auto [end, rest] = std::mismatch(outer.begin(), outer.end(), within.begin(), within.end());
+  return end == outer.end();
+}
+
+}  // namespace
+
+Result<OutputFile> OutputFile::Plan(const std::string& path,
+                                    const std::vector<std::string>& inputs) {
   if (path.empty()) {
     return Status::InvalidArgument("the output file name is empty: give a path (or - for stdout)");
+  }
+  for (const std::string& input : inputs) {
+    if (!input.empty() && Inside(path, input)) {
+      return Status::InvalidArgument(path + " is inside " + input +
+                                     ", which this command reads: an output is never written "
+                                     "into its input; give a path outside it");
+    }
   }
   OutputFile out;
   out.target_ = path;

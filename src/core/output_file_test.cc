@@ -124,5 +124,23 @@ TEST_F(OutputFileTest, RefusesWhatCannotBeAFile) {
   EXPECT_NE(nowhere.status().message().find("does not exist"), std::string::npos);
 }
 
+// Issue 21, item 5: an output is never inside an input (`export A -o A/manifest.json`).
+TEST_F(OutputFileTest, RefusesAnOutputInsideAnInput) {
+  fs::path archive = dir_ / "archive";
+  fs::create_directories(archive / "data");
+  Write((archive / "manifest.json").string(), "{}");
+  fs::create_directory_symlink(archive, dir_ / "link");
+  for (const fs::path& inside : {archive / "manifest.json", archive / "data" / "new.csv",
+                                 archive / "data" / ".." / "x", dir_ / "link" / "manifest.json"}) {
+    Result<OutputFile> planned = OutputFile::Plan(inside.string(), {archive.string()});
+    ASSERT_FALSE(planned.ok()) << inside;
+    EXPECT_EQ(planned.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(planned.status().message().find("which this command reads"), std::string::npos);
+  }
+  EXPECT_TRUE(OutputFile::Plan((dir_ / "archive.csv").string(), {archive.string()}).ok());
+  EXPECT_TRUE(OutputFile::Plan((dir_ / "out.csv").string(), {archive.string()}).ok());
+  EXPECT_EQ(Read(archive / "manifest.json"), "{}");
+}
+
 }  // namespace
 }  // namespace kwatt::output_file_test

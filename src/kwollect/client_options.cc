@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +90,29 @@ Status ValidateClientOptions(const ClientOptions& options) {
   if (options.api_url.empty()) {
     return Status::InvalidArgument("api_url (--api) is empty: give the API's base URL, e.g. " +
                                    std::string(kDefaultApiUrl));
+  }
+  // The base URL of an API over HTTP(S), paths appended to it: a query or a fragment would
+  // swallow them, and another scheme (file://, ftp://) is no API (its answer would be read as one
+  // and shown in messages).
+  std::string_view url = options.api_url;
+  auto starts = [&](std::string_view prefix) {
+    return url.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), url.begin(),
+                      [](char a, char b) { return a == std::tolower((unsigned char)b); });
+  };
+  std::string shown = UrlWithoutCredentials(options.api_url);
+  if (!starts("http://") && !starts("https://")) {
+    return Status::InvalidArgument("api_url (--api) must be an http:// or https:// URL, not " +
+                                   shown + ": give the API's base URL, e.g. " +
+                                   std::string(kDefaultApiUrl));
+  }
+  if (url.find_first_of("?#") != std::string_view::npos) {
+    return Status::InvalidArgument(
+        "api_url (--api) must be the API's base URL, without a query (?) or a fragment (#): " +
+        shown + " (kwatt appends /sites/...; e.g. " + std::string(kDefaultApiUrl) + ")");
+  }
+  if (url.find_first_of(" \t\r\n") != std::string_view::npos) {
+    return Status::InvalidArgument("api_url (--api) holds a blank or a line break: " + shown);
   }
   if (!std::isfinite(options.timeout_s) || options.timeout_s <= 0) {
     return refuse("timeout", "", Number(options.timeout_s), "a number of seconds > 0");

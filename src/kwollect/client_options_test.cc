@@ -92,6 +92,12 @@ TEST(ValidateClientOptions, RefusesMeaninglessValuesNamingTheOption) {
       {[](ClientOptions* o) { o->timeout_s = -1; }, "timeout"},
       {[](ClientOptions* o) { o->connect_timeout_s = -1; }, "connect_timeout"},
       {[](ClientOptions* o) { o->api_url = ""; }, "api_url"},
+      // Issue 21, item 15: the base URL of an HTTP(S) API, nothing else.
+      {[](ClientOptions* o) { o->api_url = "file:///etc"; }, "api_url"},
+      {[](ClientOptions* o) { o->api_url = "ftp://example.org/stable"; }, "api_url"},
+      {[](ClientOptions* o) { o->api_url = "http://example.org/stable?x=1"; }, "api_url"},
+      {[](ClientOptions* o) { o->api_url = "https://example.org/stable#top"; }, "api_url"},
+      {[](ClientOptions* o) { o->api_url = "example.org/stable"; }, "api_url"},
   };
   for (const Case& c : cases) {
     ClientOptions options;
@@ -101,6 +107,9 @@ TEST(ValidateClientOptions, RefusesMeaninglessValuesNamingTheOption) {
     EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << c.name;
     EXPECT_EQ(status.message().rfind(c.name, 0), 0u) << status.message();
   }
+  ClientOptions upper;
+  upper.api_url = "HTTPS://api.grid5000.fr/stable";
+  EXPECT_TRUE(ValidateClientOptions(upper).ok());
   ClientOptions zero_retries;
   zero_retries.max_retries = 0;
   zero_retries.backoff_s = 0;

@@ -1,6 +1,7 @@
 #include "kwatt/kwollect/fetch.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -97,6 +98,24 @@ Result<std::vector<std::string>> ListSites(const ClientOptions& options) {
 
 Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchReport* report) {
   const JobRef& job = *query.job;
+  // Both go into the URL's path: a site that is not a name (lyon/../../sid) would reach outside
+  // the API's jobs.
+  bool site_is_name = !job.site.empty() && job.site.size() <= 64 &&
+                      std::islower(static_cast<unsigned char>(job.site[0])) &&
+                      std::all_of(job.site.begin(), job.site.end(), [](char c) {
+                        return std::islower(static_cast<unsigned char>(c)) ||
+                               std::isdigit(static_cast<unsigned char>(c)) || c == '-';
+                      });
+  if (!site_is_name) {
+    return Status::InvalidArgument("job site \"" + job.site +
+                                   "\" is not a site name (lowercase letters, digits and -, as "
+                                   "lyon or nancy): give the job as SITE:ID, e.g. lyon:1234567");
+  }
+  if (job.id <= 0) {
+    return Status::InvalidArgument("job id " + std::to_string(job.id) +
+                                   " is not an OAR job id (a positive number): give the job as "
+                                   "SITE:ID, e.g. lyon:1234567");
+  }
   std::string url = options.api_url + "/sites/" + job.site + "/jobs/" + std::to_string(job.id);
   Result<json> doc = GetJson(options, url);
   if (!doc.ok()) {
@@ -323,7 +342,7 @@ Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
                                       : "");
   message +=
       "; for custom metrics (pushed with POST, listed in no catalogue), add "
-      "--custom-metrics (custom_metrics=True in Python)";
+      "--custom-metrics (custom_metrics=True in Python's get_metrics and to_pandas)";
   return Status::NotFound(message);
 }
 
@@ -481,8 +500,19 @@ class Fetcher {
 
   void StartReady() {
     double now = SteadySeconds();
-    const int window = 2 * options_.max_per_site + 2;  // bounds what waits in memory per site
     for (auto& site : sites_) {
+      // Bounds what waits in memory per site; the front's merge group is delivered whole, so all
+      // of it may run.
+      int window = 2 * options_.max_per_site + 2;
+      if (!site->queue.empty() && site->queue.front().plan.merge_group != 0) {
+        uint64_t group = site->queue.front().plan.merge_group;
+        int members = 0;
+        for (const Request& r : site->queue) {
+          if (r.plan.merge_group != group) break;
+          ++members;
+        }
+        window = std::max(window, members + 2);
+      }
       int position = 0;
       for (auto it = site->queue.begin(); it != site->queue.end() && position < window;
            ++it, ++position) {
@@ -542,6 +572,20 @@ class Fetcher {
     return ids;
   }
 
+  // Kwollect answers rows in time order (shared/KWOLLECT.md), and every reader of what kwatt writes
+  // (archives above all) relies on it: an answer that is not is malformed, never delivered.
+  static Status CheckTimeOrder(const RowBatch& batch) {
+    for (size_t i = 1; i < batch.size(); ++i) {
+      if (batch.time[i] < batch.time[i - 1]) {
+        return Status::Corruption("rows out of time order (row " + std::to_string(i + 1) + " at " +
+                                  FormatUtcTimestamp(batch.time[i]) + " after one at " +
+                                  FormatUtcTimestamp(batch.time[i - 1]) +
+                                  "): the API must answer rows ordered by timestamp");
+      }
+    }
+    return Status::OK();
+  }
+
   // Decides what a finished transfer leads to: rows delivered; Kwollect's "too much data" split
   // (down to a floor: 1 s, one node, one metric); transient failures (transport, cut or malformed
   // bodies, 429 after its Retry-After, 5xx that are not Kwollect's timeout) retried with backoff,
@@ -551,6 +595,7 @@ class Fetcher {
     SiteQueue& site = *t.site;
     --site.running;
     enum class Action { kDone, kRetry, kSplit, kFail } action;
+    bool split_by_time = true;
     Status outcome;
     internal::SmallResponse& response = transferred.response;
     if (response.status != 200) report_->bytes += int64_t(response.body.size());
@@ -566,16 +611,23 @@ class Fetcher {
       outcome = transferred.transport;
     } else if (response.status == 200) {
       Status finished = empty ? Status::Corruption("HTTP 200 without a body") : t.parser->Finish();
+      const char* what = empty ? "empty answer from " : "incomplete answer from ";
+      if (finished.ok()) {
+        finished = CheckTimeOrder(t.batch);
+        what = "malformed answer from ";
+      }
       if (finished.ok()) {
         action = Action::kDone;
       } else {
         action = Action::kRetry;
-        outcome = Status::Corruption((empty ? "empty answer from " : "incomplete answer from ") +
-                                     where + ": " + finished.message());
+        outcome = Status::Corruption(what + where + ": " + finished.message());
       }
     } else {
       outcome = internal::HttpError(response, url, options_);
-      if (internal::IsKwollectTimeout(response.status, response.body)) {
+      if (response.status == 414) {
+        action = Action::kSplit;  // the URL is too long for the server: fewer nodes or metrics
+        split_by_time = false;
+      } else if (internal::IsKwollectTimeout(response.status, response.body)) {
         action = Action::kSplit;  // too much data: ask for less
       } else if (response.retry_after_s > internal::kMaxRetryAfterSeconds) {
         action = Action::kFail;  // the message says how long the server asked to wait
@@ -587,13 +639,19 @@ class Fetcher {
     }
     if (action == Action::kSplit) {
       std::vector<internal::PlannedRequest> halves =
-          internal::SplitRequest(r.plan, MetricIdsOf(site, r.plan.uids));
+          internal::SplitRequest(r.plan, MetricIdsOf(site, r.plan.uids), split_by_time);
       if (halves.empty()) {
         action = Action::kFail;
         outcome = outcome.WithContext(
-            "too much data for Kwollect even in the smallest piece kwatt asks for (about a "
-            "second of one node and one metric)");
+            split_by_time ? "too much data for Kwollect even in the smallest piece kwatt asks for "
+                            "(about a second of one node and one metric)"
+                          : "the URL is too long for the server even for one node and one metric");
       } else {
+        // Halves by metric are one window of the same nodes: delivered merged in time order.
+        if (halves[0].metrics != r.plan.metrics && r.plan.merge_group == 0) {
+          for (internal::PlannedRequest& half : halves) half.merge_group = next_merge_group_;
+          ++next_merge_group_;
+        }
         for (internal::PlannedRequest& half : halves) {
           site.queue.insert(t.request, Request{std::move(half)});
         }
@@ -663,6 +721,7 @@ class Fetcher {
       auto next = std::next(it);
       while (next != site.queue.end() && open(*next) && next->plan.uids == it->plan.uids &&
              next->plan.metrics == it->plan.metrics &&
+             next->plan.merge_group == it->plan.merge_group &&
              next->plan.start == it->plan.end + kNanosPerMicro) {
         internal::PlannedRequest merged = it->plan;
         merged.end = next->plan.end;
@@ -675,26 +734,80 @@ class Fetcher {
     }
   }
 
+  static bool Finished(const Request& r) {
+    return r.state == Request::State::kDone || r.state == Request::State::kFailed;
+  }
+
+  // The requests at the front of `site` that are delivered together: the front one alone, or the
+  // whole run of its merge group (adjacent in the queue). 0 while one of them is not finished.
+  static size_t ReadyAtFront(const SiteQueue& site) {
+    if (site.queue.empty() || !Finished(site.queue.front())) return 0;
+    uint64_t group = site.queue.front().plan.merge_group;
+    if (group == 0) return 1;
+    size_t n = 0;
+    for (const Request& r : site.queue) {
+      if (r.plan.merge_group != group) break;
+      if (!Finished(r)) return 0;
+      ++n;
+    }
+    return n;
+  }
+
+  // The rows of `count` batches (each in time order) as one batch in time order; rows of equal
+  // instants in the order of the batches.
+  RowBatch MergeInTimeOrder(std::vector<RowBatch*> batches) {
+    RowBatch merged = TakeBatch();
+    std::vector<size_t> next(batches.size(), 0);
+    while (true) {
+      size_t best = batches.size();
+      for (size_t k = 0; k < batches.size(); ++k) {
+        if (next[k] >= batches[k]->size()) continue;
+        if (best == batches.size() || batches[k]->time[next[k]] < batches[best]->time[next[best]]) {
+          best = k;
+        }
+      }
+      if (best == batches.size()) return merged;
+      merged.AppendRow(*batches[best], next[best]++);
+    }
+  }
+
   // Hands finished requests to the sink in output order; later sites wait in their spool.
   Status Deliver() {
     while (true) {
       for (size_t i = current_; i < sites_.size(); ++i) {
         SiteQueue& site = *sites_[i];
-        while (!site.queue.empty() && (site.queue.front().state == Request::State::kDone ||
-                                       site.queue.front().state == Request::State::kFailed)) {
-          Request& r = site.queue.front();
-          if (r.state == Request::State::kFailed) {
-            FetchFailure failure{site.site,  r.plan.uids,    r.plan.start,
-                                 r.plan.end, r.plan.metrics, r.error};
-            KWATT_RETURN_IF_ERROR(sink_->Failed(failure));
-            AddFailure(std::move(failure));
-          } else if (i == current_) {
-            KWATT_RETURN_IF_ERROR(sink_->Write(site.site, r.batch, interner_));
-          } else {
-            KWATT_RETURN_IF_ERROR(Spool(site, r.batch));
+        while (size_t n = ReadyAtFront(site)) {
+          std::vector<RowBatch*> fetched;
+          auto it = site.queue.begin();
+          for (size_t k = 0; k < n; ++k, ++it) {
+            Request& r = *it;
+            if (r.state == Request::State::kFailed) {
+              FetchFailure failure{site.site,  r.plan.uids,    r.plan.start,
+                                   r.plan.end, r.plan.metrics, r.error};
+              KWATT_RETURN_IF_ERROR(sink_->Failed(failure));
+              AddFailure(std::move(failure));
+            } else {
+              fetched.push_back(&r.batch);
+            }
           }
-          RecycleBatch(std::move(r.batch));
-          site.queue.pop_front();
+          RowBatch merged;
+          RowBatch* rows = fetched.empty() ? nullptr : fetched.front();
+          if (fetched.size() > 1) {
+            merged = MergeInTimeOrder(fetched);
+            rows = &merged;
+          }
+          if (rows != nullptr) {
+            if (i == current_) {
+              KWATT_RETURN_IF_ERROR(sink_->Write(site.site, *rows, interner_));
+            } else {
+              KWATT_RETURN_IF_ERROR(Spool(site, *rows));
+            }
+          }
+          if (fetched.size() > 1) RecycleBatch(std::move(merged));
+          for (size_t k = 0; k < n; ++k) {
+            RecycleBatch(std::move(site.queue.front().batch));
+            site.queue.pop_front();
+          }
         }
       }
       if (current_ >= sites_.size() || !sites_[current_]->queue.empty()) return Status::OK();
@@ -856,6 +969,8 @@ class Fetcher {
   size_t held_bytes_ = 0;  // in SiteQueue::held, all sites
   size_t current_ = 0;     // the site being delivered to the sink
   int64_t total_requests_ = 0, requests_done_ = 0;
+  // Merge groups given to halves split by metric (PlanSite numbers its own from 1).
+  uint64_t next_merge_group_ = uint64_t(1) << 40;
   double started_ = 0, last_progress_ = 0;
 };
 
@@ -890,6 +1005,13 @@ Result<std::vector<SitePlanInput>> ResolveAndPlanOrThrow(const ClientOptions& op
     report->start = *query.start;
     report->end = *query.end;
   }
+  // A node named twice (nova-1.lyon and nova-1.lyon.grid5000.fr, by the user or in a job's
+  // assigned nodes) is one node: fetched once, counted once.
+  std::vector<NodeName> unique;
+  for (const NodeName& node : report->nodes) {
+    if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
+  }
+  report->nodes = std::move(unique);
   if (report->end < report->start) {
     return Status::InvalidArgument("the window ends (" + FormatUtcTimestamp(report->end) +
                                    ") before it starts (" + FormatUtcTimestamp(report->start) +

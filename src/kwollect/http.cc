@@ -20,6 +20,9 @@ void EnsureCurlInitialised() {
 void ConfigureEasy(CURL* easy, const ClientOptions& options) {
   curl_easy_setopt(easy, CURLOPT_USERAGENT, options.user_agent.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  // HTTP and HTTPS only: no other scheme is an API, nor a redirection to one (file://, ftp://).
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, long(options.connect_timeout_s * 1000));
   // A large answer may take long: fail on a stalled transfer, not on a long one.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "src/kwollect/http.h"
+
 namespace kwatt::kwollect::internal {
 
 double ExpectedRowsPerSecond(const Catalogue& catalogue, const std::string& uid,
@@ -42,6 +44,23 @@ std::vector<std::pair<UnixNanos, UnixNanos>> TimeSlices(UnixNanos start, UnixNan
 
 }  // namespace
 
+std::vector<std::vector<std::string>> GroupsForUrl(const std::vector<std::string>& items,
+                                                   size_t max_bytes) {
+  std::vector<std::vector<std::string>> groups;
+  size_t bytes = 0;
+  for (const std::string& item : items) {
+    size_t size = UrlEncode(item).size();
+    size_t separator = 3;  // "%2C"
+    if (groups.empty() || (!groups.back().empty() && bytes + separator + size > max_bytes)) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    bytes += (groups.back().empty() ? 0 : separator) + size;
+    groups.back().push_back(item);
+  }
+  return groups;
+}
+
 std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
                                      const std::vector<std::string>& metrics, UnixNanos start,
                                      UnixNanos end, int64_t budget) {
@@ -68,20 +87,29 @@ std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
     metric_groups.assign(groups, {});
     for (size_t i = 0; i < metrics.size(); ++i) metric_groups[i % groups].push_back(metrics[i]);
   }
+  // Then each group cut again where its list would not fit in a URL.
+  if (!metrics.empty()) {
+    std::vector<std::vector<std::string>> fitting;
+    for (const auto& group : metric_groups) {
+      for (auto& part : GroupsForUrl(group)) fitting.push_back(std::move(part));
+    }
+    metric_groups = std::move(fitting);
+  }
   std::vector<std::vector<std::string>> node_groups;
   for (size_t i = 0; i < nodes.size(); i += per_group) {
     std::vector<std::string> group;
     for (size_t j = i; j < std::min(nodes.size(), i + per_group); ++j)
       group.push_back(nodes[j].uid);
-    node_groups.push_back(std::move(group));
+    for (auto& part : GroupsForUrl(group)) node_groups.push_back(std::move(part));
   }
-  double group_rate =
-      total_rate * double(per_group) / double(nodes.size()) / double(metric_groups.size());
+  double group_rate = total_rate / double(node_groups.size()) / double(metric_groups.size());
   int64_t slices = int64_t(std::ceil(group_rate * seconds / double(budget)));
+  uint64_t merge_group = 0;
   for (const auto& [a, b] : TimeSlices(start, end, std::max<int64_t>(slices, 1))) {
     for (const auto& uids : node_groups) {
+      uint64_t group = metric_groups.size() > 1 ? ++merge_group : 0;
       for (const auto& group_metrics : metric_groups) {
-        plan.push_back(PlannedRequest{uids, group_metrics, a, b});
+        plan.push_back(PlannedRequest{uids, group_metrics, a, b, group});
       }
     }
   }
@@ -91,19 +119,24 @@ std::vector<PlannedRequest> PlanSite(const std::vector<NodeRate>& nodes,
 std::vector<PlannedRequest> SplitByTime(const PlannedRequest& request, int64_t count) {
   std::vector<PlannedRequest> out;
   for (const auto& [a, b] : TimeSlices(request.start, request.end, count)) {
-    out.push_back(PlannedRequest{request.uids, request.metrics, a, b});
+    out.push_back(PlannedRequest{request.uids, request.metrics, a, b, request.merge_group});
   }
   return out;
 }
 
 std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request,
-                                         const std::vector<std::string>& all_metrics) {
+                                         const std::vector<std::string>& all_metrics,
+                                         bool by_time) {
   // Both bounds are inclusive: the request spans end - start + 1 us.
-  if (request.end - request.start + kMicro >= 2 * kMinSplitNs) {
+  if (by_time && request.end - request.start + kMicro >= 2 * kMinSplitNs) {
     auto slices = TimeSlices(request.start, request.end, 2);
     if (slices.size() == 2) {
-      return {PlannedRequest{request.uids, request.metrics, slices[0].first, slices[0].second},
-              PlannedRequest{request.uids, request.metrics, slices[1].first, slices[1].second}};
+      PlannedRequest a = request, b = request;
+      a.start = slices[0].first;
+      a.end = slices[0].second;
+      b.start = slices[1].first;
+      b.end = slices[1].second;
+      return {a, b};
     }
   }
   if (request.uids.size() > 1) {

@@ -16,7 +16,20 @@ struct PlannedRequest {
   std::vector<std::string> metrics;  // empty: all
   UnixNanos start = 0;               // inclusive
   UnixNanos end = 0;                 // inclusive
+  // Not 0: one of the requests of a window of the same nodes split by metric (and, maybe, then by
+  // time), adjacent in the plan: their rows are delivered merged in time order, since each node's
+  // rows must reach the sink in time order (an archive's files, shared/KWOLLECT.md's order).
+  uint64_t merge_group = 0;
 };
+
+// The most bytes a request's node list or metric list takes in its URL, percent-encoded: longer
+// lists are cut into groups (a URL of about 8 KB is what HTTP servers commonly take; 410 metric
+// ids were an HTTP 414).
+inline constexpr size_t kMaxListUrlBytes = 3000;
+// `items` (in order) cut into consecutive groups whose comma-joined, percent-encoded text is at
+// most `max_bytes` (an item longer than that alone in its group).
+std::vector<std::vector<std::string>> GroupsForUrl(const std::vector<std::string>& items,
+                                                   size_t max_bytes = kMaxListUrlBytes);
 
 struct NodeRate {
   std::string uid;
@@ -54,9 +67,12 @@ inline constexpr int64_t kMinSplitNs = kNanosPerSecond;
 // Halves of a request that Kwollect refused as too large: by time while each half spans at least
 // kMinSplitNs, then by nodes, then by metrics: the request's own list, or, when it asks for every
 // metric, `all_metrics` (the catalogue's metric ids for its nodes; metrics the catalogue does not
-// list are then not asked for). Empty when it cannot be split.
+// list are then not asked for). Empty when it cannot be split. `by_time` false: by nodes, then by
+// metrics only (a URL too long: a shorter window would not shorten it). Halves keep the request's
+// merge_group (0 when split by metric from a request without one: the caller gives them one).
 std::vector<PlannedRequest> SplitRequest(const PlannedRequest& request,
-                                         const std::vector<std::string>& all_metrics = {});
+                                         const std::vector<std::string>& all_metrics = {},
+                                         bool by_time = true);
 
 }  // namespace kwatt::kwollect::internal
 

@@ -73,6 +73,33 @@ TEST(PlanSite, ThenNodesThenMetrics) {
   }
 }
 
+// Issue 21, item 18: lists too long for a URL are cut into groups, and the metric groups of one
+// window are one merge group (their rows are delivered merged in time order).
+TEST(PlanSite, ListsTooLongForAUrlAreCut) {
+  std::vector<std::string> metrics;
+  for (int k = 0; k < 420; ++k) metrics.push_back("my_custom_metric_number_" + std::to_string(k));
+  for (const auto& group : GroupsForUrl(metrics)) {
+    std::string joined;
+    for (const std::string& m : group) joined += (joined.empty() ? "" : "%2C") + m;
+    EXPECT_LE(joined.size(), kMaxListUrlBytes);
+  }
+  auto plan = PlanSite(Nodes(1, 10), metrics, kT0, kT0 + 60 * kNanosPerSecond, 100000);
+  ASSERT_GT(plan.size(), 1u);
+  std::vector<std::string> asked;
+  for (const auto& r : plan) {
+    EXPECT_EQ(r.merge_group, plan[0].merge_group);
+    EXPECT_NE(r.merge_group, 0u);
+    EXPECT_EQ(r.start, kT0);
+    asked.insert(asked.end(), r.metrics.begin(), r.metrics.end());
+  }
+  EXPECT_EQ(asked, metrics);
+  std::vector<NodeRate> many = Nodes(600, 1);
+  auto nodes = PlanSite(many, {}, kT0, kT0 + 60 * kNanosPerSecond, 1000000);
+  EXPECT_GT(nodes.size(), 1u);
+  for (const auto& r : nodes) EXPECT_EQ(r.merge_group, 0u);  // other nodes: other files
+  ExpectExactCover(nodes, 600, kT0, kT0 + 60 * kNanosPerSecond);
+}
+
 TEST(SplitRequest, TimeThenNodesThenMetrics) {
   PlannedRequest r{{"a", "b"}, {"m1", "m2"}, kT0, kT0 + 10 * kNanosPerSecond};
   auto halves = SplitRequest(r);

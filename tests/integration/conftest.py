@@ -31,11 +31,12 @@ def run_kwatt(*args, timeout=300, env=None):
     return subprocess.run([KWATT, *map(str, args)], capture_output=True, timeout=timeout, env=env)
 
 
-def start_server(*args, jobs=None, tmp_path=None, store=None):
+def start_server(*args, jobs=None, tmp_path=None, store=None, port=0):
     """Starts `kwatt serve --simulate --port 0 ARGS` (`--store STORE` instead of `--simulate` when
-    a store is given) and returns once it printed its URL."""
+    a store is given) and returns once it printed its URL. `port`: another server's, stopped, to
+    serve at the same address (a resumed backup must use the API it began with)."""
     source = ["--simulate"] if store is None else ["--store", str(store)]
-    command = [KWATT, "serve", *source, "--port", "0", *map(str, args)]
+    command = [KWATT, "serve", *source, "--port", str(port), *map(str, args)]
     if jobs is not None:
         path = Path(tmp_path) / f"jobs-{time.monotonic_ns()}.json"
         path.write_text(json.dumps(jobs))

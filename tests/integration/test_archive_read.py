@@ -290,10 +290,12 @@ def test_refusals_name_what_is_wrong(tmp_path):
     result = kwatt("cat", directory, "--metrics", "wattmetre_power_wat")
     assert result.returncode == 1
     assert b"metric wattmetre_power_wat is not in the archive" in result.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
     for command in (["cat"], ["inspect"], ["export", "--to", "csv", "-o", tmp_path / "o.csv"]):
         result = kwatt(*command[:1], tmp_path / "nowhere", *command[1:])
         assert result.returncode == 1 and b"no such directory" in result.stderr
-        result = kwatt(*command[:1], tmp_path, *command[1:])  # a directory, not an archive
+        result = kwatt(*command[:1], plain, *command[1:])  # a directory, not an archive
         assert result.returncode == 1 and b"is not a kwatt archive" in result.stderr
     manifest["format_version"] = 2
     (directory / "manifest.json").write_text(json.dumps(manifest))

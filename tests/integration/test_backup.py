@@ -67,14 +67,16 @@ def test_kill_and_resume_gives_the_uninterrupted_archive(server, tmp_path, kill_
         process.wait()
         manifest = json.loads((target / "manifest.json").read_text())
         assert manifest["state"] == "incomplete"
-        # Resumed through another address: only the API moved, the query is the same.
-        resumed = run("backup", "--api", server.url, "--job", "lyon:1001", "-o", target)
+        # Resumed from the same API (its address), now at full speed.
+        slow.stop()
+        slow = start_server(jobs=JOBS, tmp_path=tmp_path, port=slow.port)
+        resumed = run("backup", "--api", slow.url, "--job", "lyon:1001", "-o", target)
         assert resumed.returncode == 0, resumed.stderr
         assert b"completing the interrupted backup" in resumed.stderr
         assert data_files(target) == data_files(reference)
         assert json.loads((target / "manifest.json").read_text())["files"] == \
             json.loads((reference / "manifest.json").read_text())["files"]
-        again = run("backup", "--api", server.url, "--job", "lyon:1001", "-o", target)
+        again = run("backup", "--api", slow.url, "--job", "lyon:1001", "-o", target)
         assert again.returncode == 0 and b"already holds the complete backup" in again.stderr
     finally:
         slow.stop()
@@ -92,8 +94,12 @@ def test_failed_pieces_leave_it_incomplete_then_a_rerun_completes_it(server, tmp
     assert b"NOT FETCHED" in first.stderr and b"run the same kwatt backup command again" in \
         first.stderr
     assert json.loads((target / "manifest.json").read_text())["state"] == "incomplete"
-    second = run("backup", "--api", server.url, "--job", "lyon:1001", "--rows-per-request", 20000,
-                 "-o", target)
+    mended = start_server(jobs=JOBS, tmp_path=tmp_path, port=flaky.port)  # the API, mended
+    try:
+        second = run("backup", "--api", mended.url, "--job", "lyon:1001", "--rows-per-request",
+                     20000, "-o", target)
+    finally:
+        mended.stop()
     assert second.returncode == 0, second.stderr
     reference = tmp_path / "reference"
     assert run("backup", "--api", server.url, "--job", "lyon:1001", "-q",
@@ -254,12 +260,15 @@ def test_a_running_job_stays_incomplete_until_it_ends(server_factory, tmp_path):
     assert b"completing the interrupted backup" in again.stderr and b"has not ended" in again.stderr
     assert json.loads((target / "manifest.json").read_text())["window"]["end_ns"] > \
         manifest["window"]["end_ns"]
-    # The job has ended (same simulated data): the next run completes the archive, as a backup
-    # taken after its end would be.
-    ended = server_factory(jobs={"jobs": [dict(job, stopped_at=int(time.time()) - 1)]})
+    # The job has ended (same simulated data, the same API restarted): the next run completes the
+    # archive, as a backup taken after its end would be.
+    running.stop()
+    ended = start_server(jobs={"jobs": [dict(job, stopped_at=int(time.time()) - 1)]},
+                         tmp_path=tmp_path, port=running.port)
     last = run(*args[:1], "--api", ended.url, *args[1:])
     assert last.returncode == 0, last.stderr
     reference = tmp_path / "reference"
     assert run("backup", "--api", ended.url, *args[1:-1], reference, "-q").returncode == 0
     assert data_files(target) == data_files(reference)
     assert run("inspect", target, "--verify").returncode == 0
+    ended.stop()

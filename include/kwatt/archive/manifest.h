@@ -121,6 +121,11 @@ struct Manifest {
 // after last), a file without rows has neither.
 Result<Manifest> ReadManifest(const std::string& dir);
 
+// Why an incomplete archive is not read whole, and what to do: a backup writing it now (it holds
+// the archive's lock: wait for its end), or one that was interrupted (run the same command
+// again); either way --allow-incomplete reads what it committed so far.
+std::string IncompleteArchiveMessage(const Manifest& manifest);
+
 // The same from texts: `manifest_text` as read from DIR/manifest.json, `journal_text` that of
 // DIR/journal.jsonl (nullptr when there is none). `dir` only names the archive in messages and
 // in Manifest::dir.

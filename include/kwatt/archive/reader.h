@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,7 +67,14 @@ struct LoadOptions {
   // it, raw and raw_end stay as they were: about 160 of the 200 bytes a wattmeter row takes).
   int threads = 0;
   bool keep_raw = true;
+  // LoadArchive only: asked between frames; true stops the load (Incomplete "interrupted",
+  // nothing appended): Ctrl-C in Python.
+  std::function<bool()> cancelled;
 };
+
+// The most threads LoadArchive takes (LoadOptions::threads beyond it: InvalidArgument): more than
+// a machine has cores only costs memory, and a thread per file of a huge number would exhaust it.
+inline constexpr int kMaxLoadThreads = 256;
 
 // Where the rows of one data file went.
 struct LoadedFile {

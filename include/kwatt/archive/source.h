@@ -15,15 +15,19 @@
 namespace kwatt::archive {
 
 // Streams a complete archive's rows of `metrics` (those it holds; empty: all) in [start, end]
-// (default: its window) to `sink`, after Begin() with the archive's nodes, window, job types and
-// catalogues. `resolved` receives them, and the rows fed. Incomplete for an incomplete archive
-// (naming the command that completes it), and ReadManifest's and ArchiveReader's errors.
+// (default: its window) of `nodes` (empty: all of its nodes) to `sink`, after Begin() with those
+// nodes, the window, job types and catalogues. `resolved` receives them, and the rows fed.
+// InvalidArgument for a node the archive does not hold (naming those it holds); Incomplete for an
+// incomplete archive (naming the command that completes it), and ReadManifest's and
+// ArchiveReader's errors.
 Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
                    std::optional<UnixNanos> start, std::optional<UnixNanos> end,
-                   kwollect::RowSink* sink, kwollect::FetchReport* resolved);
+                   kwollect::RowSink* sink, kwollect::FetchReport* resolved,
+                   const std::vector<kwollect::NodeName>& nodes = {});
 
-// Where rows come from: an archive directory when `archive_dir` is set (then query.start and
-// query.end, if set, narrow its window, and nodes or a job are refused), else the query.
+// Where rows come from: an archive directory when `archive_dir` is set (then query.start,
+// query.end and query.nodes, if set, narrow its window and nodes, and a job is refused), else the
+// query.
 struct RowSource {
   std::string archive_dir;
   kwollect::ClientOptions options;

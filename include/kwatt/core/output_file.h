@@ -13,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kwatt/core/status.h"
 
@@ -20,9 +21,12 @@ namespace kwatt {
 
 class OutputFile {
  public:
-  // Decides how `path` is written. InvalidArgument for "" or a directory (naming it); IOError
-  // when its directory cannot be written to.
-  static Result<OutputFile> Plan(const std::string& path);
+  // Decides how `path` is written. InvalidArgument for "" or a directory (naming it), or for a
+  // path that is one of `inputs` or lies inside one of them (files and directories the command
+  // reads: an output is never written into its input, `export ARCHIVE -o ARCHIVE/manifest.json`);
+  // IOError when its directory cannot be written to.
+  static Result<OutputFile> Plan(const std::string& path,
+                                 const std::vector<std::string>& inputs = {});
 
   OutputFile(OutputFile&& other) noexcept;
   OutputFile& operator=(OutputFile&& other) noexcept;
