@@ -12,27 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KWATT, run_kwatt as run, start_server
+from conftest import KWATT, run_kwatt as run
+from test_hostile import archive, server  # noqa: F401  (the simulated testbed, and an archive of it)
 from test_server import JOBS, T0
 
 NOVA1 = "nova-1.lyon.grid5000.fr"
 POWER = "wattmetre_power_watt"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = start_server(jobs=JOBS, tmp_path=tmp_path_factory.mktemp("jobs"))
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def archive(server, tmp_path_factory):
-    path = tmp_path_factory.mktemp("archive") / "a"
-    done = run("backup", "--api", server.url, "--nodes", NOVA1, "--start", T0, "--end", T0 + 20,
-               "-q", "-o", path)
-    assert done.returncode == 0, done.stderr
-    return path
 
 
 class Proxy:
