@@ -265,6 +265,28 @@ def test_four_hundred_metric_ids_are_fetched_in_several_requests(server):
     assert len(times) == len(set(times)) == 101  # 50 Hz over [T0, T0 + 2]: each row once
 
 
+@pytest.mark.parametrize("cut", ["budget", "url"])
+def test_a_backup_cut_by_metric_keeps_every_row_of_every_piece(server, tmp_path, cut):
+    # The pieces of one window cut by metric (a small budget of rows per request, or lists too
+    # long for a URL) each hold rows of the whole window: delivered one after the other, the
+    # second's rows before the first's last committed frame were dropped from the archive (9 of
+    # 90,363 here), which still said it was complete.
+    query = ("--api", server.url, "--job", "lyon:1001", "--start", T0, "--end", T0 + 600, "-q")
+    metrics = [POWER, "bmc_ambient_temp_celsius"]
+    whole, target = tmp_path / "whole", tmp_path / "cut"
+    assert run("backup", *query, "--metrics", ",".join(metrics), "-o", whole).returncode == 0
+    if cut == "budget":
+        extra = ("--metrics", ",".join(metrics), "--rows-per-request", 200)
+    else:
+        custom = [f"my_custom_metric_number_{k:03d}" for k in range(420)]
+        extra = ("--metrics", ",".join([metrics[0], *custom, metrics[1]]), "--custom-metrics")
+    done = run("backup", *query, *extra, "-o", target)
+    assert done.returncode == 0, done.stderr
+    assert run("inspect", target, "--verify").returncode == 0
+    rows = [sorted(run("cat", d).stdout.splitlines()) for d in (whole, target)]
+    assert len(rows[0]) > 90000 and rows[1] == rows[0]
+
+
 # ---- 19. messages that say what is wrong ---------------------------------------------------------
 
 def test_backup_into_a_file_says_it_is_a_file(server, tmp_path):
