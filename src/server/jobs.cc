@@ -1,13 +1,16 @@
 #include "kwatt/server/jobs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 
 #include "src/core/json_words.h"
+#include "src/server/jobs_spelling.h"
 
 namespace kwatt::server {
 
@@ -30,11 +33,62 @@ bool Job::HasNode(std::string_view uid) const {
   return std::find(nodes.begin(), nodes.end(), uid) != nodes.end();
 }
 
+namespace internal {
+
+std::string NearestSpelling(std::string_view word, std::span<const std::string_view> known) {
+  std::string nearest;
+  size_t best = std::numeric_limits<size_t>::max();
+  bool tied = false;  // another candidate is as near: no guess (wattmetre1-port99: 19 or 29?)
+  std::vector<size_t> row;
+  for (std::string_view candidate : known) {
+    row.resize(candidate.size() + 1);
+    for (size_t j = 0; j <= candidate.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= word.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= candidate.size(); ++j) {
+        size_t above = row[j];
+        row[j] =
+            std::min({row[j] + 1, row[j - 1] + 1, diagonal + (word[i - 1] != candidate[j - 1])});
+        diagonal = above;
+      }
+    }
+    if (row[candidate.size()] < best) {
+      best = row[candidate.size()];
+      nearest = std::string(candidate);
+      tied = false;
+    } else if (row[candidate.size()] == best) {
+      tied = true;
+    }
+  }
+  return best <= 2 && best < word.size() && !tied ? nearest : std::string();
+}
+
+}  // namespace internal
+
 namespace {
 
 // The JSON type of a value, as a user reads it in a message.
 std::string TypeName(const json& value) {
-  return internal::JsonTypeName(value, internal::FileSyntax::kJson);
+  return kwatt::internal::JsonTypeName(value, kwatt::internal::FileSyntax::kJson);
+}
+
+// The fields of each object of the file, in the order the documentation gives them.
+constexpr std::string_view kFileKeys[] = {"format_version", "jobs", "outages"};
+constexpr std::string_view kJobKeys[] = {
+    "site", "uid",  "nodes",   "started_at", "stopped_at", "walltime",     "types",
+    "user", "name", "project", "queue",      "phases",     "repeat_phases"};
+constexpr std::string_view kPhaseKeys[] = {"name", "duration", "cpu", "network", "gpu"};
+constexpr std::string_view kOutageKeys[] = {"site", "device", "metric", "start", "end", "report"};
+
+// The path of `key` in the object at `where` (empty: the file): jobs[0].nodes, or
+// jobs[0]["energy budget"] for a key that is not a plain word.
+std::string PathOf(const std::string& where, const std::string& key) {
+  bool plain = !key.empty() && !std::isdigit(uint8_t(key[0])) &&
+               std::all_of(key.begin(), key.end(),
+                           [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; });
+  if (!plain) return where + "[" + json(key).dump() + "]";
+  return where.empty() ? key : where + "." + key;
 }
 
 // Reads one jobs file, naming the file and the field (as a JSON path: jobs[2].started_at) in
@@ -49,6 +103,24 @@ class Reader {
   }
   Status Expected(const std::string& where, const std::string& what, const json& value) const {
     return Bad(where, "should be " + what + ", not " + TypeName(value));
+  }
+
+  // A key the format does not have is a mistake (a misspelling would otherwise be ignored and the
+  // file simulate something else): refused, with the nearest known key and the known ones.
+  // `what` names the object: "a job".
+  Status OnlyKnownKeys(const json& object, const std::string& where, const std::string& what,
+                       std::span<const std::string_view> known) const {
+    for (const auto& [key, value] : object.items()) {
+      if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+      std::string nearest = internal::NearestSpelling(key, known);
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return Bad(PathOf(where, key),
+                 "is not a field of " + what +
+                     (nearest.empty() ? "" : " (did you mean " + nearest + "?)") + "; " + what +
+                     " has " + list);
+    }
+    return Status::OK();
   }
 
   Result<std::string> String(const json& object, const char* key, const std::string& where,
@@ -91,6 +163,44 @@ class Reader {
     return level;
   }
 
+  // A node (or device) as the file names it: its uid ("nova-1"), or with its site
+  // ("nova-1.lyon", "nova-1.lyon.grid5000.fr"), which must be `site`. Returns the uid.
+  // `owner` is the place of the job (`is_job`) or outage that names it.
+  Result<std::string> NodeUid(const json& value, const std::string& where, const std::string& owner,
+                              const std::string& site, bool is_job) const {
+    std::string text = value.get<std::string>();
+    size_t dot = text.find('.');
+    std::string uid = text.substr(0, dot);
+    std::string rest = dot == std::string::npos ? "" : text.substr(dot + 1);
+    if (!rest.empty() && rest.back() == '.') rest.pop_back();  // a rooted FQDN
+    constexpr std::string_view kDomain = ".grid5000.fr";
+    if (rest.size() > kDomain.size() && rest.ends_with(kDomain)) {
+      rest.resize(rest.size() - kDomain.size());
+    }
+    std::string quoted = value.dump();
+    if (uid.empty() ||
+        (dot != std::string::npos && (rest.empty() || rest.find('.') != rest.npos))) {
+      return Bad(where, "= " + quoted +
+                            (is_job ? " is not a node name: give a node uid (nova-1) or FQDN "
+                                      "(nova-1.lyon.grid5000.fr)"
+                                    : " is not a device id: give a node uid (nova-1), its FQDN "
+                                      "(nova-1.lyon.grid5000.fr) or a device id "
+                                      "(wattmetre1-port13)"));
+    }
+    if (!rest.empty() && rest != site) {
+      if (is_job) {
+        return Bad(where, "= " + quoted + " is a node of site " + rest + ", but " + owner +
+                              " is a job of site " + site +
+                              ": an OAR job lives on one site (give the node in a job of site " +
+                              rest + ", or fix the site)");
+      }
+      return Bad(where, "= " + quoted + " is a device of site " + rest + ", but " + owner +
+                            " is an outage of site " + site + " (give the outage site " + rest +
+                            ")");
+    }
+    return uid;
+  }
+
  private:
   std::string origin_;
 };
@@ -106,32 +216,101 @@ Result<int64_t> Duration(const Reader& reader, const json& value, const std::str
   return int64_t(std::llround(seconds * 1e9));
 }
 
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
+}
+int64_t SaturatingMultiply(int64_t a, int64_t b) {
+  int64_t product;
+  return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<int64_t>::max() : product;
+}
+
+// How many times a job's phases start while it runs: each start is a change of its nodes' load,
+// which the simulator keeps (LoadProfile: a point and a ramp per change and node).
+int64_t PhaseStarts(const Job& job) {
+  int64_t span = job.EffectiveEnd() - job.started_at;
+  // The phases starting within the first `span` of one pass through them.
+  auto starts_within = [&job](int64_t span) {
+    int64_t starts = 0, offset = 0;
+    for (const LoadPhase& phase : job.phases) {
+      if (offset >= span) break;
+      ++starts;
+      offset = SaturatingAdd(offset, phase.duration_ns);
+    }
+    return starts;
+  };
+  if (!job.repeat_phases) return starts_within(span);
+  int64_t cycle = 0;
+  for (const LoadPhase& phase : job.phases) cycle = SaturatingAdd(cycle, phase.duration_ns);
+  if (cycle <= 0 || cycle >= span) return starts_within(span);
+  int64_t full = SaturatingMultiply(span / cycle, int64_t(job.phases.size()));
+  return SaturatingAdd(full, starts_within(span % cycle));
+}
+
 }  // namespace
+
+Status JobSet::Refuse(const std::string& what) const {
+  return Status::InvalidArgument("jobs file " + origin + ": " + what);
+}
 
 Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin) {
   Reader r(origin);
-  json doc = json::parse(json_text, nullptr, false);
-  if (doc.is_discarded()) return r.Bad("file", "is not valid JSON");
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::exception& error) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ...", or
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'": the place (when the
+    // parser gives it) and the reason.
+    std::string what = error.what();
+    size_t at = what.find("parse error at line ");
+    if (at != std::string::npos) {
+      at += 15;
+    } else if ((at = what.find("] ")) != std::string::npos) {
+      at += 2;
+    }
+    return r.Bad("file",
+                 "is not valid JSON" + (at == std::string::npos ? "" : ": " + what.substr(at)));
+  }
   if (!doc.is_object()) return r.Expected("file", "an object with a \"jobs\" list", doc);
+  if (Status known = r.OnlyKnownKeys(doc, "", "a jobs file", kFileKeys); !known.ok()) {
+    return known;
+  }
+  if (doc.contains("format_version")) {
+    const json& version = doc["format_version"];
+    if (!version.is_number_integer()) return r.Expected("format_version", "1", version);
+    if (version != kJobsFileFormatVersion) {
+      return r.Bad("format_version",
+                   "= " + version.dump() +
+                       " is not a version this kwatt reads: it reads format_version " +
+                       std::to_string(kJobsFileFormatVersion) + " (write it, or leave it out)");
+    }
+  }
   JobSet set;
+  set.origin = std::string(origin);
+  int64_t load_changes = 0;  // phase starts times nodes, all jobs so far
   const json& jobs = doc.contains("jobs") ? doc["jobs"] : json::array();
   if (!jobs.is_array()) return r.Expected("jobs", "a list", jobs);
   for (size_t i = 0; i < jobs.size(); ++i) {
     const json& item = jobs[i];
     std::string where = "jobs[" + std::to_string(i) + "]";
     if (!item.is_object()) return r.Expected(where, "an object", item);
+    if (Status known = r.OnlyKnownKeys(item, where, "a job", kJobKeys); !known.ok()) return known;
     Job job;
     if (!item.contains("site"))
       return r.Bad(where + ".site", "is required (a site such as \"lyon\")");
     KWATT_ASSIGN_OR_RETURN_JOBS(job.site, r.String(item, "site", where, std::nullopt));
     if (!item.contains("uid")) return r.Bad(where + ".uid", "is required (an integer job id)");
-    if (!item["uid"].is_number_integer()) {
-      return r.Expected(where + ".uid", "an integer job id", item["uid"]);
+    const json& uid = item["uid"];
+    if (!uid.is_number_integer()) return r.Expected(where + ".uid", "an integer job id", uid);
+    if (uid.is_number_unsigned() && uid.get<uint64_t>() > uint64_t(INT64_MAX)) {
+      return r.Bad(where + ".uid",
+                   "= " + uid.dump() + ": an OAR job id is a positive integer below 2^63");
     }
-    if (item["uid"].is_number_unsigned() && item["uid"].get<uint64_t>() > uint64_t(INT64_MAX)) {
-      return r.Bad(where + ".uid", "is too large");
+    job.uid = uid.get<int64_t>();
+    if (job.uid <= 0) {
+      return r.Bad(where + ".uid", "= " + uid.dump() + ": an OAR job id is a positive integer");
     }
-    job.uid = item["uid"].get<int64_t>();
     KWATT_ASSIGN_OR_RETURN_JOBS(job.user, r.String(item, "user", where, job.user));
     KWATT_ASSIGN_OR_RETURN_JOBS(job.name, r.String(item, "name", where, job.name));
     KWATT_ASSIGN_OR_RETURN_JOBS(job.project, r.String(item, "project", where, job.project));
@@ -142,12 +321,18 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
     if (!nodes.is_array()) return r.Expected(where + ".nodes", "a list of node names", nodes);
     if (nodes.empty()) return r.Bad(where + ".nodes", "is empty: a job has at least one node");
     for (size_t n = 0; n < nodes.size(); ++n) {
-      if (!nodes[n].is_string()) {
-        return r.Expected(where + ".nodes[" + std::to_string(n) + "]", "a node name (a string)",
-                          nodes[n]);
+      std::string nwhere = where + ".nodes[" + std::to_string(n) + "]";
+      if (!nodes[n].is_string()) return r.Expected(nwhere, "a node name (a string)", nodes[n]);
+      std::string node;
+      KWATT_ASSIGN_OR_RETURN_JOBS(node, r.NodeUid(nodes[n], nwhere, where, job.site, true));
+      // Twice in a job (nova-1 and nova-1.lyon.grid5000.fr), a node's energy would count twice.
+      auto same = std::find(job.nodes.begin(), job.nodes.end(), node);
+      if (same != job.nodes.end()) {
+        return r.Bad(nwhere, "= " + nodes[n].dump() + " is " + node + " again (" + where +
+                                 ".nodes[" + std::to_string(same - job.nodes.begin()) +
+                                 "]): list each node of a job once");
       }
-      std::string uid = nodes[n].get<std::string>();
-      job.nodes.push_back(uid.substr(0, uid.find('.')));
+      job.nodes.push_back(std::move(node));
     }
     if (!item.contains("started_at")) return r.Bad(where + ".started_at", "is required (a time)");
     KWATT_ASSIGN_OR_RETURN_JOBS(job.started_at, r.Time(item["started_at"], where + ".started_at"));
@@ -195,6 +380,9 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
         const json& phase = phases[p];
         std::string pwhere = where + ".phases[" + std::to_string(p) + "]";
         if (!phase.is_object()) return r.Expected(pwhere, "an object", phase);
+        if (Status known = r.OnlyKnownKeys(phase, pwhere, "a phase", kPhaseKeys); !known.ok()) {
+          return known;
+        }
         LoadPhase load;
         KWATT_ASSIGN_OR_RETURN_JOBS(
             load.name, r.String(phase, "name", pwhere, "phase" + std::to_string(p + 1)));
@@ -204,6 +392,12 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
         KWATT_ASSIGN_OR_RETURN_JOBS(
             load.duration_ns,
             Duration(r, phase["duration"], pwhere + ".duration", "seconds (a number > 0)"));
+        if (load.duration_ns < kMinPhaseNanos) {
+          return r.Bad(pwhere + ".duration",
+                       "= " + phase["duration"].dump() +
+                           ": a phase lasts at least 0.001 s (1 ms; the finest metric, "
+                           "wattmetre_power_watt, is sampled every 20 ms)");
+        }
         for (auto [key, field] : {std::pair{"cpu", &load.cpu}, std::pair{"network", &load.network},
                                   std::pair{"gpu", &load.gpu}}) {
           KWATT_ASSIGN_OR_RETURN_JOBS(*field, r.Level(phase, key, pwhere));
@@ -220,8 +414,22 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
       }
       job.repeat_phases = item["repeat_phases"].get<bool>();
     }
-    if (set.Find(job.site, job.uid)) {
-      return r.Bad(where, "defines job " + job.site + ":" + std::to_string(job.uid) + " twice");
+    int64_t changes = SaturatingMultiply(PhaseStarts(job), int64_t(job.nodes.size()));
+    load_changes = SaturatingAdd(load_changes, changes);
+    if (load_changes > kMaxLoadChanges) {
+      return r.Bad(where + ".phases",
+                   "change the load of its " + std::to_string(job.nodes.size()) +
+                       (job.nodes.size() == 1 ? " node " : " nodes ") + std::to_string(changes) +
+                       " times, " + std::to_string(load_changes) +
+                       " load changes in the file so far: the simulator holds at most " +
+                       std::to_string(kMaxLoadChanges) +
+                       " (phase starts times nodes, all jobs together); lengthen the phases, "
+                       "shorten the job or give it fewer nodes");
+    }
+    if (const Job* first = set.Find(job.site, job.uid)) {
+      return r.Bad(where, "is job " + job.site + ":" + std::to_string(job.uid) + " again (jobs[" +
+                              std::to_string(first - set.jobs.data()) +
+                              "]): give each job of a site its own uid");
     }
     set.jobs.push_back(std::move(job));
   }
@@ -232,6 +440,9 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
       const json& item = outages[i];
       std::string where = "outages[" + std::to_string(i) + "]";
       if (!item.is_object()) return r.Expected(where, "an object", item);
+      if (Status known = r.OnlyKnownKeys(item, where, "an outage", kOutageKeys); !known.ok()) {
+        return known;
+      }
       for (const char* key : {"site", "device", "start", "end"}) {
         if (!item.contains(key)) {
           return r.Bad(where + "." + key,
@@ -241,7 +452,9 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
       Outage outage;
       KWATT_ASSIGN_OR_RETURN_JOBS(outage.site, r.String(item, "site", where, std::nullopt));
       KWATT_ASSIGN_OR_RETURN_JOBS(outage.device, r.String(item, "device", where, std::nullopt));
-      outage.device = outage.device.substr(0, outage.device.find('.'));
+      // A node's FQDN is its uid (of the outage's site).
+      KWATT_ASSIGN_OR_RETURN_JOBS(
+          outage.device, r.NodeUid(item["device"], where + ".device", where, outage.site, false));
       KWATT_ASSIGN_OR_RETURN_JOBS(outage.metric, r.String(item, "metric", where, std::string()));
       KWATT_ASSIGN_OR_RETURN_JOBS(outage.start, r.Time(item["start"], where + ".start"));
       KWATT_ASSIGN_OR_RETURN_JOBS(outage.end, r.Time(item["end"], where + ".end"));

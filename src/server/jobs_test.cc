@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 namespace kwatt::server::jobs_test {
@@ -113,6 +114,165 @@ TEST(JobsFile, TimesOutOfRangeAreRefused) {
   std::string ambiguous =
       R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":"2025-10-26T02:30"}]})";
   EXPECT_NE(ErrorOf(ambiguous).find("is ambiguous in Europe/Paris"), std::string::npos);
+}
+
+// A misspelt key is not ignored (the file would simulate something else): at every level it is
+// named by its path, with the nearest known key and the list of known ones.
+TEST(JobsFile, UnknownKeysAreRefusedAtEveryLevel) {
+  EXPECT_EQ(ErrorOf(R"({"job":[]})"),
+            "jobs file f.json: job is not a field of a jobs file (did you mean jobs?); a jobs "
+            "file has format_version, jobs, outages");
+  EXPECT_EQ(ErrorOf(WithField("phasess", "[]")),
+            "jobs file f.json: jobs[1].phasess is not a field of a job (did you mean phases?); a "
+            "job has site, uid, nodes, started_at, stopped_at, walltime, types, user, name, "
+            "project, queue, phases, repeat_phases");
+  EXPECT_EQ(ErrorOf(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1,
+      "phases":[{"duration":5},{"duration":5,"cpus":1}]}]})"),
+            "jobs file f.json: jobs[0].phases[1].cpus is not a field of a phase (did you mean "
+            "cpu?); a phase has name, duration, cpu, network, gpu");
+  EXPECT_EQ(ErrorOf(R"({"outages":[{"site":"lyon","device":"nova-1","start":1,"end":2,
+      "metrics":"wattmetre_power_watt"}]})"),
+            "jobs file f.json: outages[0].metrics is not a field of an outage (did you mean "
+            "metric?); an outage has site, device, metric, start, end, report");
+  // No plausible key: no guess. A key that is not a plain word is quoted in the path.
+  EXPECT_EQ(ErrorOf(WithField("energy budget", "1")),
+            "jobs file f.json: jobs[1][\"energy budget\"] is not a field of a job; a job has "
+            "site, uid, nodes, started_at, stopped_at, walltime, types, user, name, project, "
+            "queue, phases, repeat_phases");
+}
+
+// A file that is not JSON is named with the line and column where it stops being JSON; a job
+// given twice with the place of its first definition.
+TEST(JobsFile, SyntaxErrorsAndRepeatedJobsAreNamedWithTheirPlace) {
+  std::string syntax = ErrorOf("{\"jobs\":[\n{\"site\":\"lyon\",}]}");
+  EXPECT_EQ(syntax.rfind("jobs file f.json: file is not valid JSON: line 2, column 16: ", 0), 0u)
+      << syntax;
+  // A number too large for a double is refused as such, not thrown (nlohmann's out_of_range).
+  EXPECT_EQ(ErrorOf(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1e400}]})"),
+            "jobs file f.json: file is not valid JSON: number overflow parsing '1e400'");
+  std::string twice = R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1},
+      {"site":"lyon","uid":2,"nodes":["nova-2"],"started_at":1},
+      {"site":"lyon","uid":1,"nodes":["nova-3"],"started_at":1}]})";
+  EXPECT_EQ(ErrorOf(twice),
+            "jobs file f.json: jobs[2] is job lyon:1 again (jobs[0]): give each job of a site its "
+            "own uid");
+}
+
+// The file's format is versioned: a version this kwatt does not know is refused, not guessed.
+TEST(JobsFile, OnlyFormatVersion1IsRead) {
+  const std::string jobs = R"("jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1}])";
+  EXPECT_EQ(ErrorOf("{\"format_version\":1," + jobs + "}"), "OK");
+  EXPECT_EQ(ErrorOf("{\"format_version\":2," + jobs + "}"),
+            "jobs file f.json: format_version = 2 is not a version this kwatt reads: it reads "
+            "format_version 1 (write it, or leave it out)");
+  EXPECT_EQ(ErrorOf("{\"format_version\":\"1\"," + jobs + "}"),
+            "jobs file f.json: format_version should be 1, not a string");
+}
+
+// OAR job ids are positive integers.
+TEST(JobsFile, JobIdsArePositive) {
+  std::string negative = R"({"jobs":[{"site":"lyon","uid":-1,"nodes":["nova-1"],"started_at":1}]})";
+  EXPECT_EQ(ErrorOf(negative),
+            "jobs file f.json: jobs[0].uid = -1: an OAR job id is a positive integer");
+  std::string zero = R"({"jobs":[{"site":"lyon","uid":0,"nodes":["nova-1"],"started_at":1}]})";
+  EXPECT_EQ(ErrorOf(zero),
+            "jobs file f.json: jobs[0].uid = 0: an OAR job id is a positive integer");
+  std::string huge =
+      R"({"jobs":[{"site":"lyon","uid":9223372036854775808,"nodes":["nova-1"],"started_at":1}]})";
+  EXPECT_EQ(ErrorOf(huge),
+            "jobs file f.json: jobs[0].uid = 9223372036854775808: an OAR job id is a positive "
+            "integer below 2^63");
+}
+
+// An OAR job lives on one site: a node named with another site is refused, naming both.
+TEST(JobsFile, NodesOfAnotherSiteAreRefused) {
+  std::string text = R"({"jobs":[{"site":"rennes","uid":1,"started_at":1,
+      "nodes":["paravance-1","nova-1.lyon.grid5000.fr"]}]})";
+  EXPECT_EQ(ErrorOf(text),
+            "jobs file f.json: jobs[0].nodes[1] = \"nova-1.lyon.grid5000.fr\" is a node of site "
+            "lyon, but jobs[0] is a job of site rennes: an OAR job lives on one site (give the "
+            "node in a job of site lyon, or fix the site)");
+  std::string outage =
+      R"({"outages":[{"site":"rennes","device":"nova-1.lyon","start":1,"end":2}]})";
+  EXPECT_EQ(ErrorOf(outage),
+            "jobs file f.json: outages[0].device = \"nova-1.lyon\" is a device of site lyon, but "
+            "outages[0] is an outage of site rennes (give the outage site lyon)");
+  EXPECT_EQ(
+      ErrorOf(R"({"jobs":[{"site":"lyon","uid":1,"started_at":1,"nodes":["nova-1..x"]}]})"),
+      "jobs file f.json: jobs[0].nodes[0] = \"nova-1..x\" is not a node name: give a node uid "
+      "(nova-1) or FQDN (nova-1.lyon.grid5000.fr)");
+  EXPECT_EQ(ErrorOf(R"({"jobs":[{"site":"lyon","uid":1,"started_at":1,"nodes":[""]}]})"),
+            "jobs file f.json: jobs[0].nodes[0] = \"\" is not a node name: give a node uid "
+            "(nova-1) or FQDN (nova-1.lyon.grid5000.fr)");
+  // Both forms of a node of the job's site are the node's uid.
+  Result<JobSet> parsed = JobSet::Parse(
+      R"({"jobs":[{"site":"lyon","uid":1,"started_at":1,
+          "nodes":["nova-1.lyon.grid5000.fr","nova-2.lyon","nova-3"]}]})",
+      "f.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->jobs[0].nodes, (std::vector<std::string>{"nova-1", "nova-2", "nova-3"}));
+}
+
+// A node listed twice (short name and FQDN) would count its energy twice: refused, naming both
+// places.
+TEST(JobsFile, ANodeListedTwiceInAJobIsRefused) {
+  std::string text = R"({"jobs":[{"site":"lyon","uid":1,"started_at":1,
+      "nodes":["nova-1","nova-2","nova-1.lyon.grid5000.fr"]}]})";
+  EXPECT_EQ(ErrorOf(text),
+            "jobs file f.json: jobs[0].nodes[2] = \"nova-1.lyon.grid5000.fr\" is nova-1 again "
+            "(jobs[0].nodes[0]): list each node of a job once");
+  EXPECT_EQ(ErrorOf(R"({"jobs":[{"site":"lyon","uid":1,"started_at":1,"nodes":["a","a"]}]})"),
+            "jobs file f.json: jobs[0].nodes[1] = \"a\" is a again (jobs[0].nodes[0]): list each "
+            "node of a job once");
+}
+
+// A phase of 1e-6 s became one step of every node's load profile: a million of them (or one
+// repeated over an hour: 3.6e9) exhausted memory while the testbed was built. Phases are at
+// least 1 ms, and the load changes a file asks for are bounded; both are refused before anything
+// is built, quickly.
+TEST(JobsFile, TinyPhasesAreRefusedQuickly) {
+  std::string text = R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1,)"
+                     R"("walltime":3600,"phases":[)";
+  for (int i = 0; i < 1000000; ++i) text += i ? ",{\"duration\":1e-6}" : "{\"duration\":1e-6}";
+  text += "]}]}";
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ErrorOf(text),
+            "jobs file f.json: jobs[0].phases[0].duration = 1e-06: a phase lasts at least 0.001 "
+            "s (1 ms; the finest metric, wattmetre_power_watt, is sampled every 20 ms)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(JobsFile, LoadChangesAreBounded) {
+  // One 1 ms phase repeated over an hour: 3.6 million load changes.
+  std::string repeated = R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1,
+      "walltime":3600,"phases":[{"duration":0.001}],"repeat_phases":true}]})";
+  EXPECT_EQ(ErrorOf(repeated),
+            "jobs file f.json: jobs[0].phases change the load of its 1 node 3600000 times, 3600000 "
+            "load changes in the file so far: the simulator holds at most 2000000 (phase starts "
+            "times nodes, all jobs together); lengthen the phases, shorten the job or give it "
+            "fewer nodes");
+  // 20 nodes cycling through 10 s phases for a week: 1.2 million, more than the file may hold
+  // once a second such job comes.
+  std::string nodes;
+  for (int n = 1; n <= 20; ++n)
+    nodes += (n > 1 ? ",\"nova-" : "\"nova-") + std::to_string(n) + "\"";
+  std::string week = R"({"site":"lyon","uid":UID,"nodes":[)" + nodes +
+                     R"(],"started_at":1,"walltime":604800,"phases":[{"duration":10}],
+                     "repeat_phases":true})";
+  std::string one = week, two = week;
+  one.replace(one.find("UID"), 3, "1");
+  two.replace(two.find("UID"), 3, "2");
+  EXPECT_EQ(ErrorOf("{\"jobs\":[" + one + "]}"), "OK");
+  EXPECT_EQ(ErrorOf("{\"jobs\":[" + one + "," + two + "]}"),
+            "jobs file f.json: jobs[1].phases change the load of its 20 nodes 1209600 times, "
+            "2419200 load changes in the file so far: the simulator holds at most 2000000 (phase "
+            "starts times nodes, all jobs together); lengthen the phases, shorten the job or give "
+            "it fewer nodes");
+  // Phases past the job's end change nothing and are not counted.
+  std::string past = R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],"started_at":1,
+      "walltime":1,"phases":[)";
+  for (int i = 0; i < 3000; ++i) past += i ? ",{\"duration\":1000}" : "{\"duration\":1000}";
+  EXPECT_EQ(ErrorOf(past + "]}]}"), "OK");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "src/core/yaml_json.h"
 #include "src/server/embedded_reference.h"
+#include "src/server/jobs_spelling.h"
 
 namespace kwatt::server {
 
@@ -321,21 +322,51 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
       devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kSwitchPort, node.get(), &feed};
     }
   }
-  // Every job must name known nodes of a known site: a typo would otherwise load nothing.
-  for (const Job& job : testbed->jobs_.jobs) {
-    const Site* site = testbed->FindSite(job.site);
-    if (!site) {
-      return Status::InvalidArgument("job " + job.site + ":" + std::to_string(job.uid) +
-                                     ": unknown site \"" + job.site + "\"");
-    }
-    for (const std::string& uid : job.nodes) {
-      if (!testbed->FindNode(*site, uid)) {
-        return Status::InvalidArgument("job " + job.site + ":" + std::to_string(job.uid) +
-                                       ": no node \"" + uid + "\" on site " + job.site +
-                                       " (simulated clusters: see GET /sites/" + job.site +
-                                       "/clusters)");
+  // Every job must name known nodes of a known site, every outage a known device: a typo would
+  // otherwise load or silence nothing. Named by their place in the jobs file (jobs[i] is the
+  // file's jobs[i], job.nodes[n] its nodes[n]).
+  const JobSet& file = testbed->jobs_;
+  auto site_of = [&](const std::string& uid, const std::string& where) -> Result<const Site*> {
+    if (const Site* site = testbed->FindSite(uid)) return site;
+    std::string sites;
+    for (const auto& site : testbed->sites_) sites += (sites.empty() ? "" : ", ") + site->uid;
+    return file.Refuse(where + ".site = \"" + uid +
+                       "\" is not a site of the simulated testbed (sites: " + sites + ")");
+  };
+  for (size_t i = 0; i < file.jobs.size(); ++i) {
+    const Job& job = file.jobs[i];
+    std::string where = "jobs[" + std::to_string(i) + "]";
+    Result<const Site*> site = site_of(job.site, where);
+    if (!site.ok()) return site.status();
+    for (size_t n = 0; n < job.nodes.size(); ++n) {
+      if (!testbed->FindNode(**site, job.nodes[n])) {
+        return file.Refuse(where + ".nodes[" + std::to_string(n) + "]: no node \"" + job.nodes[n] +
+                           "\" on site " + job.site + " (simulated clusters: see GET /sites/" +
+                           job.site + "/clusters)");
       }
     }
+  }
+  for (size_t i = 0; i < file.outages.size(); ++i) {
+    const Outage& outage = file.outages[i];
+    std::string where = "outages[" + std::to_string(i) + "]";
+    Result<const Site*> site = site_of(outage.site, where);
+    if (!site.ok()) return site.status();
+    if (testbed->FindDevice(**site, outage.device)) continue;
+    std::vector<std::string_view> devices;
+    for (const auto& [id, ref] : (*site)->devices) devices.push_back(id);
+    std::string nearest = internal::NearestSpelling(outage.device, devices);
+    std::string example;
+    for (const Cluster* cluster : (*site)->clusters) {
+      if (!cluster->nodes.empty()) {
+        example = " (" + cluster->nodes[0]->uid + ")";
+        break;
+      }
+    }
+    return file.Refuse(where + ".device = \"" + outage.device + "\" is not a device of site " +
+                       outage.site + (nearest.empty() ? "" : " (did you mean " + nearest + "?)") +
+                       ": give a node uid" + example +
+                       " or the device_id of a wattmeter port, PDU outlet or switch port of the "
+                       "site");
   }
   return testbed;
 }

@@ -103,5 +103,52 @@ TEST_F(DescriptionTest, WhatIsWrongIsNamedWithItsPlace) {
   EXPECT_EQ(Testbed::Build(missing, JobSet()).status().code(), Status::Code::kNotFound);
 }
 
+// The jobs file's sites, nodes and outage devices must exist on the simulated testbed; what does
+// not is named by its place in the file. An outage on an unknown device silenced nothing.
+TEST(TestbedJobs, UnknownSitesNodesAndDevicesAreNamedByTheirPlace) {
+  auto error = [](const std::string& text) -> std::string {
+    Result<JobSet> jobs = JobSet::Parse(text, "f.json");
+    EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
+    if (!jobs.ok()) return "";
+    Result<std::unique_ptr<Testbed>> built = Testbed::Build({}, std::move(*jobs));
+    if (built.ok()) return "OK";
+    EXPECT_EQ(built.status().code(), Status::Code::kInvalidArgument);
+    return built.status().message();
+  };
+  std::string site =
+      error(R"({"jobs":[{"site":"lyonx","uid":1,"nodes":["nova-1"],"started_at":1}]})");
+  EXPECT_EQ(site.rfind("jobs file f.json: jobs[0].site = \"lyonx\" is not a site of the simulated "
+                       "testbed (sites: ",
+                       0),
+            0u)
+      << site;
+  EXPECT_NE(site.find(" lyon,"), std::string::npos) << site;
+  EXPECT_EQ(
+      error(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1","nova-99"],"started_at":1}]})"),
+      "jobs file f.json: jobs[0].nodes[1]: no node \"nova-99\" on site lyon (simulated "
+      "clusters: see GET /sites/lyon/clusters)");
+  EXPECT_EQ(error(R"({"outages":[{"site":"lyon","device":"nova-1","start":1,"end":2},
+                     {"site":"lyon","device":"watmetre1-port13","start":1,"end":2}]})"),
+            "jobs file f.json: outages[1].device = \"watmetre1-port13\" is not a device of site "
+            "lyon (did you mean wattmetre1-port13?): give a node uid (nova-1) or the device_id "
+            "of a wattmeter port, PDU outlet or switch port of the site");
+  // Two devices as near as each other: no guess.
+  EXPECT_EQ(
+      error(R"({"outages":[{"site":"lyon","device":"wattmetre1-port99","start":1,"end":2}]})"),
+      "jobs file f.json: outages[0].device = \"wattmetre1-port99\" is not a device of site "
+      "lyon: give a node uid (nova-1) or the device_id of a wattmeter port, PDU outlet or "
+      "switch port of the site");
+  std::string outage_site =
+      error(R"({"outages":[{"site":"lyonx","device":"nova-1","start":1,"end":2}]})");
+  EXPECT_EQ(outage_site.rfind("jobs file f.json: outages[0].site = \"lyonx\" is not a site of the "
+                              "simulated testbed (sites: ",
+                              0),
+            0u)
+      << outage_site;
+  EXPECT_EQ(
+      error(R"({"outages":[{"site":"lyon","device":"wattmetre1-port13","start":1,"end":2}]})"),
+      "OK");
+}
+
 }  // namespace
 }  // namespace kwatt::server::testbed_test

@@ -17,6 +17,17 @@
 
 namespace kwatt::server {
 
+// The format version of the jobs file this kwatt reads (its optional "format_version").
+inline constexpr int kJobsFileFormatVersion = 1;
+// The shortest phase, 1 ms: shorter ones are refused. The finest metric, wattmetre_power_watt, is
+// sampled every 20 ms.
+inline constexpr int64_t kMinPhaseNanos = 1'000'000;
+// The most load changes a jobs file may ask for: each start of a phase (repetitions counted,
+// phases past the job's end not) on each node of its job, all jobs together. The simulator keeps
+// every change of a node's load (two points of about 56 bytes each: 2 million changes hold about
+// 220 MB), so a file of tiny or endlessly repeated phases would otherwise exhaust memory.
+inline constexpr int64_t kMaxLoadChanges = 2'000'000;
+
 // A stretch of a job during which its nodes run at constant levels.
 struct LoadPhase {
   std::string name;
@@ -33,7 +44,7 @@ struct Job {
   std::string name;
   std::string project = "kwatt";
   std::string queue = "default";
-  std::vector<std::string> nodes;  // node uids ("nova-1"), FQDNs already cut at the first '.'
+  std::vector<std::string> nodes;  // distinct node uids ("nova-1"), FQDNs already cut at the '.'
   UnixNanos started_at = 0;
   std::optional<UnixNanos> stopped_at;  // absent: still running
   UnixNanos submitted_at = 0;
@@ -51,6 +62,7 @@ struct Job {
 struct Outage {
   std::string site;
   std::string device;  // a node uid (its wattmeter, PDU and BMC values all stop) or a device id
+                       // (FQDNs cut at the '.')
   std::string metric;  // only this metric; empty: all
   UnixNanos start = 0;
   UnixNanos end = 0;
@@ -60,14 +72,25 @@ struct Outage {
 };
 
 struct JobSet {
-  std::vector<Job> jobs;
-  std::vector<Outage> outages;
+  std::vector<Job> jobs;        // in the file's order: jobs[i] is the file's jobs[i]
+  std::vector<Outage> outages;  // likewise
+  std::string origin;           // the file, as Parse's `origin`
 
-  // Parses a jobs file's text; `origin` names it in error messages.
+  // Parses a jobs file's text; `origin` names it in error messages. InvalidArgument, naming the
+  // file and the place (jobs[1].nodes[2]), when the text is not JSON, has a key the format does
+  // not (a misspelling), a format_version other than 1, a field of the wrong type or out of
+  // range, a job id that is not positive, a node of another site than its job's or given twice
+  // in a job, a phase shorter than kMinPhaseNanos, more load changes than kMaxLoadChanges, or a
+  // job id twice on a site. What needs the testbed (sites, nodes and devices that exist) is
+  // checked by Testbed::Build.
   static Result<JobSet> Parse(std::string_view json_text, std::string_view origin);
   static Result<JobSet> Load(const std::string& path);
 
   const Job* Find(std::string_view site, int64_t uid) const;
+
+  // InvalidArgument "jobs file ORIGIN: `what`", for what is found wrong with the file after Parse
+  // (`what` starts with the place: "jobs[0].site = ...").
+  Status Refuse(const std::string& what) const;
 };
 
 }  // namespace kwatt::server
