@@ -1,5 +1,8 @@
 #include "kwatt/core/text.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace kwatt {
 
 std::vector<std::string> SplitCommaList(std::string_view text) {
@@ -93,6 +96,21 @@ void AppendCsvField(std::string* out, std::string_view field) {
     out->push_back(c);
   }
   out->push_back('"');
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace kwatt

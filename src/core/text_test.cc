@@ -66,5 +66,14 @@ TEST(AppendPrometheusLabelValue, EscapesBackslashQuoteAndLineFeed) {
   EXPECT_EQ(out, "C:\\\\x \\\"y\\\"\\nz\t");
 }
 
+TEST(EditDistance, CountsInsertionsDeletionsAndSubstitutions) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("phases", "phasess"), 1u);
+  EXPECT_EQ(EditDistance("wattmetre_power_wat", "wattmetre_power_watt"), 1u);
+  EXPECT_EQ(EditDistance("cpus", "cpu"), 1u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("abc", ""), 3u);
+}
+
 }  // namespace
 }  // namespace kwatt::text_test

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/core/catalogue.h"
+#include "kwatt/core/text.h"
 #include "src/core/row_parser.h"
 #include "src/kwollect/fetcher.h"
 #include "src/kwollect/http.h"
@@ -270,22 +271,6 @@ const Catalogue* NodeLookup::CatalogueOf(const NodeName& node) const {
 }
 
 namespace {
-
-// Edits to turn `a` into `b` (Levenshtein), for "did you mean".
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
 
 // Every metric of `query` must be one that some node of the query reports according to its
 // cluster's catalogue (`only_for` honoured); metrics of a prometheus group the catalogue does not

@@ -9,6 +9,7 @@
 #include <span>
 #include <sstream>
 
+#include "kwatt/core/text.h"
 #include "src/core/json_words.h"
 #include "src/server/jobs_spelling.h"
 
@@ -39,25 +40,13 @@ std::string NearestSpelling(std::string_view word, std::span<const std::string_v
   std::string nearest;
   size_t best = std::numeric_limits<size_t>::max();
   bool tied = false;  // another candidate is as near: no guess (wattmetre1-port99: 19 or 29?)
-  std::vector<size_t> row;
   for (std::string_view candidate : known) {
-    row.resize(candidate.size() + 1);
-    for (size_t j = 0; j <= candidate.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= word.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= candidate.size(); ++j) {
-        size_t above = row[j];
-        row[j] =
-            std::min({row[j] + 1, row[j - 1] + 1, diagonal + (word[i - 1] != candidate[j - 1])});
-        diagonal = above;
-      }
-    }
-    if (row[candidate.size()] < best) {
-      best = row[candidate.size()];
+    size_t distance = EditDistance(word, candidate);
+    if (distance < best) {
+      best = distance;
       nearest = std::string(candidate);
       tied = false;
-    } else if (row[candidate.size()] == best) {
+    } else if (distance == best) {
       tied = true;
     }
   }

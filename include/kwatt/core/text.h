@@ -2,6 +2,7 @@
 #ifndef KWATT_CORE_TEXT_H_
 #define KWATT_CORE_TEXT_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ void AppendCsvField(std::string* out, std::string_view field);
 // Appends `value` as the value of a label in the Prometheus text exposition format, without the
 // quotes around it: '\\', '"' and line feeds escaped as `\\`, `\"` and `\n`.
 void AppendPrometheusLabelValue(std::string* out, std::string_view value);
+
+// Edits (insertions, deletions, substitutions: Levenshtein) that turn `a` into `b`, for the "did
+// you mean" of messages.
+size_t EditDistance(std::string_view a, std::string_view b);
 
 // URLs and their credentials. An "http://user:password@host:port/path" URL's userinfo is what its
 // authority (from "://" to the first '/', '?' or '#') holds before its LAST '@', so a password may
