@@ -145,7 +145,7 @@ int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport&
                     const std::string& origin, const std::string& activity,
                     const std::string& node_given, const std::string& metric,
                     const std::string& idle_policy, const std::vector<std::string>& idle_power,
-                    bool json) {
+                    double gap_factor, bool json) {
   auto fail = [](const Status& status) {
     std::fprintf(stderr, "kwatt energy: %s\n", status.message().c_str());
     return ExitCodeOf(status);
@@ -177,7 +177,7 @@ int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport&
   if (!watts.ok()) return fail(watts.status());
   options.idle_watts = std::move(*watts);
   Result<std::unique_ptr<meter::DelayedEnergySource>> source = meter::CollectedPower(
-      *rows.power(), node->Fqdn(), report.start, report.end, metric, 3, origin);
+      *rows.power(), node->Fqdn(), report.start, report.end, metric, gap_factor, origin);
   if (!source.ok()) return fail(source.status());
   Result<meter::ReplayResult> replay = meter::ReplayActivity(**record, **source, options);
   if (!replay.ok()) return fail(replay.status());
@@ -263,6 +263,7 @@ Runner RegisterEnergy(CLI::App* app) {
     AnalysisArgs analysis;
     std::string metric, baseline, activity, node, idle_policy = "proportional";
     std::vector<std::string> idle_power;
+    double gap_factor = energy::EnergyOptions().gap_factor;
     bool json = false, csv = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -274,6 +275,10 @@ Runner RegisterEnergy(CLI::App* app) {
   command->add_option("--metric", args->metric, "Use this power metric for every node");
   command->add_option("--baseline", args->baseline,
                       "A phase whose mean power is the idle baseline (energy above it reported)");
+  command
+      ->add_option("--gap-factor", args->gap_factor,
+                   "A gap: no sample for more than this many sampling periods (a number >= 1)")
+      ->capture_default_str();
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)")->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
@@ -294,8 +299,12 @@ Runner RegisterEnergy(CLI::App* app) {
     energy::EnergyOptions energy_options;
     energy_options.metric = args->metric;
     energy_options.baseline_phase = args->baseline;
-    Status parsed =
-        ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    energy_options.gap_factor = args->gap_factor;
+    // Checked before anything is fetched; ComputeEnergy checks it again (for every caller).
+    Status parsed = energy::CheckGapFactor(args->gap_factor, "--gap-factor");
+    if (parsed.ok()) {
+      parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    }
     if (!parsed.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
@@ -314,7 +323,7 @@ Runner RegisterEnergy(CLI::App* app) {
       std::string origin = args->analysis.archive.empty() ? std::string("Kwollect's API")
                                                           : "archive " + args->analysis.archive;
       return ShareByActivity(collector, *report, origin, args->activity, args->node, args->metric,
-                             args->idle_policy, args->idle_power, args->json);
+                             args->idle_policy, args->idle_power, args->gap_factor, args->json);
     }
     Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
     if (!result.ok()) {

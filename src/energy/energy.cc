@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/energy/integration.h"
@@ -120,6 +121,16 @@ double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
 }
 
 }  // namespace
+
+Status CheckGapFactor(double gap_factor, std::string_view name) {
+  if (std::isfinite(gap_factor) && gap_factor >= 1) return Status::OK();
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", gap_factor);
+  return Status::InvalidArgument(std::string(name) +
+                                 " should be a finite number of at least 1 (the sampling periods "
+                                 "without a sample that make a gap), not " +
+                                 text);
+}
 
 std::vector<Role> MergeRoles(const std::vector<Role>& roles) {
   std::vector<Role> merged;
@@ -247,6 +258,7 @@ Result<EnergyReport> ComputeEnergy(
   if (requested_end <= requested_start) {
     return Status::InvalidArgument("the energy window is empty");
   }
+  KWATT_RETURN_IF_ERROR(CheckGapFactor(options.gap_factor));
   for (const Interval& phase : options.phases) {
     if (phase.end <= phase.start) {
       return Status::InvalidArgument("phase " + phase.name + " ends before it starts");

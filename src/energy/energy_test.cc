@@ -307,5 +307,23 @@ TEST(ChoosePowerMetric, IsTheChoiceComputeEnergyMakes) {
             "no power metric: no row of bmc_node_power_watt for this node in the window");
 }
 
+// Issue 21 #20: a gap factor below 1 makes every sampling interval a gap; 0, negative, NaN and
+// infinite ones are no factor at all. Refused, naming the option.
+TEST(ComputeEnergy, RefusesAGapFactorThatIsNotAFiniteNumberOfAtLeastOne) {
+  auto data = Collect("wattmetre_power_watt", {{0, 10}, {1, 10}, {2, 10}});
+  for (double bad : {0.0, -1.0, 0.5, double(NAN), double(INFINITY)}) {
+    EnergyOptions options;
+    options.gap_factor = bad;
+    auto report = ComputeEnergy(data, 0, 2 * kS, options);
+    ASSERT_FALSE(report.ok()) << bad;
+    EXPECT_EQ(report.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(report.status().message().find("gap_factor"), std::string::npos)
+        << report.status().message();
+  }
+  EnergyOptions one;
+  one.gap_factor = 1;
+  EXPECT_TRUE(ComputeEnergy(data, 0, 2 * kS, one).ok());
+}
+
 }  // namespace
 }  // namespace kwatt::energy::energy_test

@@ -349,3 +349,15 @@ def test_times_out_of_range_or_ambiguous_are_refused_before_any_request(start, m
                             env={**os.environ, "TZ": "Europe/Paris"})
     assert result.returncode == 2, result.stderr
     assert f"kwatt energy: --start: {message}" in result.stderr
+
+
+# ---- issue 21: energy hardening ----------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "0.5"])
+def test_a_gap_factor_that_is_no_number_of_at_least_one_is_refused(value):
+    # Nothing listens on port 9: the option is refused before any request.
+    result = subprocess.run([KWATT, "energy", "--api", "http://127.0.0.1:9/stable", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60), "-q",
+                             f"--gap-factor={value}"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "kwatt energy: --gap-factor should be a finite number of at least 1" in result.stderr

@@ -70,10 +70,16 @@ struct EnergyOptions {
   // Named sets of nodes, reported as sums; roles given twice under one name are one role (the
   // union of their nodes, each node once).
   std::vector<Role> roles;
-  std::string metric;          // use this power metric for every node; empty: choose
-  double gap_factor = 3;       // a gap: no sample for more than this many sampling periods
+  std::string metric;  // use this power metric for every node; empty: choose
+  // A gap: no sample for more than this many sampling periods. A finite number of at least 1
+  // (below 1, every regular interval between two samples would be a gap): CheckGapFactor.
+  double gap_factor = 3;
   std::string baseline_phase;  // a phase whose mean power is the idle baseline; empty: none
 };
+
+// OK when `gap_factor` is a finite number of at least 1; else InvalidArgument naming it as `name`
+// (the option as the caller's user knows it: "gap_factor", "--gap-factor").
+Status CheckGapFactor(double gap_factor, std::string_view name = "gap_factor");
 
 // One energy figure over an interval, for one node or summed over nodes.
 struct Figures {
@@ -168,9 +174,9 @@ class PowerCollector : public RowSink {
 // to one period after the last, over every node and power metric. The window and each phase are
 // clipped to it (nothing is extrapolated past the data: a job still running, an archive asked for
 // a wider window), and the report says so in `notes`; a phase with no data at all is refused
-// (InvalidArgument). A node's own missing stretches at the edges are uncovered and not estimated.
-// `catalogue_metrics`: per node FQDN, the metric ids its catalogue offers (used to explain a
-// missing source); may be empty.
+// (InvalidArgument). InvalidArgument too for a gap factor CheckGapFactor refuses. A node's own
+// missing stretches at the edges are uncovered and not estimated. `catalogue_metrics`: per node
+// FQDN, the metric ids its catalogue offers (used to explain a missing source); may be empty.
 Result<EnergyReport> ComputeEnergy(
     const PowerCollector& data, UnixNanos start, UnixNanos end, const EnergyOptions& options,
     const std::map<std::string, std::vector<std::string>>& catalogue_metrics = {});
