@@ -26,8 +26,9 @@ Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos n
   Result<UnixNanos> b = ParseUserTime(text.substr(dots + 2), now);
   if (!a.ok()) return a.status().WithContext("--phase " + text);
   if (!b.ok()) return b.status().WithContext("--phase " + text);
-  if (*b <= *a) return Status::InvalidArgument("--phase " + text + ": ends before it starts");
-  return energy::Interval{text.substr(0, eq), *a, *b};
+  energy::Interval phase{text.substr(0, eq), *a, *b};
+  KWATT_RETURN_IF_ERROR(energy::CheckPhases({phase}).WithContext("--phase " + text));
+  return phase;
 }
 
 Result<energy::Role> ParseRoleArgument(const std::string& text) {

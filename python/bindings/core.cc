@@ -432,10 +432,9 @@ archive::RowSource MakeSource(const py::dict& client, const std::string& archive
 std::vector<energy::Interval> MakePhases(
     const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases) {
   std::vector<energy::Interval> out;
-  for (const auto& [name, a, b] : phases) {
-    if (b <= a) Throw(Status::InvalidArgument("phase " + name + " ends before it starts"));
-    out.push_back({name, a, b});
-  }
+  for (const auto& [name, a, b] : phases) out.push_back({name, a, b});
+  Status checked = energy::CheckPhases(out);
+  if (!checked.ok()) Throw(checked);
   return out;
 }
 

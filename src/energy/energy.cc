@@ -132,6 +132,32 @@ Status CheckGapFactor(double gap_factor, std::string_view name) {
                                  text);
 }
 
+Status CheckPhases(const std::vector<Interval>& phases) {
+  for (const Interval& phase : phases) {
+    std::string span = FormatParisTimestamp(phase.start) + " .. " + FormatParisTimestamp(phase.end);
+    if (phase.name.empty()) {
+      return Status::InvalidArgument("a phase needs a name (" + span + " has none)");
+    }
+    if (phase.name == "window") {
+      return Status::InvalidArgument(
+          "the phase name \"window\" is reserved: it names the whole window's figures; give the "
+          "phase " +
+          span + " another name");
+    }
+    if (phase.end == phase.start) {
+      return Status::InvalidArgument("phase " + phase.name + " is empty: it starts and ends at " +
+                                     FormatParisTimestamp(phase.start) +
+                                     "; give a phase that lasts");
+    }
+    if (phase.end < phase.start) {
+      return Status::InvalidArgument("phase " + phase.name + " ends (" +
+                                     FormatParisTimestamp(phase.end) + ") before it starts (" +
+                                     FormatParisTimestamp(phase.start) + ")");
+    }
+  }
+  return Status::OK();
+}
+
 std::vector<Role> MergeRoles(const std::vector<Role>& roles) {
   std::vector<Role> merged;
   for (const Role& role : roles) {
@@ -259,11 +285,7 @@ Result<EnergyReport> ComputeEnergy(
     return Status::InvalidArgument("the energy window is empty");
   }
   KWATT_RETURN_IF_ERROR(CheckGapFactor(options.gap_factor));
-  for (const Interval& phase : options.phases) {
-    if (phase.end <= phase.start) {
-      return Status::InvalidArgument("phase " + phase.name + " ends before it starts");
-    }
-  }
+  KWATT_RETURN_IF_ERROR(CheckPhases(options.phases));
   EnergyReport report;
   report.requested_start = requested_start;
   report.requested_end = requested_end;

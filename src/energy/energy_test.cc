@@ -325,5 +325,31 @@ TEST(ComputeEnergy, RefusesAGapFactorThatIsNotAFiniteNumberOfAtLeastOne) {
   EXPECT_TRUE(ComputeEnergy(data, 0, 2 * kS, one).ok());
 }
 
+// Issue 21 #12: "window" names the whole window's figures (JSON, CSV, Python's frame): a phase of
+// that name would collide with them. A phase needs a name, and some length.
+TEST(ComputeEnergy, RefusesAPhaseNamedWindowWithoutANameOrEmpty) {
+  std::vector<std::pair<double, double>> samples;
+  for (int i = 0; i <= 10; ++i) samples.push_back({double(i), 50.0});
+  auto data = Collect("wattmetre_power_watt", samples);
+  EnergyOptions options;
+  options.phases = {{"window", 0, 5 * kS}};
+  auto named_window = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_FALSE(named_window.ok());
+  EXPECT_EQ(named_window.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(named_window.status().message().find("\"window\" is reserved"), std::string::npos)
+      << named_window.status().message();
+  options.phases = {{"", 0, 5 * kS}};
+  auto unnamed = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_EQ(unnamed.status().code(), Status::Code::kInvalidArgument);
+  // Empty: refused as empty (it was "ends before it starts", which it does not).
+  options.phases = {{"p", 5 * kS, 5 * kS}};
+  auto empty = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("phase p is empty"), std::string::npos)
+      << empty.status().message();
+}
+
 }  // namespace
 }  // namespace kwatt::energy::energy_test

@@ -132,6 +132,7 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
 }
 
 Status StatsSink::Begin(const FetchReport& resolved) {
+  KWATT_RETURN_IF_ERROR(CheckPhases(phases_));
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
   stats_ = std::make_unique<StatsCollector>(nodes, resolved.start, resolved.end, phases_);

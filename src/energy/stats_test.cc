@@ -57,5 +57,19 @@ TEST(StatsCollector, GaugesCountersResetsAndCpu) {
   EXPECT_DOUBLE_EQ(late.metrics.at("network_ifacein_bytes_total").increase, 10 + 50);
 }
 
+// Issue 21 #12: as in energy, "window" names the whole window and a phase needs some length.
+TEST(StatsSink, RefusesAnEmptyPhaseOrOneNamedWindow) {
+  FetchReport resolved;
+  resolved.nodes = {{"n-1", "s"}};
+  resolved.start = 0;
+  resolved.end = 10 * kS;
+  StatsSink empty({{"p", 5 * kS, 5 * kS}});
+  Status status = empty.Begin(resolved);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("phase p is empty"), std::string::npos) << status.message();
+  StatsSink named({{"window", 0, 5 * kS}});
+  EXPECT_EQ(named.Begin(resolved).code(), Status::Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kwatt::energy::stats_test

@@ -361,3 +361,17 @@ def test_a_gap_factor_that_is_no_number_of_at_least_one_is_refused(value):
                              f"--gap-factor={value}"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "kwatt energy: --gap-factor should be a finite number of at least 1" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["energy", "stats"])
+@pytest.mark.parametrize("phase,message", [
+    (f"window={T0}..{T0 + 30}", 'the phase name "window" is reserved'),
+    (f"p={T0 + 30}..{T0 + 30}", "phase p is empty: it starts and ends at 2025-04-18T14:00:30+02:00"),
+])
+def test_a_phase_named_window_or_empty_is_refused(command, phase, message):
+    # Nothing listens on port 9: the phase is refused before any request.
+    result = subprocess.run([KWATT, command, "--api", "http://127.0.0.1:9/stable", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60), "-q",
+                             "--phase", phase], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"kwatt {command}: --phase {phase}: {message}" in result.stderr

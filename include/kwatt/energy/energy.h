@@ -57,6 +57,11 @@ struct Interval {
   UnixNanos end = 0;
 };
 
+// OK when every phase has a name, other than "window" (the whole window's figures go by that name:
+// in JSON, CSV and Python's frames a phase "window" would be taken for them), and lasts (ends
+// after it starts); else InvalidArgument naming the phase.
+Status CheckPhases(const std::vector<Interval>& phases);
+
 struct Role {
   std::string name;
   std::vector<std::string> nodes;  // FQDNs
@@ -174,7 +179,8 @@ class PowerCollector : public RowSink {
 // to one period after the last, over every node and power metric. The window and each phase are
 // clipped to it (nothing is extrapolated past the data: a job still running, an archive asked for
 // a wider window), and the report says so in `notes`; a phase with no data at all is refused
-// (InvalidArgument). InvalidArgument too for a gap factor CheckGapFactor refuses. A node's own
+// (InvalidArgument). InvalidArgument too for a gap factor CheckGapFactor refuses and for phases
+// CheckPhases refuses. A node's own
 // missing stretches at the edges are uncovered and not estimated. `catalogue_metrics`: per node
 // FQDN, the metric ids its catalogue offers (used to explain a missing source); may be empty.
 Result<EnergyReport> ComputeEnergy(

@@ -72,6 +72,8 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
 class StatsSink : public RowSink {
  public:
   explicit StatsSink(std::vector<Interval> phases) : phases_(std::move(phases)) {}
+  // InvalidArgument for phases CheckPhases refuses (a phase "window" would be taken for the
+  // window's entry).
   Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
