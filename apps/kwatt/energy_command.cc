@@ -79,7 +79,7 @@ void PrintTable(const energy::EnergyReport& r) {
               "energy (J)", "Wh", "mean W", "peak W", "coverage");
   auto row = [](const std::string& name, const std::string& metric, double period,
                 const energy::Figures& f) {
-    if (f.node_seconds > 0 && f.covered_seconds == 0 && f.total_joules() == 0) {
+    if (!f.has_power) {
       std::printf("%-28s %-22s NO POWER DATA\n", name.c_str(), metric.c_str());
       return;
     }
@@ -340,6 +340,11 @@ Runner RegisterEnergy(CLI::App* app) {
       std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
       auto line = [](const std::string& node, const std::string& phase, const std::string& metric,
                      const energy::Figures& f) {
+        if (!f.has_power) {
+          std::printf("%s,%s,%s,,,,,%.6f,\n", node.c_str(), phase.c_str(), metric.c_str(),
+                      f.coverage());
+          return;
+        }
         std::printf("%s,%s,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", node.c_str(), phase.c_str(),
                     metric.c_str(), f.total_joules(), f.total_joules() / 3600, f.mean_watts(),
                     f.peak_watts, f.coverage(), f.gap_joules);

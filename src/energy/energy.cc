@@ -18,6 +18,7 @@ void Figures::Add(const Figures& other) {
   node_seconds += other.node_seconds;
   gaps += other.gaps;
   peak_watts += other.peak_watts;
+  has_power = has_power || other.has_power;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
   counter_joules = add_nan(counter_joules, other.counter_joules);
   baseline_joules = add_nan(baseline_joules, other.baseline_joules);
@@ -31,6 +32,7 @@ void Figures::Extend(const Figures& later) {
   node_seconds += later.node_seconds;
   gaps += later.gaps;
   peak_watts = std::max(peak_watts, later.peak_watts);
+  has_power = has_power || later.has_power;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
   counter_joules = add_nan(counter_joules, later.counter_joules);
   baseline_joules = add_nan(baseline_joules, later.baseline_joules);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kwatt/energy/integration.h"
+#include <nlohmann/json.hpp>
 
 namespace kwatt::energy::energy_test {
 namespace {
@@ -349,6 +350,38 @@ TEST(ComputeEnergy, RefusesAPhaseNamedWindowWithoutANameOrEmpty) {
   EXPECT_EQ(empty.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(empty.status().message().find("phase p is empty"), std::string::npos)
       << empty.status().message();
+}
+
+// Issue 21 #12: where there is no power data, the energy is unknown: null in JSON, not 0.
+TEST(EnergyReportJson, FiguresWithoutPowerDataAreNullNotZero) {
+  PowerCollector nothing({kNode});
+  EnergyOptions options;
+  options.phases = {{"p", 2 * kS, 4 * kS}};
+  options.roles = {{"r", {kNode}}};
+  auto report = ComputeEnergy(nothing, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  nlohmann::json json = nlohmann::json::parse(EnergyReportJson(*report));
+  for (const nlohmann::json* f : {&json["total"], &json["roles"]["r"], &json["phase_totals"]["p"],
+                                  &json["role_phases"]["r"]["p"]}) {
+    for (const char* key :
+         {"joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"}) {
+      EXPECT_TRUE((*f)[key].is_null()) << key << " " << f->dump();
+    }
+    EXPECT_EQ((*f)["coverage"], 0);
+  }
+  // A node with power data, but none in a phase: that phase's energy is unknown too.
+  const std::string other = "b.s.grid5000.fr";
+  PowerCollector some({kNode, other});
+  for (int i = 0; i <= 10; ++i) some.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 10);
+  for (int i = 0; i <= 4; ++i) some.Add(other, "wattmetre_power_watt", "{}", i * kS, 10);
+  options.phases = {{"late", 7 * kS, 10 * kS}};
+  options.roles = {};
+  report = ComputeEnergy(some, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  json = nlohmann::json::parse(EnergyReportJson(*report));
+  EXPECT_TRUE(json["nodes"][1]["phases"]["late"]["joules"].is_null()) << json["nodes"][1].dump();
+  EXPECT_EQ(json["nodes"][1]["phases"]["late"]["coverage"], 0);
+  EXPECT_DOUBLE_EQ(json["nodes"][0]["phases"]["late"]["joules"].get<double>(), 30);
 }
 
 }  // namespace

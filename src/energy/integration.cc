@@ -49,8 +49,11 @@ Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t perio
     return f;
   }
   int64_t gap = int64_t(gap_factor * double(period));
-  auto account = [&](double joules, double seconds, bool is_gap) {
+  // A stretch of `seconds`: measured, estimated in a gap, or (`known` false) unknown, a gap with
+  // no estimate.
+  auto account = [&](double joules, double seconds, bool is_gap, bool known = true) {
     if (seconds <= 0) return;
+    f.has_power = f.has_power || known;
     if (is_gap) {
       f.gap_joules += joules;
       ++f.gaps;
@@ -67,7 +70,7 @@ Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t perio
     UnixNanos edge = std::min(s.time[0], b);
     UnixNanos held = std::max(a, s.time[0] - period);
     if (edge > held) account(s.value[0] * SecondsOf(edge - held), SecondsOf(edge - held), false);
-    if (held > a) account(0, SecondsOf(held - a), true);
+    if (held > a) account(0, SecondsOf(held - a), true, false);
   }
   for (size_t i = begin; i + 1 < s.time.size() && s.time[i] < b; ++i) {
     double joules =
@@ -80,7 +83,7 @@ Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t perio
     UnixNanos held = std::min(b, s.time.back() + period);
     if (held > edge)
       account(s.value.back() * SecondsOf(held - edge), SecondsOf(held - edge), false);
-    if (b > held) account(0, SecondsOf(b - held), true);
+    if (b > held) account(0, SecondsOf(b - held), true, false);
   }
   for (size_t i = first; i < s.time.size() && s.time[i] <= b; ++i) {
     f.peak_watts = std::max(f.peak_watts, s.value[i]);
@@ -107,6 +110,7 @@ Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos 
       sum.covered_seconds = std::min(sum.covered_seconds, f.covered_seconds);
       sum.gaps += f.gaps;
       sum.peak_watts += f.peak_watts;
+      sum.has_power = sum.has_power || f.has_power;
     }
   }
   if (period_out) *period_out = period;

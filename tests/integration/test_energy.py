@@ -375,3 +375,16 @@ def test_a_phase_named_window_or_empty_is_refused(command, phase, message):
                              "--phase", phase], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert f"kwatt {command}: --phase {phase}: {message}" in result.stderr
+
+
+def test_no_power_data_is_null_not_zero(setup):
+    server, _ = setup
+    # nova-1 has no BMC power metric: no power data at all.
+    report, result = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 600,
+                            "--metric", "bmc_node_power_watt", "--role", "r=nova-1.lyon",
+                            "--phase", f"p={T0}..{T0 + 60}", check=False)
+    assert result.returncode == 1
+    for figures in (report["total"], report["roles"]["r"], report["phase_totals"]["p"]):
+        for key in ("joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"):
+            assert figures[key] is None, (key, figures)  # was 0.0
+        assert figures["coverage"] == 0

@@ -95,6 +95,9 @@ struct Figures {
   double node_seconds = 0;     // node-time: seconds x the nodes summed (nodes without power too)
   int gaps = 0;
   double peak_watts = 0;
+  // Some of the interval has power data, measured or estimated in a gap. False: its energy, mean
+  // and peak are unknown (null in JSON, empty in CSV, NO POWER DATA in the table), not 0.
+  bool has_power = false;
   double counter_joules = NAN;   // increase of an energy counter over the interval, if any
   double baseline_joules = NAN;  // baseline power x seconds, when a baseline is set
 
