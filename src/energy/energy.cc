@@ -17,7 +17,8 @@ void Figures::Add(const Figures& other) {
   covered_seconds += other.covered_seconds;
   node_seconds += other.node_seconds;
   gaps += other.gaps;
-  peak_watts += other.peak_watts;
+  peak_watts = has_power ? (other.has_power ? std::max(peak_watts, other.peak_watts) : peak_watts)
+                         : other.peak_watts;
   has_power = has_power || other.has_power;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
   counter_joules = add_nan(counter_joules, other.counter_joules);
@@ -31,7 +32,8 @@ void Figures::Extend(const Figures& later) {
   covered_seconds += later.covered_seconds;
   node_seconds += later.node_seconds;
   gaps += later.gaps;
-  peak_watts = std::max(peak_watts, later.peak_watts);
+  peak_watts = has_power ? (later.has_power ? std::max(peak_watts, later.peak_watts) : peak_watts)
+                         : later.peak_watts;
   has_power = has_power || later.has_power;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
   counter_joules = add_nan(counter_joules, later.counter_joules);
@@ -341,6 +343,29 @@ Result<EnergyReport> ComputeEnergy(
       }
     }
   }
+  // Per node of report.nodes, the series of its power (none without power): for the peaks of sums.
+  std::vector<std::vector<SeriesPeriod>> node_series;
+  // Sets the peaks of a sum over nodes (`members`, indices in report.nodes) over the window and
+  // each phase: the peak of their summed power, which Figures::Add cannot know.
+  auto set_peaks_of_sum = [&](const std::vector<size_t>& members, Figures* window,
+                              std::vector<Figures>* phases) {
+    std::vector<SeriesPeriod> parts;
+    for (size_t k : members)
+      parts.insert(parts.end(), node_series[k].begin(), node_series[k].end());
+    if (parts.empty()) return;
+    if (window->has_power) window->peak_watts = PeakOfSum(parts, start, end, options.gap_factor);
+    std::vector<double> peaks(phase_count, NAN);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      double peak =
+          PeakOfSum(parts, plan.intervals[p].start, plan.intervals[p].end, options.gap_factor);
+      double& phase_peak = peaks[plan.phase_of[p]];
+      if (!std::isnan(peak))
+        phase_peak = std::isnan(phase_peak) ? peak : std::max(phase_peak, peak);
+    }
+    for (size_t p = 0; p < phase_count; ++p) {
+      if ((*phases)[p].has_power && !std::isnan(peaks[p])) (*phases)[p].peak_watts = peaks[p];
+    }
+  };
   bool any_total = false;
   // A node's figures into the total and the phase totals.
   auto add_to_totals = [&](const NodeEnergy& result) {
@@ -370,6 +395,7 @@ Result<EnergyReport> ComputeEnergy(
       report.nodes_without_power.push_back(node);
       add_to_totals(result);
       report.nodes.push_back(result);
+      node_series.emplace_back();
       continue;
     }
     result.metric = chosen.metric;
@@ -421,6 +447,15 @@ Result<EnergyReport> ComputeEnergy(
     }
     add_to_totals(result);
     report.nodes.push_back(result);
+    node_series.emplace_back();
+    for (const auto& [labels, series] : *chosen.series) {
+      node_series.back().push_back({&series, MedianInterval(series)});
+    }
+  }
+  {
+    std::vector<size_t> everyone(report.nodes.size());
+    for (size_t k = 0; k < everyone.size(); ++k) everyone[k] = k;
+    set_peaks_of_sum(everyone, &report.total, &report.phase_totals);
   }
   if (!any_total) {
     report.total = Uncovered(start, end);
@@ -447,6 +482,7 @@ Result<EnergyReport> ComputeEnergy(
     std::vector<Figures> phases = uncovered_phases;
     for (Figures& f : phases) f.node_seconds = 0;
     bool any = false;
+    std::vector<size_t> members;
     for (const std::string& member : role.nodes) {
       auto it = std::find_if(report.nodes.begin(), report.nodes.end(),
                              [&](const NodeEnergy& n) { return n.node == member; });
@@ -454,6 +490,7 @@ Result<EnergyReport> ComputeEnergy(
         return Status::InvalidArgument("role " + role.name + ": " + member +
                                        " is not one of the nodes measured");
       }
+      members.push_back(size_t(it - report.nodes.begin()));
       if (!any) {
         sum = it->window;
         phases = it->phases;
@@ -463,6 +500,7 @@ Result<EnergyReport> ComputeEnergy(
         for (size_t p = 0; p < phases.size(); ++p) phases[p].Add(it->phases[p]);
       }
     }
+    set_peaks_of_sum(members, &sum, &phases);
     report.roles.emplace_back(role, sum);
     report.role_phases.push_back(phases);
   }

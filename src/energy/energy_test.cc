@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include "kwatt/energy/integration.h"
 #include <nlohmann/json.hpp>
+#include <random>
+
+#include "kwatt/energy/integration.h"
 
 namespace kwatt::energy::energy_test {
 namespace {
@@ -382,6 +384,86 @@ TEST(EnergyReportJson, FiguresWithoutPowerDataAreNullNotZero) {
   EXPECT_TRUE(json["nodes"][1]["phases"]["late"]["joules"].is_null()) << json["nodes"][1].dump();
   EXPECT_EQ(json["nodes"][1]["phases"]["late"]["coverage"], 0);
   EXPECT_DOUBLE_EQ(json["nodes"][0]["phases"]["late"]["joules"].get<double>(), 30);
+}
+
+// Issue 21 #12: a phase between two samples has no sample of its own: its peak is the highest value
+// of the line through it (its edges' interpolated values), never 0 or below its mean.
+TEST(ComputeEnergy, ThePeakOfAShortPhaseIsAtLeastItsMean) {
+  // A ramp from 0 W to 100 W over 10 s, then 100 W, sampled every 10 s.
+  auto data = Collect("wattmetre_power_watt", {{0, 0}, {10, 100}, {20, 100}, {30, 100}});
+  EnergyOptions options;
+  options.phases = {{"rising", 2 * kS, 6 * kS}, {"flat", 12 * kS, 15 * kS}};
+  auto report = ComputeEnergy(data, 0, 30 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Figures& rising = report->nodes[0].phases[0];
+  EXPECT_NEAR(rising.mean_watts(), 40, 1e-9);
+  EXPECT_NEAR(rising.peak_watts, 60, 1e-9);  // was 0: no sample in it
+  const Figures& flat = report->nodes[0].phases[1];
+  EXPECT_NEAR(flat.peak_watts, 100, 1e-9);
+  EXPECT_GE(flat.peak_watts, flat.mean_watts());
+}
+
+// Issue 21 #12: the peak of a sum (a node's PSUs, a role, the total) is the peak of the summed
+// power, not the sum of each part's peak reached at other times.
+TEST(ComputeEnergy, PeaksOfSumsAreThePeakOfTheSummedPower) {
+  const std::string a = "a.s.grid5000.fr", b = "b.s.grid5000.fr", c = "c.s.grid5000.fr";
+  PowerCollector data({a, b, c});
+  for (int i = 0; i <= 20; ++i) {
+    // a and b take turns at 200 W: their sum is 300 W throughout.
+    data.Add(a, "wattmetre_power_watt", "{}", i * kS, i <= 10 ? 200 : 100);
+    data.Add(b, "wattmetre_power_watt", "{}", i * kS, i <= 10 ? 100 : 200);
+    // c's two PDU outlets do the same.
+    data.Add(c, "pdu_outlet_power_watt", R"({"_info":"a"})", i * kS, i <= 10 ? 200 : 100);
+    data.Add(c, "pdu_outlet_power_watt", R"({"_info":"b"})", i * kS, i <= 10 ? 100 : 200);
+  }
+  EnergyOptions options;
+  options.phases = {{"p", 5 * kS, 15 * kS}};
+  options.roles = {{"ab", {a, b}}};
+  auto report = ComputeEnergy(data, 0, 20 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_DOUBLE_EQ(report->nodes[0].window.peak_watts, 200);
+  EXPECT_DOUBLE_EQ(report->nodes[1].window.peak_watts, 200);
+  EXPECT_NEAR(report->nodes[2].window.peak_watts, 300, 1e-9);  // was 400
+  EXPECT_NEAR(report->nodes[2].phases[0].peak_watts, 300, 1e-9);
+  EXPECT_NEAR(report->roles[0].second.peak_watts, 300, 1e-9);  // was 400
+  EXPECT_NEAR(report->role_phases[0][0].peak_watts, 300, 1e-9);
+  EXPECT_NEAR(report->total.peak_watts, 600, 1e-9);  // was 800
+  EXPECT_NEAR(report->phase_totals[0].peak_watts, 600, 1e-9);
+}
+
+// The sweep behind the peaks of sums, against an exact oracle: series sampled at the same instants
+// sum to the series of their sums, whose peak is its highest piece end.
+TEST(PeakOfSum, IsThePeakOfTheSeriesOfTheSums) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> watts(50, 250);
+  for (int round = 0; round < 20; ++round) {
+    const size_t n = round == 0 ? 100000 : 50 + random() % 500;
+    std::vector<PowerCollector::Series> parts(3);
+    PowerCollector::Series sum;
+    UnixNanos t = 1'700'000'000 * kS;
+    for (size_t i = 0; i < n; ++i) {
+      t += (random() % 50 == 0 ? 10 : 1) * kS / 4 + UnixNanos(random() % 1000);  // a few gaps
+      double total = 0;
+      for (auto& part : parts) {
+        double v = watts(random);
+        part.time.push_back(t);
+        part.value.push_back(v);
+        total += v;
+      }
+      sum.time.push_back(t);
+      sum.value.push_back(total);
+    }
+    const int64_t period = MedianInterval(sum);
+    std::vector<SeriesPeriod> refs;
+    for (const auto& part : parts) refs.push_back({&part, period});
+    // Over the whole series and an interval cutting it between samples.
+    const UnixNanos a = sum.time.front() - 2 * kS, b = sum.time.back() + 2 * kS;
+    const UnixNanos c = sum.time[n / 3] + 1234567, d = sum.time[2 * n / 3] - 7654321;
+    for (auto [lo, hi] : {std::pair{a, b}, std::pair{c, d}}) {
+      double expected = IntegrateSeries(sum, lo, hi, period, 3).peak_watts;
+      EXPECT_NEAR(PeakOfSum(refs, lo, hi, 3), expected, 1e-9 * expected) << round;
+    }
+  }
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <queue>
+#include <utility>
 
 namespace kwatt::energy {
 
@@ -13,18 +16,106 @@ using Series = PowerCollector::Series;
 
 double SecondsOf(int64_t ns) { return double(ns) / 1e9; }
 
-// Energy of the straight line from (t0, v0) to (t1, v1), restricted to [a, b].
-double SegmentJoules(UnixNanos t0, double v0, UnixNanos t1, double v1, UnixNanos a, UnixNanos b,
-                     double* seconds) {
-  UnixNanos lo = std::max(t0, a), hi = std::min(t1, b);
-  *seconds = 0;
-  if (hi <= lo) return 0;
-  auto at = [&](UnixNanos x) {
-    return t1 == t0 ? v0 : v0 + (v1 - v0) * (double(x - t0) / double(t1 - t0));
+// A stretch of one series' power: linear from v0 at t0 to v1 at t1 (t0 < t1).
+struct PowerPiece {
+  enum Kind {
+    kMeasured,   // between samples close enough, or a value held for one period at an end
+    kEstimated,  // in a gap: the line between the samples around it
+    kUnknown,    // no power known (before the first sample, after the last): v0 = v1 = 0
   };
-  *seconds = SecondsOf(hi - lo);
-  return 0.5 * (at(lo) + at(hi)) * *seconds;
-}
+  UnixNanos t0 = 0, t1 = 0;
+  double v0 = 0, v1 = 0;
+  Kind kind = kMeasured;
+
+  double Seconds() const { return SecondsOf(t1 - t0); }
+  double Joules() const { return 0.5 * (v0 + v1) * Seconds(); }
+};
+
+// The pieces of a series' power over [a, b] (a < b), in time order, each starting where the
+// previous one ends, from a to b: the one shape of a series that its energy, its coverage and its
+// peaks (alone or summed with others) are all read from. Before the first sample and after the
+// last the first (last) value is held for one period (measured); beyond that nothing is known
+// (there is no sample on its other side: holding the value across it would be extrapolating).
+// Pieces are made a few at a time, so that a sweep over many long series holds none of them.
+class PieceReader {
+ public:
+  PieceReader(const Series& series, UnixNanos a, UnixNanos b, int64_t period, double gap_factor)
+      : s_(series), a_(a), b_(b), period_(period), gap_(int64_t(gap_factor * double(period))) {}
+
+  bool Next(PowerPiece* piece) {
+    while (head_ == count_) {
+      if (!Refill()) return false;
+    }
+    *piece = pending_[head_++];
+    return true;
+  }
+
+ private:
+  enum Stage { kBefore, kSegments, kAfter, kDone };
+
+  // Queues [t0, t1] clipped to [a, b], when some of it is left.
+  void Emit(UnixNanos t0, UnixNanos t1, double v0, double v1, PowerPiece::Kind kind) {
+    UnixNanos lo = std::max(t0, a_), hi = std::min(t1, b_);
+    if (hi <= lo) return;
+    auto at = [&](UnixNanos x) {
+      return x == t0 ? v0 : x == t1 ? v1 : v0 + (v1 - v0) * (double(x - t0) / double(t1 - t0));
+    };
+    pending_[count_++] = PowerPiece{lo, hi, at(lo), at(hi), kind};
+  }
+
+  // Queues the next pieces; false when there are no more.
+  bool Refill() {
+    head_ = count_ = 0;
+    const std::vector<UnixNanos>& t = s_.time;
+    const std::vector<double>& v = s_.value;
+    switch (stage_) {
+      case kBefore:
+        stage_ = kSegments;
+        if (t.empty()) {
+          Emit(a_, b_, 0, 0, PowerPiece::kUnknown);
+          stage_ = kDone;
+        } else if (t.front() > a_) {
+          UnixNanos held = std::max(a_, t.front() - period_);
+          Emit(a_, held, 0, 0, PowerPiece::kUnknown);
+          Emit(held, t.front(), v.front(), v.front(), PowerPiece::kMeasured);
+        }
+        // From the sample before a (for interpolation), or the first.
+        next_ = size_t(std::lower_bound(t.begin(), t.end(), a_) - t.begin());
+        if (next_ > 0) --next_;
+        return true;
+      case kSegments:
+        if (next_ + 1 < t.size() && t[next_] < b_) {
+          size_t i = next_++;
+          Emit(t[i], t[i + 1], v[i], v[i + 1],
+               t[i + 1] - t[i] > gap_ ? PowerPiece::kEstimated : PowerPiece::kMeasured);
+          return true;
+        }
+        stage_ = kAfter;
+        return true;
+      case kAfter: {
+        stage_ = kDone;
+        if (t.back() < b_) {
+          UnixNanos held = std::min(b_, t.back() + period_);
+          Emit(t.back(), held, v.back(), v.back(), PowerPiece::kMeasured);
+          Emit(std::max(held, a_), b_, 0, 0, PowerPiece::kUnknown);
+        }
+        return true;
+      }
+      case kDone:
+        return false;
+    }
+    return false;
+  }
+
+  const Series& s_;
+  const UnixNanos a_, b_;
+  const int64_t period_, gap_;
+  Stage stage_ = kBefore;
+  size_t next_ = 0;  // kSegments: the sample the next segment starts at
+  PowerPiece pending_[3];
+  int head_ = 0, count_ = 0;
+};
+
 }  // namespace
 
 int64_t MedianInterval(const Series& s) {
@@ -36,59 +127,117 @@ int64_t MedianInterval(const Series& s) {
   return std::max<int64_t>(steps[steps.size() / 2], 1);
 }
 
-// Before the first and after the last sample the first/last value is held for up to one period
-// (measured); beyond that the time is uncovered and nothing is estimated (a gap with no sample on
-// its other side: holding the value across it would be extrapolating).
 Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t period,
                         double gap_factor) {
   Figures f;
   f.seconds = SecondsOf(b - a);
   f.node_seconds = f.seconds;
-  if (s.time.empty() || b <= a) {
-    f.gaps = b > a ? 1 : 0;
-    return f;
-  }
-  int64_t gap = int64_t(gap_factor * double(period));
-  // A stretch of `seconds`: measured, estimated in a gap, or (`known` false) unknown, a gap with
-  // no estimate.
-  auto account = [&](double joules, double seconds, bool is_gap, bool known = true) {
-    if (seconds <= 0) return;
-    f.has_power = f.has_power || known;
-    if (is_gap) {
-      f.gap_joules += joules;
-      ++f.gaps;
-    } else {
-      f.joules += joules;
-      f.covered_seconds += seconds;
+  if (b <= a) return f;
+  PieceReader reader(s, a, b, period, gap_factor);
+  PowerPiece piece;
+  while (reader.Next(&piece)) {
+    switch (piece.kind) {
+      case PowerPiece::kMeasured:
+        f.joules += piece.Joules();
+        f.covered_seconds += piece.Seconds();
+        break;
+      case PowerPiece::kEstimated:
+        f.gap_joules += piece.Joules();
+        ++f.gaps;
+        break;
+      case PowerPiece::kUnknown:
+        ++f.gaps;
+        continue;
     }
-  };
-  size_t first = size_t(std::lower_bound(s.time.begin(), s.time.end(), a) - s.time.begin());
-  size_t begin = first > 0 ? first - 1 : 0;  // the sample before a, for interpolation
-  double seconds = 0;
-  // Before the first sample: held for one period, then nothing.
-  if (s.time[0] > a) {
-    UnixNanos edge = std::min(s.time[0], b);
-    UnixNanos held = std::max(a, s.time[0] - period);
-    if (edge > held) account(s.value[0] * SecondsOf(edge - held), SecondsOf(edge - held), false);
-    if (held > a) account(0, SecondsOf(held - a), true, false);
-  }
-  for (size_t i = begin; i + 1 < s.time.size() && s.time[i] < b; ++i) {
-    double joules =
-        SegmentJoules(s.time[i], s.value[i], s.time[i + 1], s.value[i + 1], a, b, &seconds);
-    account(joules, seconds, s.time[i + 1] - s.time[i] > gap);
-  }
-  // After the last sample: the same.
-  if (s.time.back() < b) {
-    UnixNanos edge = std::max(s.time.back(), a);
-    UnixNanos held = std::min(b, s.time.back() + period);
-    if (held > edge)
-      account(s.value.back() * SecondsOf(held - edge), SecondsOf(held - edge), false);
-    if (b > held) account(0, SecondsOf(b - held), true, false);
-  }
-  for (size_t i = first; i < s.time.size() && s.time[i] <= b; ++i) {
-    f.peak_watts = std::max(f.peak_watts, s.value[i]);
+    // The peak: the highest value of the line, its ends (the interval's edges) included.
+    double high = std::max(piece.v0, piece.v1);
+    f.peak_watts = f.has_power ? std::max(f.peak_watts, high) : high;
+    f.has_power = true;
   }
   return f;
+}
+
+double PeakOfSum(const std::vector<SeriesPeriod>& all, UnixNanos a, UnixNanos b,
+                 double gap_factor) {
+  double peak = NAN;
+  auto consider = [&](double v) { peak = std::isnan(peak) ? v : std::max(peak, v); };
+  if (b <= a) return peak;
+  const size_t n = all.size();
+  std::vector<PieceReader> readers;
+  readers.reserve(n);
+  for (const SeriesPeriod& s : all) readers.emplace_back(*s.series, a, b, s.period, gap_factor);
+  // The next piece of series i that has a power value; false when there is none.
+  auto next_known = [&](size_t i, PowerPiece* piece) {
+    while (readers[i].Next(piece)) {
+      if (piece->kind != PowerPiece::kUnknown) return true;
+    }
+    return false;
+  };
+  if (n == 1) {
+    PowerPiece piece;
+    while (next_known(0, &piece)) consider(std::max(piece.v0, piece.v1));
+    return peak;
+  }
+  // A sweep over the pieces' ends: the sum is linear between two of them, so its highest value is
+  // at one of them, just before or just after it (a held value starts or stops there). The pieces
+  // under way are summed as intercept + slope * x (x: seconds since a), recomputed exactly every
+  // so often so that rounding does not build up over millions of pieces.
+  std::vector<PowerPiece> piece(n);
+  std::vector<char> on(n, 0);
+  std::vector<double> slope(n, 0), intercept(n, 0);
+  auto x_of = [&](UnixNanos t) { return SecondsOf(t - a); };
+  using Event = std::pair<UnixNanos, size_t>;  // (when, series): its piece starts, or ends
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  for (size_t i = 0; i < n; ++i) {
+    if (next_known(i, &piece[i])) events.push({piece[i].t0, i});
+  }
+  double sum_intercept = 0, sum_slope = 0;
+  size_t active = 0;
+  int since_exact = 0;
+  std::vector<size_t> starting;
+  while (!events.empty()) {
+    const UnixNanos t = events.top().first;
+    const double x = x_of(t);
+    if (active > 0) consider(sum_intercept + sum_slope * x);  // just before t
+    starting.clear();
+    while (!events.empty() && events.top().first == t) {
+      size_t i = events.top().second;
+      events.pop();
+      if (on[i]) {  // its piece ends at t
+        on[i] = 0;
+        --active;
+        sum_intercept -= intercept[i];
+        sum_slope -= slope[i];
+        if (!next_known(i, &piece[i])) continue;
+        if (piece[i].t0 > t) {
+          events.push({piece[i].t0, i});
+          continue;
+        }
+      }
+      starting.push_back(i);  // its piece starts at t
+    }
+    for (size_t i : starting) {
+      const PowerPiece& p = piece[i];
+      slope[i] = (p.v1 - p.v0) / p.Seconds();
+      intercept[i] = p.v0 - slope[i] * x_of(p.t0);
+      sum_intercept += intercept[i];
+      sum_slope += slope[i];
+      on[i] = 1;
+      ++active;
+      events.push({p.t1, i});
+    }
+    if (++since_exact == 1024) {
+      since_exact = 0;
+      sum_intercept = sum_slope = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (!on[i]) continue;
+        sum_intercept += intercept[i];
+        sum_slope += slope[i];
+      }
+    }
+    if (active > 0) consider(sum_intercept + sum_slope * x);  // just after t
+  }
+  return peak;
 }
 
 Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos a, UnixNanos b,
@@ -96,9 +245,11 @@ Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos 
   Figures sum;
   bool first = true;
   int64_t period = 0;
+  std::vector<SeriesPeriod> parts;
   for (const auto& [labels, series] : all) {
     int64_t p = MedianInterval(series);
     period = std::max(period, p);
+    parts.push_back({&series, p});
     Figures f = IntegrateSeries(series, a, b, p, gap_factor);
     if (first) {
       sum = f;
@@ -109,10 +260,11 @@ Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos 
       sum.gap_joules += f.gap_joules;
       sum.covered_seconds = std::min(sum.covered_seconds, f.covered_seconds);
       sum.gaps += f.gaps;
-      sum.peak_watts += f.peak_watts;
       sum.has_power = sum.has_power || f.has_power;
     }
   }
+  // Several series (PSUs): the peak of their sum, not the sum of their peaks.
+  if (parts.size() > 1 && sum.has_power) sum.peak_watts = PeakOfSum(parts, a, b, gap_factor);
   if (period_out) *period_out = period;
   return sum;
 }

@@ -388,3 +388,21 @@ def test_no_power_data_is_null_not_zero(setup):
         for key in ("joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"):
             assert figures[key] is None, (key, figures)  # was 0.0
         assert figures["coverage"] == 0
+
+
+def test_peaks_of_a_short_phase_and_of_sums(setup):
+    server, _ = setup
+    report, _ = energy(server, "--nodes", "nova-1.lyon,nova-5.lyon", "--start", T0, "--end",
+                       T0 + 600, "--role", "both=nova-1.lyon,nova-5.lyon",
+                       "--phase", f"short={T0 + 100.25}..{T0 + 100.75}")
+    nodes = [node_of(report, f"nova-{i}.lyon.grid5000.fr") for i in (1, 5)]
+    for n in nodes:
+        short = n["phases"]["short"]  # between two 1 s samples: none of its own
+        assert short["peak_watts"] >= short["mean_watts"] > 0, short  # the peak was 0
+    # The peak of the summed power: at most the sum of the nodes' peaks, at least the highest.
+    for figures, key in ((report["total"], "window"), (report["roles"]["both"], "window"),
+                         (report["phase_totals"]["short"], "short")):
+        peaks = [n[key]["peak_watts"] if key == "window" else n["phases"][key]["peak_watts"]
+                 for n in nodes]
+        assert max(peaks) <= figures["peak_watts"] <= sum(peaks) + 1e-9
+        assert figures["peak_watts"] >= figures["mean_watts"]

@@ -94,6 +94,8 @@ struct Figures {
   double covered_seconds = 0;  // node-time outside gaps (summed over the nodes of a sum)
   double node_seconds = 0;     // node-time: seconds x the nodes summed (nodes without power too)
   int gaps = 0;
+  // The highest power over the interval, its edges included; of a sum (a node's PSUs, a role, a
+  // total) the peak of the summed power (integration.h's PeakOfSum), not the sum of the peaks.
   double peak_watts = 0;
   // Some of the interval has power data, measured or estimated in a gap. False: its energy, mean
   // and peak are unknown (null in JSON, empty in CSV, NO POWER DATA in the table), not 0.
@@ -105,7 +107,9 @@ struct Figures {
   double coverage() const { return node_seconds > 0 ? covered_seconds / node_seconds : 0; }
   double total_joules() const { return joules + gap_joules; }
   double mean_watts() const { return seconds > 0 ? total_joules() / seconds : 0; }
-  // Sums figures of the same interval over nodes (nodes of a role, a total).
+  // Sums figures of the same interval over nodes (nodes of a role, a total). The peak of the sum
+  // cannot be had from the parts: peak_watts becomes the highest of the two, a lower bound, which
+  // ComputeEnergy replaces with the peak of the summed power.
   void Add(const Figures& other);
   // Appends the figures of a later, disjoint interval (a phase marked several times).
   void Extend(const Figures& later);

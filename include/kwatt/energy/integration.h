@@ -28,12 +28,29 @@ int64_t MedianInterval(const PowerCollector::Series& series);
 // joules, and its time is not covered. Before the first sample and after the last, the first
 // (last) value is held for one `period`; beyond that the time is uncovered and counted as a gap
 // with no energy (nothing is extrapolated).
+// peak_watts: the line's highest value over [a, b], its values at a and b included (a short
+// interval between two samples has no sample of its own), so never below the mean.
 Figures IntegrateSeries(const PowerCollector::Series& series, UnixNanos a, UnixNanos b,
                         int64_t period, double gap_factor);
 
+// A series and the period it is read with (its MedianInterval).
+struct SeriesPeriod {
+  const PowerCollector::Series* series = nullptr;
+  int64_t period = 0;
+};
+
+// The highest value of the summed power of `series` over [a, b]: each series' power as
+// IntegrateSeries reads it (linear between samples, the line across a gap, its first and last
+// values held for one period, nothing beyond: a series adds nothing where its power is unknown),
+// summed at every instant. The peak of the sum, not the sum of the peaks (which were reached at
+// different times). NaN when no series has power in [a, b].
+double PeakOfSum(const std::vector<SeriesPeriod>& series, UnixNanos a, UnixNanos b,
+                 double gap_factor);
+
 // The figures of one node's metric over [a, b]: each series (by labels text: a 2-PSU node's
 // outlets) integrated with its own MedianInterval as period, and summed; the node is covered where
-// every series is. `period_out`, when given, receives the longest of the series' periods.
+// every series is, and its peak is the peak of their sum (PeakOfSum). `period_out`, when given,
+// receives the longest of the series' periods.
 Figures IntegrateNodeMetric(const std::map<std::string, PowerCollector::Series>& series,
                             UnixNanos a, UnixNanos b, double gap_factor,
                             int64_t* period_out = nullptr);
