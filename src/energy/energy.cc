@@ -272,6 +272,50 @@ Result<PhasePlan> PlanPhases(const std::vector<Interval>& phases, bool clip, Uni
   return plan;
 }
 
+// Corruption when a value of the series a node's energy is computed from is not finite or beyond
+// kMaxPlausibleWatts: an infinite (or absurd) energy is no answer.
+Status CheckPowerValues(const std::string& node, const std::string& metric,
+                        const std::map<std::string, Series>& all) {
+  for (const auto& [labels, series] : all) {
+    for (size_t i = 0; i < series.value.size(); ++i) {
+      double v = series.value[i];
+      if (std::isfinite(v) && std::fabs(v) <= kMaxPlausibleWatts) continue;
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return Status::Corruption(
+          node + ": " + metric + (labels == "{}" ? "" : " " + labels) + " reads " + text +
+          " W at " + FormatParisTimestamp(series.time[i]) +
+          ", which no node draws (not a finite number of at most 1 MW): no energy is computed "
+          "from it; remove the row, or choose another power metric");
+    }
+  }
+  return Status::OK();
+}
+
+// Corruption when one of a node's figures is not finite (an energy counter's values can be as
+// absurd as a power's).
+Status CheckFiniteFigures(const NodeEnergy& node, const std::vector<std::string>& phase_names) {
+  auto check = [&](const Figures& f, const std::string& over) {
+    for (double v : {f.joules, f.gap_joules, f.peak_watts}) {
+      if (!std::isfinite(v)) {
+        return Status::Corruption(node.node + ": " + node.metric + " gives a non-finite energy " +
+                                  over + ": its values are no measurement");
+      }
+    }
+    if (std::isinf(f.counter_joules)) {
+      return Status::Corruption(node.node + ": " + node.counter_metric +
+                                " gives a non-finite energy " + over +
+                                ": its values are no measurement");
+    }
+    return Status::OK();
+  };
+  KWATT_RETURN_IF_ERROR(check(node.window, "over the window"));
+  for (size_t p = 0; p < node.phases.size() && p < phase_names.size(); ++p) {
+    KWATT_RETURN_IF_ERROR(check(node.phases[p], "over phase " + phase_names[p]));
+  }
+  return Status::OK();
+}
+
 // The figures of a node without power data over an interval: its time, uncovered.
 Figures Uncovered(UnixNanos a, UnixNanos b) {
   Figures f;
@@ -398,6 +442,7 @@ Result<EnergyReport> ComputeEnergy(
       node_series.emplace_back();
       continue;
     }
+    KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen.metric, *chosen.series));
     result.metric = chosen.metric;
     result.period_s = Seconds(chosen.period);
     result.series = int(chosen.series->size());
@@ -445,6 +490,7 @@ Result<EnergyReport> ComputeEnergy(
       result.window.baseline_joules = result.baseline_watts * result.window.seconds;
       for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
     }
+    KWATT_RETURN_IF_ERROR(CheckFiniteFigures(result, report.phase_names));
     add_to_totals(result);
     report.nodes.push_back(result);
     node_series.emplace_back();

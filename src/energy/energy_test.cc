@@ -466,5 +466,22 @@ TEST(PeakOfSum, IsThePeakOfTheSeriesOfTheSums) {
   }
 }
 
+// Issue 21 #12: a pushed 1e308 gave an infinite energy with exit 0. A power value that is not
+// finite, or that no node draws, is refused naming the node and the metric.
+TEST(ComputeEnergy, RefusesPowerValuesThatAreNotFiniteOrAbsurdNamingNodeAndMetric) {
+  for (double bad : {1e308, double(INFINITY), -double(INFINITY), 5e6}) {
+    std::vector<std::pair<double, double>> samples;
+    for (int i = 0; i <= 10; ++i) samples.push_back({double(i), i == 5 ? bad : 100.0});
+    auto data = Collect("wattmetre_power_watt", samples);
+    auto report = ComputeEnergy(data, 0, 10 * kS, {});
+    ASSERT_FALSE(report.ok()) << bad;
+    EXPECT_EQ(report.status().code(), Status::Code::kCorruption);
+    EXPECT_NE(report.status().message().find(kNode), std::string::npos)
+        << report.status().message();
+    EXPECT_NE(report.status().message().find("wattmetre_power_watt"), std::string::npos)
+        << report.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace kwatt::energy::energy_test

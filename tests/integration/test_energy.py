@@ -3,6 +3,7 @@ import json
 import subprocess
 
 import pytest
+import requests
 
 from conftest import KWATT, start_server
 
@@ -406,3 +407,24 @@ def test_peaks_of_a_short_phase_and_of_sums(setup):
                  for n in nodes]
         assert max(peaks) <= figures["peak_watts"] <= sum(peaks) + 1e-9
         assert figures["peak_watts"] >= figures["mean_watts"]
+
+
+def push(server, rows, auth=("alice", "s3cret")):
+    """Pushes custom rows (POST /sites/lyon/metrics) to a server started with --auth."""
+    pushed = requests.post(server.url + "/sites/lyon/metrics", json=rows, auth=auth, timeout=10)
+    assert pushed.status_code == 201, pushed.text
+
+
+def test_a_power_value_that_is_not_finite_or_absurd_is_refused_naming_node_and_metric(
+        server_factory):
+    server = server_factory("--auth", "alice:s3cret")
+    push(server, [{"timestamp": T0 + i, "device_id": "nova-1", "metric_id": "my_power_watt",
+                   "value": 1e308 if i == 5 else 100, "labels": {}} for i in range(11)])
+    api = server.url.replace("http://", "http://alice:s3cret@")
+    result = subprocess.run([KWATT, "energy", "--api", api, "--nodes", "nova-1.lyon", "--start",
+                             str(T0), "--end", str(T0 + 10), "--metric", "my_power_watt",
+                             "--json"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout  # was "joules": inf, exit 0
+    assert ("nova-1.lyon.grid5000.fr: my_power_watt reads 1e+308 W at 2025-04-18T14:00:05+02:00"
+            in result.stderr), result.stderr
+

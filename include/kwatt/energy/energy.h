@@ -21,6 +21,11 @@
 
 namespace kwatt::energy {
 
+// The most power a node's meter can read: a value beyond it (a megawatt: a whole Grid'5000 cluster
+// draws less), or one that is not finite (a pushed 1e308, "Infinity"), is no measurement and
+// ComputeEnergy refuses it rather than report an absurd or infinite energy.
+inline constexpr double kMaxPlausibleWatts = 1e6;
+
 // Power metrics in order of preference, and the energy counters used to cross-check them.
 inline const std::vector<std::string>& PowerMetrics() {
   static const std::vector<std::string> metrics = {"wattmetre_power_watt", "pdu_outlet_power_watt",
@@ -187,7 +192,9 @@ class PowerCollector : public RowSink {
 // clipped to it (nothing is extrapolated past the data: a job still running, an archive asked for
 // a wider window), and the report says so in `notes`; a phase with no data at all is refused
 // (InvalidArgument). InvalidArgument too for a gap factor CheckGapFactor refuses and for phases
-// CheckPhases refuses. A node's own
+// CheckPhases refuses. Corruption, naming the node, the metric, the instant and the value, when
+// a value of the power a node's energy is computed from is not finite or beyond
+// kMaxPlausibleWatts, or an energy figure comes out infinite. A node's own
 // missing stretches at the edges are uncovered and not estimated. `catalogue_metrics`: per node
 // FQDN, the metric ids its catalogue offers (used to explain a missing source); may be empty.
 Result<EnergyReport> ComputeEnergy(
