@@ -187,16 +187,22 @@ std::string Span(UnixNanos a, UnixNanos b) {
 }
 
 // Where the power data is: from one period before the first sample to one period after the last,
-// over every node and power metric in `metrics`. False when there is none.
-bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metrics, UnixNanos* lo,
-              UnixNanos* hi) {
+// over every node and power metric in `metrics`, stray series (FindStraySeries over [start, end])
+// left out: a row pushed an hour after the data does not stretch it. False when there is none.
+bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metrics, UnixNanos start,
+              UnixNanos end, double gap_factor, UnixNanos* lo, UnixNanos* hi) {
   bool any = false;
   for (const auto& [node, by_metric] : data.store()) {
     for (const std::string& metric : metrics) {
       auto it = by_metric.find(metric);
       if (it == by_metric.end()) continue;
+      std::vector<StraySeries> stray = FindStraySeries(it->second, start, end, gap_factor);
       for (const auto& [labels, series] : it->second) {
         if (series.time.empty()) continue;
+        if (std::any_of(stray.begin(), stray.end(),
+                        [&](const StraySeries& s) { return s.labels == labels; })) {
+          continue;
+        }
         int64_t period = MedianInterval(series);
         UnixNanos first = series.time.front() - period, last = series.time.back() + period;
         *lo = any ? std::min(*lo, first) : first;
@@ -341,7 +347,8 @@ Result<EnergyReport> ComputeEnergy(
       options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
   // The window clipped to the data's: nothing is extrapolated past the data.
   UnixNanos lo = 0, hi = 0;
-  bool any_data = DataSpan(data, order, &lo, &hi);
+  bool any_data =
+      DataSpan(data, order, requested_start, requested_end, options.gap_factor, &lo, &hi);
   UnixNanos start = requested_start, end = requested_end;
   if (any_data) {
     start = std::max(start, lo);

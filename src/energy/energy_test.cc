@@ -354,38 +354,6 @@ TEST(ComputeEnergy, RefusesAPhaseNamedWindowWithoutANameOrEmpty) {
       << empty.status().message();
 }
 
-// Issue 21 #12: where there is no power data, the energy is unknown: null in JSON, not 0.
-TEST(EnergyReportJson, FiguresWithoutPowerDataAreNullNotZero) {
-  PowerCollector nothing({kNode});
-  EnergyOptions options;
-  options.phases = {{"p", 2 * kS, 4 * kS}};
-  options.roles = {{"r", {kNode}}};
-  auto report = ComputeEnergy(nothing, 0, 10 * kS, options);
-  ASSERT_TRUE(report.ok()) << report.status().ToString();
-  nlohmann::json json = nlohmann::json::parse(EnergyReportJson(*report));
-  for (const nlohmann::json* f : {&json["total"], &json["roles"]["r"], &json["phase_totals"]["p"],
-                                  &json["role_phases"]["r"]["p"]}) {
-    for (const char* key :
-         {"joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"}) {
-      EXPECT_TRUE((*f)[key].is_null()) << key << " " << f->dump();
-    }
-    EXPECT_EQ((*f)["coverage"], 0);
-  }
-  // A node with power data, but none in a phase: that phase's energy is unknown too.
-  const std::string other = "b.s.grid5000.fr";
-  PowerCollector some({kNode, other});
-  for (int i = 0; i <= 10; ++i) some.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 10);
-  for (int i = 0; i <= 4; ++i) some.Add(other, "wattmetre_power_watt", "{}", i * kS, 10);
-  options.phases = {{"late", 7 * kS, 10 * kS}};
-  options.roles = {};
-  report = ComputeEnergy(some, 0, 10 * kS, options);
-  ASSERT_TRUE(report.ok()) << report.status().ToString();
-  json = nlohmann::json::parse(EnergyReportJson(*report));
-  EXPECT_TRUE(json["nodes"][1]["phases"]["late"]["joules"].is_null()) << json["nodes"][1].dump();
-  EXPECT_EQ(json["nodes"][1]["phases"]["late"]["coverage"], 0);
-  EXPECT_DOUBLE_EQ(json["nodes"][0]["phases"]["late"]["joules"].get<double>(), 30);
-}
-
 // Issue 21 #12: a phase between two samples has no sample of its own: its peak is the highest value
 // of the line through it (its edges' interpolated values), never 0 or below its mean.
 TEST(ComputeEnergy, ThePeakOfAShortPhaseIsAtLeastItsMean) {
@@ -466,6 +434,38 @@ TEST(PeakOfSum, IsThePeakOfTheSeriesOfTheSums) {
   }
 }
 
+// Issue 21 #12: where there is no power data, the energy is unknown: null in JSON, not 0.
+TEST(EnergyReportJson, FiguresWithoutPowerDataAreNullNotZero) {
+  PowerCollector nothing({kNode});
+  EnergyOptions options;
+  options.phases = {{"p", 2 * kS, 4 * kS}};
+  options.roles = {{"r", {kNode}}};
+  auto report = ComputeEnergy(nothing, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  nlohmann::json json = nlohmann::json::parse(EnergyReportJson(*report));
+  for (const nlohmann::json* f : {&json["total"], &json["roles"]["r"], &json["phase_totals"]["p"],
+                                  &json["role_phases"]["r"]["p"]}) {
+    for (const char* key :
+         {"joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"}) {
+      EXPECT_TRUE((*f)[key].is_null()) << key << " " << f->dump();
+    }
+    EXPECT_EQ((*f)["coverage"], 0);
+  }
+  // A node with power data, but none in a phase: that phase's energy is unknown too.
+  const std::string other = "b.s.grid5000.fr";
+  PowerCollector some({kNode, other});
+  for (int i = 0; i <= 10; ++i) some.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 10);
+  for (int i = 0; i <= 4; ++i) some.Add(other, "wattmetre_power_watt", "{}", i * kS, 10);
+  options.phases = {{"late", 7 * kS, 10 * kS}};
+  options.roles = {};
+  report = ComputeEnergy(some, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  json = nlohmann::json::parse(EnergyReportJson(*report));
+  EXPECT_TRUE(json["nodes"][1]["phases"]["late"]["joules"].is_null()) << json["nodes"][1].dump();
+  EXPECT_EQ(json["nodes"][1]["phases"]["late"]["coverage"], 0);
+  EXPECT_DOUBLE_EQ(json["nodes"][0]["phases"]["late"]["joules"].get<double>(), 30);
+}
+
 // Issue 21 #12: a pushed 1e308 gave an infinite energy with exit 0. A power value that is not
 // finite, or that no node draws, is refused naming the node and the metric.
 TEST(ComputeEnergy, RefusesPowerValuesThatAreNotFiniteOrAbsurdNamingNodeAndMetric) {
@@ -481,6 +481,55 @@ TEST(ComputeEnergy, RefusesPowerValuesThatAreNotFiniteOrAbsurdNamingNodeAndMetri
     EXPECT_NE(report.status().message().find("wattmetre_power_watt"), std::string::npos)
         << report.status().message();
   }
+}
+
+// Issue 21 #10: a row pushed under the node's power metric with other labels, or a short extra
+// series, is no PSU of the node: set aside and named, not summed (coverage was 0.17 %, energy 6x).
+TEST(ComputeEnergy, StraySeriesBesideTheMeterAreSetAsideAndNamed) {
+  const std::string meter = R"({"_device_orig":["wattmetre1-port6"]})";
+  auto real = [&] {
+    PowerCollector data({kNode});
+    for (int i = 0; i <= 1800; ++i) data.Add(kNode, "wattmetre_power_watt", meter, i * kS, 100);
+    return data;
+  };
+  struct Case {
+    const char* what;
+    std::string labels;
+    std::vector<std::pair<double, double>> rows;
+  };
+  std::vector<std::pair<double, double>> short_series;
+  for (int i = 600; i <= 780; ++i) short_series.push_back({double(i), 300});
+  for (const Case& c : std::vector<Case>{
+           {"one pushed row", "{}", {{900, 5000}}},
+           {"two pushed rows", R"({"run":"x"})", {{100, 5000}, {101, 5000}}},
+           {"a short series", R"({"source":"test"})", short_series},
+       }) {
+    PowerCollector data = real();
+    for (auto [t, v] : c.rows)
+      data.Add(kNode, "wattmetre_power_watt", c.labels, UnixNanos(t * 1e9), v);
+    auto report = ComputeEnergy(data, 0, 1800 * kS, {});
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    const NodeEnergy& node = report->nodes[0];
+    EXPECT_EQ(node.series, 1) << c.what;
+    EXPECT_DOUBLE_EQ(node.window.coverage(), 1) << c.what;
+    EXPECT_DOUBLE_EQ(node.window.total_joules(), 180000) << c.what;
+    EXPECT_DOUBLE_EQ(node.window.peak_watts, 100) << c.what;
+    EXPECT_NE(node.reason.find("set aside"), std::string::npos) << c.what << ": " << node.reason;
+    EXPECT_NE(node.reason.find(c.labels), std::string::npos) << c.what << ": " << node.reason;
+  }
+  // Two PSUs both covering the window are the node's: summed, even when one has an outage.
+  PowerCollector psus({kNode});
+  for (int i = 0; i <= 1800; ++i) {
+    psus.Add(kNode, "pdu_outlet_power_watt", R"({"_info":"a"})", i * kS, 60);
+    if (i < 600 || i > 1200)
+      psus.Add(kNode, "pdu_outlet_power_watt", R"({"_info":"b"})", i * kS, 40);
+  }
+  auto report = ComputeEnergy(psus, 0, 1800 * kS, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->nodes[0].series, 2);
+  EXPECT_EQ(report->nodes[0].reason.find("set aside"), std::string::npos)
+      << report->nodes[0].reason;
+  EXPECT_DOUBLE_EQ(report->nodes[0].window.peak_watts, 100);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <utility>
 
@@ -281,11 +282,55 @@ std::string Describe(const std::string& metric) {
 
 std::string Percent(double fraction) {
   char text[16];
-  std::snprintf(text, sizeof text, "%.0f%%", fraction * 100);
+  double percent = fraction * 100;
+  // A stray row covers 0.06 % of a window, not "0%".
+  std::snprintf(text, sizeof text, percent > 0 && percent < 1 ? "%.1g%%" : "%.0f%%", percent);
   return text;
 }
 
+// Series with a handful of samples beside one with many, and series covering a small fraction of
+// what the best one covers, are no meter (FindStraySeries).
+constexpr int64_t kHandfulOfSamples = 10;
+constexpr double kStrayCoverage = 0.25;
+
 }  // namespace
+
+std::vector<StraySeries> FindStraySeries(const std::map<std::string, Series>& all, UnixNanos a,
+                                         UnixNanos b, double gap_factor) {
+  std::vector<StraySeries> stray;
+  if (all.size() < 2 || b <= a) return stray;
+  struct Look {
+    const std::string* labels;
+    int64_t samples;
+    double covered;
+    bool aside = false;
+  };
+  std::vector<Look> looks;
+  int64_t most_samples = 0;
+  for (const auto& [labels, series] : all) {
+    int64_t samples = std::upper_bound(series.time.begin(), series.time.end(), b) -
+                      std::lower_bound(series.time.begin(), series.time.end(), a);
+    double covered =
+        IntegrateSeries(series, a, b, MedianInterval(series), gap_factor).covered_seconds;
+    looks.push_back({&labels, samples, covered});
+    most_samples = std::max(most_samples, samples);
+  }
+  double best_covered = 0;
+  for (Look& look : looks) {
+    look.aside =
+        look.samples < kHandfulOfSamples && look.samples * 10 <= most_samples && most_samples > 0;
+    if (!look.aside) best_covered = std::max(best_covered, look.covered);
+  }
+  const double seconds = SecondsOf(b - a);
+  for (Look& look : looks) {
+    look.aside = look.aside || look.covered < kStrayCoverage * best_covered;
+    if (!look.aside) continue;
+    stray.push_back({*look.labels,
+                     std::to_string(look.samples) + (look.samples == 1 ? " sample" : " samples") +
+                         " in the window, covering " + Percent(look.covered / seconds) + " of it"});
+  }
+  return stray;
+}
 
 PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& node, UnixNanos start,
                               UnixNanos end, const std::vector<std::string>& order,
@@ -310,7 +355,15 @@ PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& nod
     PowerChoice candidate;
     candidate.metric = metric;
     candidate.series = series;
-    candidate.window = IntegrateNodeMetric(*series, start, end, gap_factor, &candidate.period);
+    candidate.set_aside = FindStraySeries(*series, start, end, gap_factor);
+    if (!candidate.set_aside.empty()) {
+      auto kept = std::make_shared<std::map<std::string, Series>>(*series);
+      for (const StraySeries& stray : candidate.set_aside) kept->erase(stray.labels);
+      candidate.kept = kept;
+      candidate.series = kept.get();
+    }
+    candidate.window =
+        IntegrateNodeMetric(*candidate.series, start, end, gap_factor, &candidate.period);
     candidates.push_back(candidate);
   }
   const PowerChoice* chosen = nullptr;
@@ -340,6 +393,13 @@ PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& nod
   PowerChoice result = *chosen;
   result.reason =
       Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
+  if (!result.set_aside.empty()) {
+    result.reason += "; set aside, no meter of this node:";
+    for (const StraySeries& stray : result.set_aside) {
+      result.reason += (&stray == &result.set_aside.front() ? " " : ", ") + result.metric + " " +
+                       stray.labels + " (" + stray.why + ")";
+    }
+  }
   return result;
 }
 

@@ -44,8 +44,9 @@ def truth(jobs_file, node, start, end):
     return json.loads(out.stdout)["joules"]
 
 
-def energy(server, *args, check=True):
-    result = subprocess.run([KWATT, "energy", "--api", server.url, "--json", *map(str, args)],
+def energy(server, *args, check=True, api=None):
+    result = subprocess.run([KWATT, "energy", "--api", api or server.url, "--json",
+                             *map(str, args)],
                             capture_output=True, timeout=300)
     if check:
         assert result.returncode == 0, result.stderr
@@ -428,3 +429,26 @@ def test_a_power_value_that_is_not_finite_or_absurd_is_refused_naming_node_and_m
     assert ("nova-1.lyon.grid5000.fr: my_power_watt reads 1e+308 W at 2025-04-18T14:00:05+02:00"
             in result.stderr), result.stderr
 
+
+def test_rows_pushed_beside_the_wattmeter_are_set_aside_not_summed(server_factory):
+    server = server_factory("--auth", "alice:s3cret")
+    # One stray row, and two under another label set, beside nova-1's real wattmeter series.
+    push(server, [{"timestamp": T0 + 900, "device_id": "nova-1",
+                   "metric_id": "wattmetre_power_watt", "value": 5000, "labels": {}},
+                  *[{"timestamp": T0 + t, "device_id": "nova-1",
+                     "metric_id": "wattmetre_power_watt", "value": 5000,
+                     "labels": {"run": "x"}} for t in (100, 101)]])
+    api = server.url.replace("http://", "http://alice:s3cret@")
+    report, _ = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 1800,
+                       api=api)
+    node = node_of(report, "nova-1.lyon.grid5000.fr")
+    assert node["metric"] == "wattmetre_power_watt" and node["series"] == 1
+    assert node["window"]["coverage"] == pytest.approx(1)  # was 0.0006
+    expected = subprocess.run([KWATT, "simulate", "energy", "--node", "nova-1.lyon", "--start",
+                               str(T0), "--end", str(T0 + 1800), "--json"], capture_output=True,
+                              check=True, timeout=60)
+    assert node["window"]["joules"] == pytest.approx(json.loads(expected.stdout)["joules"],
+                                                     rel=0.005)
+    assert "set aside, no meter of this node: " in node["reason"]
+    assert "wattmetre_power_watt {} (1 sample in the window" in node["reason"]
+    assert 'wattmetre_power_watt {"run":"x"} (2 samples in the window' in node["reason"]

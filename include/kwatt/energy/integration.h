@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,19 +56,46 @@ Figures IntegrateNodeMetric(const std::map<std::string, PowerCollector::Series>&
                             UnixNanos a, UnixNanos b, double gap_factor,
                             int64_t* period_out = nullptr);
 
+// A series of a node's power metric that is no meter of the node: a row pushed beside the real
+// series, a short extra series.
+struct StraySeries {
+  std::string labels;  // the series' labels text
+  std::string why;     // "1 sample in the window, covering 0.06% of it"
+};
+
+// Which of the series of one node's power metric (by labels) are not its meter over [a, b], when
+// there are several: series that are summed (a 2-PSU node's outlets) measure the node over the
+// same time at the same rate, so beside the others
+// - a series with a handful of samples (fewer than 10) in [a, b] while another has at least ten
+//   times as many is no meter (pushed rows, however spread out);
+// - of the rest, a series covering less than a quarter of what the best-covering one covers is no
+//   meter (a short extra series).
+// A PSU with an outage (covering, say, half of the window) is kept. Empty when all are kept.
+std::vector<StraySeries> FindStraySeries(
+    const std::map<std::string, PowerCollector::Series>& series, UnixNanos a, UnixNanos b,
+    double gap_factor);
+
 // A node's power metric as `kwatt energy` chooses it.
 struct PowerChoice {
   std::string metric;  // empty: none could be used
-  // Why this one ("external wattmeter; ..."), or why none ("no power metric: ...").
+  // Why this one ("external wattmeter; ..."), or why none ("no power metric: ..."); names the
+  // series set aside.
   std::string reason;
-  // The chosen metric's series (points into the PowerCollector given), null when none.
+  // The chosen metric's series that are the node's meter, null when none: points into the
+  // PowerCollector given, or into `kept` when some series were set aside.
   const std::map<std::string, PowerCollector::Series>* series = nullptr;
+  // The chosen metric's series that are no meter of the node (FindStraySeries over the window):
+  // left out of `series` and of every figure.
+  std::vector<StraySeries> set_aside;
+  // The series kept, when some were set aside (a copy; `series` points to it).
+  std::shared_ptr<const std::map<std::string, PowerCollector::Series>> kept;
   Figures window;      // its figures over the window the choice was made on
   int64_t period = 0;  // its longest series period (nanoseconds)
 };
 
 // Chooses `node`'s power metric over [start, end]: the first of `order` (PowerMetrics(), or the
-// one metric asked) whose data covers at least 95 % of the window, else the one covering most.
+// one metric asked) whose data covers at least 95 % of the window, else the one covering most;
+// each metric's stray series (FindStraySeries) set aside first.
 // `catalogue_metrics`, when given, are the metric ids the node's catalogue offers: a metric listed
 // there that has no row is named in the reason.
 PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& node, UnixNanos start,
