@@ -15,9 +15,13 @@
 
 namespace kwatt::energy {
 
+// Values that are not finite numbers (NaN: a non-numeric reading; +-Infinity) are no values: not
+// counted, and without any finite value a metric has no mean, minimum or maximum (NaN: null in
+// JSON, "-" in text), not +-infinity.
 struct MetricStats {
-  int64_t count = 0;
-  double sum = 0, min = INFINITY, max = -INFINITY;
+  int64_t count = 0;  // finite values
+  double sum = 0;
+  double min = NAN, max = NAN;  // NaN while count is 0
   double last = NAN;
   UnixNanos last_time = INT64_MIN;
   bool counter = false;
