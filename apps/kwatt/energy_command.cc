@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/archive/manifest.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/kwollect_power.h"
@@ -310,7 +311,15 @@ Runner RegisterEnergy(CLI::App* app) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
     }
-    energy::EnergySink collector(args->metric);
+    // Summary rows are bucket means, not samples: a query's --summary, or an archive's (its
+    // manifest; when it cannot be read, RunSource says why).
+    bool summary = args->analysis.query.summary;
+    if (!args->analysis.archive.empty()) {
+      Result<archive::Manifest> manifest = archive::ReadManifest(args->analysis.archive);
+      summary = manifest.ok() && manifest->query.summary;
+    }
+    energy::EnergySink collector(
+        args->metric, summary ? energy::RowKind::kBucketMeans : energy::RowKind::kSamples);
     Result<kwollect::FetchReport> report = RunSource(
         args->analysis.archive, args->analysis.query, energy::EnergyInputMetrics(args->metric),
         &collector, MakeProgress("kwatt energy", args->quiet || args->json),
@@ -321,6 +330,12 @@ Runner RegisterEnergy(CLI::App* app) {
     }
     PrintFailures("kwatt energy", *report);
     if (!args->activity.empty()) {
+      if (summary) {
+        std::fprintf(stderr,
+                     "kwatt energy: --activity shares the power second by second: it needs raw "
+                     "rows, not 5-minute summaries (--summary, or an archive of them)\n");
+        return kExitUsage;
+      }
       std::string origin = args->analysis.archive.empty() ? std::string("Kwollect's API")
                                                           : "archive " + args->analysis.archive;
       return ShareByActivity(collector, *report, origin, args->activity, args->node, args->metric,

@@ -40,8 +40,8 @@ void Figures::Extend(const Figures& later) {
   baseline_joules = add_nan(baseline_joules, later.baseline_joules);
 }
 
-PowerCollector::PowerCollector(std::vector<std::string> nodes, std::string metric)
-    : nodes_(std::move(nodes)), metric_(std::move(metric)) {}
+PowerCollector::PowerCollector(std::vector<std::string> nodes, std::string metric, RowKind kind)
+    : nodes_(std::move(nodes)), metric_(std::move(metric)), kind_(kind) {}
 
 namespace {
 
@@ -186,9 +186,10 @@ std::string Span(UnixNanos a, UnixNanos b) {
   return FormatParisTimestamp(a) + " .. " + FormatParisTimestamp(b);
 }
 
-// Where the power data is: from one period before the first sample to one period after the last,
-// over every node and power metric in `metrics`, stray series (FindStraySeries over [start, end])
-// left out: a row pushed an hour after the data does not stretch it. False when there is none.
+// Where the power data is: from one period before the first sample to one period after the last
+// (summary rows: from the first bucket's start to the last one's end), over every node and power
+// metric in `metrics`, stray series (FindStraySeries over [start, end]) left out: a row pushed an
+// hour after the data does not stretch it. False when there is none.
 bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metrics, UnixNanos start,
               UnixNanos end, double gap_factor, UnixNanos* lo, UnixNanos* hi) {
   bool any = false;
@@ -196,15 +197,17 @@ bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metric
     for (const std::string& metric : metrics) {
       auto it = by_metric.find(metric);
       if (it == by_metric.end()) continue;
-      std::vector<StraySeries> stray = FindStraySeries(it->second, start, end, gap_factor);
+      std::vector<StraySeries> stray =
+          FindStraySeries(it->second, start, end, gap_factor, data.kind());
       for (const auto& [labels, series] : it->second) {
         if (series.time.empty()) continue;
         if (std::any_of(stray.begin(), stray.end(),
                         [&](const StraySeries& s) { return s.labels == labels; })) {
           continue;
         }
-        int64_t period = MedianInterval(series);
-        UnixNanos first = series.time.front() - period, last = series.time.back() + period;
+        int64_t period = ReadingPeriod(series, data.kind());
+        UnixNanos first = series.time.front() - (data.kind() == RowKind::kSamples ? period : 0);
+        UnixNanos last = series.time.back() + period;
         *lo = any ? std::min(*lo, first) : first;
         *hi = any ? std::max(*hi, last) : last;
         any = true;
@@ -369,6 +372,26 @@ Result<EnergyReport> ComputeEnergy(
   const PhasePlan& plan = *planned;
   report.phase_names = plan.names;
   const size_t phase_count = report.phase_names.size();
+  if (data.kind() == RowKind::kBucketMeans) {
+    // Summary rows know only each bucket's mean: say where an edge cuts a bucket.
+    auto off_grid = [](UnixNanos t) { return t % kSummaryBucketNanos != 0; };
+    if (any_data && (off_grid(start) || off_grid(end))) {
+      report.notes.push_back("window: " + Span(start, end) +
+                             " cuts 5-minute buckets of the summary rows: the part of a bucket "
+                             "inside it counts at the bucket's mean power");
+    }
+    std::vector<bool> noted(phase_count, false);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      const Interval& interval = plan.intervals[p];
+      if (noted[plan.phase_of[p]] || !(off_grid(interval.start) || off_grid(interval.end))) {
+        continue;
+      }
+      noted[plan.phase_of[p]] = true;
+      report.notes.push_back("phase " + interval.name + ": " + Span(interval.start, interval.end) +
+                             " cuts 5-minute buckets of the summary rows: the part of a bucket "
+                             "inside it counts at the bucket's mean power");
+    }
+  }
   int baseline_index = -1;
   if (!options.baseline_phase.empty()) {
     auto it =
@@ -404,11 +427,13 @@ Result<EnergyReport> ComputeEnergy(
     for (size_t k : members)
       parts.insert(parts.end(), node_series[k].begin(), node_series[k].end());
     if (parts.empty()) return;
-    if (window->has_power) window->peak_watts = PeakOfSum(parts, start, end, options.gap_factor);
+    if (window->has_power) {
+      window->peak_watts = PeakOfSum(parts, start, end, options.gap_factor, data.kind());
+    }
     std::vector<double> peaks(phase_count, NAN);
     for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      double peak =
-          PeakOfSum(parts, plan.intervals[p].start, plan.intervals[p].end, options.gap_factor);
+      double peak = PeakOfSum(parts, plan.intervals[p].start, plan.intervals[p].end,
+                              options.gap_factor, data.kind());
       double& phase_peak = peaks[plan.phase_of[p]];
       if (!std::isnan(peak))
         phase_peak = std::isnan(phase_peak) ? peak : std::max(phase_peak, peak);
@@ -455,11 +480,18 @@ Result<EnergyReport> ComputeEnergy(
     result.series = int(chosen.series->size());
     result.coarse = chosen.metric.rfind("bmc_", 0) == 0;
     result.reason = chosen.reason;
+    if (data.kind() == RowKind::kBucketMeans) {
+      result.reason +=
+          "; 5-minute summary rows, each its bucket's mean power: the energy is exact over whole "
+          "buckets (one cut by an edge counts at its mean), the peak is the highest 5-minute "
+          "mean, not the instantaneous peak";
+    }
     result.window = chosen.window;
     std::vector<Figures> intervals(plan.intervals.size());
     for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      intervals[p] = IntegrateNodeMetric(*chosen.series, plan.intervals[p].start,
-                                         plan.intervals[p].end, options.gap_factor);
+      intervals[p] =
+          IntegrateNodeMetric(*chosen.series, plan.intervals[p].start, plan.intervals[p].end,
+                              options.gap_factor, nullptr, data.kind());
     }
     // Cross-check with an energy counter.
     if (node_data != data.store().end()) {
@@ -467,11 +499,14 @@ Result<EnergyReport> ComputeEnergy(
         auto it = node_data->second.find(counter);
         if (it == node_data->second.end()) continue;
         result.counter_metric = counter;
+        // A counter's summary row is its maximum over the bucket: its value at the bucket's end.
+        const int64_t shift = data.kind() == RowKind::kBucketMeans ? kSummaryBucketNanos : 0;
         auto increase = [&](UnixNanos a, UnixNanos b) {
           double total = 0;
           for (const auto& [labels, series] : it->second) {
             int64_t slack = 2 * MedianInterval(series);
-            total += (CounterAt(series, b, slack) - CounterAt(series, a, slack)) * 3600;
+            total +=
+                (CounterAt(series, b - shift, slack) - CounterAt(series, a - shift, slack)) * 3600;
           }
           return total;
         };
@@ -502,7 +537,7 @@ Result<EnergyReport> ComputeEnergy(
     report.nodes.push_back(result);
     node_series.emplace_back();
     for (const auto& [labels, series] : *chosen.series) {
-      node_series.back().push_back({&series, MedianInterval(series)});
+      node_series.back().push_back({&series, ReadingPeriod(series, data.kind())});
     }
   }
   {
@@ -574,7 +609,7 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
 Status EnergySink::Begin(const FetchReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
-  power_ = std::make_unique<PowerCollector>(nodes, metric_);
+  power_ = std::make_unique<PowerCollector>(nodes, metric_, kind_);
   return Status::OK();
 }
 

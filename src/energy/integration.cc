@@ -40,8 +40,14 @@ struct PowerPiece {
 // Pieces are made a few at a time, so that a sweep over many long series holds none of them.
 class PieceReader {
  public:
-  PieceReader(const Series& series, UnixNanos a, UnixNanos b, int64_t period, double gap_factor)
-      : s_(series), a_(a), b_(b), period_(period), gap_(int64_t(gap_factor * double(period))) {}
+  PieceReader(const Series& series, UnixNanos a, UnixNanos b, int64_t period, double gap_factor,
+              RowKind kind)
+      : s_(series),
+        a_(a),
+        b_(b),
+        period_(period),
+        gap_(int64_t(gap_factor * double(period))),
+        buckets_(kind == RowKind::kBucketMeans) {}
 
   bool Next(PowerPiece* piece) {
     while (head_ == count_) {
@@ -75,6 +81,12 @@ class PieceReader {
         if (t.empty()) {
           Emit(a_, b_, 0, 0, PowerPiece::kUnknown);
           stage_ = kDone;
+        } else if (buckets_) {
+          // Nothing before the first bucket; from the bucket holding a, or the first.
+          Emit(a_, t.front(), 0, 0, PowerPiece::kUnknown);
+          next_ = size_t(std::upper_bound(t.begin(), t.end(), a_) - t.begin());
+          if (next_ > 0) --next_;
+          return true;
         } else if (t.front() > a_) {
           UnixNanos held = std::max(a_, t.front() - period_);
           Emit(a_, held, 0, 0, PowerPiece::kUnknown);
@@ -85,7 +97,16 @@ class PieceReader {
         if (next_ > 0) --next_;
         return true;
       case kSegments:
-        if (next_ + 1 < t.size() && t[next_] < b_) {
+        if (buckets_ && next_ < t.size() && t[next_] < b_) {
+          // A bucket at its mean, then the missing buckets up to the next row, if any.
+          size_t i = next_++;
+          UnixNanos end = t[i] + period_;
+          if (i + 1 < t.size()) end = std::min(end, t[i + 1]);
+          Emit(t[i], end, v[i], v[i], PowerPiece::kMeasured);
+          if (i + 1 < t.size()) Emit(end, t[i + 1], v[i], v[i + 1], PowerPiece::kEstimated);
+          return true;
+        }
+        if (!buckets_ && next_ + 1 < t.size() && t[next_] < b_) {
           size_t i = next_++;
           Emit(t[i], t[i + 1], v[i], v[i + 1],
                t[i + 1] - t[i] > gap_ ? PowerPiece::kEstimated : PowerPiece::kMeasured);
@@ -95,7 +116,9 @@ class PieceReader {
         return true;
       case kAfter: {
         stage_ = kDone;
-        if (t.back() < b_) {
+        if (buckets_) {
+          Emit(std::max(t.back() + period_, a_), b_, 0, 0, PowerPiece::kUnknown);
+        } else if (t.back() < b_) {
           UnixNanos held = std::min(b_, t.back() + period_);
           Emit(t.back(), held, v.back(), v.back(), PowerPiece::kMeasured);
           Emit(std::max(held, a_), b_, 0, 0, PowerPiece::kUnknown);
@@ -111,6 +134,7 @@ class PieceReader {
   const Series& s_;
   const UnixNanos a_, b_;
   const int64_t period_, gap_;
+  const bool buckets_;  // summary rows: each the mean over its bucket of `period_`
   Stage stage_ = kBefore;
   size_t next_ = 0;  // kSegments: the sample the next segment starts at
   PowerPiece pending_[3];
@@ -128,13 +152,17 @@ int64_t MedianInterval(const Series& s) {
   return std::max<int64_t>(steps[steps.size() / 2], 1);
 }
 
+int64_t ReadingPeriod(const Series& s, RowKind kind) {
+  return kind == RowKind::kBucketMeans ? kSummaryBucketNanos : MedianInterval(s);
+}
+
 Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t period,
-                        double gap_factor) {
+                        double gap_factor, RowKind kind) {
   Figures f;
   f.seconds = SecondsOf(b - a);
   f.node_seconds = f.seconds;
   if (b <= a) return f;
-  PieceReader reader(s, a, b, period, gap_factor);
+  PieceReader reader(s, a, b, period, gap_factor, kind);
   PowerPiece piece;
   while (reader.Next(&piece)) {
     switch (piece.kind) {
@@ -158,15 +186,17 @@ Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t perio
   return f;
 }
 
-double PeakOfSum(const std::vector<SeriesPeriod>& all, UnixNanos a, UnixNanos b,
-                 double gap_factor) {
+double PeakOfSum(const std::vector<SeriesPeriod>& all, UnixNanos a, UnixNanos b, double gap_factor,
+                 RowKind kind) {
   double peak = NAN;
   auto consider = [&](double v) { peak = std::isnan(peak) ? v : std::max(peak, v); };
   if (b <= a) return peak;
   const size_t n = all.size();
   std::vector<PieceReader> readers;
   readers.reserve(n);
-  for (const SeriesPeriod& s : all) readers.emplace_back(*s.series, a, b, s.period, gap_factor);
+  for (const SeriesPeriod& s : all) {
+    readers.emplace_back(*s.series, a, b, s.period, gap_factor, kind);
+  }
   // The next piece of series i that has a power value; false when there is none.
   auto next_known = [&](size_t i, PowerPiece* piece) {
     while (readers[i].Next(piece)) {
@@ -242,16 +272,16 @@ double PeakOfSum(const std::vector<SeriesPeriod>& all, UnixNanos a, UnixNanos b,
 }
 
 Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos a, UnixNanos b,
-                            double gap_factor, int64_t* period_out) {
+                            double gap_factor, int64_t* period_out, RowKind kind) {
   Figures sum;
   bool first = true;
   int64_t period = 0;
   std::vector<SeriesPeriod> parts;
   for (const auto& [labels, series] : all) {
-    int64_t p = MedianInterval(series);
+    int64_t p = ReadingPeriod(series, kind);
     period = std::max(period, p);
     parts.push_back({&series, p});
-    Figures f = IntegrateSeries(series, a, b, p, gap_factor);
+    Figures f = IntegrateSeries(series, a, b, p, gap_factor, kind);
     if (first) {
       sum = f;
       first = false;
@@ -265,7 +295,9 @@ Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos 
     }
   }
   // Several series (PSUs): the peak of their sum, not the sum of their peaks.
-  if (parts.size() > 1 && sum.has_power) sum.peak_watts = PeakOfSum(parts, a, b, gap_factor);
+  if (parts.size() > 1 && sum.has_power) {
+    sum.peak_watts = PeakOfSum(parts, a, b, gap_factor, kind);
+  }
   if (period_out) *period_out = period;
   return sum;
 }
@@ -296,7 +328,7 @@ constexpr double kStrayCoverage = 0.25;
 }  // namespace
 
 std::vector<StraySeries> FindStraySeries(const std::map<std::string, Series>& all, UnixNanos a,
-                                         UnixNanos b, double gap_factor) {
+                                         UnixNanos b, double gap_factor, RowKind kind) {
   std::vector<StraySeries> stray;
   if (all.size() < 2 || b <= a) return stray;
   struct Look {
@@ -308,10 +340,12 @@ std::vector<StraySeries> FindStraySeries(const std::map<std::string, Series>& al
   std::vector<Look> looks;
   int64_t most_samples = 0;
   for (const auto& [labels, series] : all) {
+    const int64_t period = ReadingPeriod(series, kind);
+    // A summary row counts from its bucket's start, up to a period before a.
+    const UnixNanos from = kind == RowKind::kBucketMeans ? a - period + 1 : a;
     int64_t samples = std::upper_bound(series.time.begin(), series.time.end(), b) -
-                      std::lower_bound(series.time.begin(), series.time.end(), a);
-    double covered =
-        IntegrateSeries(series, a, b, MedianInterval(series), gap_factor).covered_seconds;
+                      std::lower_bound(series.time.begin(), series.time.end(), from);
+    double covered = IntegrateSeries(series, a, b, period, gap_factor, kind).covered_seconds;
     looks.push_back({&labels, samples, covered});
     most_samples = std::max(most_samples, samples);
   }
@@ -355,15 +389,15 @@ PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& nod
     PowerChoice candidate;
     candidate.metric = metric;
     candidate.series = series;
-    candidate.set_aside = FindStraySeries(*series, start, end, gap_factor);
+    candidate.set_aside = FindStraySeries(*series, start, end, gap_factor, data.kind());
     if (!candidate.set_aside.empty()) {
       auto kept = std::make_shared<std::map<std::string, Series>>(*series);
       for (const StraySeries& stray : candidate.set_aside) kept->erase(stray.labels);
       candidate.kept = kept;
       candidate.series = kept.get();
     }
-    candidate.window =
-        IntegrateNodeMetric(*candidate.series, start, end, gap_factor, &candidate.period);
+    candidate.window = IntegrateNodeMetric(*candidate.series, start, end, gap_factor,
+                                           &candidate.period, data.kind());
     candidates.push_back(candidate);
   }
   const PowerChoice* chosen = nullptr;

@@ -452,3 +452,33 @@ def test_rows_pushed_beside_the_wattmeter_are_set_aside_not_summed(server_factor
     assert "set aside, no meter of this node: " in node["reason"]
     assert "wattmetre_power_watt {} (1 sample in the window" in node["reason"]
     assert 'wattmetre_power_watt {"run":"x"} (2 samples in the window' in node["reason"]
+
+
+def test_summary_rows_are_bucket_means_live_and_from_an_archive(setup, tmp_path):
+    server, jobs = setup
+    phases = ["--phase", f"idle={T0}..{T0 + 300}", "--phase", f"busy={T0 + 300}..{T0 + 600}"]
+    live, _ = energy(server, "--summary", "--nodes", "nova-1.lyon", "--start", T0, "--end",
+                     T0 + 1800, *phases)
+    node = node_of(live, "nova-1.lyon.grid5000.fr")
+    assert node["period_s"] == 300 and "5-minute summary rows" in node["reason"]
+    assert node["window"]["coverage"] == pytest.approx(1)
+    assert node["window"]["joules"] == pytest.approx(truth(jobs, node["node"], T0, T0 + 1800),
+                                                     rel=0.01)
+    # Were +87 % (idle) and -32 % (busy): the rows were read as samples at their buckets' starts.
+    for name, a, b in (("idle", T0, T0 + 300), ("busy", T0 + 300, T0 + 600)):
+        assert node["phases"][name]["joules"] == pytest.approx(truth(jobs, node["node"], a, b),
+                                                               rel=0.02), name
+    assert node["phases"]["busy"]["peak_watts"] >= node["phases"]["busy"]["mean_watts"]
+    # An archive of summaries: the same figures.
+    archive = tmp_path / "summary"
+    backup = subprocess.run([KWATT, "backup", "--api", server.url, "--summary", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 1800), "-q",
+                             "-o", str(archive)], capture_output=True, timeout=300)
+    assert backup.returncode == 0, backup.stderr
+    result = subprocess.run([KWATT, "energy", str(archive), "--json", *phases],
+                            capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    stored = node_of(json.loads(result.stdout), "nova-1.lyon.grid5000.fr")
+    assert stored["reason"] == node["reason"]
+    for key in ("window", "phases"):
+        assert stored[key] == node[key]

@@ -153,13 +153,29 @@ struct EnergyReport {
 // appearance); a node listed twice in a role counts once.
 std::vector<Role> MergeRoles(const std::vector<Role>& roles);
 
+// Kwollect's summary rows (`summary=true`): one per series and 5-minute bucket, timestamped at the
+// bucket's start (doc/kwollect_api.md, "Summary mode").
+inline constexpr int64_t kSummaryBucketNanos = 300 * kNanosPerSecond;
+
+// What the rows of a power series stand for.
+enum class RowKind {
+  // Raw rows: instantaneous readings; the power is the line between two of them.
+  kSamples,
+  // Kwollect's 5-minute summaries (`kwatt energy --summary`, an archive of `kwatt backup
+  // --summary`): a row's value is the MEAN power over its bucket [timestamp, timestamp +
+  // kSummaryBucketNanos); a counter's is its maximum, about its value at the bucket's end.
+  kBucketMeans,
+};
+
 // Keeps the samples of power metrics and energy counters of the given nodes (rows of any other
 // metric or device are dropped), one series per (node, metric, labels).
 class PowerCollector : public RowSink {
  public:
   // `nodes`: FQDNs of the nodes to keep. `metric`: a power metric kept besides PowerMetrics()
   // (EnergyOptions::metric, which may be any metric: `kwatt energy --metric`).
-  explicit PowerCollector(std::vector<std::string> nodes, std::string metric = "");
+  // `kind`: what the rows fed stand for (raw samples, or summaries).
+  explicit PowerCollector(std::vector<std::string> nodes, std::string metric = "",
+                          RowKind kind = RowKind::kSamples);
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // One sample given directly (a row of a DataFrame, in Python's power_sources; tests): the
@@ -175,10 +191,12 @@ class PowerCollector : public RowSink {
   using Store = std::map<std::string, std::map<std::string, std::map<std::string, Series>>>;
   const Store& store() const { return store_; }
   const std::vector<std::string>& nodes() const { return nodes_; }
+  RowKind kind() const { return kind_; }
 
  private:
   std::vector<std::string> nodes_;
   std::string metric_;
+  RowKind kind_;
   Store store_;
   detail::NodeLookup lookup_;
   const StringInterner* metric_interner_ = nullptr;
@@ -214,8 +232,11 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 // archive's): give it to Fetch or FeedSource, then Compute().
 class EnergySink : public RowSink {
  public:
-  // `metric`: EnergyOptions::metric when one is given (its rows are kept too).
-  explicit EnergySink(std::string metric = "") : metric_(std::move(metric)) {}
+  // `metric`: EnergyOptions::metric when one is given (its rows are kept too). `kind`: what the
+  // source's rows are (kBucketMeans for a query with `summary`, or an archive of one: its
+  // manifest's query.summary).
+  explicit EnergySink(std::string metric = "", RowKind kind = RowKind::kSamples)
+      : metric_(std::move(metric)), kind_(kind) {}
   Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
@@ -226,6 +247,7 @@ class EnergySink : public RowSink {
 
  private:
   std::string metric_;
+  RowKind kind_;
   std::unique_ptr<PowerCollector> power_;
 };
 

@@ -22,6 +22,10 @@ namespace kwatt::energy {
 // fewer than two samples.
 int64_t MedianInterval(const PowerCollector::Series& series);
 
+// The period a series is read with: its MedianInterval, or for summary rows their bucket
+// (kSummaryBucketNanos).
+int64_t ReadingPeriod(const PowerCollector::Series& series, RowKind kind);
+
 // Integrates one series (time ascending) over [a, b]: trapezoids on the real timestamps, the line
 // between the samples around `a` and `b` interpolated at them, so that integrals over [a, b] and
 // [b, c] add up to the one over [a, c]. A stretch between two samples further apart than
@@ -31,10 +35,17 @@ int64_t MedianInterval(const PowerCollector::Series& series);
 // with no energy (nothing is extrapolated).
 // peak_watts: the line's highest value over [a, b], its values at a and b included (a short
 // interval between two samples has no sample of its own), so never below the mean.
+//
+// Summary rows (`kind` kBucketMeans, `period` their bucket): each row is the mean power over
+// [its timestamp, the next row's or its timestamp + period), its energy mean x the part of that
+// inside [a, b], exactly over whole buckets; a missing bucket between two rows is a gap,
+// estimated on the line from the mean before it to the mean after it; nothing before the first
+// row or after the last bucket's end. peak_watts is then the highest bucket mean: the
+// instantaneous peak is not known.
 Figures IntegrateSeries(const PowerCollector::Series& series, UnixNanos a, UnixNanos b,
-                        int64_t period, double gap_factor);
+                        int64_t period, double gap_factor, RowKind kind = RowKind::kSamples);
 
-// A series and the period it is read with (its MedianInterval).
+// A series and the period it is read with (ReadingPeriod).
 struct SeriesPeriod {
   const PowerCollector::Series* series = nullptr;
   int64_t period = 0;
@@ -46,15 +57,15 @@ struct SeriesPeriod {
 // summed at every instant. The peak of the sum, not the sum of the peaks (which were reached at
 // different times). NaN when no series has power in [a, b].
 double PeakOfSum(const std::vector<SeriesPeriod>& series, UnixNanos a, UnixNanos b,
-                 double gap_factor);
+                 double gap_factor, RowKind kind = RowKind::kSamples);
 
 // The figures of one node's metric over [a, b]: each series (by labels text: a 2-PSU node's
-// outlets) integrated with its own MedianInterval as period, and summed; the node is covered where
+// outlets) integrated with its own ReadingPeriod, and summed; the node is covered where
 // every series is, and its peak is the peak of their sum (PeakOfSum). `period_out`, when given,
 // receives the longest of the series' periods.
 Figures IntegrateNodeMetric(const std::map<std::string, PowerCollector::Series>& series,
                             UnixNanos a, UnixNanos b, double gap_factor,
-                            int64_t* period_out = nullptr);
+                            int64_t* period_out = nullptr, RowKind kind = RowKind::kSamples);
 
 // A series of a node's power metric that is no meter of the node: a row pushed beside the real
 // series, a short extra series.
@@ -73,7 +84,7 @@ struct StraySeries {
 // A PSU with an outage (covering, say, half of the window) is kept. Empty when all are kept.
 std::vector<StraySeries> FindStraySeries(
     const std::map<std::string, PowerCollector::Series>& series, UnixNanos a, UnixNanos b,
-    double gap_factor);
+    double gap_factor, RowKind kind = RowKind::kSamples);
 
 // A node's power metric as `kwatt energy` chooses it.
 struct PowerChoice {
@@ -95,7 +106,7 @@ struct PowerChoice {
 
 // Chooses `node`'s power metric over [start, end]: the first of `order` (PowerMetrics(), or the
 // one metric asked) whose data covers at least 95 % of the window, else the one covering most;
-// each metric's stray series (FindStraySeries) set aside first.
+// each metric's stray series (FindStraySeries) set aside first. Rows are read as data.kind() says.
 // `catalogue_metrics`, when given, are the metric ids the node's catalogue offers: a metric listed
 // there that has no row is named in the reason.
 PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& node, UnixNanos start,
