@@ -141,6 +141,54 @@ void PrintTable(const energy::EnergyReport& r) {
   }
 }
 
+// `kwatt energy --csv`: the rows and columns of Python's energy frame (frames.py's
+// ENERGY_COLUMNS): per node, then role, then the total, the window (phase "window") and each
+// phase; fields quoted as RFC 4180 asks, numbers as the shortest text that reads back the same,
+// unknown figures empty.
+std::string CsvReport(const energy::EnergyReport& r) {
+  std::string out =
+      "scope,name,phase,metric,joules,wh,mean_watts,peak_watts,seconds,coverage,gaps,gap_joules,"
+      "counter_joules,baseline_joules,reason\n";
+  auto row = [&](const char* scope, const std::string& name, const std::string& phase,
+                 const std::string& metric, const energy::Figures& f, const std::string& reason) {
+    out += scope;
+    for (const std::string* text : {&name, &phase, &metric}) {
+      out += ',';
+      AppendCsvField(&out, *text);
+    }
+    const double unknown = NAN;  // without power data: the energy is unknown, not 0
+    for (double v :
+         {f.has_power ? f.total_joules() : unknown, f.has_power ? f.total_joules() / 3600 : unknown,
+          f.has_power ? f.mean_watts() : unknown, f.has_power ? f.peak_watts : unknown, f.seconds,
+          f.coverage(), double(f.gaps), f.has_power ? f.gap_joules : unknown, f.counter_joules,
+          f.baseline_joules}) {
+      out += ',';
+      AppendCsvNumber(&out, v);
+    }
+    out += ',';
+    AppendCsvField(&out, reason);
+    out += '\n';
+  };
+  auto rows = [&](const char* scope, const std::string& name, const std::string& metric,
+                  const energy::Figures& window, const std::vector<energy::Figures>& phases,
+                  const std::string& reason) {
+    row(scope, name, "window", metric, window, reason);
+    for (size_t p = 0; p < r.phase_names.size() && p < phases.size(); ++p) {
+      row(scope, name, r.phase_names[p], metric, phases[p], reason);
+    }
+  };
+  for (const auto& n : r.nodes) {
+    // A node without power data: its window only, as in JSON (its phases are {}).
+    rows("node", n.node, n.metric, n.window,
+         n.metric.empty() ? std::vector<energy::Figures>{} : n.phases, n.reason);
+  }
+  for (size_t i = 0; i < r.roles.size(); ++i) {
+    rows("role", r.roles[i].first.name, "", r.roles[i].second, r.role_phases[i], "");
+  }
+  rows("total", "total", "", r.total, r.phase_totals, "");
+  return out;
+}
+
 // `kwatt energy --activity FILE`: the node's energy over a recorded activity shared among its
 // processes, cgroups or trees (doc/meter.md, "After the fact").
 int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport& report,
@@ -282,7 +330,10 @@ Runner RegisterEnergy(CLI::App* app) {
                    "A gap: no sample for more than this many sampling periods (a number >= 1)")
       ->capture_default_str();
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
-  command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)")->excludes(json);
+  command
+      ->add_flag("--csv", args->csv,
+                 "CSV output (one row per node, role and total, for the window and each phase)")
+      ->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   CLI::Option_group* after = command->add_option_group("Sharing it after the fact (doc/meter.md)");
   CLI::Option* activity =
@@ -352,28 +403,8 @@ Runner RegisterEnergy(CLI::App* app) {
       for (const std::string& note : result->notes) {
         std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
       }
-      std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
-      auto line = [](const std::string& node, const std::string& phase, const std::string& metric,
-                     const energy::Figures& f) {
-        if (!f.has_power) {
-          std::printf("%s,%s,%s,,,,,%.6f,\n", node.c_str(), phase.c_str(), metric.c_str(),
-                      f.coverage());
-          return;
-        }
-        std::printf("%s,%s,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", node.c_str(), phase.c_str(),
-                    metric.c_str(), f.total_joules(), f.total_joules() / 3600, f.mean_watts(),
-                    f.peak_watts, f.coverage(), f.gap_joules);
-      };
-      for (const auto& n : result->nodes) {
-        if (n.metric.empty()) {
-          std::printf("%s,,,,,,,,\n", n.node.c_str());
-          continue;
-        }
-        line(n.node, "", n.metric, n.window);
-        for (size_t p = 0; p < result->phase_names.size(); ++p) {
-          line(n.node, result->phase_names[p], n.metric, n.phases[p]);
-        }
-      }
+      std::string csv = CsvReport(*result);
+      std::fwrite(csv.data(), 1, csv.size(), stdout);
     } else {
       PrintTable(*result);
     }

@@ -125,11 +125,23 @@ Runner RegisterStats(CLI::App* app) {
           }
           for (const auto& [metric, s] : n.metrics) {
             if (args->csv) {
-              std::printf("%s,%s,%s,%lld,%.17g,%.17g,%.17g,%.17g,%s,%s\n",
-                          intervals[k].name.c_str(), n.node.c_str(), metric.c_str(),
-                          (long long)s.count, s.mean(), s.min, s.max, s.last,
-                          s.counter ? std::to_string(s.increase).c_str() : "",
-                          s.counter ? std::to_string(s.rate()).c_str() : "");
+              std::string line;
+              AppendCsvField(&line, intervals[k].name);
+              for (const std::string* text : {&n.node, &metric}) {
+                line += ',';
+                AppendCsvField(&line, *text);
+              }
+              line += ',' + std::to_string(s.count);
+              for (double v : {s.mean(), s.min, s.max, s.last}) {
+                line += ',';
+                AppendCsvNumber(&line, v);
+              }
+              for (double v : {s.increase, s.rate()}) {
+                line += ',';
+                if (s.counter) AppendCsvNumber(&line, v);
+              }
+              line += '\n';
+              std::fwrite(line.data(), 1, line.size(), stdout);
               continue;
             }
             std::printf("    %-44s %9lld %s %s %s %s", metric.c_str(), (long long)s.count,

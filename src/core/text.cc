@@ -1,5 +1,9 @@
 #include "kwatt/core/text.h"
 
+#include <cmath>
+
+#include "kwatt/core/json_text.h"
+
 namespace kwatt {
 
 std::vector<std::string> SplitCommaList(std::string_view text) {
@@ -93,6 +97,12 @@ void AppendCsvField(std::string* out, std::string_view field) {
     out->push_back(c);
   }
   out->push_back('"');
+}
+
+void AppendCsvNumber(std::string* out, double value) {
+  if (!std::isfinite(value)) return;
+  char text[kMaxNumberLength];
+  out->append(text, FormatJsonNumber(value, text));
 }
 
 }  // namespace kwatt

@@ -482,3 +482,52 @@ def test_summary_rows_are_bucket_means_live_and_from_an_archive(setup, tmp_path)
     assert stored["reason"] == node["reason"]
     for key in ("window", "phases"):
         assert stored[key] == node[key]
+
+
+def test_energy_csv_has_roles_and_totals_and_quotes_names(setup):
+    import csv
+    import io
+    server, _ = setup
+    result = subprocess.run([KWATT, "energy", "--api", server.url, "--csv", "-q", "--nodes",
+                             "nova-1.lyon,nova-5.lyon", "--start", str(T0), "--end",
+                             str(T0 + 600), "--role", "web, db=nova-1.lyon,nova-5.lyon",
+                             "--phase", f'say "hi"={T0}..{T0 + 300}'],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0]) == ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts",
+                             "peak_watts", "seconds", "coverage", "gaps", "gap_joules",
+                             "counter_joules", "baseline_joules", "reason"]
+    # Names with a comma or a quote come back whole (they were split into extra columns).
+    assert [(r["scope"], r["name"], r["phase"]) for r in rows] == [
+        ("node", "nova-1.lyon.grid5000.fr", "window"), ("node", "nova-1.lyon.grid5000.fr", 'say "hi"'),
+        ("node", "nova-5.lyon.grid5000.fr", "window"), ("node", "nova-5.lyon.grid5000.fr", 'say "hi"'),
+        ("role", "web, db", "window"), ("role", "web, db", 'say "hi"'),
+        ("total", "total", "window"), ("total", "total", 'say "hi"')]
+    report, _ = energy(server, "--nodes", "nova-1.lyon,nova-5.lyon", "--start", T0, "--end",
+                       T0 + 600, "--role", "web, db=nova-1.lyon,nova-5.lyon",
+                       "--phase", f'say "hi"={T0}..{T0 + 300}')
+    # The same figures as JSON, to the last bit (the shortest text that reads back the same).
+    assert float(rows[4]["joules"]) == report["roles"]["web, db"]["joules"]
+    assert float(rows[7]["peak_watts"]) == report["phase_totals"]['say "hi"']["peak_watts"]
+    assert float(rows[6]["joules"]) == report["total"]["joules"]
+
+
+def test_stats_csv_numbers_are_the_shortest_text_that_reads_back(setup):
+    import csv
+    import io
+    server, _ = setup
+    result = subprocess.run([KWATT, "stats", "--api", server.url, "--csv", "-q", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60),
+                             "--metrics", "wattmetre_power_watt,network_ifacein_bytes_total"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows
+    for row in rows:
+        for key in ("mean", "min", "max", "last", "increase", "rate_per_s"):
+            text = row[key]
+            if text == "":
+                continue
+            # 68.55, not 68.549999999999997: no longer than Python's shortest repr.
+            assert len(text) <= len(repr(float(text))), (key, text)
