@@ -528,7 +528,9 @@ Result<EnergyReport> ComputeEnergy(
       }
     }
     if (baseline_index >= 0) {
-      result.baseline_watts = result.phases[size_t(baseline_index)].mean_watts();
+      // Without power data in that phase, no baseline (NaN: null), not 0 W.
+      const Figures& baseline = result.phases[size_t(baseline_index)];
+      result.baseline_watts = baseline.has_power ? baseline.mean_watts() : NAN;
       result.window.baseline_joules = result.baseline_watts * result.window.seconds;
       for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
     }

@@ -513,6 +513,24 @@ TEST(ComputeEnergy, SummaryRowsAreTheMeanPowerOfTheirBucket) {
   EXPECT_DOUBLE_EQ(f.gap_joules, 300 * (100 + 300) / 2.0);
 }
 
+// Issue 21 #12: a baseline phase without power data gives no baseline (unknown), not 0 W.
+TEST(ComputeEnergy, ABaselinePhaseWithoutPowerDataGivesNoBaseline) {
+  const std::string other = "b.s.grid5000.fr";
+  PowerCollector data({kNode, other});
+  for (int i = 0; i <= 10; ++i) data.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 10);
+  for (int i = 5; i <= 10; ++i) data.Add(other, "wattmetre_power_watt", "{}", i * kS, 20);
+  EnergyOptions options;
+  options.phases = {{"idle", 0, 3 * kS}};
+  options.baseline_phase = "idle";
+  auto report = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_DOUBLE_EQ(report->nodes[0].baseline_watts, 10);
+  EXPECT_TRUE(std::isnan(report->nodes[1].baseline_watts)) << report->nodes[1].baseline_watts;
+  EXPECT_TRUE(std::isnan(report->nodes[1].window.baseline_joules));
+  nlohmann::json json = nlohmann::json::parse(EnergyReportJson(*report));
+  EXPECT_TRUE(json["nodes"][1]["baseline_watts"].is_null());
+}
+
 // Issue 21 #12: a pushed 1e308 gave an infinite energy with exit 0. A power value that is not
 // finite, or that no node draws, is refused naming the node and the metric.
 TEST(ComputeEnergy, RefusesPowerValuesThatAreNotFiniteOrAbsurdNamingNodeAndMetric) {
