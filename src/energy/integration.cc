@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -46,7 +47,8 @@ class PieceReader {
         a_(a),
         b_(b),
         period_(period),
-        gap_(int64_t(gap_factor * double(period))),
+        // (A factor too large for nanoseconds: no interval is a gap.)
+        gap_(gap_factor * double(period) < 9e18 ? int64_t(gap_factor * double(period)) : INT64_MAX),
         buckets_(kind == RowKind::kBucketMeans) {}
 
   bool Next(PowerPiece* piece) {
@@ -247,6 +249,7 @@ double PeakOfSum(const std::vector<SeriesPeriod>& all, UnixNanos a, UnixNanos b,
       }
       starting.push_back(i);  // its piece starts at t
     }
+    if (active == 0) sum_intercept = sum_slope = 0;  // nothing under way: exactly nothing
     for (size_t i : starting) {
       const PowerPiece& p = piece[i];
       slope[i] = (p.v1 - p.v0) / p.Seconds();

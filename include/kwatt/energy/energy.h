@@ -203,18 +203,22 @@ class PowerCollector : public RowSink {
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
 };
 
-// The energy of each node over [start, end) (the window fetched) and each phase.
+// The energy of each node over [start, end) (the window fetched) and each phase, its rows read as
+// data.kind() says (samples, or summaries' bucket means).
 //
 // The data's window is where the power data is: from one sampling period before the first sample
-// to one period after the last, over every node and power metric. The window and each phase are
-// clipped to it (nothing is extrapolated past the data: a job still running, an archive asked for
-// a wider window), and the report says so in `notes`; a phase with no data at all is refused
-// (InvalidArgument). InvalidArgument too for a gap factor CheckGapFactor refuses and for phases
-// CheckPhases refuses. Corruption, naming the node, the metric, the instant and the value, when
-// a value of the power a node's energy is computed from is not finite or beyond
-// kMaxPlausibleWatts, or an energy figure comes out infinite. A node's own
-// missing stretches at the edges are uncovered and not estimated. `catalogue_metrics`: per node
-// FQDN, the metric ids its catalogue offers (used to explain a missing source); may be empty.
+// to one period after the last (summaries: from the first bucket's start to the last one's end),
+// over every node and power metric, series that are no meter of their node (FindStraySeries)
+// left out. The window and each phase are clipped to it (nothing is extrapolated past the data: a
+// job still running, an archive asked for a wider window), and the report says so in `notes`; a
+// phase with no data at all is refused (InvalidArgument). A node's own missing stretches at the
+// edges are uncovered and not estimated. `catalogue_metrics`: per node FQDN, the metric ids its
+// catalogue offers (used to explain a missing source); may be empty.
+//
+// Errors: InvalidArgument for a gap factor CheckGapFactor refuses, phases CheckPhases refuses, an
+// empty window, a baseline that is no phase, a role naming a node not measured. Corruption, naming
+// the node, the metric, the instant and the value, when a value of the power a node's energy is
+// computed from is not finite or beyond kMaxPlausibleWatts, or an energy figure comes out infinite.
 Result<EnergyReport> ComputeEnergy(
     const PowerCollector& data, UnixNanos start, UnixNanos end, const EnergyOptions& options,
     const std::map<std::string, std::vector<std::string>>& catalogue_metrics = {});
