@@ -1,4 +1,6 @@
 """`kwatt energy` against the simulator's ground truth (`kwatt simulate energy`)."""
+import csv
+import io
 import json
 import subprocess
 
@@ -368,7 +370,8 @@ def test_a_gap_factor_that_is_no_number_of_at_least_one_is_refused(value):
 @pytest.mark.parametrize("command", ["energy", "stats"])
 @pytest.mark.parametrize("phase,message", [
     (f"window={T0}..{T0 + 30}", 'the phase name "window" is reserved'),
-    (f"p={T0 + 30}..{T0 + 30}", "phase p is empty: it starts and ends at 2025-04-18T14:00:30+02:00"),
+    (f"p={T0 + 30}..{T0 + 30}",
+     "phase p is empty: it starts and ends at 2025-04-18T14:00:30+02:00"),
 ])
 def test_a_phase_named_window_or_empty_is_refused(command, phase, message):
     # Nothing listens on port 9: the phase is refused before any request.
@@ -485,8 +488,6 @@ def test_summary_rows_are_bucket_means_live_and_from_an_archive(setup, tmp_path)
 
 
 def test_energy_csv_has_roles_and_totals_and_quotes_names(setup):
-    import csv
-    import io
     server, _ = setup
     result = subprocess.run([KWATT, "energy", "--api", server.url, "--csv", "-q", "--nodes",
                              "nova-1.lyon,nova-5.lyon", "--start", str(T0), "--end",
@@ -499,11 +500,12 @@ def test_energy_csv_has_roles_and_totals_and_quotes_names(setup):
                              "peak_watts", "seconds", "coverage", "gaps", "gap_joules",
                              "counter_joules", "baseline_joules", "reason"]
     # Names with a comma or a quote come back whole (they were split into extra columns).
+    names = ["nova-1.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"]
     assert [(r["scope"], r["name"], r["phase"]) for r in rows] == [
-        ("node", "nova-1.lyon.grid5000.fr", "window"), ("node", "nova-1.lyon.grid5000.fr", 'say "hi"'),
-        ("node", "nova-5.lyon.grid5000.fr", "window"), ("node", "nova-5.lyon.grid5000.fr", 'say "hi"'),
-        ("role", "web, db", "window"), ("role", "web, db", 'say "hi"'),
-        ("total", "total", "window"), ("total", "total", 'say "hi"')]
+        (scope, name, phase)
+        for scope, name in [("node", names[0]), ("node", names[1]), ("role", "web, db"),
+                            ("total", "total")]
+        for phase in ("window", 'say "hi"')]
     report, _ = energy(server, "--nodes", "nova-1.lyon,nova-5.lyon", "--start", T0, "--end",
                        T0 + 600, "--role", "web, db=nova-1.lyon,nova-5.lyon",
                        "--phase", f'say "hi"={T0}..{T0 + 300}')
@@ -514,8 +516,6 @@ def test_energy_csv_has_roles_and_totals_and_quotes_names(setup):
 
 
 def test_stats_csv_numbers_are_the_shortest_text_that_reads_back(setup):
-    import csv
-    import io
     server, _ = setup
     result = subprocess.run([KWATT, "stats", "--api", server.url, "--csv", "-q", "--nodes",
                              "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60),
