@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/archive/manifest.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/kwollect_power.h"
@@ -26,8 +27,9 @@ Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos n
   Result<UnixNanos> b = ParseUserTime(text.substr(dots + 2), now);
   if (!a.ok()) return a.status().WithContext("--phase " + text);
   if (!b.ok()) return b.status().WithContext("--phase " + text);
-  if (*b <= *a) return Status::InvalidArgument("--phase " + text + ": ends before it starts");
-  return energy::Interval{text.substr(0, eq), *a, *b};
+  energy::Interval phase{text.substr(0, eq), *a, *b};
+  KWATT_RETURN_IF_ERROR(energy::CheckPhases({phase}).WithContext("--phase " + text));
+  return phase;
 }
 
 Result<energy::Role> ParseRoleArgument(const std::string& text) {
@@ -78,7 +80,7 @@ void PrintTable(const energy::EnergyReport& r) {
               "energy (J)", "Wh", "mean W", "peak W", "coverage");
   auto row = [](const std::string& name, const std::string& metric, double period,
                 const energy::Figures& f) {
-    if (f.node_seconds > 0 && f.covered_seconds == 0 && f.total_joules() == 0) {
+    if (!f.has_power) {
       std::printf("%-28s %-22s NO POWER DATA\n", name.c_str(), metric.c_str());
       return;
     }
@@ -139,13 +141,61 @@ void PrintTable(const energy::EnergyReport& r) {
   }
 }
 
+// `kwatt energy --csv`: the rows and columns of Python's energy frame (frames.py's
+// ENERGY_COLUMNS): per node, then role, then the total, the window (phase "window") and each
+// phase; fields quoted as RFC 4180 asks, numbers as the shortest text that reads back the same,
+// unknown figures empty.
+std::string CsvReport(const energy::EnergyReport& r) {
+  std::string out =
+      "scope,name,phase,metric,joules,wh,mean_watts,peak_watts,seconds,coverage,gaps,gap_joules,"
+      "counter_joules,baseline_joules,reason\n";
+  auto row = [&](const char* scope, const std::string& name, const std::string& phase,
+                 const std::string& metric, const energy::Figures& f, const std::string& reason) {
+    out += scope;
+    for (const std::string* text : {&name, &phase, &metric}) {
+      out += ',';
+      AppendCsvField(&out, *text);
+    }
+    const double unknown = NAN;  // without power data: the energy is unknown, not 0
+    for (double v :
+         {f.has_power ? f.total_joules() : unknown, f.has_power ? f.total_joules() / 3600 : unknown,
+          f.has_power ? f.mean_watts() : unknown, f.has_power ? f.peak_watts : unknown, f.seconds,
+          f.coverage(), double(f.gaps), f.has_power ? f.gap_joules : unknown, f.counter_joules,
+          f.baseline_joules}) {
+      out += ',';
+      AppendCsvNumber(&out, v);
+    }
+    out += ',';
+    AppendCsvField(&out, reason);
+    out += '\n';
+  };
+  auto rows = [&](const char* scope, const std::string& name, const std::string& metric,
+                  const energy::Figures& window, const std::vector<energy::Figures>& phases,
+                  const std::string& reason) {
+    row(scope, name, "window", metric, window, reason);
+    for (size_t p = 0; p < r.phase_names.size() && p < phases.size(); ++p) {
+      row(scope, name, r.phase_names[p], metric, phases[p], reason);
+    }
+  };
+  for (const auto& n : r.nodes) {
+    // A node without power data: its window only, as in JSON (its phases are {}).
+    rows("node", n.node, n.metric, n.window,
+         n.metric.empty() ? std::vector<energy::Figures>{} : n.phases, n.reason);
+  }
+  for (size_t i = 0; i < r.roles.size(); ++i) {
+    rows("role", r.roles[i].first.name, "", r.roles[i].second, r.role_phases[i], "");
+  }
+  rows("total", "total", "", r.total, r.phase_totals, "");
+  return out;
+}
+
 // `kwatt energy --activity FILE`: the node's energy over a recorded activity shared among its
 // processes, cgroups or trees (doc/meter.md, "After the fact").
 int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport& report,
                     const std::string& origin, const std::string& activity,
                     const std::string& node_given, const std::string& metric,
                     const std::string& idle_policy, const std::vector<std::string>& idle_power,
-                    bool json) {
+                    double gap_factor, bool json) {
   auto fail = [](const Status& status) {
     std::fprintf(stderr, "kwatt energy: %s\n", status.message().c_str());
     return ExitCodeOf(status);
@@ -177,7 +227,7 @@ int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport&
   if (!watts.ok()) return fail(watts.status());
   options.idle_watts = std::move(*watts);
   Result<std::unique_ptr<meter::DelayedEnergySource>> source = meter::CollectedPower(
-      *rows.power(), node->Fqdn(), report.start, report.end, metric, 3, origin);
+      *rows.power(), node->Fqdn(), report.start, report.end, metric, gap_factor, origin);
   if (!source.ok()) return fail(source.status());
   Result<meter::ReplayResult> replay = meter::ReplayActivity(**record, **source, options);
   if (!replay.ok()) return fail(replay.status());
@@ -263,6 +313,7 @@ Runner RegisterEnergy(CLI::App* app) {
     AnalysisArgs analysis;
     std::string metric, baseline, activity, node, idle_policy = "proportional";
     std::vector<std::string> idle_power;
+    double gap_factor = energy::EnergyOptions().gap_factor;
     bool json = false, csv = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -274,8 +325,15 @@ Runner RegisterEnergy(CLI::App* app) {
   command->add_option("--metric", args->metric, "Use this power metric for every node");
   command->add_option("--baseline", args->baseline,
                       "A phase whose mean power is the idle baseline (energy above it reported)");
+  command
+      ->add_option("--gap-factor", args->gap_factor,
+                   "A gap: no sample for more than this many sampling periods (a number >= 1)")
+      ->capture_default_str();
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
-  command->add_flag("--csv", args->csv, "CSV output (one row per node and phase)")->excludes(json);
+  command
+      ->add_flag("--csv", args->csv,
+                 "CSV output (one row per node, role and total, for the window and each phase)")
+      ->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   CLI::Option_group* after = command->add_option_group("Sharing it after the fact (doc/meter.md)");
   CLI::Option* activity =
@@ -294,13 +352,25 @@ Runner RegisterEnergy(CLI::App* app) {
     energy::EnergyOptions energy_options;
     energy_options.metric = args->metric;
     energy_options.baseline_phase = args->baseline;
-    Status parsed =
-        ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    energy_options.gap_factor = args->gap_factor;
+    // Checked before anything is fetched; ComputeEnergy checks it again (for every caller).
+    Status parsed = energy::CheckGapFactor(args->gap_factor, "--gap-factor");
+    if (parsed.ok()) {
+      parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    }
     if (!parsed.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
     }
-    energy::EnergySink collector(args->metric);
+    // Summary rows are bucket means, not samples: a query's --summary, or an archive's (its
+    // manifest; when it cannot be read, RunSource says why).
+    bool summary = args->analysis.query.summary;
+    if (!args->analysis.archive.empty()) {
+      Result<archive::Manifest> manifest = archive::ReadManifest(args->analysis.archive);
+      summary = manifest.ok() && manifest->query.summary;
+    }
+    energy::EnergySink collector(
+        args->metric, summary ? energy::RowKind::kBucketMeans : energy::RowKind::kSamples);
     Result<kwollect::FetchReport> report = RunSource(
         args->analysis.archive, args->analysis.query, energy::EnergyInputMetrics(args->metric),
         &collector, MakeProgress("kwatt energy", args->quiet || args->json),
@@ -311,10 +381,16 @@ Runner RegisterEnergy(CLI::App* app) {
     }
     PrintFailures("kwatt energy", *report);
     if (!args->activity.empty()) {
+      if (summary) {
+        std::fprintf(stderr,
+                     "kwatt energy: --activity shares the power second by second: it needs raw "
+                     "rows, not 5-minute summaries (--summary, or an archive of them)\n");
+        return kExitUsage;
+      }
       std::string origin = args->analysis.archive.empty() ? std::string("Kwollect's API")
                                                           : "archive " + args->analysis.archive;
       return ShareByActivity(collector, *report, origin, args->activity, args->node, args->metric,
-                             args->idle_policy, args->idle_power, args->json);
+                             args->idle_policy, args->idle_power, args->gap_factor, args->json);
     }
     Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
     if (!result.ok()) {
@@ -327,23 +403,8 @@ Runner RegisterEnergy(CLI::App* app) {
       for (const std::string& note : result->notes) {
         std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
       }
-      std::printf("node,phase,metric,joules,wh,mean_watts,peak_watts,coverage,gap_joules\n");
-      auto line = [](const std::string& node, const std::string& phase, const std::string& metric,
-                     const energy::Figures& f) {
-        std::printf("%s,%s,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", node.c_str(), phase.c_str(),
-                    metric.c_str(), f.total_joules(), f.total_joules() / 3600, f.mean_watts(),
-                    f.peak_watts, f.coverage(), f.gap_joules);
-      };
-      for (const auto& n : result->nodes) {
-        if (n.metric.empty()) {
-          std::printf("%s,,,,,,,,\n", n.node.c_str());
-          continue;
-        }
-        line(n.node, "", n.metric, n.window);
-        for (size_t p = 0; p < result->phase_names.size(); ++p) {
-          line(n.node, result->phase_names[p], n.metric, n.phases[p]);
-        }
-      }
+      std::string csv = CsvReport(*result);
+      std::fwrite(csv.data(), 1, csv.size(), stdout);
     } else {
       PrintTable(*result);
     }

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/energy/stats.h"
@@ -14,12 +15,23 @@ ordered_json Number(double v) {
   return std::isnan(v) || std::isinf(v) ? ordered_json(nullptr) : ordered_json(v);
 }
 
+// A figure of the text table, `width` wide: "-" where there is none (no finite value).
+std::string Cell(double v, int width = 14) {
+  char text[48];
+  if (std::isfinite(v)) {
+    std::snprintf(text, sizeof text, "%*.6g", width, v);
+  } else {
+    std::snprintf(text, sizeof text, "%*s", width, "-");
+  }
+  return text;
+}
+
 ordered_json StatsJson(const energy::MetricStats& s) {
   ordered_json out;
   out["count"] = s.count;
   out["mean"] = Number(s.mean());
-  out["min"] = Number(s.count ? s.min : NAN);
-  out["max"] = Number(s.count ? s.max : NAN);
+  out["min"] = Number(s.min);
+  out["max"] = Number(s.max);
   out["last"] = Number(s.last);
   if (s.counter) {
     out["increase"] = s.increase;
@@ -113,16 +125,31 @@ Runner RegisterStats(CLI::App* app) {
           }
           for (const auto& [metric, s] : n.metrics) {
             if (args->csv) {
-              std::printf("%s,%s,%s,%lld,%.17g,%.17g,%.17g,%.17g,%s,%s\n",
-                          intervals[k].name.c_str(), n.node.c_str(), metric.c_str(),
-                          (long long)s.count, s.mean(), s.min, s.max, s.last,
-                          s.counter ? std::to_string(s.increase).c_str() : "",
-                          s.counter ? std::to_string(s.rate()).c_str() : "");
+              std::string line;
+              AppendCsvField(&line, intervals[k].name);
+              for (const std::string* text : {&n.node, &metric}) {
+                line += ',';
+                AppendCsvField(&line, *text);
+              }
+              line += ',' + std::to_string(s.count);
+              for (double v : {s.mean(), s.min, s.max, s.last}) {
+                line += ',';
+                AppendCsvNumber(&line, v);
+              }
+              for (double v : {s.increase, s.rate()}) {
+                line += ',';
+                if (s.counter) AppendCsvNumber(&line, v);
+              }
+              line += '\n';
+              std::fwrite(line.data(), 1, line.size(), stdout);
               continue;
             }
-            std::printf("    %-44s %9lld %14.6g %14.6g %14.6g %14.6g", metric.c_str(),
-                        (long long)s.count, s.mean(), s.min, s.max, s.last);
-            if (s.counter) std::printf(" %16.6g %14.6g", s.increase, s.rate());
+            std::printf("    %-44s %9lld %s %s %s %s", metric.c_str(), (long long)s.count,
+                        Cell(s.mean()).c_str(), Cell(s.min).c_str(), Cell(s.max).c_str(),
+                        Cell(s.last).c_str());
+            if (s.counter) {
+              std::printf(" %s %s", Cell(s.increase, 16).c_str(), Cell(s.rate()).c_str());
+            }
             std::printf("\n");
           }
         }

@@ -447,10 +447,9 @@ archive::RowSource MakeSource(const py::dict& client, const std::string& archive
 std::vector<energy::Interval> MakePhases(
     const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases) {
   std::vector<energy::Interval> out;
-  for (const auto& [name, a, b] : phases) {
-    if (b <= a) Throw(Status::InvalidArgument("phase " + name + " ends before it starts"));
-    out.push_back({name, a, b});
-  }
+  for (const auto& [name, a, b] : phases) out.push_back({name, a, b});
+  Status checked = energy::CheckPhases(out);
+  if (!checked.ok()) Throw(checked);
   return out;
 }
 
@@ -480,7 +479,14 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.metric = metric;
   options.baseline_phase = baseline;
   options.gap_factor = gap_factor;
-  energy::EnergySink sink(metric);
+  // An archive of summaries (kwatt backup --summary): its rows are 5-minute bucket means.
+  bool summary = false;
+  if (!archive_dir.empty()) {
+    Result<archive::Manifest> manifest = archive::ReadManifest(archive_dir);
+    summary = manifest.ok() && manifest->query.summary;
+  }
+  energy::EnergySink sink(metric,
+                          summary ? energy::RowKind::kBucketMeans : energy::RowKind::kSamples);
   Watch watch{std::move(progress)};
   Result<kwollect::FetchReport> report = Status::OK();
   Result<energy::EnergyReport> result = Status::OK();

@@ -1,7 +1,10 @@
 #include "kwatt/core/text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
+
+#include "kwatt/core/json_text.h"
 
 namespace kwatt {
 
@@ -111,6 +114,12 @@ size_t EditDistance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+void AppendCsvNumber(std::string* out, double value) {
+  if (!std::isfinite(value)) return;
+  char text[kMaxNumberLength];
+  out->append(text, FormatJsonNumber(value, text));
 }
 
 }  // namespace kwatt

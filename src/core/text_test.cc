@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace kwatt::text_test {
 namespace {
 
@@ -58,6 +60,16 @@ TEST(AppendCsvField, QuotesOnlyWhatNeedsIt) {
   out += '|';
   AppendCsvField(&out, "");
   EXPECT_EQ(out, "plain|\"a,b\"|\"say \"\"hi\"\"\"|\"two\nlines\"|");
+}
+
+// Issue 21 #21: numbers in CSV are the shortest text that reads back to the same double.
+TEST(AppendCsvNumber, ShortestTextThatRoundTripsAndNothingWhenNotFinite) {
+  std::string out;
+  for (double v : {68.55, 0.1 + 0.2, 98.0, -0.5, 1e20, double(NAN), double(INFINITY)}) {
+    AppendCsvNumber(&out, v);
+    out += '|';
+  }
+  EXPECT_EQ(out, "68.55|0.30000000000000004|98|-0.5|1e+20|||");
 }
 
 TEST(AppendPrometheusLabelValue, EscapesBackslashQuoteAndLineFeed) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/energy/integration.h"
@@ -16,7 +17,9 @@ void Figures::Add(const Figures& other) {
   covered_seconds += other.covered_seconds;
   node_seconds += other.node_seconds;
   gaps += other.gaps;
-  peak_watts += other.peak_watts;
+  peak_watts = has_power ? (other.has_power ? std::max(peak_watts, other.peak_watts) : peak_watts)
+                         : other.peak_watts;
+  has_power = has_power || other.has_power;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
   counter_joules = add_nan(counter_joules, other.counter_joules);
   baseline_joules = add_nan(baseline_joules, other.baseline_joules);
@@ -29,14 +32,16 @@ void Figures::Extend(const Figures& later) {
   covered_seconds += later.covered_seconds;
   node_seconds += later.node_seconds;
   gaps += later.gaps;
-  peak_watts = std::max(peak_watts, later.peak_watts);
+  peak_watts = has_power ? (later.has_power ? std::max(peak_watts, later.peak_watts) : peak_watts)
+                         : later.peak_watts;
+  has_power = has_power || later.has_power;
   auto add_nan = [](double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : a + b; };
   counter_joules = add_nan(counter_joules, later.counter_joules);
   baseline_joules = add_nan(baseline_joules, later.baseline_joules);
 }
 
-PowerCollector::PowerCollector(std::vector<std::string> nodes, std::string metric)
-    : nodes_(std::move(nodes)), metric_(std::move(metric)) {}
+PowerCollector::PowerCollector(std::vector<std::string> nodes, std::string metric, RowKind kind)
+    : nodes_(std::move(nodes)), metric_(std::move(metric)), kind_(kind) {}
 
 namespace {
 
@@ -108,83 +113,6 @@ namespace {
 
 using Series = PowerCollector::Series;
 
-// Energy of the straight line from (t0, v0) to (t1, v1), restricted to [a, b].
-double SegmentJoules(UnixNanos t0, double v0, UnixNanos t1, double v1, UnixNanos a, UnixNanos b,
-                     double* seconds) {
-  UnixNanos lo = std::max(t0, a), hi = std::min(t1, b);
-  *seconds = 0;
-  if (hi <= lo) return 0;
-  auto at = [&](UnixNanos x) {
-    return t1 == t0 ? v0 : v0 + (v1 - v0) * (double(x - t0) / double(t1 - t0));
-  };
-  *seconds = Seconds(hi - lo);
-  return 0.5 * (at(lo) + at(hi)) * *seconds;
-}
-
-}  // namespace
-
-int64_t MedianInterval(const Series& s) {
-  if (s.time.size() < 2) return kNanosPerSecond;
-  std::vector<int64_t> steps;
-  steps.reserve(s.time.size() - 1);
-  for (size_t i = 1; i < s.time.size(); ++i) steps.push_back(s.time[i] - s.time[i - 1]);
-  std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
-  return std::max<int64_t>(steps[steps.size() / 2], 1);
-}
-
-// Before the first and after the last sample the first/last value is held for up to one period
-// (measured); beyond that the time is uncovered and nothing is estimated (a gap with no sample on
-// its other side: holding the value across it would be extrapolating).
-Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t period,
-                        double gap_factor) {
-  Figures f;
-  f.seconds = Seconds(b - a);
-  f.node_seconds = f.seconds;
-  if (s.time.empty() || b <= a) {
-    f.gaps = b > a ? 1 : 0;
-    return f;
-  }
-  int64_t gap = int64_t(gap_factor * double(period));
-  auto account = [&](double joules, double seconds, bool is_gap) {
-    if (seconds <= 0) return;
-    if (is_gap) {
-      f.gap_joules += joules;
-      ++f.gaps;
-    } else {
-      f.joules += joules;
-      f.covered_seconds += seconds;
-    }
-  };
-  size_t first = size_t(std::lower_bound(s.time.begin(), s.time.end(), a) - s.time.begin());
-  size_t begin = first > 0 ? first - 1 : 0;  // the sample before a, for interpolation
-  double seconds = 0;
-  // Before the first sample: held for one period, then nothing.
-  if (s.time[0] > a) {
-    UnixNanos edge = std::min(s.time[0], b);
-    UnixNanos held = std::max(a, s.time[0] - period);
-    if (edge > held) account(s.value[0] * Seconds(edge - held), Seconds(edge - held), false);
-    if (held > a) account(0, Seconds(held - a), true);
-  }
-  for (size_t i = begin; i + 1 < s.time.size() && s.time[i] < b; ++i) {
-    double joules =
-        SegmentJoules(s.time[i], s.value[i], s.time[i + 1], s.value[i + 1], a, b, &seconds);
-    account(joules, seconds, s.time[i + 1] - s.time[i] > gap);
-  }
-  // After the last sample: the same.
-  if (s.time.back() < b) {
-    UnixNanos edge = std::max(s.time.back(), a);
-    UnixNanos held = std::min(b, s.time.back() + period);
-    if (held > edge) account(s.value.back() * Seconds(held - edge), Seconds(held - edge), false);
-    if (b > held) account(0, Seconds(b - held), true);
-  }
-  for (size_t i = first; i < s.time.size() && s.time[i] <= b; ++i) {
-    f.peak_watts = std::max(f.peak_watts, s.value[i]);
-  }
-  return f;
-}
-
-namespace {
-
 // The counter's value at t, interpolated; NaN when t is outside its samples by more than `slack`.
 double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
   if (s.time.empty() || t < s.time.front() - slack || t > s.time.back() + slack) return NAN;
@@ -198,48 +126,41 @@ double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
 
 }  // namespace
 
-Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos a, UnixNanos b,
-                            double gap_factor, int64_t* period_out) {
-  Figures sum;
-  bool first = true;
-  int64_t period = 0;
-  for (const auto& [labels, series] : all) {
-    int64_t p = MedianInterval(series);
-    period = std::max(period, p);
-    Figures f = IntegrateSeries(series, a, b, p, gap_factor);
-    if (first) {
-      sum = f;
-      first = false;
-    } else {
-      // Series of one node (PDU outlets, PSUs): the node is covered where all of them are.
-      sum.joules += f.joules;
-      sum.gap_joules += f.gap_joules;
-      sum.covered_seconds = std::min(sum.covered_seconds, f.covered_seconds);
-      sum.gaps += f.gaps;
-      sum.peak_watts += f.peak_watts;
+Status CheckGapFactor(double gap_factor, std::string_view name) {
+  if (std::isfinite(gap_factor) && gap_factor >= 1) return Status::OK();
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", gap_factor);
+  return Status::InvalidArgument(std::string(name) +
+                                 " should be a finite number of at least 1 (the sampling periods "
+                                 "without a sample that make a gap), not " +
+                                 text);
+}
+
+Status CheckPhases(const std::vector<Interval>& phases) {
+  for (const Interval& phase : phases) {
+    std::string span = FormatParisTimestamp(phase.start) + " .. " + FormatParisTimestamp(phase.end);
+    if (phase.name.empty()) {
+      return Status::InvalidArgument("a phase needs a name (" + span + " has none)");
+    }
+    if (phase.name == "window") {
+      return Status::InvalidArgument(
+          "the phase name \"window\" is reserved: it names the whole window's figures; give the "
+          "phase " +
+          span + " another name");
+    }
+    if (phase.end == phase.start) {
+      return Status::InvalidArgument("phase " + phase.name + " is empty: it starts and ends at " +
+                                     FormatParisTimestamp(phase.start) +
+                                     "; give a phase that lasts");
+    }
+    if (phase.end < phase.start) {
+      return Status::InvalidArgument("phase " + phase.name + " ends (" +
+                                     FormatParisTimestamp(phase.end) + ") before it starts (" +
+                                     FormatParisTimestamp(phase.start) + ")");
     }
   }
-  if (period_out) *period_out = period;
-  return sum;
+  return Status::OK();
 }
-
-namespace {
-
-std::string Describe(const std::string& metric) {
-  if (metric == "wattmetre_power_watt") return "external wattmeter";
-  if (metric == "pdu_outlet_power_watt") return "PDU outlet (external)";
-  if (metric == "bmc_node_power_watt") return "BMC: coarse, averaged, may be inaccurate";
-  if (metric == "bmc_psu_power_watt") return "BMC per-PSU power, summed: coarse";
-  return "requested";
-}
-
-std::string Percent(double fraction) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%.0f%%", fraction * 100);
-  return text;
-}
-
-}  // namespace
 
 std::vector<Role> MergeRoles(const std::vector<Role>& roles) {
   std::vector<Role> merged;
@@ -265,19 +186,28 @@ std::string Span(UnixNanos a, UnixNanos b) {
   return FormatParisTimestamp(a) + " .. " + FormatParisTimestamp(b);
 }
 
-// Where the power data is: from one period before the first sample to one period after the last,
-// over every node and power metric in `metrics`. False when there is none.
-bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metrics, UnixNanos* lo,
-              UnixNanos* hi) {
+// Where the power data is: from one period before the first sample to one period after the last
+// (summary rows: from the first bucket's start to the last one's end), over every node and power
+// metric in `metrics`, stray series (FindStraySeries over [start, end]) left out: a row pushed an
+// hour after the data does not stretch it. False when there is none.
+bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metrics, UnixNanos start,
+              UnixNanos end, double gap_factor, UnixNanos* lo, UnixNanos* hi) {
   bool any = false;
   for (const auto& [node, by_metric] : data.store()) {
     for (const std::string& metric : metrics) {
       auto it = by_metric.find(metric);
       if (it == by_metric.end()) continue;
+      std::vector<StraySeries> stray =
+          FindStraySeries(it->second, start, end, gap_factor, data.kind());
       for (const auto& [labels, series] : it->second) {
         if (series.time.empty()) continue;
-        int64_t period = MedianInterval(series);
-        UnixNanos first = series.time.front() - period, last = series.time.back() + period;
+        if (std::any_of(stray.begin(), stray.end(),
+                        [&](const StraySeries& s) { return s.labels == labels; })) {
+          continue;
+        }
+        int64_t period = ReadingPeriod(series, data.kind());
+        UnixNanos first = series.time.front() - (data.kind() == RowKind::kSamples ? period : 0);
+        UnixNanos last = series.time.back() + period;
         *lo = any ? std::min(*lo, first) : first;
         *hi = any ? std::max(*hi, last) : last;
         any = true;
@@ -351,6 +281,50 @@ Result<PhasePlan> PlanPhases(const std::vector<Interval>& phases, bool clip, Uni
   return plan;
 }
 
+// Corruption when a value of the series a node's energy is computed from is not finite or beyond
+// kMaxPlausibleWatts: an infinite (or absurd) energy is no answer.
+Status CheckPowerValues(const std::string& node, const std::string& metric,
+                        const std::map<std::string, Series>& all) {
+  for (const auto& [labels, series] : all) {
+    for (size_t i = 0; i < series.value.size(); ++i) {
+      double v = series.value[i];
+      if (std::isfinite(v) && std::fabs(v) <= kMaxPlausibleWatts) continue;
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return Status::Corruption(
+          node + ": " + metric + (labels == "{}" ? "" : " " + labels) + " reads " + text +
+          " W at " + FormatParisTimestamp(series.time[i]) +
+          ", which no node draws (not a finite number of at most 1 MW): no energy is computed "
+          "from it; remove the row, or choose another power metric");
+    }
+  }
+  return Status::OK();
+}
+
+// Corruption when one of a node's figures is not finite (an energy counter's values can be as
+// absurd as a power's).
+Status CheckFiniteFigures(const NodeEnergy& node, const std::vector<std::string>& phase_names) {
+  auto check = [&](const Figures& f, const std::string& over) {
+    for (double v : {f.joules, f.gap_joules, f.peak_watts}) {
+      if (!std::isfinite(v)) {
+        return Status::Corruption(node.node + ": " + node.metric + " gives a non-finite energy " +
+                                  over + ": its values are no measurement");
+      }
+    }
+    if (std::isinf(f.counter_joules)) {
+      return Status::Corruption(node.node + ": " + node.counter_metric +
+                                " gives a non-finite energy " + over +
+                                ": its values are no measurement");
+    }
+    return Status::OK();
+  };
+  KWATT_RETURN_IF_ERROR(check(node.window, "over the window"));
+  for (size_t p = 0; p < node.phases.size() && p < phase_names.size(); ++p) {
+    KWATT_RETURN_IF_ERROR(check(node.phases[p], "over phase " + phase_names[p]));
+  }
+  return Status::OK();
+}
+
 // The figures of a node without power data over an interval: its time, uncovered.
 Figures Uncovered(UnixNanos a, UnixNanos b) {
   Figures f;
@@ -360,62 +334,6 @@ Figures Uncovered(UnixNanos a, UnixNanos b) {
 
 }  // namespace
 
-PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& node, UnixNanos start,
-                              UnixNanos end, const std::vector<std::string>& order,
-                              double gap_factor,
-                              const std::vector<std::string>* catalogue_metrics) {
-  auto node_data = data.store().find(node);
-  std::vector<PowerChoice> candidates;
-  std::string notes;
-  for (const std::string& metric : order) {
-    const std::map<std::string, Series>* series = nullptr;
-    if (node_data != data.store().end()) {
-      auto it = node_data->second.find(metric);
-      if (it != node_data->second.end()) series = &it->second;
-    }
-    if (!series) {
-      bool listed = catalogue_metrics &&
-                    std::find(catalogue_metrics->begin(), catalogue_metrics->end(), metric) !=
-                        catalogue_metrics->end();
-      if (listed) notes += metric + " is in the catalogue but returned no row; ";
-      continue;
-    }
-    PowerChoice candidate;
-    candidate.metric = metric;
-    candidate.series = series;
-    candidate.window = IntegrateNodeMetric(*series, start, end, gap_factor, &candidate.period);
-    candidates.push_back(candidate);
-  }
-  const PowerChoice* chosen = nullptr;
-  for (const PowerChoice& c : candidates) {
-    if (c.window.coverage() >= 0.95) {
-      chosen = &c;
-      break;
-    }
-    notes += c.metric + " covers only " + Percent(c.window.coverage()) + " of the window; ";
-  }
-  if (!chosen && !candidates.empty()) {
-    chosen = &*std::max_element(candidates.begin(), candidates.end(),
-                                [](const PowerChoice& x, const PowerChoice& y) {
-                                  return x.window.coverage() < y.window.coverage();
-                                });
-    notes += "the best coverage is kept; ";
-  }
-  if (!chosen) {
-    std::string asked;
-    for (const std::string& m : order) asked += (asked.empty() ? "" : ", ") + m;
-    PowerChoice none;
-    none.reason =
-        "no power metric: " + (notes.empty() ? "no row of " + asked + " for this node in the window"
-                                             : notes.substr(0, notes.size() - 2));
-    return none;
-  }
-  PowerChoice result = *chosen;
-  result.reason =
-      Describe(chosen->metric) + (notes.empty() ? "" : "; " + notes.substr(0, notes.size() - 2));
-  return result;
-}
-
 Result<EnergyReport> ComputeEnergy(
     const PowerCollector& data, UnixNanos requested_start, UnixNanos requested_end,
     const EnergyOptions& options,
@@ -423,11 +341,8 @@ Result<EnergyReport> ComputeEnergy(
   if (requested_end <= requested_start) {
     return Status::InvalidArgument("the energy window is empty");
   }
-  for (const Interval& phase : options.phases) {
-    if (phase.end <= phase.start) {
-      return Status::InvalidArgument("phase " + phase.name + " ends before it starts");
-    }
-  }
+  KWATT_RETURN_IF_ERROR(CheckGapFactor(options.gap_factor));
+  KWATT_RETURN_IF_ERROR(CheckPhases(options.phases));
   EnergyReport report;
   report.requested_start = requested_start;
   report.requested_end = requested_end;
@@ -435,7 +350,8 @@ Result<EnergyReport> ComputeEnergy(
       options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
   // The window clipped to the data's: nothing is extrapolated past the data.
   UnixNanos lo = 0, hi = 0;
-  bool any_data = DataSpan(data, order, &lo, &hi);
+  bool any_data =
+      DataSpan(data, order, requested_start, requested_end, options.gap_factor, &lo, &hi);
   UnixNanos start = requested_start, end = requested_end;
   if (any_data) {
     start = std::max(start, lo);
@@ -456,6 +372,26 @@ Result<EnergyReport> ComputeEnergy(
   const PhasePlan& plan = *planned;
   report.phase_names = plan.names;
   const size_t phase_count = report.phase_names.size();
+  if (data.kind() == RowKind::kBucketMeans) {
+    // Summary rows know only each bucket's mean: say where an edge cuts a bucket.
+    auto off_grid = [](UnixNanos t) { return t % kSummaryBucketNanos != 0; };
+    if (any_data && (off_grid(start) || off_grid(end))) {
+      report.notes.push_back("window: " + Span(start, end) +
+                             " cuts 5-minute buckets of the summary rows: the part of a bucket "
+                             "inside it counts at the bucket's mean power");
+    }
+    std::vector<bool> noted(phase_count, false);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      const Interval& interval = plan.intervals[p];
+      if (noted[plan.phase_of[p]] || !(off_grid(interval.start) || off_grid(interval.end))) {
+        continue;
+      }
+      noted[plan.phase_of[p]] = true;
+      report.notes.push_back("phase " + interval.name + ": " + Span(interval.start, interval.end) +
+                             " cuts 5-minute buckets of the summary rows: the part of a bucket "
+                             "inside it counts at the bucket's mean power");
+    }
+  }
   int baseline_index = -1;
   if (!options.baseline_phase.empty()) {
     auto it =
@@ -481,6 +417,31 @@ Result<EnergyReport> ComputeEnergy(
       }
     }
   }
+  // Per node of report.nodes, the series of its power (none without power): for the peaks of sums.
+  std::vector<std::vector<SeriesPeriod>> node_series;
+  // Sets the peaks of a sum over nodes (`members`, indices in report.nodes) over the window and
+  // each phase: the peak of their summed power, which Figures::Add cannot know.
+  auto set_peaks_of_sum = [&](const std::vector<size_t>& members, Figures* window,
+                              std::vector<Figures>* phases) {
+    std::vector<SeriesPeriod> parts;
+    for (size_t k : members)
+      parts.insert(parts.end(), node_series[k].begin(), node_series[k].end());
+    if (parts.empty()) return;
+    if (window->has_power) {
+      window->peak_watts = PeakOfSum(parts, start, end, options.gap_factor, data.kind());
+    }
+    std::vector<double> peaks(phase_count, NAN);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      double peak = PeakOfSum(parts, plan.intervals[p].start, plan.intervals[p].end,
+                              options.gap_factor, data.kind());
+      double& phase_peak = peaks[plan.phase_of[p]];
+      if (!std::isnan(peak))
+        phase_peak = std::isnan(phase_peak) ? peak : std::max(phase_peak, peak);
+    }
+    for (size_t p = 0; p < phase_count; ++p) {
+      if ((*phases)[p].has_power && !std::isnan(peaks[p])) (*phases)[p].peak_watts = peaks[p];
+    }
+  };
   bool any_total = false;
   // A node's figures into the total and the phase totals.
   auto add_to_totals = [&](const NodeEnergy& result) {
@@ -510,18 +471,27 @@ Result<EnergyReport> ComputeEnergy(
       report.nodes_without_power.push_back(node);
       add_to_totals(result);
       report.nodes.push_back(result);
+      node_series.emplace_back();
       continue;
     }
+    KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen.metric, *chosen.series));
     result.metric = chosen.metric;
     result.period_s = Seconds(chosen.period);
     result.series = int(chosen.series->size());
     result.coarse = chosen.metric.rfind("bmc_", 0) == 0;
     result.reason = chosen.reason;
+    if (data.kind() == RowKind::kBucketMeans) {
+      result.reason +=
+          "; 5-minute summary rows, each its bucket's mean power: the energy is exact over whole "
+          "buckets (one cut by an edge counts at its mean), the peak is the highest 5-minute "
+          "mean, not the instantaneous peak";
+    }
     result.window = chosen.window;
     std::vector<Figures> intervals(plan.intervals.size());
     for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      intervals[p] = IntegrateNodeMetric(*chosen.series, plan.intervals[p].start,
-                                         plan.intervals[p].end, options.gap_factor);
+      intervals[p] =
+          IntegrateNodeMetric(*chosen.series, plan.intervals[p].start, plan.intervals[p].end,
+                              options.gap_factor, nullptr, data.kind());
     }
     // Cross-check with an energy counter.
     if (node_data != data.store().end()) {
@@ -529,11 +499,14 @@ Result<EnergyReport> ComputeEnergy(
         auto it = node_data->second.find(counter);
         if (it == node_data->second.end()) continue;
         result.counter_metric = counter;
+        // A counter's summary row is its maximum over the bucket: its value at the bucket's end.
+        const int64_t shift = data.kind() == RowKind::kBucketMeans ? kSummaryBucketNanos : 0;
         auto increase = [&](UnixNanos a, UnixNanos b) {
           double total = 0;
           for (const auto& [labels, series] : it->second) {
             int64_t slack = 2 * MedianInterval(series);
-            total += (CounterAt(series, b, slack) - CounterAt(series, a, slack)) * 3600;
+            total +=
+                (CounterAt(series, b - shift, slack) - CounterAt(series, a - shift, slack)) * 3600;
           }
           return total;
         };
@@ -555,12 +528,24 @@ Result<EnergyReport> ComputeEnergy(
       }
     }
     if (baseline_index >= 0) {
-      result.baseline_watts = result.phases[size_t(baseline_index)].mean_watts();
+      // Without power data in that phase, no baseline (NaN: null), not 0 W.
+      const Figures& baseline = result.phases[size_t(baseline_index)];
+      result.baseline_watts = baseline.has_power ? baseline.mean_watts() : NAN;
       result.window.baseline_joules = result.baseline_watts * result.window.seconds;
       for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
     }
+    KWATT_RETURN_IF_ERROR(CheckFiniteFigures(result, report.phase_names));
     add_to_totals(result);
     report.nodes.push_back(result);
+    node_series.emplace_back();
+    for (const auto& [labels, series] : *chosen.series) {
+      node_series.back().push_back({&series, ReadingPeriod(series, data.kind())});
+    }
+  }
+  {
+    std::vector<size_t> everyone(report.nodes.size());
+    for (size_t k = 0; k < everyone.size(); ++k) everyone[k] = k;
+    set_peaks_of_sum(everyone, &report.total, &report.phase_totals);
   }
   if (!any_total) {
     report.total = Uncovered(start, end);
@@ -587,6 +572,7 @@ Result<EnergyReport> ComputeEnergy(
     std::vector<Figures> phases = uncovered_phases;
     for (Figures& f : phases) f.node_seconds = 0;
     bool any = false;
+    std::vector<size_t> members;
     for (const std::string& member : role.nodes) {
       auto it = std::find_if(report.nodes.begin(), report.nodes.end(),
                              [&](const NodeEnergy& n) { return n.node == member; });
@@ -594,6 +580,7 @@ Result<EnergyReport> ComputeEnergy(
         return Status::InvalidArgument("role " + role.name + ": " + member +
                                        " is not one of the nodes measured");
       }
+      members.push_back(size_t(it - report.nodes.begin()));
       if (!any) {
         sum = it->window;
         phases = it->phases;
@@ -603,6 +590,7 @@ Result<EnergyReport> ComputeEnergy(
         for (size_t p = 0; p < phases.size(); ++p) phases[p].Add(it->phases[p]);
       }
     }
+    set_peaks_of_sum(members, &sum, &phases);
     report.roles.emplace_back(role, sum);
     report.role_phases.push_back(phases);
   }
@@ -623,7 +611,7 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
 Status EnergySink::Begin(const FetchReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
-  power_ = std::make_unique<PowerCollector>(nodes, metric_);
+  power_ = std::make_unique<PowerCollector>(nodes, metric_, kind_);
   return Status::OK();
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "kwatt/energy/integration.h"
 
 namespace kwatt::energy::energy_test {
@@ -305,6 +308,293 @@ TEST(ChoosePowerMetric, IsTheChoiceComputeEnergyMakes) {
   EXPECT_EQ(none.series, nullptr);
   EXPECT_EQ(none.reason,
             "no power metric: no row of bmc_node_power_watt for this node in the window");
+}
+
+// Issue 21 #20: a gap factor below 1 makes every sampling interval a gap; 0, negative, NaN and
+// infinite ones are no factor at all. Refused, naming the option.
+TEST(ComputeEnergy, RefusesAGapFactorThatIsNotAFiniteNumberOfAtLeastOne) {
+  auto data = Collect("wattmetre_power_watt", {{0, 10}, {1, 10}, {2, 10}});
+  for (double bad : {0.0, -1.0, 0.5, double(NAN), double(INFINITY)}) {
+    EnergyOptions options;
+    options.gap_factor = bad;
+    auto report = ComputeEnergy(data, 0, 2 * kS, options);
+    ASSERT_FALSE(report.ok()) << bad;
+    EXPECT_EQ(report.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(report.status().message().find("gap_factor"), std::string::npos)
+        << report.status().message();
+  }
+  EnergyOptions one;
+  one.gap_factor = 1;
+  EXPECT_TRUE(ComputeEnergy(data, 0, 2 * kS, one).ok());
+}
+
+// Issue 21 #12: "window" names the whole window's figures (JSON, CSV, Python's frame): a phase of
+// that name would collide with them. A phase needs a name, and some length.
+TEST(ComputeEnergy, RefusesAPhaseNamedWindowWithoutANameOrEmpty) {
+  std::vector<std::pair<double, double>> samples;
+  for (int i = 0; i <= 10; ++i) samples.push_back({double(i), 50.0});
+  auto data = Collect("wattmetre_power_watt", samples);
+  EnergyOptions options;
+  options.phases = {{"window", 0, 5 * kS}};
+  auto named_window = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_FALSE(named_window.ok());
+  EXPECT_EQ(named_window.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(named_window.status().message().find("\"window\" is reserved"), std::string::npos)
+      << named_window.status().message();
+  options.phases = {{"", 0, 5 * kS}};
+  auto unnamed = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_EQ(unnamed.status().code(), Status::Code::kInvalidArgument);
+  // Empty: refused as empty (it was "ends before it starts", which it does not).
+  options.phases = {{"p", 5 * kS, 5 * kS}};
+  auto empty = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("phase p is empty"), std::string::npos)
+      << empty.status().message();
+}
+
+// Issue 21 #12: a phase between two samples has no sample of its own: its peak is the highest value
+// of the line through it (its edges' interpolated values), never 0 or below its mean.
+TEST(ComputeEnergy, ThePeakOfAShortPhaseIsAtLeastItsMean) {
+  // A ramp from 0 W to 100 W over 10 s, then 100 W, sampled every 10 s.
+  auto data = Collect("wattmetre_power_watt", {{0, 0}, {10, 100}, {20, 100}, {30, 100}});
+  EnergyOptions options;
+  options.phases = {{"rising", 2 * kS, 6 * kS}, {"flat", 12 * kS, 15 * kS}};
+  auto report = ComputeEnergy(data, 0, 30 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Figures& rising = report->nodes[0].phases[0];
+  EXPECT_NEAR(rising.mean_watts(), 40, 1e-9);
+  EXPECT_NEAR(rising.peak_watts, 60, 1e-9);  // was 0: no sample in it
+  const Figures& flat = report->nodes[0].phases[1];
+  EXPECT_NEAR(flat.peak_watts, 100, 1e-9);
+  EXPECT_GE(flat.peak_watts, flat.mean_watts());
+}
+
+// Issue 21 #12: the peak of a sum (a node's PSUs, a role, the total) is the peak of the summed
+// power, not the sum of each part's peak reached at other times.
+TEST(ComputeEnergy, PeaksOfSumsAreThePeakOfTheSummedPower) {
+  const std::string a = "a.s.grid5000.fr", b = "b.s.grid5000.fr", c = "c.s.grid5000.fr";
+  PowerCollector data({a, b, c});
+  for (int i = 0; i <= 20; ++i) {
+    // a and b take turns at 200 W: their sum is 300 W throughout.
+    data.Add(a, "wattmetre_power_watt", "{}", i * kS, i <= 10 ? 200 : 100);
+    data.Add(b, "wattmetre_power_watt", "{}", i * kS, i <= 10 ? 100 : 200);
+    // c's two PDU outlets do the same.
+    data.Add(c, "pdu_outlet_power_watt", R"({"_info":"a"})", i * kS, i <= 10 ? 200 : 100);
+    data.Add(c, "pdu_outlet_power_watt", R"({"_info":"b"})", i * kS, i <= 10 ? 100 : 200);
+  }
+  EnergyOptions options;
+  options.phases = {{"p", 5 * kS, 15 * kS}};
+  options.roles = {{"ab", {a, b}}};
+  auto report = ComputeEnergy(data, 0, 20 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_DOUBLE_EQ(report->nodes[0].window.peak_watts, 200);
+  EXPECT_DOUBLE_EQ(report->nodes[1].window.peak_watts, 200);
+  EXPECT_NEAR(report->nodes[2].window.peak_watts, 300, 1e-9);  // was 400
+  EXPECT_NEAR(report->nodes[2].phases[0].peak_watts, 300, 1e-9);
+  EXPECT_NEAR(report->roles[0].second.peak_watts, 300, 1e-9);  // was 400
+  EXPECT_NEAR(report->role_phases[0][0].peak_watts, 300, 1e-9);
+  EXPECT_NEAR(report->total.peak_watts, 600, 1e-9);  // was 800
+  EXPECT_NEAR(report->phase_totals[0].peak_watts, 600, 1e-9);
+}
+
+// The sweep behind the peaks of sums, against an exact oracle: series sampled at the same instants
+// sum to the series of their sums, whose peak is its highest piece end.
+TEST(PeakOfSum, IsThePeakOfTheSeriesOfTheSums) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> watts(50, 250);
+  for (int round = 0; round < 20; ++round) {
+    const size_t n = round == 0 ? 100000 : 50 + random() % 500;
+    std::vector<PowerCollector::Series> parts(3);
+    PowerCollector::Series sum;
+    UnixNanos t = 1'700'000'000 * kS;
+    for (size_t i = 0; i < n; ++i) {
+      t += (random() % 50 == 0 ? 10 : 1) * kS / 4 + UnixNanos(random() % 1000);  // a few gaps
+      double total = 0;
+      for (auto& part : parts) {
+        double v = watts(random);
+        part.time.push_back(t);
+        part.value.push_back(v);
+        total += v;
+      }
+      sum.time.push_back(t);
+      sum.value.push_back(total);
+    }
+    const int64_t period = MedianInterval(sum);
+    std::vector<SeriesPeriod> refs;
+    for (const auto& part : parts) refs.push_back({&part, period});
+    // Over the whole series and an interval cutting it between samples.
+    const UnixNanos a = sum.time.front() - 2 * kS, b = sum.time.back() + 2 * kS;
+    const UnixNanos c = sum.time[n / 3] + 1234567, d = sum.time[2 * n / 3] - 7654321;
+    for (auto [lo, hi] : {std::pair{a, b}, std::pair{c, d}}) {
+      double expected = IntegrateSeries(sum, lo, hi, period, 3).peak_watts;
+      EXPECT_NEAR(PeakOfSum(refs, lo, hi, 3), expected, 1e-9 * expected) << round;
+    }
+  }
+}
+
+// Issue 21 #12: where there is no power data, the energy is unknown: null in JSON, not 0.
+TEST(EnergyReportJson, FiguresWithoutPowerDataAreNullNotZero) {
+  PowerCollector nothing({kNode});
+  EnergyOptions options;
+  options.phases = {{"p", 2 * kS, 4 * kS}};
+  options.roles = {{"r", {kNode}}};
+  auto report = ComputeEnergy(nothing, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  nlohmann::json json = nlohmann::json::parse(EnergyReportJson(*report));
+  for (const nlohmann::json* f : {&json["total"], &json["roles"]["r"], &json["phase_totals"]["p"],
+                                  &json["role_phases"]["r"]["p"]}) {
+    for (const char* key :
+         {"joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"}) {
+      EXPECT_TRUE((*f)[key].is_null()) << key << " " << f->dump();
+    }
+    EXPECT_EQ((*f)["coverage"], 0);
+  }
+  // A node with power data, but none in a phase: that phase's energy is unknown too.
+  const std::string other = "b.s.grid5000.fr";
+  PowerCollector some({kNode, other});
+  for (int i = 0; i <= 10; ++i) some.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 10);
+  for (int i = 0; i <= 4; ++i) some.Add(other, "wattmetre_power_watt", "{}", i * kS, 10);
+  options.phases = {{"late", 7 * kS, 10 * kS}};
+  options.roles = {};
+  report = ComputeEnergy(some, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  json = nlohmann::json::parse(EnergyReportJson(*report));
+  EXPECT_TRUE(json["nodes"][1]["phases"]["late"]["joules"].is_null()) << json["nodes"][1].dump();
+  EXPECT_EQ(json["nodes"][1]["phases"]["late"]["coverage"], 0);
+  EXPECT_DOUBLE_EQ(json["nodes"][0]["phases"]["late"]["joules"].get<double>(), 30);
+}
+
+// Issue 21 #8: a summary row is its bucket's mean power from its timestamp (the bucket's start) on:
+// read as samples, idle phases came out 87 % too high and busy ones 32 % too low.
+TEST(ComputeEnergy, SummaryRowsAreTheMeanPowerOfTheirBucket) {
+  // 100 W for 10 minutes, then 300 W for 10 minutes: two buckets each.
+  PowerCollector data({kNode}, "", RowKind::kBucketMeans);
+  for (int bucket = 0; bucket < 4; ++bucket) {
+    data.Add(kNode, "wattmetre_power_watt", "{}", bucket * 300 * kS, bucket < 2 ? 100 : 300);
+    // The counter's row is its maximum over the bucket: about its value at the bucket's end.
+    double wh_at_end = bucket < 2 ? (bucket + 1) * 100 * 300 / 3600.0
+                                  : 2 * 100 * 300 / 3600.0 + (bucket - 1) * 300 * 300 / 3600.0;
+    data.Add(kNode, "pdu_outlet_energy_watthours_total", "{}", bucket * 300 * kS, wh_at_end);
+  }
+  EnergyOptions options;
+  options.phases = {
+      {"idle", 0, 600 * kS}, {"busy", 600 * kS, 1200 * kS}, {"cut", 150 * kS, 750 * kS}};
+  auto report = ComputeEnergy(data, 0, 1200 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const NodeEnergy& node = report->nodes[0];
+  EXPECT_DOUBLE_EQ(node.period_s, 300);
+  EXPECT_DOUBLE_EQ(node.window.total_joules(), 240000);
+  EXPECT_DOUBLE_EQ(node.window.coverage(), 1);
+  EXPECT_EQ(node.window.gaps, 0);
+  EXPECT_DOUBLE_EQ(node.phases[0].total_joules(), 60000);   // was +87 %
+  EXPECT_DOUBLE_EQ(node.phases[1].total_joules(), 180000);  // was -32 %
+  EXPECT_DOUBLE_EQ(node.phases[1].peak_watts, 300);
+  // A phase cutting buckets: each at its mean. Said so.
+  EXPECT_DOUBLE_EQ(node.phases[2].total_joules(), 450 * 100 + 150 * 300);
+  EXPECT_NE(node.reason.find("5-minute summary rows"), std::string::npos) << node.reason;
+  bool noted = false;
+  for (const std::string& note : report->notes) noted |= note.rfind("phase cut: ", 0) == 0;
+  EXPECT_TRUE(noted);
+  // The counter's rows are read at their buckets' ends.
+  EXPECT_NEAR(node.phases[1].counter_joules, 180000, 1e-6);
+  // A missing bucket is a gap, estimated between the buckets around it; nothing after the last.
+  PowerCollector missing({kNode}, "", RowKind::kBucketMeans);
+  for (int bucket : {0, 2, 3}) {
+    missing.Add(kNode, "wattmetre_power_watt", "{}", bucket * 300 * kS, bucket < 2 ? 100 : 300);
+  }
+  report = ComputeEnergy(missing, 0, 1200 * kS, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Figures& f = report->nodes[0].window;
+  EXPECT_EQ(f.gaps, 1);
+  EXPECT_DOUBLE_EQ(f.covered_seconds, 900);
+  EXPECT_DOUBLE_EQ(f.joules, 300 * 100 + 600 * 300);
+  EXPECT_DOUBLE_EQ(f.gap_joules, 300 * (100 + 300) / 2.0);
+}
+
+// Issue 21 #12: a baseline phase without power data gives no baseline (unknown), not 0 W.
+TEST(ComputeEnergy, ABaselinePhaseWithoutPowerDataGivesNoBaseline) {
+  const std::string other = "b.s.grid5000.fr";
+  PowerCollector data({kNode, other});
+  for (int i = 0; i <= 10; ++i) data.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 10);
+  for (int i = 5; i <= 10; ++i) data.Add(other, "wattmetre_power_watt", "{}", i * kS, 20);
+  EnergyOptions options;
+  options.phases = {{"idle", 0, 3 * kS}};
+  options.baseline_phase = "idle";
+  auto report = ComputeEnergy(data, 0, 10 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_DOUBLE_EQ(report->nodes[0].baseline_watts, 10);
+  EXPECT_TRUE(std::isnan(report->nodes[1].baseline_watts)) << report->nodes[1].baseline_watts;
+  EXPECT_TRUE(std::isnan(report->nodes[1].window.baseline_joules));
+  nlohmann::json json = nlohmann::json::parse(EnergyReportJson(*report));
+  EXPECT_TRUE(json["nodes"][1]["baseline_watts"].is_null());
+}
+
+// Issue 21 #12: a pushed 1e308 gave an infinite energy with exit 0. A power value that is not
+// finite, or that no node draws, is refused naming the node and the metric.
+TEST(ComputeEnergy, RefusesPowerValuesThatAreNotFiniteOrAbsurdNamingNodeAndMetric) {
+  for (double bad : {1e308, double(INFINITY), -double(INFINITY), 5e6}) {
+    std::vector<std::pair<double, double>> samples;
+    for (int i = 0; i <= 10; ++i) samples.push_back({double(i), i == 5 ? bad : 100.0});
+    auto data = Collect("wattmetre_power_watt", samples);
+    auto report = ComputeEnergy(data, 0, 10 * kS, {});
+    ASSERT_FALSE(report.ok()) << bad;
+    EXPECT_EQ(report.status().code(), Status::Code::kCorruption);
+    EXPECT_NE(report.status().message().find(kNode), std::string::npos)
+        << report.status().message();
+    EXPECT_NE(report.status().message().find("wattmetre_power_watt"), std::string::npos)
+        << report.status().message();
+  }
+}
+
+// Issue 21 #10: a row pushed under the node's power metric with other labels, or a short extra
+// series, is no PSU of the node: set aside and named, not summed (coverage was 0.17 %, energy 6x).
+TEST(ComputeEnergy, StraySeriesBesideTheMeterAreSetAsideAndNamed) {
+  const std::string meter = R"({"_device_orig":["wattmetre1-port6"]})";
+  auto real = [&] {
+    PowerCollector data({kNode});
+    for (int i = 0; i <= 1800; ++i) data.Add(kNode, "wattmetre_power_watt", meter, i * kS, 100);
+    return data;
+  };
+  struct Case {
+    const char* what;
+    std::string labels;
+    std::vector<std::pair<double, double>> rows;
+  };
+  std::vector<std::pair<double, double>> short_series;
+  for (int i = 600; i <= 780; ++i) short_series.push_back({double(i), 300});
+  for (const Case& c : std::vector<Case>{
+           {"one pushed row", "{}", {{900, 5000}}},
+           {"two pushed rows", R"({"run":"x"})", {{100, 5000}, {101, 5000}}},
+           {"a short series", R"({"source":"test"})", short_series},
+       }) {
+    PowerCollector data = real();
+    for (auto [t, v] : c.rows)
+      data.Add(kNode, "wattmetre_power_watt", c.labels, UnixNanos(t * 1e9), v);
+    auto report = ComputeEnergy(data, 0, 1800 * kS, {});
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    const NodeEnergy& node = report->nodes[0];
+    EXPECT_EQ(node.series, 1) << c.what;
+    EXPECT_DOUBLE_EQ(node.window.coverage(), 1) << c.what;
+    EXPECT_DOUBLE_EQ(node.window.total_joules(), 180000) << c.what;
+    EXPECT_DOUBLE_EQ(node.window.peak_watts, 100) << c.what;
+    EXPECT_NE(node.reason.find("set aside"), std::string::npos) << c.what << ": " << node.reason;
+    EXPECT_NE(node.reason.find(c.labels), std::string::npos) << c.what << ": " << node.reason;
+  }
+  // Two PSUs both covering the window are the node's: summed, even when one has an outage.
+  PowerCollector psus({kNode});
+  for (int i = 0; i <= 1800; ++i) {
+    psus.Add(kNode, "pdu_outlet_power_watt", R"({"_info":"a"})", i * kS, 60);
+    if (i < 600 || i > 1200)
+      psus.Add(kNode, "pdu_outlet_power_watt", R"({"_info":"b"})", i * kS, 40);
+  }
+  auto report = ComputeEnergy(psus, 0, 1800 * kS, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->nodes[0].series, 2);
+  EXPECT_EQ(report->nodes[0].reason.find("set aside"), std::string::npos)
+      << report->nodes[0].reason;
+  EXPECT_DOUBLE_EQ(report->nodes[0].window.peak_watts, 100);
 }
 
 }  // namespace

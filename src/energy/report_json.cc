@@ -10,15 +10,17 @@ using nlohmann::ordered_json;
 
 ordered_json Number(double v) { return std::isnan(v) ? ordered_json(nullptr) : ordered_json(v); }
 
+// Without power data (has_power false) the energy, mean and peak are unknown: null, not 0.
 ordered_json FiguresJson(const Figures& f) {
+  auto known = [&](double v) { return f.has_power ? Number(v) : ordered_json(nullptr); };
   ordered_json out;
-  out["joules"] = f.total_joules();
-  out["wh"] = f.total_joules() / 3600;
-  out["measured_joules"] = f.joules;
-  out["gap_joules"] = f.gap_joules;
+  out["joules"] = known(f.total_joules());
+  out["wh"] = known(f.total_joules() / 3600);
+  out["measured_joules"] = known(f.joules);
+  out["gap_joules"] = known(f.gap_joules);
   out["seconds"] = f.seconds;
-  out["mean_watts"] = f.mean_watts();
-  out["peak_watts"] = f.peak_watts;
+  out["mean_watts"] = known(f.mean_watts());
+  out["peak_watts"] = known(f.peak_watts);
   out["coverage"] = f.coverage();
   out["gaps"] = f.gaps;
   out["counter_joules"] = Number(f.counter_joules);

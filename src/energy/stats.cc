@@ -37,11 +37,11 @@ Status StatsCollector::Write(std::string_view site, const RowBatch& batch,
       if (t < interval.start || t > interval.end) continue;
       MetricStats& s = stats_[k][node][std::string(metric)];
       s.counter = counter;
-      if (std::isnan(v)) continue;
+      if (!std::isfinite(v)) continue;
       ++s.count;
       s.sum += v;
-      s.min = std::min(s.min, v);
-      s.max = std::max(s.max, v);
+      s.min = s.count == 1 ? v : std::min(s.min, v);
+      s.max = s.count == 1 ? v : std::max(s.max, v);
       if (t >= s.last_time) {
         s.last = v;
         s.last_time = t;
@@ -112,8 +112,8 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
       m.counter = s.counter;
       m.count += s.count;
       m.sum += s.sum;
-      m.min = std::min(m.min, s.min);
-      m.max = std::max(m.max, s.max);
+      m.min = std::fmin(m.min, s.min);  // fmin and fmax: a NaN (no value) is no minimum
+      m.max = std::fmax(m.max, s.max);
       if (s.last_time >= m.last_time) {
         m.last = s.last;
         m.last_time = s.last_time;
@@ -132,6 +132,7 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
 }
 
 Status StatsSink::Begin(const FetchReport& resolved) {
+  KWATT_RETURN_IF_ERROR(CheckPhases(phases_));
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
   stats_ = std::make_unique<StatsCollector>(nodes, resolved.start, resolved.end, phases_);

@@ -57,5 +57,48 @@ TEST(StatsCollector, GaugesCountersResetsAndCpu) {
   EXPECT_DOUBLE_EQ(late.metrics.at("network_ifacein_bytes_total").increase, 10 + 50);
 }
 
+// Issue 21 #19: a metric without a finite value has no minimum or maximum (NaN: null in JSON,
+// "-" in text), not +inf and -inf.
+TEST(StatsCollector, AMetricWithoutAFiniteValueHasNoMinimumOrMaximum) {
+  StringInterner interner;
+  RowBatch batch;
+  for (int i = 0; i < 3; ++i) {
+    AddRow(&batch, &interner, i * kS, "n-1", "bmc_fan_speed_rpm", NAN);
+    AddRow(&batch, &interner, i * kS, "n-1", "bmc_cpu_temp_celsius", i == 1 ? NAN : 40.0 + i);
+  }
+  StatsCollector stats({"n-1.s.grid5000.fr"}, 0, 10 * kS, {});
+  ASSERT_TRUE(stats.Write("s", batch, interner).ok());
+  auto results = stats.Results();
+  const MetricStats& fans = results[0][0].metrics.at("bmc_fan_speed_rpm");
+  EXPECT_EQ(fans.count, 0);
+  EXPECT_TRUE(std::isnan(fans.min)) << fans.min;
+  EXPECT_TRUE(std::isnan(fans.max)) << fans.max;
+  EXPECT_TRUE(std::isnan(fans.mean()));
+  const MetricStats& temp = results[0][0].metrics.at("bmc_cpu_temp_celsius");
+  EXPECT_EQ(temp.count, 2);
+  EXPECT_DOUBLE_EQ(temp.min, 40);
+  EXPECT_DOUBLE_EQ(temp.max, 42);
+  // Merged into a role: still none.
+  NodeStats role = MergeNodeStats("role r", {&results[0][0], &results[0][0]});
+  EXPECT_TRUE(std::isnan(role.metrics.at("bmc_fan_speed_rpm").min));
+  EXPECT_TRUE(std::isnan(role.metrics.at("bmc_fan_speed_rpm").max));
+  EXPECT_DOUBLE_EQ(role.metrics.at("bmc_cpu_temp_celsius").min, 40);
+  EXPECT_DOUBLE_EQ(role.metrics.at("bmc_cpu_temp_celsius").max, 42);
+}
+
+// Issue 21 #12: as in energy, "window" names the whole window and a phase needs some length.
+TEST(StatsSink, RefusesAnEmptyPhaseOrOneNamedWindow) {
+  FetchReport resolved;
+  resolved.nodes = {{"n-1", "s"}};
+  resolved.start = 0;
+  resolved.end = 10 * kS;
+  StatsSink empty({{"p", 5 * kS, 5 * kS}});
+  Status status = empty.Begin(resolved);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("phase p is empty"), std::string::npos) << status.message();
+  StatsSink named({{"window", 0, 5 * kS}});
+  EXPECT_EQ(named.Begin(resolved).code(), Status::Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kwatt::energy::stats_test

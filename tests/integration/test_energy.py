@@ -1,8 +1,11 @@
 """`kwatt energy` against the simulator's ground truth (`kwatt simulate energy`)."""
+import csv
+import io
 import json
 import subprocess
 
 import pytest
+import requests
 
 from conftest import KWATT, start_server
 
@@ -43,8 +46,9 @@ def truth(jobs_file, node, start, end):
     return json.loads(out.stdout)["joules"]
 
 
-def energy(server, *args, check=True):
-    result = subprocess.run([KWATT, "energy", "--api", server.url, "--json", *map(str, args)],
+def energy(server, *args, check=True, api=None):
+    result = subprocess.run([KWATT, "energy", "--api", api or server.url, "--json",
+                             *map(str, args)],
                             capture_output=True, timeout=300)
     if check:
         assert result.returncode == 0, result.stderr
@@ -349,3 +353,181 @@ def test_times_out_of_range_or_ambiguous_are_refused_before_any_request(start, m
                             env={**os.environ, "TZ": "Europe/Paris"})
     assert result.returncode == 2, result.stderr
     assert f"kwatt energy: --start: {message}" in result.stderr
+
+
+# ---- issue 21: energy hardening ----------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "0.5"])
+def test_a_gap_factor_that_is_no_number_of_at_least_one_is_refused(value):
+    # Nothing listens on port 9: the option is refused before any request.
+    result = subprocess.run([KWATT, "energy", "--api", "http://127.0.0.1:9/stable", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60), "-q",
+                             f"--gap-factor={value}"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "kwatt energy: --gap-factor should be a finite number of at least 1" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["energy", "stats"])
+@pytest.mark.parametrize("phase,message", [
+    (f"window={T0}..{T0 + 30}", 'the phase name "window" is reserved'),
+    (f"p={T0 + 30}..{T0 + 30}",
+     "phase p is empty: it starts and ends at 2025-04-18T14:00:30+02:00"),
+])
+def test_a_phase_named_window_or_empty_is_refused(command, phase, message):
+    # Nothing listens on port 9: the phase is refused before any request.
+    result = subprocess.run([KWATT, command, "--api", "http://127.0.0.1:9/stable", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60), "-q",
+                             "--phase", phase], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"kwatt {command}: --phase {phase}: {message}" in result.stderr
+
+
+def test_no_power_data_is_null_not_zero(setup):
+    server, _ = setup
+    # nova-1 has no BMC power metric: no power data at all.
+    report, result = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 600,
+                            "--metric", "bmc_node_power_watt", "--role", "r=nova-1.lyon",
+                            "--phase", f"p={T0}..{T0 + 60}", check=False)
+    assert result.returncode == 1
+    for figures in (report["total"], report["roles"]["r"], report["phase_totals"]["p"]):
+        for key in ("joules", "wh", "measured_joules", "gap_joules", "mean_watts", "peak_watts"):
+            assert figures[key] is None, (key, figures)  # was 0.0
+        assert figures["coverage"] == 0
+
+
+def test_peaks_of_a_short_phase_and_of_sums(setup):
+    server, _ = setup
+    report, _ = energy(server, "--nodes", "nova-1.lyon,nova-5.lyon", "--start", T0, "--end",
+                       T0 + 600, "--role", "both=nova-1.lyon,nova-5.lyon",
+                       "--phase", f"short={T0 + 100.25}..{T0 + 100.75}")
+    nodes = [node_of(report, f"nova-{i}.lyon.grid5000.fr") for i in (1, 5)]
+    for n in nodes:
+        short = n["phases"]["short"]  # between two 1 s samples: none of its own
+        assert short["peak_watts"] >= short["mean_watts"] > 0, short  # the peak was 0
+    # The peak of the summed power: at most the sum of the nodes' peaks, at least the highest.
+    for figures, key in ((report["total"], "window"), (report["roles"]["both"], "window"),
+                         (report["phase_totals"]["short"], "short")):
+        peaks = [n[key]["peak_watts"] if key == "window" else n["phases"][key]["peak_watts"]
+                 for n in nodes]
+        assert max(peaks) <= figures["peak_watts"] <= sum(peaks) + 1e-9
+        assert figures["peak_watts"] >= figures["mean_watts"]
+
+
+def push(server, rows, auth=("alice", "s3cret")):
+    """Pushes custom rows (POST /sites/lyon/metrics) to a server started with --auth."""
+    pushed = requests.post(server.url + "/sites/lyon/metrics", json=rows, auth=auth, timeout=10)
+    assert pushed.status_code == 201, pushed.text
+
+
+def test_a_power_value_that_is_not_finite_or_absurd_is_refused_naming_node_and_metric(
+        server_factory):
+    server = server_factory("--auth", "alice:s3cret")
+    push(server, [{"timestamp": T0 + i, "device_id": "nova-1", "metric_id": "my_power_watt",
+                   "value": 1e308 if i == 5 else 100, "labels": {}} for i in range(11)])
+    api = server.url.replace("http://", "http://alice:s3cret@")
+    result = subprocess.run([KWATT, "energy", "--api", api, "--nodes", "nova-1.lyon", "--start",
+                             str(T0), "--end", str(T0 + 10), "--metric", "my_power_watt",
+                             "--json"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout  # was "joules": inf, exit 0
+    assert ("nova-1.lyon.grid5000.fr: my_power_watt reads 1e+308 W at 2025-04-18T14:00:05+02:00"
+            in result.stderr), result.stderr
+
+
+def test_rows_pushed_beside_the_wattmeter_are_set_aside_not_summed(server_factory):
+    server = server_factory("--auth", "alice:s3cret")
+    # One stray row, and two under another label set, beside nova-1's real wattmeter series.
+    push(server, [{"timestamp": T0 + 900, "device_id": "nova-1",
+                   "metric_id": "wattmetre_power_watt", "value": 5000, "labels": {}},
+                  *[{"timestamp": T0 + t, "device_id": "nova-1",
+                     "metric_id": "wattmetre_power_watt", "value": 5000,
+                     "labels": {"run": "x"}} for t in (100, 101)]])
+    api = server.url.replace("http://", "http://alice:s3cret@")
+    report, _ = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 1800,
+                       api=api)
+    node = node_of(report, "nova-1.lyon.grid5000.fr")
+    assert node["metric"] == "wattmetre_power_watt" and node["series"] == 1
+    assert node["window"]["coverage"] == pytest.approx(1)  # was 0.0006
+    expected = subprocess.run([KWATT, "simulate", "energy", "--node", "nova-1.lyon", "--start",
+                               str(T0), "--end", str(T0 + 1800), "--json"], capture_output=True,
+                              check=True, timeout=60)
+    assert node["window"]["joules"] == pytest.approx(json.loads(expected.stdout)["joules"],
+                                                     rel=0.005)
+    assert "set aside, no meter of this node: " in node["reason"]
+    assert "wattmetre_power_watt {} (1 sample in the window" in node["reason"]
+    assert 'wattmetre_power_watt {"run":"x"} (2 samples in the window' in node["reason"]
+
+
+def test_summary_rows_are_bucket_means_live_and_from_an_archive(setup, tmp_path):
+    server, jobs = setup
+    phases = ["--phase", f"idle={T0}..{T0 + 300}", "--phase", f"busy={T0 + 300}..{T0 + 600}"]
+    live, _ = energy(server, "--summary", "--nodes", "nova-1.lyon", "--start", T0, "--end",
+                     T0 + 1800, *phases)
+    node = node_of(live, "nova-1.lyon.grid5000.fr")
+    assert node["period_s"] == 300 and "5-minute summary rows" in node["reason"]
+    assert node["window"]["coverage"] == pytest.approx(1)
+    assert node["window"]["joules"] == pytest.approx(truth(jobs, node["node"], T0, T0 + 1800),
+                                                     rel=0.01)
+    # Were +87 % (idle) and -32 % (busy): the rows were read as samples at their buckets' starts.
+    for name, a, b in (("idle", T0, T0 + 300), ("busy", T0 + 300, T0 + 600)):
+        assert node["phases"][name]["joules"] == pytest.approx(truth(jobs, node["node"], a, b),
+                                                               rel=0.02), name
+    assert node["phases"]["busy"]["peak_watts"] >= node["phases"]["busy"]["mean_watts"]
+    # An archive of summaries: the same figures.
+    archive = tmp_path / "summary"
+    backup = subprocess.run([KWATT, "backup", "--api", server.url, "--summary", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 1800), "-q",
+                             "-o", str(archive)], capture_output=True, timeout=300)
+    assert backup.returncode == 0, backup.stderr
+    result = subprocess.run([KWATT, "energy", str(archive), "--json", *phases],
+                            capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    stored = node_of(json.loads(result.stdout), "nova-1.lyon.grid5000.fr")
+    assert stored["reason"] == node["reason"]
+    for key in ("window", "phases"):
+        assert stored[key] == node[key]
+
+
+def test_energy_csv_has_roles_and_totals_and_quotes_names(setup):
+    server, _ = setup
+    result = subprocess.run([KWATT, "energy", "--api", server.url, "--csv", "-q", "--nodes",
+                             "nova-1.lyon,nova-5.lyon", "--start", str(T0), "--end",
+                             str(T0 + 600), "--role", "web, db=nova-1.lyon,nova-5.lyon",
+                             "--phase", f'say "hi"={T0}..{T0 + 300}'],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0]) == ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts",
+                             "peak_watts", "seconds", "coverage", "gaps", "gap_joules",
+                             "counter_joules", "baseline_joules", "reason"]
+    # Names with a comma or a quote come back whole (they were split into extra columns).
+    names = ["nova-1.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"]
+    assert [(r["scope"], r["name"], r["phase"]) for r in rows] == [
+        (scope, name, phase)
+        for scope, name in [("node", names[0]), ("node", names[1]), ("role", "web, db"),
+                            ("total", "total")]
+        for phase in ("window", 'say "hi"')]
+    report, _ = energy(server, "--nodes", "nova-1.lyon,nova-5.lyon", "--start", T0, "--end",
+                       T0 + 600, "--role", "web, db=nova-1.lyon,nova-5.lyon",
+                       "--phase", f'say "hi"={T0}..{T0 + 300}')
+    # The same figures as JSON, to the last bit (the shortest text that reads back the same).
+    assert float(rows[4]["joules"]) == report["roles"]["web, db"]["joules"]
+    assert float(rows[7]["peak_watts"]) == report["phase_totals"]['say "hi"']["peak_watts"]
+    assert float(rows[6]["joules"]) == report["total"]["joules"]
+
+
+def test_stats_csv_numbers_are_the_shortest_text_that_reads_back(setup):
+    server, _ = setup
+    result = subprocess.run([KWATT, "stats", "--api", server.url, "--csv", "-q", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 60),
+                             "--metrics", "wattmetre_power_watt,network_ifacein_bytes_total"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows
+    for row in rows:
+        for key in ("mean", "min", "max", "last", "increase", "rate_per_s"):
+            text = row[key]
+            if text == "":
+                continue
+            # 68.55, not 68.549999999999997: no longer than Python's shortest repr.
+            assert len(text) <= len(repr(float(text))), (key, text)

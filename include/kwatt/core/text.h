@@ -27,6 +27,11 @@ inline std::string_view TrimBlanks(std::string_view text) {
 // double quotes (inner quotes doubled) when it holds a comma, a quote or a line break.
 void AppendCsvField(std::string* out, std::string_view field);
 
+// Appends `value` as one CSV field: the shortest text that reads back to the same double (68.55,
+// not 68.549999999999997; 98; 1e+20), as FormatJsonNumber (json_text.h) writes it; nothing (an
+// empty field: unknown) when it is NaN or infinite.
+void AppendCsvNumber(std::string* out, double value);
+
 // Appends `value` as the value of a label in the Prometheus text exposition format, without the
 // quotes around it: '\\', '"' and line feeds escaped as `\\`, `\"` and `\n`.
 void AppendPrometheusLabelValue(std::string* out, std::string_view value);

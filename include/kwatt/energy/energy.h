@@ -21,6 +21,11 @@
 
 namespace kwatt::energy {
 
+// The most power a node's meter can read: a value beyond it (a megawatt: a whole Grid'5000 cluster
+// draws less), or one that is not finite (a pushed 1e308, "Infinity"), is no measurement and
+// ComputeEnergy refuses it rather than report an absurd or infinite energy.
+inline constexpr double kMaxPlausibleWatts = 1e6;
+
 // Power metrics in order of preference, and the energy counters used to cross-check them.
 inline const std::vector<std::string>& PowerMetrics() {
   static const std::vector<std::string> metrics = {"wattmetre_power_watt", "pdu_outlet_power_watt",
@@ -57,6 +62,11 @@ struct Interval {
   UnixNanos end = 0;
 };
 
+// OK when every phase has a name, other than "window" (the whole window's figures go by that name:
+// in JSON, CSV and Python's frames a phase "window" would be taken for them), and lasts (ends
+// after it starts); else InvalidArgument naming the phase.
+Status CheckPhases(const std::vector<Interval>& phases);
+
 struct Role {
   std::string name;
   std::vector<std::string> nodes;  // FQDNs
@@ -70,10 +80,16 @@ struct EnergyOptions {
   // Named sets of nodes, reported as sums; roles given twice under one name are one role (the
   // union of their nodes, each node once).
   std::vector<Role> roles;
-  std::string metric;          // use this power metric for every node; empty: choose
-  double gap_factor = 3;       // a gap: no sample for more than this many sampling periods
+  std::string metric;  // use this power metric for every node; empty: choose
+  // A gap: no sample for more than this many sampling periods. A finite number of at least 1
+  // (below 1, every regular interval between two samples would be a gap): CheckGapFactor.
+  double gap_factor = 3;
   std::string baseline_phase;  // a phase whose mean power is the idle baseline; empty: none
 };
+
+// OK when `gap_factor` is a finite number of at least 1; else InvalidArgument naming it as `name`
+// (the option as the caller's user knows it: "gap_factor", "--gap-factor").
+Status CheckGapFactor(double gap_factor, std::string_view name = "gap_factor");
 
 // One energy figure over an interval, for one node or summed over nodes.
 struct Figures {
@@ -83,7 +99,12 @@ struct Figures {
   double covered_seconds = 0;  // node-time outside gaps (summed over the nodes of a sum)
   double node_seconds = 0;     // node-time: seconds x the nodes summed (nodes without power too)
   int gaps = 0;
+  // The highest power over the interval, its edges included; of a sum (a node's PSUs, a role, a
+  // total) the peak of the summed power (integration.h's PeakOfSum), not the sum of the peaks.
   double peak_watts = 0;
+  // Some of the interval has power data, measured or estimated in a gap. False: its energy, mean
+  // and peak are unknown (null in JSON, empty in CSV, NO POWER DATA in the table), not 0.
+  bool has_power = false;
   double counter_joules = NAN;   // increase of an energy counter over the interval, if any
   double baseline_joules = NAN;  // baseline power x seconds, when a baseline is set
 
@@ -91,7 +112,9 @@ struct Figures {
   double coverage() const { return node_seconds > 0 ? covered_seconds / node_seconds : 0; }
   double total_joules() const { return joules + gap_joules; }
   double mean_watts() const { return seconds > 0 ? total_joules() / seconds : 0; }
-  // Sums figures of the same interval over nodes (nodes of a role, a total).
+  // Sums figures of the same interval over nodes (nodes of a role, a total). The peak of the sum
+  // cannot be had from the parts: peak_watts becomes the highest of the two, a lower bound, which
+  // ComputeEnergy replaces with the peak of the summed power.
   void Add(const Figures& other);
   // Appends the figures of a later, disjoint interval (a phase marked several times).
   void Extend(const Figures& later);
@@ -130,13 +153,29 @@ struct EnergyReport {
 // appearance); a node listed twice in a role counts once.
 std::vector<Role> MergeRoles(const std::vector<Role>& roles);
 
+// Kwollect's summary rows (`summary=true`): one per series and 5-minute bucket, timestamped at the
+// bucket's start (doc/kwollect_api.md, "Summary mode").
+inline constexpr int64_t kSummaryBucketNanos = 300 * kNanosPerSecond;
+
+// What the rows of a power series stand for.
+enum class RowKind {
+  // Raw rows: instantaneous readings; the power is the line between two of them.
+  kSamples,
+  // Kwollect's 5-minute summaries (`kwatt energy --summary`, an archive of `kwatt backup
+  // --summary`): a row's value is the MEAN power over its bucket [timestamp, timestamp +
+  // kSummaryBucketNanos); a counter's is its maximum, about its value at the bucket's end.
+  kBucketMeans,
+};
+
 // Keeps the samples of power metrics and energy counters of the given nodes (rows of any other
 // metric or device are dropped), one series per (node, metric, labels).
 class PowerCollector : public RowSink {
  public:
   // `nodes`: FQDNs of the nodes to keep. `metric`: a power metric kept besides PowerMetrics()
   // (EnergyOptions::metric, which may be any metric: `kwatt energy --metric`).
-  explicit PowerCollector(std::vector<std::string> nodes, std::string metric = "");
+  // `kind`: what the rows fed stand for (raw samples, or summaries).
+  explicit PowerCollector(std::vector<std::string> nodes, std::string metric = "",
+                          RowKind kind = RowKind::kSamples);
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // One sample given directly (a row of a DataFrame, in Python's power_sources; tests): the
@@ -152,25 +191,34 @@ class PowerCollector : public RowSink {
   using Store = std::map<std::string, std::map<std::string, std::map<std::string, Series>>>;
   const Store& store() const { return store_; }
   const std::vector<std::string>& nodes() const { return nodes_; }
+  RowKind kind() const { return kind_; }
 
  private:
   std::vector<std::string> nodes_;
   std::string metric_;
+  RowKind kind_;
   Store store_;
   detail::NodeLookup lookup_;
   const StringInterner* metric_interner_ = nullptr;
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
 };
 
-// The energy of each node over [start, end) (the window fetched) and each phase.
+// The energy of each node over [start, end) (the window fetched) and each phase, its rows read as
+// data.kind() says (samples, or summaries' bucket means).
 //
 // The data's window is where the power data is: from one sampling period before the first sample
-// to one period after the last, over every node and power metric. The window and each phase are
-// clipped to it (nothing is extrapolated past the data: a job still running, an archive asked for
-// a wider window), and the report says so in `notes`; a phase with no data at all is refused
-// (InvalidArgument). A node's own missing stretches at the edges are uncovered and not estimated.
-// `catalogue_metrics`: per node FQDN, the metric ids its catalogue offers (used to explain a
-// missing source); may be empty.
+// to one period after the last (summaries: from the first bucket's start to the last one's end),
+// over every node and power metric, series that are no meter of their node (FindStraySeries)
+// left out. The window and each phase are clipped to it (nothing is extrapolated past the data: a
+// job still running, an archive asked for a wider window), and the report says so in `notes`; a
+// phase with no data at all is refused (InvalidArgument). A node's own missing stretches at the
+// edges are uncovered and not estimated. `catalogue_metrics`: per node FQDN, the metric ids its
+// catalogue offers (used to explain a missing source); may be empty.
+//
+// Errors: InvalidArgument for a gap factor CheckGapFactor refuses, phases CheckPhases refuses, an
+// empty window, a baseline that is no phase, a role naming a node not measured. Corruption, naming
+// the node, the metric, the instant and the value, when a value of the power a node's energy is
+// computed from is not finite or beyond kMaxPlausibleWatts, or an energy figure comes out infinite.
 Result<EnergyReport> ComputeEnergy(
     const PowerCollector& data, UnixNanos start, UnixNanos end, const EnergyOptions& options,
     const std::map<std::string, std::vector<std::string>>& catalogue_metrics = {});
@@ -188,8 +236,11 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 // archive's): give it to Fetch or FeedSource, then Compute().
 class EnergySink : public RowSink {
  public:
-  // `metric`: EnergyOptions::metric when one is given (its rows are kept too).
-  explicit EnergySink(std::string metric = "") : metric_(std::move(metric)) {}
+  // `metric`: EnergyOptions::metric when one is given (its rows are kept too). `kind`: what the
+  // source's rows are (kBucketMeans for a query with `summary`, or an archive of one: its
+  // manifest's query.summary).
+  explicit EnergySink(std::string metric = "", RowKind kind = RowKind::kSamples)
+      : metric_(std::move(metric)), kind_(kind) {}
   Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
@@ -200,6 +251,7 @@ class EnergySink : public RowSink {
 
  private:
   std::string metric_;
+  RowKind kind_;
   std::unique_ptr<PowerCollector> power_;
 };
 

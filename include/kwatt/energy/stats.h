@@ -15,9 +15,13 @@
 
 namespace kwatt::energy {
 
+// Values that are not finite numbers (NaN: a non-numeric reading; +-Infinity) are no values: not
+// counted, and without any finite value a metric has no mean, minimum or maximum (NaN: null in
+// JSON, "-" in text), not +-infinity.
 struct MetricStats {
-  int64_t count = 0;
-  double sum = 0, min = INFINITY, max = -INFINITY;
+  int64_t count = 0;  // finite values
+  double sum = 0;
+  double min = NAN, max = NAN;  // NaN while count is 0
   double last = NAN;
   UnixNanos last_time = INT64_MIN;
   bool counter = false;
@@ -72,6 +76,8 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
 class StatsSink : public RowSink {
  public:
   explicit StatsSink(std::vector<Interval> phases) : phases_(std::move(phases)) {}
+  // InvalidArgument for phases CheckPhases refuses (a phase "window" would be taken for the
+  // window's entry).
   Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
