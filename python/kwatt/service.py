@@ -91,6 +91,9 @@ class Kwollect(_ServiceBase):
         self._stop_ns = None
         self._job = None
         self._job_types = []
+        # True while the window is the job's (from_job, no start() or stop() since): backup()
+        # then asks for the job, whose end a running job has not reached yet.
+        self._window_is_job = False
         self.marks = []  # [(name, ns)]
         self.deployed = False
         self._lookup = None
@@ -100,7 +103,10 @@ class Kwollect(_ServiceBase):
     @classmethod
     def from_job(cls, site, job_id, api=None, *, config=None, progress=None, **client_options):
         """An instance over a past (or running) job: its nodes, and its window (start and stop
-        of the job; a running job's stop is now). start()/stop() may still change it."""
+        of the job; a running job's stop is now). start()/stop() may still change it.
+
+        Until they do, backup() backs the job up as `kwatt backup --job SITE:ID` does: the
+        backup of a running job stays incomplete (and resumable) until the job has ended."""
         client = _client_dict(api, config, client_options)
         resolved = _core.resolve(client, nodes=[], start=None, end=None,
                                  job=(str(site), int(job_id)))
@@ -110,6 +116,7 @@ class Kwollect(_ServiceBase):
         self._job_types = list(resolved["job_types"])
         self._set_start(resolved["start"])
         self._set_stop(resolved["end"])
+        self._window_is_job = True
         return self
 
     def deploy(self):
@@ -137,6 +144,7 @@ class Kwollect(_ServiceBase):
         timestamp = start_time if timestamp is None else timestamp
         self._set_start(time.time_ns() if timestamp is None else to_ns(timestamp, "start"))
         self._set_stop(None)
+        self._window_is_job = False
 
     def stop(self, timestamp=None, *, stop_time=None):
         """Records the end of the window: now, or `timestamp` (`stop_time=` as EnOSlib's
@@ -149,6 +157,7 @@ class Kwollect(_ServiceBase):
             raise InvalidArgumentError(
                 f"stop {_core.format_paris(stop)} is before start {_core.format_paris(self._start_ns)}")
         self._set_stop(stop)
+        self._window_is_job = False
 
     def mark(self, name, timestamp=None):
         """Marks the start of a phase named `name` (now, or at `timestamp`); a phase lasts until
@@ -278,16 +287,31 @@ class Kwollect(_ServiceBase):
     def backup(self, backup_dir=None, metrics=None, roles=None, nodes=None, summary=False):
         """Archives every row of the window (doc/archive_format.md): lossless, compressed,
         written as it is fetched, resumable. Returns the archive's directory (default:
-        kwatt_backup/<start>_<stop>). A backup that could not fetch everything keeps what it
-        has and raises IncompleteError: run the same backup again to complete it."""
+        kwatt_backup/<start>_<stop>, or kwatt_backup/<site>_<job id> for a job's window). A
+        backup that could not fetch everything keeps what it has and raises IncompleteError: run
+        the same backup again to complete it.
+
+        An instance of Kwollect.from_job whose window was not changed by start() or stop() backs
+        the job up, as `kwatt backup --job SITE:ID` does (roles / nodes narrow it as --nodes
+        does): the backup of a running job holds its rows so far and raises IncompleteError
+        until the job has ended; the first backup() into the same directory after its end
+        completes it."""
         subset = self._subset(roles, nodes)
         start, stop = self._window()
+        job = None
+        if self._window_is_job:
+            job = self._job
+            start = stop = None
+            if backup_dir is None:
+                backup_dir = os.path.join("kwatt_backup", f"{job[0]}_{job[1]}")
+            if sorted(subset) == sorted(self.nodes):
+                subset = []  # all the job's nodes, as `kwatt backup --job` asks for them
         if backup_dir is None:
             backup_dir = os.path.join("kwatt_backup", f"{start // 1000}_{stop // 1000}")
         backup_dir = os.fspath(backup_dir)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         outcome = _core.backup(self._client, backup_dir, nodes=subset, start=start, end=stop,
-                               job=None, metrics=metrics, summary=bool(summary),
+                               job=job, metrics=metrics, summary=bool(summary),
                                progress=self._progress("kwatt backup"))
         if not outcome["complete"]:
             raise IncompleteError(f"backup {backup_dir} is incomplete: {outcome['error']}",
