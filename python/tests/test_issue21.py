@@ -95,3 +95,47 @@ def test_the_backup_of_a_running_job_stays_resumable_until_it_ends(tmp_path):
         assert query["job"] is None and query["start"] == f"{started + 5}.000000"
     finally:
         server.stop()
+
+
+# ---- item 14: power plots across DST changes and gaps -----------------------------------------
+
+def test_plot_power_is_drawn_in_order_across_the_autumn_change_and_breaks_at_gaps(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    # Europe/Paris goes back from 03:00 +02:00 to 02:00 +01:00 at 2025-10-26 01:00 UTC: in Paris
+    # wall-clock time the hour 02:00-03:00 happens twice. nova-1's wattmeter (1 Hz outside
+    # monitoring jobs) reports nothing for 30 s after the change.
+    change = dt.datetime(2025, 10, 26, 1, 0, tzinfo=UTC).timestamp()
+    jobs = {"jobs": [], "outages": [{"site": "lyon", "device": "nova-1",
+                                     "metric": "wattmetre_power_watt",
+                                     "start": change + 30, "end": change + 60}]}
+    server = start_server(jobs=jobs, tmp_path=tmp_path)
+    try:
+        k = make(server, hosts=NOVA[:1])
+        k.start(change - 120)
+        k.stop(change + 120)
+        data = k.to_pandas(metrics=["wattmetre_power_watt"])
+        offsets = {t.utcoffset() for t in data["timestamp"].dt.tz_convert(PARIS)}
+        assert offsets == {dt.timedelta(hours=2), dt.timedelta(hours=1)}
+        ax = k.plot_power(data)
+    finally:
+        server.stop()
+    (line,) = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    x = np.asarray(line.get_xdata(orig=False), dtype=float)
+    y = np.asarray(line.get_ydata(orig=False), dtype=float)
+    # Strictly increasing through the repeated hour: time on the axis is the instant's.
+    assert (np.diff(x) > 0).all()
+    # One break, in the outage: the line is not drawn across it.
+    (gap,) = np.flatnonzero(np.isnan(y))
+    before, after = (matplotlib.dates.num2date(x[i]).timestamp() for i in (gap - 1, gap + 1))
+    assert before < change + 30 and after >= change + 60
+    assert np.isnan(y).sum() == 1 and len(y) == len(data) + 1
+    # Labels in Europe/Paris time: the minutes 02:59 (+02:00) and 02:01 (+01:00) are both ticks.
+    ax.figure.canvas.draw()
+    labels = {tick.get_text() for tick in ax.get_xticklabels()}
+    assert {"02:59", "02:01"} <= labels, labels
+    # The window's start and stop lines are on the same axis: at the instants themselves.
+    _, start_line, stop_line = ax.get_lines()
+    for drawn, instant in ((start_line, change - 120), (stop_line, change + 120)):
+        at = matplotlib.dates.num2date(drawn.get_xdata(orig=False)[0]).timestamp()
+        assert at == pytest.approx(instant, abs=1e-3)
