@@ -1,5 +1,6 @@
 """pandas views of kwatt's results: the columnar tables, kwatt.load(DIR), energy and stats reports."""
 
+import json
 import os
 
 import numpy as np
@@ -64,8 +65,23 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
 
 
 def manifest(directory):
-    """What an archive's manifest says (window, nodes, rows per metric, completeness)."""
-    return _core.read_manifest(os.fspath(directory))
+    """What an archive's manifest says: the object of its manifest.json, with its keys
+    (doc/archive_format.md: format, format_version, kwatt_version, state, created_at,
+    completed_at, query, window, sites, job_types, job, nodes, catalogue, files, fetch, as the
+    file has them), checked first as every reader checks it (a damaged or foreign manifest raises
+    CorruptionError).
+
+    Four keys that are not in the file add it up: ``complete`` (state is "complete"), ``rows``
+    and ``bytes`` (over every data file) and ``metric_rows`` ({metric id: rows}). For an
+    incomplete archive they count what its journal records as committed (manifest.json, written
+    when the backup started, does not)."""
+    directory = os.fspath(directory)
+    summary = _core.read_manifest(directory)
+    with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as file:
+        out = json.load(file)
+    out.update(complete=summary["complete"], rows=summary["rows"], bytes=summary["bytes"],
+               metric_rows=summary["metric_rows"])
+    return out
 
 
 def energy_frame(report):

@@ -139,3 +139,24 @@ def test_plot_power_is_drawn_in_order_across_the_autumn_change_and_breaks_at_gap
     for drawn, instant in ((start_line, change - 120), (stop_line, change + 120)):
         at = matplotlib.dates.num2date(drawn.get_xdata(orig=False)[0]).timestamp()
         assert at == pytest.approx(instant, abs=1e-3)
+
+
+# ---- item 21: kwatt.manifest() has the keys of manifest.json -----------------------------------
+
+def test_manifest_has_the_keys_of_manifest_json(server, tmp_path):
+    archive = backup(server, tmp_path / "exp", "--nodes", ",".join(NOVA[:2]), "--start",
+                     f"{T0:.0f}", "--end", f"{T0 + 10:.0f}", "--metrics",
+                     "wattmetre_power_watt,bmc_ambient_temp_celsius")
+    stored = json.loads((Path(archive) / "manifest.json").read_text())
+    manifest = kwatt.manifest(archive)
+    assert {key: manifest[key] for key in stored} == stored
+    assert manifest["state"] == "complete" and manifest["format"] == "kwatt-archive"
+    assert [n["node"] for n in manifest["nodes"]] == NOVA[:2]
+    assert manifest["window"]["start_ns"] == int(T0) * 10**9
+    assert manifest["query"]["api"] == server.url
+    # What the manifest adds up, under keys of their own (documented in doc/python.md).
+    frame = kwatt.load(archive)
+    assert manifest["complete"] is True and manifest["rows"] == len(frame)
+    assert manifest["bytes"] == sum(f["bytes"] for f in stored["files"])
+    assert manifest["metric_rows"] == frame["metric_id"].astype(str).value_counts().to_dict()
+    assert set(manifest) == set(stored) | {"complete", "rows", "bytes", "metric_rows"}
