@@ -141,6 +141,57 @@ def test_plot_power_is_drawn_in_order_across_the_autumn_change_and_breaks_at_gap
         assert at == pytest.approx(instant, abs=1e-3)
 
 
+# ---- item 20: meaningless arguments, calls out of order ----------------------------------------
+
+def test_an_empty_role_is_refused_by_name(server):
+    k = make(server)
+    k.start(T0)
+    k.stop(T0 + 5)
+    for call in (lambda: k.energy(roles={"spare": []}),
+                 lambda: k.energy(roles={"compute": NOVA[:1], "spare": []}),
+                 lambda: k.stats(metrics=["wattmetre_power_watt"], roles={"spare": []})):
+        with pytest.raises(kwatt.InvalidArgumentError, match="role spare has no node"):
+            call()
+
+
+@pytest.mark.parametrize("phases", [[("p", T0)], [("p", T0, T0 + 1, T0 + 2)], ["p"],
+                                    {"p": (T0,)}, {"p": (T0, T0 + 1, T0 + 2)}, {"p": T0}])
+def test_phases_of_another_shape_are_refused(phases):
+    k = kwatt.Kwollect(nodes=NOVA)
+    k.start(T0)
+    k.stop(T0 + 10)
+    with pytest.raises(kwatt.InvalidArgumentError, match=r"\(name, start, end\)"):
+        k.phases(phases)
+
+
+def test_lifecycle_calls_out_of_order():
+    k = kwatt.Kwollect(nodes=NOVA)
+    with pytest.raises(kwatt.InvalidArgumentError, match=r"mark\(\) before start\(\)"):
+        k.mark("warmup", T0)
+    assert k.marks == []
+    k.start(T0)
+    k.mark("warmup", T0 + 1)
+    k.stop(T0 + 10)
+    with pytest.raises(kwatt.InvalidArgumentError,
+                       match=r"already stopped at 2025-04-18T14:04:10\+02:00"):
+        k.stop(T0 + 20)
+    assert k.window == (int(T0) * 10**9, int(T0 + 10) * 10**9)
+    # start() after stop() begins a new window: the previous one's marks are gone with it.
+    k.start(T0 + 30)
+    assert k.marks == [] and k.window == (int(T0 + 30) * 10**9, None)
+    k.mark("again", T0 + 31)
+    k.stop(T0 + 40)
+    assert k.phases() == [("again", int(T0 + 31) * 10**9, int(T0 + 40) * 10**9)]
+
+
+def test_leaving_a_with_block_after_stop_stops_nothing_more(server):
+    with make(server) as k:
+        k.stop()
+        stopped = k.window[1]
+        time.sleep(0.01)
+    assert k.window[1] == stopped
+
+
 # ---- item 21: kwatt.manifest() has the keys of manifest.json -----------------------------------
 
 def test_manifest_has_the_keys_of_manifest_json(server, tmp_path):
