@@ -141,6 +141,184 @@ def test_plot_power_is_drawn_in_order_across_the_autumn_change_and_breaks_at_gap
         assert at == pytest.approx(instant, abs=1e-3)
 
 
+# ---- item 17: Parquet export in bounded memory ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def archives(simulator, tmp_path_factory):
+    """Job lyon:1001 (4 nodes, 30 min, 516,004 rows), job grenoble:2001 (2 nodes, 1 h, 956,162
+    rows) and the first quarter of the latter."""
+    directory = tmp_path_factory.mktemp("archives")
+    return {"lyon": backup(simulator, directory / "lyon", "--job", "lyon:1001"),
+            "grenoble": backup(simulator, directory / "grenoble", "--job", "grenoble:2001"),
+            "quarter": backup(simulator, directory / "quarter", "--job", "grenoble:2001", "--end",
+                              "2025-04-18T14:15:00+02:00")}
+
+
+def export(archive, output, *args):
+    """`python -m kwatt export ARCHIVE --to parquet -o OUTPUT ARGS`: its peak RSS in bytes, and
+    the most rows the C++ core read at once (kwatt._core.load's tables, spied on)."""
+    code = ("import resource, runpy, sys\n"
+            "import kwatt._core as core\n"
+            "largest, read = [0], core.load\n"
+            "def load(*args, **kwargs):\n"
+            "    table = read(*args, **kwargs)\n"
+            "    largest[0] = max(largest[0], len(table))\n"
+            "    return table\n"
+            "core.load = load\n"
+            "sys.argv = ['python -m kwatt'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('kwatt', run_name='__main__')\n"
+            "except SystemExit as e:\n    status = e.code\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, largest[0])\n"
+            "sys.exit(status)\n")
+    done = subprocess.run([sys.executable, "-c", code, "export", str(archive), "--to", "parquet",
+                           "-o", str(output), *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    peak, largest = done.stdout.split()[-2:]
+    return int(peak) * 1024, int(largest)
+
+
+def as_text(frame):
+    """A DataFrame with its categorical columns as plain text, to compare values."""
+    return frame.astype({c: str for c in ("site", "node", "device_id", "metric_id", "labels")})
+
+
+def test_parquet_export_writes_each_piece_as_it_is_read(archives, tmp_path):
+    import pyarrow.parquet as pq
+    whole = archives["lyon"]
+    out = tmp_path / "whole.parquet"
+    # Each node's file (129,001 rows) read in time slices of about 30,000 rows, written in row
+    # groups of at most 20,000.
+    _, largest = export(whole, out, "--rows-per-read", 30000, "--rows-per-group", 20000)
+    assert 20000 < largest <= 30000
+    frame = kwatt.load(whole)
+    parquet = pq.ParquetFile(out)
+    groups = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
+    assert sum(groups) == len(frame) == 516004
+    assert max(groups) <= 20000 and len(groups) >= 4 * 5 * 2
+    # One schema for every row group: dictionary columns of int32 codes.
+    assert str(parquet.schema_arrow.field("node").type) == "dictionary<values=string, " \
+                                                          "indices=int32, ordered=0>"
+    back = parquet.read().to_pandas()
+    assert list(back.columns) == kwatt.frames.COLUMNS
+    assert str(back["timestamp"].dtype) == "datetime64[ns, UTC]"
+    # The rows of kwatt.load(), in its order (node files in manifest order, each in time order).
+    pd.testing.assert_frame_equal(as_text(back), as_text(frame))
+
+    # Filters, as kwatt.load takes them (--nodes in any order: the archive's order).
+    out = tmp_path / "filtered.parquet"
+    export(whole, out, "--rows-per-read", 5000, "--nodes", "nova-6.lyon,nova-1.lyon",
+           "--metrics", "wattmetre_power_watt,prom_node_load1", "--start",
+           "2025-04-18T14:10:00.01+02:00", "--end", "2025-04-18T14:12:00+02:00")
+    expected = kwatt.load(whole, nodes=["nova-1.lyon", "nova-6.lyon"],
+                          metrics=["wattmetre_power_watt", "prom_node_load1"],
+                          start="2025-04-18T14:10:00.01+02:00", end="2025-04-18T14:12:00+02:00")
+    assert set(expected["node"]) == {"nova-1.lyon.grid5000.fr", "nova-6.lyon.grid5000.fr"}
+    pd.testing.assert_frame_equal(as_text(pq.read_table(out).to_pandas()), as_text(expected))
+
+
+def test_parquet_export_memory_does_not_grow_with_the_archive(archives, tmp_path):
+    # The whole job holds 4 times the rows of its first quarter. Read 50,000 rows at a time, the
+    # export's peak memory must grow by far less than what those rows take in a DataFrame (it
+    # grows by the compressed node files, read whole: 3 to 8 MB here). The old export loaded the
+    # whole archive into one DataFrame, then one Arrow table: 56 MB more at the peak, for 16 MB
+    # of DataFrame more.
+    data = {name: int(kwatt.load(archives[name]).memory_usage(deep=True).sum())
+            for name in ("grenoble", "quarter")}
+    assert data["grenoble"] - data["quarter"] > 15e6
+    peak = {name: export(archives[name], tmp_path / f"{name}.parquet", "--rows-per-read",
+                         50000, "--rows-per-group", 50000)[0] for name in data}
+    assert peak["grenoble"] - peak["quarter"] < data["grenoble"] - data["quarter"], (peak, data)
+
+
+def with_other_devices(archive, device="wattmetre1-port6"):
+    """The archive with a data/_other.lyon.jsonl.zst file (rows of a device that is not a node:
+    here the first node's rows under `device`), as doc/archive_format.md describes it: a zstd
+    frame made by the zstd command, its XXH64 as `kwatt inspect --verify` computes it."""
+    archive = Path(archive)
+    lines = run_kwatt("cat", archive, "--nodes", "nova-1.lyon").stdout.decode().splitlines()
+    lines = [line.replace('"device_id":"nova-1"', f'"device_id":"{device}"') for line in lines]
+    rows = [json.loads(line) for line in lines]
+    assert rows and {row["device_id"] for row in rows} == {device}
+    text = "".join(line + "\n" for line in lines)
+    plain = archive.parent / "_other.lyon.jsonl"  # from a file: the frame records its size
+    plain.write_text(text)
+    path = archive / "data" / "_other.lyon.jsonl.zst"
+    path.write_bytes(subprocess.run(["zstd", "-q", "-3", "-c", str(plain)], capture_output=True,
+                                    check=True).stdout)
+    plain.unlink()
+    metrics = {}
+    for row in rows:
+        metrics[row["metric_id"]] = metrics.get(row["metric_id"], 0) + 1
+    manifest = json.loads((archive / "manifest.json").read_text())
+    entry = {"path": "data/_other.lyon.jsonl.zst", "node": None, "rows": len(rows),
+             "bytes": path.stat().st_size, "frames": 1, "xxh64": "0" * 16,
+             "first": rows[0]["timestamp"], "last": rows[-1]["timestamp"], "metrics": metrics}
+    manifest["files"].append(entry)
+    (archive / "manifest.json").write_text(json.dumps(manifest))
+    verify = run_kwatt("inspect", archive, "--verify").stderr.decode()
+    entry["xxh64"] = verify.split("its XXH64 is ")[1][:16]
+    (archive / "manifest.json").write_text(json.dumps(manifest))
+    assert run_kwatt("inspect", archive, "--verify").returncode == 0
+    return len(rows)
+
+
+def test_parquet_export_has_the_rows_of_other_devices(simulator, tmp_path):
+    import pyarrow.parquet as pq
+    archive = backup(simulator, tmp_path / "exp", "--nodes", ",".join(NOVA), "--start",
+                     f"{T0:.0f}", "--end", f"{T0 + 30:.0f}")
+    other = with_other_devices(archive)
+    frame = kwatt.load(archive)
+    assert (frame["device_id"] == "wattmetre1-port6").sum() == other
+    out = tmp_path / "rows.parquet"
+    export(archive, out, "--rows-per-read", 1000, "--rows-per-group", 1000)
+    pd.testing.assert_frame_equal(as_text(pq.read_table(out).to_pandas()), as_text(frame))
+    # Named nodes: their files only, as kwatt.load reads them.
+    export(archive, out, "--nodes", "nova-4.lyon")
+    pd.testing.assert_frame_equal(as_text(pq.read_table(out).to_pandas()),
+                                  as_text(kwatt.load(archive, nodes=["nova-4.lyon"])))
+
+
+def test_parquet_export_of_an_incomplete_archive(tmp_path):
+    import pyarrow.parquet as pq
+    # A tenth of the requests fail and none is retried: an incomplete archive, whose committed
+    # rows the journal records (manifest.json was written when the backup started).
+    failing = start_server("--fail-rate", "0.1", "--seed", "3", "--jobs", JOBS,
+                           tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=NOVA, api=failing.url, progress=False, retries=0,
+                           rows_per_request=5000)
+        k.start(T0 - 240)
+        k.stop(T0 + 360)  # 30,000 rows of 50 Hz per node: frames of 1 MiB are committed
+        with pytest.raises(kwatt.IncompleteError):
+            k.backup(tmp_path / "exp", metrics=["wattmetre_power_watt"])
+    finally:
+        failing.stop()
+    archive = tmp_path / "exp"
+    out = tmp_path / "rows.parquet"
+    done = subprocess.run([sys.executable, "-m", "kwatt", "export", str(archive), "--to",
+                           "parquet", "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 1 and "incomplete archive" in done.stderr and not out.exists()
+    _, largest = export(archive, out, "--allow-incomplete", "--rows-per-read", 2000)
+    partial = kwatt.load(archive, allow_incomplete=True)
+    assert 0 < len(partial) < 3 * (600 * 50 + 1) and largest < len(partial) / 2
+    pd.testing.assert_frame_equal(as_text(pq.read_table(out).to_pandas()), as_text(partial))
+
+
+def test_parquet_export_refuses_what_load_refuses(simulator, tmp_path):
+    archive = backup(simulator, tmp_path / "exp", "--nodes", NOVA[0], "--start", f"{T0:.0f}",
+                     "--end", f"{T0 + 5:.0f}")
+    for args, message in [(["--nodes", "nova-9.lyon"], "nova-9.lyon.grid5000.fr is not in"),
+                          (["--metrics", "wattmeter_power_watt"], "wattmeter_power_watt is not"),
+                          (["--rows-per-group", "0"], "--rows-per-group"),
+                          (["--rows-per-read", "-5"], "--rows-per-read")]:
+        out = tmp_path / "x.parquet"
+        done = subprocess.run([sys.executable, "-m", "kwatt", "export", archive, "--to",
+                               "parquet", "-o", str(out), *args], capture_output=True, text=True)
+        assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
+        assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
+
+
 # ---- item 20: meaningless arguments, calls out of order ----------------------------------------
 
 def test_an_empty_role_is_refused_by_name(server):
