@@ -170,8 +170,7 @@ class Kwollect(_ServiceBase):
         start() begins a new window: the previous window's stop and marks are forgotten (an
         instance may measure one experiment after another: start, marks, stop, start...)."""
         timestamp = start_time if timestamp is None else timestamp
-        start = time.time_ns() if timestamp is None else to_ns(timestamp, "start")
-        self._set_start(start)
+        self._set_start(time.time_ns() if timestamp is None else to_ns(timestamp, "start"))
         self._set_stop(None)
         self.marks = []
         self._stopped = False
