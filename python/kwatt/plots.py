@@ -9,7 +9,6 @@ import datetime as _dt
 import zoneinfo
 
 import numpy as np
-import pandas as pd
 
 from . import _core
 from .errors import InvalidArgumentError

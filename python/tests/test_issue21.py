@@ -5,7 +5,6 @@ threads. Against the real `kwatt serve --simulate` and archives written by the r
 import datetime as dt
 import json
 import math
-import os
 import subprocess
 import sys
 import time
