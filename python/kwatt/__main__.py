@@ -3,18 +3,29 @@
 `kwatt export --to parquet` runs this (the C++ CLI has no Parquet writer: pyarrow is the well-kept
 one, and it comes with the Python package). The columns are those of kwatt.load(): timestamp
 (UTC, ns), site, node, device_id, metric_id (dictionary-encoded), value (double), labels (the
-labels object's JSON text, dictionary-encoded). A regular file is written under a temporary name
-and renamed once whole (a damaged archive never leaves a shorter file that looks finished); a
-device or a FIFO is written through, never replaced: the C++ core's OutputFile decides, as for
-`kwatt export --to csv`.
+labels object's JSON text, dictionary-encoded). The archive is read and written piece by piece
+(kwatt._parquet): memory does not grow with the archive. A regular file is written under a
+temporary name and renamed once whole (a damaged archive never leaves a shorter file that looks
+finished); a device or a FIFO is written through, never replaced: the C++ core's OutputFile
+decides, as for `kwatt export --to csv`.
 """
 
 import argparse
-import io
 import sys
 
-from . import _core, load
+from . import _core
+from ._convert import to_ns
 from .errors import IncompleteError, KwattError
+
+
+def _rows(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of rows")
+    return value
 
 
 def _export(args):
@@ -22,10 +33,19 @@ def _export(args):
         print("python -m kwatt export: only --to parquet here; CSV: kwatt export --to csv",
               file=sys.stderr)
         return 2
-    split = (lambda text: [s.strip() for s in text.split(",") if s.strip()] if text else None)
     try:
-        frame = load(args.dir, nodes=split(args.nodes), metrics=split(args.metrics),
-                     start=args.start, end=args.end, allow_incomplete=args.allow_incomplete)
+        from ._parquet import ParquetExport, _CountingFile
+    except ImportError as e:
+        print(f"kwatt export: Parquet is written by pyarrow, which is not installed ({e}): pip "
+              "install 'kwatt[parquet]'", file=sys.stderr)
+        return 1
+    options = {name: getattr(args, name) for name in ("rows_per_read", "rows_per_group")
+               if getattr(args, name) is not None}
+    split = (lambda text: [s.strip() for s in text.split(",") if s.strip()] if text else [])
+    try:
+        export = ParquetExport(args.dir, nodes=split(args.nodes), metrics=split(args.metrics),
+                               start=to_ns(args.start, "--start"), end=to_ns(args.end, "--end"),
+                               allow_incomplete=args.allow_incomplete, **options)
     except IncompleteError as e:
         print(f"kwatt export: {e}", file=sys.stderr)
         return 1
@@ -39,20 +59,22 @@ def _export(args):
         return 2 if isinstance(e, ValueError) else 1
     try:
         if target.replaces:
-            frame.to_parquet(target.write_path, index=False)
-        else:  # a device or a FIFO cannot seek, as Parquet's writer does: made in memory first
-            content = io.BytesIO()
-            frame.to_parquet(content, index=False)
+            rows = export.write(target.write_path)
+        else:  # a device or a FIFO: written in order, its position counted (it cannot seek)
             with open(target.write_path, "wb") as out:
-                out.write(content.getbuffer())
+                rows = export.write(_CountingFile(out))
         target.commit()
+    except KwattError as e:  # a data file found damaged while it was read
+        target.abandon()
+        print(f"kwatt export: {e}", file=sys.stderr)
+        return 1
     except BaseException:
         target.abandon()
         raise
-    if not frame.attrs["kwatt"]["complete"]:
+    if not export.complete:
         print(f"kwatt export: WARNING: {args.dir} is INCOMPLETE: wrote only the rows its "
               "interrupted backup committed", file=sys.stderr)
-    print(f"kwatt export: {len(frame)} rows to {args.output}", file=sys.stderr)
+    print(f"kwatt export: {rows} rows to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -69,6 +91,12 @@ def main(argv=None):
     export.add_argument("--end", help="last instant kept")
     export.add_argument("--allow-incomplete", action="store_true",
                         help="export the committed rows of an interrupted backup")
+    export.add_argument("--rows-per-read", type=_rows,
+                        help="about the most rows read from the archive at once (default "
+                             "1048576; fewer: less memory, but a node's file is decompressed "
+                             "once per slice of that many rows)")
+    export.add_argument("--rows-per-group", type=_rows,
+                        help="the most rows of a Parquet row group (default 131072)")
     args = parser.parse_args(argv)
     return _export(args)
 

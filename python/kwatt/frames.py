@@ -1,5 +1,7 @@
 """pandas views of kwatt's results: the columnar tables, kwatt.load(DIR), energy and stats reports."""
 
+import json
+import numbers
 import os
 
 import numpy as np
@@ -7,7 +9,7 @@ import pandas as pd
 
 from . import _core
 from ._convert import fqdn, host_list, to_ns
-from .errors import IncompleteError
+from .errors import IncompleteError, InvalidArgumentError
 
 COLUMNS = ["timestamp", "site", "node", "device_id", "metric_id", "value", "labels"]
 ENERGY_COLUMNS = ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts", "peak_watts",
@@ -38,6 +40,21 @@ def table_frame(table):
     return frame
 
 
+def _thread_count(threads):
+    """`threads` as the C++ core takes it (0: automatic), or InvalidArgumentError."""
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise InvalidArgumentError(f"threads: {threads!r} is not a whole number (give 0 for as "
+                                   "many as the machine has, or a number of threads)")
+    if threads < 0:
+        raise InvalidArgumentError(f"threads: {threads} is negative (give 0 for as many as the "
+                                   "machine has, or a number of threads)")
+    if threads >= 2**31:
+        raise InvalidArgumentError(f"threads: {threads} is more than a process can run")
+    return int(threads)
+
+
 def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomplete=False,
          threads=0):
     """Loads an archive written by `kwatt backup` (or Kwollect.backup) as a DataFrame.
@@ -46,12 +63,14 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
     start, end: instants bounding the rows (inclusive). An incomplete archive raises
     IncompleteError (its ``partial`` holds the committed rows) unless allow_incomplete.
     Every byte read is checked: a damaged archive raises CorruptionError naming the file.
+    threads: threads reading and decompressing (an int; 0 or None: as many as the machine
+    has); anything else raises InvalidArgumentError.
     """
     directory = os.fspath(directory)
     names = [fqdn(h) for h in host_list(nodes)]
     table = _core.load(directory, nodes=names, metrics=list(metrics or []),
                        start=to_ns(start, "start"), end=to_ns(end, "end"), allow_incomplete=True,
-                       threads=int(threads))
+                       threads=_thread_count(threads))
     frame = table_frame(table)
     frame.attrs["kwatt"] = {"archive": directory, "complete": table.complete,
                             "window": (table.report["start"], table.report["end"])}
@@ -64,8 +83,23 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
 
 
 def manifest(directory):
-    """What an archive's manifest says (window, nodes, rows per metric, completeness)."""
-    return _core.read_manifest(os.fspath(directory))
+    """What an archive's manifest says: the object of its manifest.json, with its keys
+    (doc/archive_format.md: format, format_version, kwatt_version, state, created_at,
+    completed_at, query, window, sites, job_types, job, nodes, catalogue, files, fetch, as the
+    file has them), checked first as every reader checks it (a damaged or foreign manifest raises
+    CorruptionError).
+
+    Four keys that are not in the file add it up: ``complete`` (state is "complete"), ``rows``
+    and ``bytes`` (over every data file) and ``metric_rows`` ({metric id: rows}). For an
+    incomplete archive they count what its journal records as committed (manifest.json, written
+    when the backup started, does not)."""
+    directory = os.fspath(directory)
+    summary = _core.read_manifest(directory)
+    with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as file:
+        out = json.load(file)
+    out.update(complete=summary["complete"], rows=summary["rows"], bytes=summary["bytes"],
+               metric_rows=summary["metric_rows"])
+    return out
 
 
 def energy_frame(report):

@@ -1,14 +1,22 @@
 """Plots with matplotlib: power over time per node, energy per node and phase.
 
-Times are drawn in Europe/Paris time, as Kwollect writes them.
+Times are labelled in Europe/Paris time, as Kwollect writes them, on an axis of instants (UTC):
+the hour that Paris lives twice in autumn is drawn once after the other, and the hour it skips in
+spring takes no room.
 """
 
-import pandas as pd
+import datetime as _dt
+import zoneinfo
+
+import numpy as np
 
 from . import _core
 from .errors import InvalidArgumentError
 
 PARIS = "Europe/Paris"
+# A line is broken where its series has a gap: an interval longer than this many times the
+# series' median interval, as energy() counts gaps (doc/energy.md).
+GAP_FACTOR = 3.0
 
 
 def _axes(ax, size):
@@ -19,8 +27,52 @@ def _axes(ax, size):
     return ax
 
 
-def _paris(ns):
-    return pd.Timestamp(int(ns), unit="ns", tz="UTC").tz_convert(PARIS).tz_localize(None)
+def _date_numbers(ns):
+    """matplotlib's date numbers of instants (int ns since the epoch, UTC), in their order."""
+    from matplotlib import dates
+    return dates.date2num(np.asarray(ns, dtype=np.int64).view("datetime64[ns]"))
+
+
+def _date_number(ns):
+    return float(_date_numbers([int(ns)])[0])
+
+
+def _broken_at_gaps(times, values):
+    """(times, values) of one series in time order, with a NaN value inserted in each gap
+    (GAP_FACTOR), so that matplotlib does not draw a line across it."""
+    if len(times) < 3:
+        return times, values
+    steps = np.diff(times)
+    median = np.median(steps)
+    if median <= 0:
+        return times, values
+    gaps = np.flatnonzero(steps > GAP_FACTOR * median)
+    if len(gaps) == 0:
+        return times, values
+    return (np.insert(times, gaps + 1, times[gaps] + steps[gaps] // 2),
+            np.insert(values, gaps + 1, np.nan))
+
+
+def _paris_time_axis(ax):
+    """Labels the x axis of date numbers in Europe/Paris time."""
+    from matplotlib import dates
+    paris = zoneinfo.ZoneInfo(PARIS)
+
+    class ParisLocator(dates.AutoDateLocator):
+        """Ticks on Paris's calendar, except for a view of less than 3 days across a change of
+        its UTC offset: there, on the UTC grid (Paris is whole hours from UTC, so a whole UTC
+        minute or hour is a whole Paris one), where Paris's rules would skip or crowd ticks."""
+
+        def get_locator(self, dmin, dmax):
+            across = dmin.astimezone(paris).utcoffset() != dmax.astimezone(paris).utcoffset()
+            short = abs(dmax - dmin) < _dt.timedelta(days=3)
+            self.set_tzinfo(_dt.timezone.utc if across and short else paris)
+            return super().get_locator(dmin, dmax)
+
+    ax.xaxis_date(paris)
+    locator = ParisLocator(tz=paris)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=paris))
 
 
 def _power_sources(power, window, metric):
@@ -50,7 +102,11 @@ def plot_power(data, ax=None, window=None, phases=(), metric=None):
     metric is the one energy() chooses over the window (the C++ choice: the first of wattmeter,
     PDU, BMC covering 95 % of it, else the best covered), or `metric`. window: (start, stop)
     ns, drawn as vertical lines (default for the choice: the data's span); phases: [(name,
-    start ns, end ns)], drawn as shaded spans. Returns the matplotlib Axes."""
+    start ns, end ns)], drawn as shaded spans. Returns the matplotlib Axes.
+
+    The x axis holds instants (matplotlib date numbers from UTC), labelled in Europe/Paris
+    time: in order across DST changes. A series' line is broken over its gaps (intervals longer
+    than GAP_FACTOR times its median interval), never drawn across them."""
     ax = _axes(ax, (11, 4.5))
     preference = [metric] if metric else _core.power_metrics()
     power = data[data["metric_id"].isin(preference)]
@@ -63,22 +119,27 @@ def plot_power(data, ax=None, window=None, phases=(), metric=None):
         rows = rows[rows["metric_id"] == chosen]
         series = list(rows.groupby("labels", observed=True, sort=False))
         for labels, one in series:
-            times = one["timestamp"].dt.tz_convert(PARIS).dt.tz_localize(None)
+            one = one.sort_values("timestamp", kind="stable")
+            times = one["timestamp"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(
+                dtype="datetime64[ns]").view(np.int64)
+            times, values = _broken_at_gaps(times, one["value"].to_numpy(dtype=np.float64))
             name = str(node).split(".")[0]
             label = f"{name} ({chosen})" if len(series) == 1 else f"{name} {labels} ({chosen})"
-            ax.plot(times, one["value"], label=label, linewidth=0.8)
+            ax.plot(_date_numbers(times), values, label=label, linewidth=0.8)
             drawn += 1
     if window is not None:
         for ns, text in zip(window, ("start", "stop")):
             if ns is not None:
-                ax.axvline(_paris(ns), color="black", linestyle="--", linewidth=1)
-                ax.annotate(text, (_paris(ns), 0.02), xycoords=("data", "axes fraction"),
+                ax.axvline(_date_number(ns), color="black", linestyle="--", linewidth=1)
+                ax.annotate(text, (_date_number(ns), 0.02), xycoords=("data", "axes fraction"),
                             rotation=90, va="bottom", ha="right", fontsize=8)
     colours = ["tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
     for i, (name, start, end) in enumerate(phases or ()):
-        ax.axvspan(_paris(start), _paris(end), color=colours[i % len(colours)], alpha=0.12)
-        ax.annotate(name, (_paris(start), 0.98), xycoords=("data", "axes fraction"),
+        ax.axvspan(_date_number(start), _date_number(end), color=colours[i % len(colours)],
+                   alpha=0.12)
+        ax.annotate(name, (_date_number(start), 0.98), xycoords=("data", "axes fraction"),
                     va="top", fontsize=8)
+    _paris_time_axis(ax)
     ax.set_xlabel("time (Europe/Paris)")
     ax.set_ylabel("power (W)")
     ax.set_title("Power per node")

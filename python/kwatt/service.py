@@ -47,6 +47,30 @@ def _in_notebook():
     return "ipykernel" in sys.modules
 
 
+def _is_tuple_of(item, length):
+    return isinstance(item, (tuple, list)) and len(item) == length
+
+
+def _phase_list(phases):
+    """[(name, start, end)] of phases given as {name: (start, end)} or [(name, start, end)];
+    InvalidArgumentError for anything else."""
+    shape = "phases are (name, start, end) tuples, or a dict {name: (start, end)}"
+    if hasattr(phases, "items"):
+        out = []
+        for name, bounds in phases.items():
+            if not _is_tuple_of(bounds, 2):
+                raise InvalidArgumentError(f"{shape}: phase {name!r} is {bounds!r}")
+            out.append((name, bounds[0], bounds[1]))
+        return out
+    if isinstance(phases, (str, bytes)) or not hasattr(phases, "__iter__"):
+        raise InvalidArgumentError(f"{shape}, not {phases!r}")
+    phases = list(phases)
+    for phase in phases:
+        if not _is_tuple_of(phase, 3):
+            raise InvalidArgumentError(f"{shape}: {phase!r} is not one")
+    return [tuple(phase) for phase in phases]
+
+
 class Kwollect(_ServiceBase):
     """Metrics and energy of Grid'5000 nodes over the instants of an experiment.
 
@@ -67,7 +91,7 @@ class Kwollect(_ServiceBase):
 
     start() and stop() record instants (no API call); any number of instances may run, nested
     or overlapping, each with its own window. ``with Kwollect(...) as k:`` deploys, starts,
-    and stops on exit.
+    and stops on exit (unless stop() was called in the block).
     """
 
     def __init__(self, roles=None, nodes=None, api=None, *, config=None, progress=None,
@@ -91,6 +115,10 @@ class Kwollect(_ServiceBase):
         self._stop_ns = None
         self._job = None
         self._job_types = []
+        # True while the window is the job's (from_job, no start() or stop() since): backup()
+        # then asks for the job, whose end a running job has not reached yet.
+        self._window_is_job = False
+        self._stopped = False  # stop() was called since the last start()
         self.marks = []  # [(name, ns)]
         self.deployed = False
         self._lookup = None
@@ -100,7 +128,10 @@ class Kwollect(_ServiceBase):
     @classmethod
     def from_job(cls, site, job_id, api=None, *, config=None, progress=None, **client_options):
         """An instance over a past (or running) job: its nodes, and its window (start and stop
-        of the job; a running job's stop is now). start()/stop() may still change it."""
+        of the job; a running job's stop is now). start()/stop() may still change it.
+
+        Until they do, backup() backs the job up as `kwatt backup --job SITE:ID` does: the
+        backup of a running job stays incomplete (and resumable) until the job has ended."""
         client = _client_dict(api, config, client_options)
         resolved = _core.resolve(client, nodes=[], start=None, end=None,
                                  job=(str(site), int(job_id)))
@@ -110,6 +141,7 @@ class Kwollect(_ServiceBase):
         self._job_types = list(resolved["job_types"])
         self._set_start(resolved["start"])
         self._set_stop(resolved["end"])
+        self._window_is_job = True
         return self
 
     def deploy(self):
@@ -133,26 +165,44 @@ class Kwollect(_ServiceBase):
 
     def start(self, timestamp=None, *, start_time=None):
         """Records the start of the window: now, or `timestamp` (epoch seconds, datetime,
-        ISO 8601 text; `start_time=` as EnOSlib's Kwollect names it). No API call."""
+        ISO 8601 text; `start_time=` as EnOSlib's Kwollect names it). No API call.
+
+        start() begins a new window: the previous window's stop and marks are forgotten (an
+        instance may measure one experiment after another: start, marks, stop, start...)."""
         timestamp = start_time if timestamp is None else timestamp
         self._set_start(time.time_ns() if timestamp is None else to_ns(timestamp, "start"))
         self._set_stop(None)
+        self.marks = []
+        self._stopped = False
+        self._window_is_job = False
 
     def stop(self, timestamp=None, *, stop_time=None):
         """Records the end of the window: now, or `timestamp` (`stop_time=` as EnOSlib's
-        Kwollect names it). No API call."""
+        Kwollect names it). No API call. Once per window: a second stop() raises
+        InvalidArgumentError (call start() for a new window). A from_job instance's window ends
+        at the job's end until stop() moves it."""
         timestamp = stop_time if timestamp is None else timestamp
         if self._start_ns is None:
             raise InvalidArgumentError("stop() before start(): call start() first")
+        if self._stopped:
+            raise InvalidArgumentError(
+                f"already stopped at {_core.format_paris(self._stop_ns)}: a window stops once "
+                "(call start() to begin a new one)")
         stop = time.time_ns() if timestamp is None else to_ns(timestamp, "stop")
         if stop < self._start_ns:
             raise InvalidArgumentError(
                 f"stop {_core.format_paris(stop)} is before start {_core.format_paris(self._start_ns)}")
         self._set_stop(stop)
+        self._stopped = True
+        self._window_is_job = False
 
     def mark(self, name, timestamp=None):
         """Marks the start of a phase named `name` (now, or at `timestamp`); a phase lasts until
-        the next mark, or the end of the window. energy() and stats() report each phase."""
+        the next mark, or the end of the window. energy() and stats() report each phase. Before
+        start() (no window yet) it raises InvalidArgumentError."""
+        if self._start_ns is None:
+            raise InvalidArgumentError(f"mark() before start(): call start() first (mark "
+                                       f"{name!r} would belong to no window)")
         at = time.time_ns() if timestamp is None else to_ns(timestamp, "mark")
         self.marks.append((str(name), at))
         return at
@@ -163,7 +213,8 @@ class Kwollect(_ServiceBase):
         return self
 
     def __exit__(self, *exc):
-        self.stop()
+        if not self._stopped:
+            self.stop()
         return False
 
     def _set_start(self, ns):
@@ -278,16 +329,31 @@ class Kwollect(_ServiceBase):
     def backup(self, backup_dir=None, metrics=None, roles=None, nodes=None, summary=False):
         """Archives every row of the window (doc/archive_format.md): lossless, compressed,
         written as it is fetched, resumable. Returns the archive's directory (default:
-        kwatt_backup/<start>_<stop>). A backup that could not fetch everything keeps what it
-        has and raises IncompleteError: run the same backup again to complete it."""
+        kwatt_backup/<start>_<stop>, or kwatt_backup/<site>_<job id> for a job's window). A
+        backup that could not fetch everything keeps what it has and raises IncompleteError: run
+        the same backup again to complete it.
+
+        An instance of Kwollect.from_job whose window was not changed by start() or stop() backs
+        the job up, as `kwatt backup --job SITE:ID` does (roles / nodes narrow it as --nodes
+        does): the backup of a running job holds its rows so far and raises IncompleteError
+        until the job has ended; the first backup() into the same directory after its end
+        completes it."""
         subset = self._subset(roles, nodes)
         start, stop = self._window()
+        job = None
+        if self._window_is_job:
+            job = self._job
+            start = stop = None
+            if backup_dir is None:
+                backup_dir = os.path.join("kwatt_backup", f"{job[0]}_{job[1]}")
+            if sorted(subset) == sorted(self.nodes):
+                subset = []  # all the job's nodes, as `kwatt backup --job` asks for them
         if backup_dir is None:
             backup_dir = os.path.join("kwatt_backup", f"{start // 1000}_{stop // 1000}")
         backup_dir = os.fspath(backup_dir)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         outcome = _core.backup(self._client, backup_dir, nodes=subset, start=start, end=stop,
-                               job=None, metrics=metrics, summary=bool(summary),
+                               job=job, metrics=metrics, summary=bool(summary),
                                progress=self._progress("kwatt backup"))
         if not outcome["complete"]:
             raise IncompleteError(f"backup {backup_dir} is incomplete: {outcome['error']}",
@@ -369,7 +435,8 @@ class Kwollect(_ServiceBase):
 
     def phases(self, phases=None):
         """[(name, start ns, end ns)]: the marks (each phase until the next mark or the end of the
-        window), then `phases` given as {name: (start, end)} or [(name, start, end)]."""
+        window), then `phases` given as {name: (start, end)} or [(name, start, end)] (anything
+        else raises InvalidArgumentError)."""
         start, stop = self._window()
         out = []
         marks = sorted(self.marks, key=lambda m: m[1])
@@ -378,16 +445,20 @@ class Kwollect(_ServiceBase):
             if end > at:
                 out.append((name, at, end))
         if phases:
-            items = phases.items() if hasattr(phases, "items") else [
-                (p[0], (p[1], p[2])) for p in phases]
-            for name, (a, b) in items:
+            for name, a, b in _phase_list(phases):
                 out.append((str(name), to_ns(a, f"phase {name}"), to_ns(b, f"phase {name}")))
         return out
 
     def _roles(self, roles):
         given = self.roles if roles is None else roles
-        return [(str(name), unique(fqdn(h) for h in host_list(hosts)))
-                for name, hosts in (given.items() if hasattr(given, "items") else given)]
+        out = []
+        for name, hosts in (given.items() if hasattr(given, "items") else given):
+            nodes = unique(fqdn(h) for h in host_list(hosts))
+            if not nodes:
+                raise InvalidArgumentError(f"role {name} has no node: a role's energy and "
+                                           "statistics are those of its nodes (give it some)")
+            out.append((str(name), nodes))
+        return out
 
     def _source(self, source):
         """(archive, nodes, start, stop) for _core.energy/stats: the instance's nodes, from an

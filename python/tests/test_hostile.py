@@ -34,7 +34,7 @@ def test_credentials_in_the_api_url_are_used_and_never_kept(tmp_path, no_config)
         k.stop(T0 + 5)
         assert len(k.get_metrics(metrics=["wattmetre_power_watt"])[NOVA1]) > 100
         path = k.backup(backup_dir=tmp_path / "exp")
-        assert kwatt.manifest(path)["api"] == s.url
+        assert kwatt.manifest(path)["query"]["api"] == s.url
         assert "w0rd" not in (Path(path) / "manifest.json").read_text()
         # The credentials are what authenticates: without them, the API refuses.
         with pytest.raises(kwatt.AuthenticationError) as refused:
