@@ -53,7 +53,7 @@ def _export(args):
         print(f"kwatt export: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
     try:
-        target = _core.OutputFile.plan(args.output)
+        target = _core.OutputFile.plan(args.output, [args.dir])  # never into the archive read
     except KwattError as e:
         print(f"kwatt export: -o: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1

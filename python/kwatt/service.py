@@ -441,9 +441,9 @@ class Kwollect(_ServiceBase):
         out = []
         marks = sorted(self.marks, key=lambda m: m[1])
         for i, (name, at) in enumerate(marks):
-            end = marks[i + 1][1] if i + 1 < len(marks) else stop
-            if end > at:
-                out.append((name, at, end))
+            # Two marks at one instant make an empty phase: energy() and stats() refuse it, naming
+            # it, rather than leaving it out unsaid.
+            out.append((name, at, marks[i + 1][1] if i + 1 < len(marks) else stop))
         if phases:
             for name, a, b in _phase_list(phases):
                 out.append((str(name), to_ns(a, f"phase {name}"), to_ns(b, f"phase {name}")))

@@ -1,6 +1,7 @@
 """Issue 21 from Python: a running job's backup, plots across DST changes and gaps, Parquet export
 in bounded memory, meaningless arguments and calls out of order, kwatt.manifest()'s keys, load()'s
-threads. Against the real `kwatt serve --simulate` and archives written by the real `kwatt backup`.
+threads, archives read for the instance's nodes, a resume against another API. Against the real
+`kwatt serve --simulate` and archives written by the real `kwatt backup`.
 """
 import datetime as dt
 import json
@@ -411,7 +412,7 @@ def test_load_takes_zero_or_a_positive_number_of_threads(small_archive):
         assert len(kwatt.load(small_archive, threads=threads)) == rows
 
 
-def test_load_with_far_too_many_threads_is_refused_or_capped(small_archive):
+def test_load_with_far_too_many_threads_is_refused(small_archive):
     # In a process of its own: the C++ core aborted the process that asked for 100,000 threads.
     code = ("import sys, kwatt\n"
             "try:\n    rows = len(kwatt.load(sys.argv[1], threads=100000))\n"
@@ -419,8 +420,57 @@ def test_load_with_far_too_many_threads_is_refused_or_capped(small_archive):
             "else:\n    print('rows:', rows)\n")
     done = subprocess.run([sys.executable, "-c", code, small_archive], capture_output=True,
                           text=True, timeout=300)
-    if done.returncode < 0:  # killed by a signal (SIGABRT)
-        pytest.xfail("the C++ core still aborts on threads=100000 (issue 21 item 16, C++ "
-                     f"side): exit status {done.returncode}, {done.stderr[-300:]!r}")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(("refused:", f"rows: {5 * 50 + 1}")), done.stdout
+    assert done.stdout.startswith("refused: threads must be 0"), done.stdout
+
+
+# ---- item 11: energy(source=DIR) and stats(source=DIR) are the instance's nodes' ---------------
+
+@pytest.fixture(scope="module")
+def two_nodes(simulator, tmp_path_factory):
+    """Two nodes' wattmeter rows over [T0, T0 + 120], as a Kwollect of both backs them up."""
+    k = make(simulator, NOVA[:2])
+    k.start(T0)
+    k.stop(T0 + 120)
+    return k.backup(backup_dir=tmp_path_factory.mktemp("two") / "exp",
+                    metrics=["wattmetre_power_watt"])
+
+
+def test_an_archive_is_read_for_the_instance_nodes_only(simulator, two_nodes):
+    one = make(simulator, NOVA[:1])
+    one.start(T0)
+    one.stop(T0 + 120)
+    from_archive = one.energy(source=two_nodes)
+    assert sorted(from_archive[from_archive["scope"] == "node"]["name"].unique()) == NOVA[:1]
+    pd.testing.assert_frame_equal(from_archive, one.energy())
+    assert set(one.stats(source=two_nodes)["node"].dropna().unique()) == {NOVA[0]}
+
+
+def test_a_node_the_archive_lacks_is_named(simulator, two_nodes):
+    other = make(simulator, NOVA[2:])
+    other.start(T0)
+    other.stop(T0 + 120)
+    for call in (other.energy, other.stats):
+        with pytest.raises(kwatt.InvalidArgumentError, match="nova-5.lyon.grid5000.fr is not in"):
+            call(source=two_nodes)
+
+
+# ---- item 1: a resume against another API is refused --------------------------------------------
+
+def test_a_backup_resumed_against_another_api_is_refused(simulator, tmp_path):
+    other = start_server("--jobs", JOBS, tmp_path=tmp_path)
+    try:
+        k = make(simulator, NOVA[:1])
+        now = time.time()
+        k.start(now - 30)
+        k.stop(now + 3600)  # a window ending after now: the backup stays incomplete, resumable
+        target = tmp_path / "b"
+        with pytest.raises(kwatt.IncompleteError):
+            k.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
+        moved = make(other, NOVA[:1])
+        moved.start(k.start_time)
+        moved.stop(k.stop_time)
+        with pytest.raises(kwatt.InvalidArgumentError, match="from another API"):
+            moved.backup(backup_dir=target, metrics=["wattmetre_power_watt"])
+    finally:
+        other.stop()
