@@ -101,9 +101,19 @@ Status PowerCollector::Write(std::string_view site, const RowBatch& batch,
   return Status::OK();
 }
 
+int64_t PowerCollector::NanRows(const std::string& node, const std::string& metric) const {
+  auto by_node = nan_rows_.find(node);
+  if (by_node == nan_rows_.end()) return 0;
+  auto it = by_node->second.find(metric);
+  return it == by_node->second.end() ? 0 : it->second;
+}
+
 void PowerCollector::Add(const std::string& node, const std::string& metric,
                          const std::string& labels, UnixNanos t, double value) {
-  if (std::isnan(value)) return;
+  if (std::isnan(value)) {
+    ++nan_rows_[node][metric];
+    return;
+  }
   Series& series = store_[node][metric][labels];
   series.time.push_back(t);
   series.value.push_back(value);
@@ -201,8 +211,9 @@ bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metric
           FindStraySeries(it->second, start, end, gap_factor, data.kind());
       for (const auto& [labels, series] : it->second) {
         if (series.time.empty()) continue;
+        const std::string& these = labels;  // clang 14 captures no structured binding
         if (std::any_of(stray.begin(), stray.end(),
-                        [&](const StraySeries& s) { return s.labels == labels; })) {
+                        [&](const StraySeries& s) { return s.labels == these; })) {
           continue;
         }
         int64_t period = ReadingPeriod(series, data.kind());
@@ -466,6 +477,10 @@ Result<EnergyReport> ComputeEnergy(
                           catalogue == catalogue_metrics.end() ? nullptr : &catalogue->second);
     if (chosen.metric.empty()) {
       result.reason = chosen.reason;
+      if (auto failed = data.unfetched().find(node); failed != data.unfetched().end()) {
+        result.reason =
+            "its rows could not all be fetched (" + failed->second + "); " + result.reason;
+      }
       result.window = Uncovered(start, end);
       result.phases = uncovered_phases;
       report.nodes_without_power.push_back(node);
@@ -632,6 +647,14 @@ Result<EnergyReport> EnergySink::Compute(const FetchReport& resolved,
       catalogue_metrics[node.Fqdn()].push_back(m.metric_id);
     }
   }
+  // A node of a failed piece: its missing power is the fetch's doing, said as such.
+  std::map<std::string, std::string> unfetched;
+  for (const FetchFailure& failure : resolved.failures) {
+    for (const std::string& uid : failure.nodes) {
+      unfetched.emplace(uid + "." + failure.site + ".grid5000.fr", failure.error.message());
+    }
+  }
+  power_->SetUnfetched(std::move(unfetched));
   return ComputeEnergy(*power_, resolved.start, resolved.end, options, catalogue_metrics);
 }
 

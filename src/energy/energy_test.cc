@@ -140,6 +140,25 @@ TEST(ComputeEnergy, NoPowerIsNamedNotZero) {
   EXPECT_FALSE(ComputeEnergy(data, 10 * kS, 0, {}).ok());
 }
 
+// Issue 21 #19: a metric that gave only NaN values, and a node whose piece failed to be fetched,
+// are said as such, not as "returned no row".
+TEST(ComputeEnergy, OnlyNanValuesOrAFailedFetchAreNamedAsSuch) {
+  PowerCollector data({kNode, "nova-2.lyon.grid5000.fr"});
+  for (int i = 0; i < 5; ++i) data.Add(kNode, "wattmetre_power_watt", "{}", i * kS, NAN);
+  data.SetUnfetched({{"nova-2.lyon.grid5000.fr", "HTTP 500 from the API"}});
+  auto report = ComputeEnergy(
+      data, 0, 10 * kS, {},
+      {{kNode, {"wattmetre_power_watt"}}, {"nova-2.lyon.grid5000.fr", {"wattmetre_power_watt"}}});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NE(report->nodes[0].reason.find("wattmetre_power_watt returned only NaN values (5 rows)"),
+            std::string::npos)
+      << report->nodes[0].reason;
+  EXPECT_EQ(report->nodes[1].reason.rfind(
+                "its rows could not all be fetched (HTTP 500 from the API); ", 0),
+            0u)
+      << report->nodes[1].reason;
+}
+
 // Issue 10 #11: nothing is extrapolated past the data: a window wider than the data (an archive
 // asked for more, a job still running) is clipped to it, and the report says so.
 TEST(ComputeEnergy, WindowIsClippedToTheDataNotExtrapolated) {

@@ -386,7 +386,11 @@ PowerChoice ChoosePowerMetric(const PowerCollector& data, const std::string& nod
       bool listed = catalogue_metrics &&
                     std::find(catalogue_metrics->begin(), catalogue_metrics->end(), metric) !=
                         catalogue_metrics->end();
-      if (listed) notes += metric + " is in the catalogue but returned no row; ";
+      if (int64_t nan = data.NanRows(node, metric); nan > 0) {
+        notes += metric + " returned only NaN values (" + std::to_string(nan) + " rows); ";
+      } else if (listed) {
+        notes += metric + " is in the catalogue but returned no row; ";
+      }
       continue;
     }
     PowerChoice candidate;

@@ -192,12 +192,21 @@ class PowerCollector : public RowSink {
   const Store& store() const { return store_; }
   const std::vector<std::string>& nodes() const { return nodes_; }
   RowKind kind() const { return kind_; }
+  // Rows skipped because their value was NaN ("NaN" or null), by node and metric: a metric that
+  // gave only such rows is named as such, not as one that returned no row.
+  int64_t NanRows(const std::string& node, const std::string& metric) const;
+  // Why rows of a node may be missing, as the fetch that fed it said (its failed pieces), by node
+  // FQDN: named where a node then has no power data.
+  void SetUnfetched(std::map<std::string, std::string> why) { unfetched_ = std::move(why); }
+  const std::map<std::string, std::string>& unfetched() const { return unfetched_; }
 
  private:
   std::vector<std::string> nodes_;
   std::string metric_;
   RowKind kind_;
   Store store_;
+  std::map<std::string, std::map<std::string, int64_t>> nan_rows_;
+  std::map<std::string, std::string> unfetched_;
   detail::NodeLookup lookup_;
   const StringInterner* metric_interner_ = nullptr;
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
