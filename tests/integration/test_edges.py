@@ -113,6 +113,8 @@ def test_a_failed_fetch_leaves_an_existing_output_as_it_was(server, tmp_path):
         assert result.returncode != 0, result.stderr
         assert b"nothing was written" in result.stderr, result.stderr
         assert output.read_text() == "my earlier rows\n"
+        if b"unknown metric" in result.stderr:  # the hint names the methods that take it (19)
+            assert b"custom_metrics=True in Python's get_metrics and to_pandas" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]
     good = run("fetch", "--api", server.url, "--nodes", NOVA1, "--metrics", POWER, "--start", T0,
                "--end", T0 + 5, "-q", "-o", output)
