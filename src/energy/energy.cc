@@ -430,6 +430,9 @@ Result<EnergyReport> ComputeEnergy(
   }
   // Per node of report.nodes, the series of its power (none without power): for the peaks of sums.
   std::vector<std::vector<SeriesPeriod>> node_series;
+  // The copies of the series kept where some were set aside (PowerChoice::kept): node_series
+  // points into them, so they live as long as it does.
+  std::vector<std::shared_ptr<const std::map<std::string, PowerCollector::Series>>> kept_series;
   // Sets the peaks of a sum over nodes (`members`, indices in report.nodes) over the window and
   // each phase: the peak of their summed power, which Figures::Add cannot know.
   auto set_peaks_of_sum = [&](const std::vector<size_t>& members, Figures* window,
@@ -553,6 +556,7 @@ Result<EnergyReport> ComputeEnergy(
     add_to_totals(result);
     report.nodes.push_back(result);
     node_series.emplace_back();
+    if (chosen.kept) kept_series.push_back(chosen.kept);
     for (const auto& [labels, series] : *chosen.series) {
       node_series.back().push_back({&series, ReadingPeriod(series, data.kind())});
     }
