@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
-#include "kwatt/archive/manifest.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/kwollect_power.h"
@@ -362,15 +361,7 @@ Runner RegisterEnergy(CLI::App* app) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
     }
-    // Summary rows are bucket means, not samples: a query's --summary, or an archive's (its
-    // manifest; when it cannot be read, RunSource says why).
-    bool summary = args->analysis.query.summary;
-    if (!args->analysis.archive.empty()) {
-      Result<archive::Manifest> manifest = archive::ReadManifest(args->analysis.archive);
-      summary = manifest.ok() && manifest->query.summary;
-    }
-    energy::EnergySink collector(
-        args->metric, summary ? energy::RowKind::kBucketMeans : energy::RowKind::kSamples);
+    energy::EnergySink collector(args->metric);
     Result<kwollect::FetchReport> report = RunSource(
         args->analysis.archive, args->analysis.query, energy::EnergyInputMetrics(args->metric),
         &collector, MakeProgress("kwatt energy", args->quiet || args->json),
@@ -381,7 +372,7 @@ Runner RegisterEnergy(CLI::App* app) {
     }
     PrintFailures("kwatt energy", *report);
     if (!args->activity.empty()) {
-      if (summary) {
+      if (report->summary) {
         std::fprintf(stderr,
                      "kwatt energy: --activity shares the power second by second: it needs raw "
                      "rows, not 5-minute summaries (--summary, or an archive of them)\n");

@@ -90,14 +90,17 @@ Runner RegisterExport(CLI::App* app) {
       std::fprintf(stderr, "kwatt export: give the output file: -o PATH (- for stdout)\n");
       return kExitUsage;
     }
-    if (args->output != "-") {
-      Result<OutputFile> planned = OutputFile::Plan(args->output, {args->dir});
-      if (!planned.ok()) {
-        std::fprintf(stderr, "kwatt export: -o: %s\n", planned.status().message().c_str());
-        return ExitCodeOf(planned.status());
+    if (args->to == "parquet") {
+      // Refused here too, before a Python is looked for (python -m kwatt export checks the same).
+      if (Status refused = args->output == "-"
+                               ? Status::OK()
+                               : OutputFile::Plan(args->output, {args->dir}).status();
+          !refused.ok()) {
+        std::fprintf(stderr, "kwatt export: -o: %s\n", refused.message().c_str());
+        return ExitCodeOf(refused);
       }
+      return ExportParquet(args->dir, args->output, args->filters);
     }
-    if (args->to == "parquet") return ExportParquet(args->dir, args->output, args->filters);
     archive::LoadOptions options;
     Status status = ResolveArchiveFilters(args->filters, &options);
     if (!status.ok()) {

@@ -479,14 +479,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.metric = metric;
   options.baseline_phase = baseline;
   options.gap_factor = gap_factor;
-  // An archive of summaries (kwatt backup --summary): its rows are 5-minute bucket means.
-  bool summary = false;
-  if (!archive_dir.empty()) {
-    Result<archive::Manifest> manifest = archive::ReadManifest(archive_dir);
-    summary = manifest.ok() && manifest->query.summary;
-  }
-  energy::EnergySink sink(metric,
-                          summary ? energy::RowKind::kBucketMeans : energy::RowKind::kSamples);
+  energy::EnergySink sink(metric);
   Watch watch{std::move(progress)};
   Result<kwollect::FetchReport> report = Status::OK();
   Result<energy::EnergyReport> result = Status::OK();

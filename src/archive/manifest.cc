@@ -374,6 +374,7 @@ FetchReport Manifest::Resolved() const {
   resolved.job_started = job_started;
   resolved.job_stopped = job_stopped;
   resolved.catalogues = catalogue;
+  resolved.summary = query.summary;
   return resolved;
 }
 

@@ -630,7 +630,8 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
 Status EnergySink::Begin(const FetchReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
-  power_ = std::make_unique<PowerCollector>(nodes, metric_, kind_);
+  power_ = std::make_unique<PowerCollector>(
+      nodes, metric_, resolved.summary ? RowKind::kBucketMeans : RowKind::kSamples);
   return Status::OK();
 }
 

@@ -488,16 +488,7 @@ class Fetcher {
     for (auto& site : sites_) {
       // Bounds what waits in memory per site; the front's merge group is delivered whole, so all
       // of it may run.
-      int window = 2 * options_.max_per_site + 2;
-      if (!site->queue.empty() && site->queue.front().plan.merge_group != 0) {
-        uint64_t group = site->queue.front().plan.merge_group;
-        int members = 0;
-        for (const Request& r : site->queue) {
-          if (r.plan.merge_group != group) break;
-          ++members;
-        }
-        window = std::max(window, members + 2);
-      }
+      int window = std::max(2 * options_.max_per_site + 2, int(FrontRun(*site)) + 2);
       int position = 0;
       for (auto it = site->queue.begin(); it != site->queue.end() && position < window;
            ++it, ++position) {
@@ -724,16 +715,25 @@ class Fetcher {
   }
 
   // The requests at the front of `site` that are delivered together: the front one alone, or the
-  // whole run of its merge group (adjacent in the queue). 0 while one of them is not finished.
-  static size_t ReadyAtFront(const SiteQueue& site) {
-    if (site.queue.empty() || !Finished(site.queue.front())) return 0;
+  // whole run of its merge group (adjacent in the queue); 0 when the queue is empty.
+  static size_t FrontRun(const SiteQueue& site) {
+    if (site.queue.empty()) return 0;
     uint64_t group = site.queue.front().plan.merge_group;
     if (group == 0) return 1;
     size_t n = 0;
-    for (const Request& r : site.queue) {
-      if (r.plan.merge_group != group) break;
-      if (!Finished(r)) return 0;
+    for (auto it = site.queue.begin(); it != site.queue.end() && it->plan.merge_group == group;
+         ++it) {
       ++n;
+    }
+    return n;
+  }
+
+  // FrontRun(site) once every one of those requests is finished; 0 before.
+  static size_t ReadyAtFront(const SiteQueue& site) {
+    size_t n = FrontRun(site);
+    auto it = site.queue.begin();
+    for (size_t k = 0; k < n; ++k, ++it) {
+      if (!Finished(*it)) return 0;
     }
     return n;
   }
@@ -997,6 +997,7 @@ Result<std::vector<SitePlanInput>> ResolveAndPlanOrThrow(const ClientOptions& op
     if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
   }
   report->nodes = std::move(unique);
+  report->summary = query.summary;
   if (report->end < report->start) {
     return Status::InvalidArgument("the window ends (" + FormatUtcTimestamp(report->end) +
                                    ") before it starts (" + FormatUtcTimestamp(report->start) +
@@ -1063,6 +1064,7 @@ Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery
   report.start = *query.start;
   report.end = *query.end;
   report.catalogues = resolved.catalogues;
+  report.summary = query.summary;
   for (const NodeName& node : report.nodes) {
     if (!FindCatalogue(report.catalogues, node.site + "/" + node.Cluster())) {
       return Status::InvalidArgument("node " + node.uid + "." + node.site +

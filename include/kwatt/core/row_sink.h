@@ -55,6 +55,9 @@ struct FetchReport {
   std::optional<UnixNanos> job_stopped;
   // The metric catalogue of each cluster involved ("site/cluster"), parsed where it entered.
   ClusterCatalogues catalogues;
+  // The rows are 5-minute summaries (each the mean of its bucket), not samples: a query with
+  // `summary`, or an archive of one.
+  bool summary = false;
   int64_t requests = 0;  // requests that were sent, retries included
   int64_t retries = 0;
   int64_t splits = 0;

@@ -245,11 +245,9 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 // archive's): give it to Fetch or FeedSource, then Compute().
 class EnergySink : public RowSink {
  public:
-  // `metric`: EnergyOptions::metric when one is given (its rows are kept too). `kind`: what the
-  // source's rows are (kBucketMeans for a query with `summary`, or an archive of one: its
-  // manifest's query.summary).
-  explicit EnergySink(std::string metric = "", RowKind kind = RowKind::kSamples)
-      : metric_(std::move(metric)), kind_(kind) {}
+  // `metric`: EnergyOptions::metric when one is given (its rows are kept too). What the rows are
+  // (samples, or summaries' bucket means) is the resolved query's (FetchReport::summary).
+  explicit EnergySink(std::string metric = "") : metric_(std::move(metric)) {}
   Status Begin(const FetchReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
@@ -260,7 +258,6 @@ class EnergySink : public RowSink {
 
  private:
   std::string metric_;
-  RowKind kind_;
   std::unique_ptr<PowerCollector> power_;
 };
 
