@@ -6,9 +6,15 @@
 #include <cstring>
 #include <map>
 
+#include "kwatt/core/null_value.h"
+
 namespace kwatt {
 
 size_t FormatJsonNumber(double value, char* out) {
+  if (IsNullValue(value)) {
+    std::memcpy(out, "null", 4);
+    return 4;
+  }
   if (std::isnan(value)) {
     std::memcpy(out, "\"NaN\"", 5);
     return 5;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "kwatt/core/null_value.h"
+
 namespace kwatt::json_text_test {
 namespace {
 
@@ -27,6 +29,16 @@ TEST(JsonNumber, PostgresFloat8Rendering) {
   EXPECT_EQ(Number(1.5e-7), "1.5e-07");
   EXPECT_EQ(Number(std::nan("")), "\"NaN\"");
   EXPECT_EQ(Number(std::numeric_limits<double>::infinity()), "\"Infinity\"");
+}
+
+TEST(JsonNumber, NullIsWrittenNullAndNaNStaysNaN) {
+  EXPECT_EQ(Number(NullValue()), "null");
+  EXPECT_EQ(Number(-NullValue()), "null");
+  EXPECT_EQ(Number(std::numeric_limits<double>::quiet_NaN()), "\"NaN\"");
+  EXPECT_EQ(NumberKind(NullValue()), JsonValueKind::kNull);
+  EXPECT_TRUE(std::isnan(NullValue()));
+  EXPECT_FALSE(IsNullValue(std::numeric_limits<double>::quiet_NaN()));
+  EXPECT_FALSE(IsNullValue(0));
 }
 
 TEST(JsonNumber, RoundTrips) {

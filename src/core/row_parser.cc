@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kwatt/core/null_value.h"
 #include "kwatt/core/time.h"
 
 // How rows are read, and why no JSON library.
@@ -952,7 +953,7 @@ bool RowStreamParser::ParseRow(std::string_view text, int64_t offset, bool repor
             }
           } else if (c == 'n') {
             if (!reader.ReadLiteral("null")) return fail();
-            value = std::numeric_limits<double>::quiet_NaN();
+            value = NullValue();
           } else if (c == '-' || IsDigit(c)) {
             if (!reader.ReadNumber(&value)) return fail();
           } else {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/null_value.h"
+
 namespace kwatt::internal::row_parser_test {
 namespace {
 
@@ -307,6 +309,8 @@ TEST(RowStreamParser, SpecialValues) {
     double v = parsed.rows[0].value;
     if (std::isnan(c.value)) {
       EXPECT_TRUE(std::isnan(v)) << c.text;
+      // null is a NaN of its own, which the renderers write back as null (null_value.h).
+      EXPECT_EQ(IsNullValue(v), c.text == "null") << c.text;
     } else {
       EXPECT_EQ(v, c.value) << c.text;
       EXPECT_EQ(std::signbit(v), std::signbit(c.value)) << c.text;

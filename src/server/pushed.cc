@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/null_value.h"
 
 namespace kwatt::server::internal {
 
@@ -81,7 +82,7 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
   auto value = row.find("value");
   if (value == row.end()) return Status::InvalidArgument("has no \"value\"");
   if (value->is_null()) {
-    out->value = NAN;
+    out->value = NullValue();
   } else if (value->is_number()) {
     out->value = value->get<double>();
   } else {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/null_value.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
@@ -32,21 +33,28 @@ inline constexpr int64_t kSummaryLagNs = 300 * kNanosPerSecond;
 std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, UnixNanos now);
 
 // A summary row's value: the mean of a bucket's values, their maximum for a counter (a metric id
-// ending in "_total"), as Kwollect's aggregate computes them.
+// ending in "_total"), as Kwollect's aggregate computes them: SQL's avg() and max() skip nulls
+// (NullValue, null_value.h), and a bucket of nulls only is null.
 bool IsCounterMetric(std::string_view metric_id);
 class SummaryAccumulator {
  public:
   void Add(double v) {
-    // As PostgreSQL's max(): NaN is above every number.
-    if (count_ == 0 || std::isnan(v) || (!std::isnan(max_) && v > max_)) max_ = v;
-    sum_ += v;
     ++count_;
+    if (IsNullValue(v)) return;
+    // As PostgreSQL's max(): NaN is above every number.
+    if (values_ == 0 || std::isnan(v) || (!std::isnan(max_) && v > max_)) max_ = v;
+    sum_ += v;
+    ++values_;
   }
+  // Rows added, nulls included: a bucket with any row has a summary row.
   int64_t count() const { return count_; }
-  double Value(bool counter) const { return counter ? max_ : sum_ / double(count_); }
+  double Value(bool counter) const {
+    if (values_ == 0) return NullValue();
+    return counter ? max_ : sum_ / double(values_);
+  }
 
  private:
-  int64_t count_ = 0;
+  int64_t count_ = 0, values_ = 0;
   double sum_ = 0, max_ = 0;
 };
 

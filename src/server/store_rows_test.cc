@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/null_value.h"
 #include "kwatt/store/sqlite_store.h"
 #include "src/core/test_temp_dir.h"
 #include "src/server/pushed.h"
@@ -15,6 +16,22 @@
 
 namespace kwatt::server::internal::store_rows_test {
 namespace {
+
+TEST(SummaryAccumulator, SkipsNullsAsSqlsAvgAndMaxDo) {
+  SummaryAccumulator nulls;
+  nulls.Add(NullValue());
+  nulls.Add(NullValue());
+  EXPECT_EQ(nulls.count(), 2);                   // the bucket has a row...
+  EXPECT_TRUE(IsNullValue(nulls.Value(false)));  // ...whose value is null
+  EXPECT_TRUE(IsNullValue(nulls.Value(true)));
+  SummaryAccumulator mixed;
+  for (double v : {NullValue(), 4.0, 6.0}) mixed.Add(v);
+  EXPECT_EQ(mixed.Value(false), 5);
+  EXPECT_EQ(mixed.Value(true), 6);
+  SummaryAccumulator nan;  // "NaN" is a value: it is averaged, as PostgreSQL does
+  for (double v : {4.0, std::numeric_limits<double>::quiet_NaN()}) nan.Add(v);
+  EXPECT_TRUE(std::isnan(nan.Value(false)) && !IsNullValue(nan.Value(false)));
+}
 
 constexpr UnixNanos kT0 = 1713441600LL * kNanosPerSecond;  // 2024-04-18T14:00:00+02:00
 constexpr UnixNanos kLater = kT0 + 7200 * kNanosPerSecond;

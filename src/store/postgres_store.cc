@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kwatt/core/null_value.h"
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
 #include "src/store/append_rules.h"
@@ -405,8 +405,12 @@ class PostgresStore : public Store {
         PutBig(&buffer, text.size(), 4);
         buffer.append(text);
       }
-      PutBig(&buffer, 8, 4);
-      PutBig(&buffer, std::bit_cast<uint64_t>(batch.value[i]), 8);
+      if (IsNullValue(batch.value[i])) {
+        PutBig(&buffer, 0xffffffff, 4);  // SQL NULL, as Kwollect keeps a value that is null
+      } else {
+        PutBig(&buffer, 8, 4);
+        PutBig(&buffer, std::bit_cast<uint64_t>(batch.value[i]), 8);
+      }
       std::string_view labels = interner.Get(batch.labels[i]);
       PutBig(&buffer, labels.size() + 1, 4);
       buffer.push_back('\1');  // jsonb's binary format: version 1, then the text
@@ -457,7 +461,7 @@ class PostgresStore : public Store {
         batch.metric.push_back(interner.Intern(
             std::string_view(PQgetvalue(r.get(), i, 2), size_t(PQgetlength(r.get(), i, 2)))));
         batch.value.push_back(PQgetisnull(r.get(), i, 3)
-                                  ? std::numeric_limits<double>::quiet_NaN()
+                                  ? NullValue()
                                   : std::bit_cast<double>(GetBig(PQgetvalue(r.get(), i, 3), 8)));
         std::string_view labels(PQgetvalue(r.get(), i, 4), size_t(PQgetlength(r.get(), i, 4)));
         auto it = compact.find(labels);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "kwatt/core/null_value.h"
 #include "kwatt/core/time.h"
 #include "src/store/test_postgres.h"
 #include "src/store/test_rows.h"
@@ -111,6 +112,22 @@ TEST_F(PostgresStoreTest, RowsComeBackExactlyInTheStoresOrder) {
   ASSERT_TRUE(other);
   EXPECT_EQ(QueryAll(*other), Expected(rows, INT64_MIN, INT64_MAX));
   ASSERT_TRUE(store_->Flush().ok());
+}
+
+TEST_F(PostgresStoreTest, ANullValueIsSqlNullAndComesBackNullNotNaN) {
+  std::vector<Row> rows = {
+      Row{kT0, 7200, "nova-1", "my_reading", NullValue(), "{}"},
+      Row{kT0 + kNanosPerSecond, 7200, "nova-1", "my_reading",
+          std::numeric_limits<double>::quiet_NaN(), "{}"},
+  };
+  Append(*store_, rows);
+  // As Kwollect keeps it, for SQL users: NULL, and "NaN" as the float NaN.
+  EXPECT_EQ(Sql(uri_, "SELECT count(*) FROM metrics WHERE value IS NULL"), "1");
+  EXPECT_EQ(Sql(uri_, "SELECT count(*) FROM metrics WHERE value = 'NaN'"), "1");
+  std::vector<Row> back = QueryAll(*store_);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_TRUE(IsNullValue(back[0].value));
+  EXPECT_TRUE(std::isnan(back[1].value) && !IsNullValue(back[1].value));
 }
 
 TEST_F(PostgresStoreTest, LabelsComeBackInJsonbCanonicalFormAndOffsetsAreParis) {

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kwatt/core/null_value.h"
 #include "src/archive/test_files.h"
 #include "src/core/test_temp_dir.h"
 #include "src/store/test_rows.h"
@@ -67,6 +68,7 @@ TEST_P(StoreTest, RoundTripIsExact) {
   const double kValues[] = {0.0,
                             -0.0,
                             std::numeric_limits<double>::quiet_NaN(),
+                            NullValue(),
                             std::bit_cast<double>(uint64_t(0xfff8000000000abcULL)),
                             std::numeric_limits<double>::infinity(),
                             -std::numeric_limits<double>::infinity(),

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import requests
 
-from conftest import KWATT, run_kwatt as run
+from conftest import KWATT, run_kwatt as run, start_server
 from test_hostile import archive, server  # noqa: F401  (the simulated testbed, and an archive of it)
 from test_server import JOBS, T0
 
@@ -303,3 +304,41 @@ def test_backup_into_a_file_says_it_is_a_file(server, tmp_path):
 def test_help_of_an_unknown_command_is_an_error():
     result = run("nosuch", "--help")
     assert result.returncode == 2, result.stdout
+
+
+# ---- 21. a pushed null comes back as null, "NaN" as "NaN" ----------------------------------------
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def pushable_server(request, tmp_path):
+    store = {"memory": None, "sqlite": tmp_path / "site.db"}.get(request.param)
+    if request.param == "postgresql":
+        store = request.getfixturevalue("postgres").new_database()
+    running = start_server("--auth", "alice:s3cret", store=store, tmp_path=tmp_path)
+    yield running
+    running.stop()
+
+
+def test_a_pushed_null_comes_back_as_null(pushable_server):
+    server = pushable_server
+    # Bucket one: nulls only; bucket two (5 minutes later): a null beside 4 and 6.
+    rows = [{"timestamp": T0 + t, "device_id": "nova-1", "metric_id": "my_reading",
+             "value": value, "labels": {}}
+            for t, value in ((0, None), (1, None), (300, None), (301, 4), (302, 6))]
+    pushed = requests.post(server.url + "/sites/lyon/metrics", json=rows,
+                           auth=("alice", "s3cret"), timeout=30)
+    assert pushed.status_code == 201, pushed.text
+    query = {"nodes": "nova-1", "metrics": "my_reading", "start_time": T0, "end_time": T0 + 599}
+    auth = ("alice", "s3cret")
+    answer = requests.get(server.url + "/sites/lyon/metrics", params=query, auth=auth, timeout=30)
+    assert [r["value"] for r in answer.json()] == [None, None, None, 4, 6], answer.text  # "NaN"
+    summary = requests.get(server.url + "/sites/lyon/metrics", params={**query, "summary": "true"},
+                           auth=auth, timeout=30)
+    # As Kwollect's aggregate (SQL's avg skips nulls): a bucket of nulls is null.
+    assert [r["value"] for r in summary.json()] == [None, 5], summary.text
+    api = server.url.replace("http://", "http://alice:s3cret@")
+    fetched = run("fetch", "--api", api, "--nodes", "nova-1.lyon", "--metrics", "my_reading",
+                  "--custom-metrics",
+                  "--start", T0, "--end", T0 + 599)
+    assert fetched.returncode == 0, fetched.stderr
+    assert [json.loads(line)["value"] for line in fetched.stdout.splitlines()] == [
+        None, None, None, 4, 6]
