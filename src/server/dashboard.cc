@@ -13,6 +13,7 @@
 #include "kwatt/core/text.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/text_sinks.h"
+#include "src/http/hardened_server.h"
 #include "src/server/downsample.h"
 #include "src/server/embedded_dashboard.h"
 
@@ -130,7 +131,7 @@ class Dashboard {
   explicit Dashboard(DashboardContext context) : c_(std::move(context)) {}
 
   // The routes hold `dashboard` (shared), so that it lives as long as the server's handlers.
-  static void Register(std::shared_ptr<Dashboard> dashboard, httplib::Server* http);
+  static void Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http);
 
  private:
   const Site* SiteOr404(const std::string& uid, httplib::Response& res) {
@@ -569,7 +570,7 @@ void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res)
   Send(req, res, Dump(out));
 }
 
-void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, httplib::Server* http) {
+void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http) {
   auto bind = [dashboard](void (Dashboard::*method)(const httplib::Request&, httplib::Response&)) {
     return [dashboard, method](const httplib::Request& req, httplib::Response& res) {
       ((*dashboard).*method)(req, res);
@@ -603,7 +604,7 @@ void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, httplib::Server* 
 
 }  // namespace
 
-void AddDashboardRoutes(httplib::Server* http, DashboardContext context) {
+void AddDashboardRoutes(http::HardenedServer* http, DashboardContext context) {
   Dashboard::Register(std::make_shared<Dashboard>(std::move(context)), http);
 }
 

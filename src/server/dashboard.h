@@ -21,8 +21,8 @@
 #include "kwatt/server/testbed.h"
 #include "src/server/row_stream.h"
 
-namespace httplib {
-class Server;
+namespace kwatt::http {
+class HardenedServer;
 }
 
 namespace kwatt::server::internal {
@@ -45,7 +45,7 @@ struct DashboardContext {
 };
 
 // Adds the dashboard's routes to `http`.
-void AddDashboardRoutes(httplib::Server* http, DashboardContext context);
+void AddDashboardRoutes(http::HardenedServer* http, DashboardContext context);
 
 }  // namespace kwatt::server::internal
 
