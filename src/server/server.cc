@@ -724,14 +724,23 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     return Status::InvalidArgument("--port " + std::to_string(options.port) +
                                    " is not a TCP port: give 1 to 65535, or 0 for any free port");
   }
-  if (options.fail_rate < 0 || options.fail_rate > 1) {
-    return Status::InvalidArgument("--fail-rate must be between 0 and 1");
+  if (!(options.fail_rate >= 0 && options.fail_rate <= 1)) {
+    return Status::InvalidArgument("--fail-rate must be a number from 0 to 1");
+  }
+  if (options.threads < 1 || options.threads > http::kMaxThreads) {
+    return Status::InvalidArgument("--threads " + std::to_string(options.threads) + ": give 1 to " +
+                                   std::to_string(http::kMaxThreads));
+  }
+  if (options.max_rows < 0 || options.latency_ms < 0 || options.rows_per_second < 0) {
+    return Status::InvalidArgument(
+        "--max-rows, --latency-ms and --rows-per-second must be 0 or more");
   }
   if (options.fail_status != 0 && (options.fail_status < 400 || options.fail_status > 599)) {
     return Status::InvalidArgument("--fail-status must be an HTTP error status, 400 to 599");
   }
-  if (!options.auth.empty() && options.auth.find(':') == std::string::npos) {
-    return Status::InvalidArgument("--auth must be USER:PASSWORD");
+  if (!options.auth.empty() &&
+      (options.auth.find(':') == std::string::npos || options.auth.find(':') == 0)) {
+    return Status::InvalidArgument("--auth must be USER:PASSWORD, with a user before the ':'");
   }
   Testbed::Options testbed_options;
   testbed_options.seed = options.seed;
