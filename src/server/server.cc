@@ -102,6 +102,17 @@ Job FromStoredJob(const store::Job& stored, UnixNanos now) {
   return job;
 }
 
+// Sleeps until `until`, in slices; false as soon as the request was given up (its client left, or
+// the server stops), so that --latency-ms and --rows-per-second never hold a shutdown back.
+bool SleepUnlessAbandoned(std::chrono::steady_clock::time_point until) {
+  while (std::chrono::steady_clock::now() < until) {
+    if (http::HardenedServer::RequestAbandoned()) return false;
+    std::this_thread::sleep_until(
+        std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+  }
+  return true;
+}
+
 // The transport's limits (src/http/hardened_server.h) of a server with these options.
 http::ServerLimits LimitsOf(const ServerOptions& options) {
   http::ServerLimits limits;
@@ -318,8 +329,11 @@ void Server::Impl::Routes() {
   const std::string site = p + R"(/sites/([^/]+))";
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options.latency_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(options.latency_ms));
+    if (options.latency_ms > 0 &&
+        !SleepUnlessAbandoned(std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(options.latency_ms))) {
+      res.status = 503;
+      return httplib::Server::HandlerResponse::Handled;
     }
     if (!options.auth.empty()) {
       size_t colon = options.auth.find(':');
@@ -657,8 +671,9 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
       return false;
     }
     if (pace > 0) {  // the rows written so far are due at rows / pace seconds
-      std::this_thread::sleep_until(
-          began + std::chrono::duration<double>(double(stream->rows_written()) / pace));
+      auto due = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(double(stream->rows_written()) / pace));
+      if (!SleepUnlessAbandoned(due)) return false;
     }
     if (cut_after >= 0 && stream->rows_written() >= cut_after) {
       // Send what was made, then drop the connection in the middle of the body.

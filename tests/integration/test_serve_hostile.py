@@ -285,6 +285,27 @@ def test_sigterm_stops_the_server_during_a_long_answer():
         server.stop()
 
 
+@pytest.mark.parametrize("args,path", [
+    (["--latency-ms", "120000"], "/stable/sites"),
+    (["--rows-per-second", "1"], f"/stable/sites/lyon/metrics?nodes=nova-1&start_time={NOW - 600}"),
+])
+def test_sigterm_stops_the_server_during_a_delay(args, path):
+    server = start_server(*args)
+    try:
+        with connect(server.port) as s:
+            s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(1.5)
+            began = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            server.process.wait(timeout=150)
+            took = time.monotonic() - began
+        assert server.process.returncode == 0
+        # Before, the server slept the whole delay (2 minutes) before it exited.
+        assert took < 10, f"SIGTERM took {took:.1f} s (doc: within 2 s)"
+    finally:
+        server.stop()
+
+
 def test_work_stops_when_the_client_leaves():
     server = start_server("--log", "--threads", "1")
     try:
