@@ -18,6 +18,7 @@
 #include "kwatt/core/text.h"
 #include "kwatt/server/jobs.h"
 #include "kwatt/store/open_store.h"
+#include "src/http/hardened_server.h"
 
 namespace kwatt::cli {
 namespace {
@@ -150,22 +151,17 @@ Runner RegisterCollect(CLI::App* app) {
                   config->metrics.size(), config->files.size(), devices.size(), summary.c_str());
       return kExitOk;
     }
-    httplib::Server http;
-    std::thread http_thread;
+    http::HardenedServer http;
     if (!args->listen.empty()) {
       collect::Collector* c = collector->get();
       http.Get("/metrics", [c](const httplib::Request&, httplib::Response& response) {
         response.set_content(c->PrometheusText(), "text/plain; version=0.0.4");
       });
-      if (listen_port == 0) {
-        listen_port = http.bind_to_any_port(listen_host);
-      } else if (!http.bind_to_port(listen_host, listen_port)) {
-        listen_port = -1;
-      }
-      if (listen_port < 0) {
-        return Fail("collect", Status::Unavailable("cannot listen on " + args->listen));
-      }
-      http_thread = std::thread([&http] { http.listen_after_bind(); });
+      Result<int> bound = http.Bind(listen_host, listen_port);
+      if (!bound.ok()) return Fail("collect", bound.status());
+      listen_port = *bound;
+      Status serving = http.Serve();
+      if (!serving.ok()) return Fail("collect", serving);
     }
     (*collector)->Start();
     if (!args->quiet) {
@@ -189,10 +185,7 @@ Runner RegisterCollect(CLI::App* app) {
       sigwait(&signals, &signal_number);
     }
     Status stopped = (*collector)->Stop();
-    if (http_thread.joinable()) {
-      http.stop();
-      http_thread.join();
-    }
+    http.Shutdown();
     collect::CollectorStats stats = (*collector)->Stats();
     int64_t errors = 0, overruns = 0, polls = 0, late = 0;
     for (const auto& device : stats.devices) {

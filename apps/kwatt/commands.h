@@ -30,6 +30,9 @@ int ExitCodeOf(const Status& status);
 // CLI11 check of a path option: an empty value ("-o ''") is refused (exit 2 naming the option)
 // instead of meaning stdout or the current directory.
 CLI::Validator NonEmptyPath();
+// A number from `low` to `high` (a whole one when `integer`); NaN, infinities and text refused,
+// naming the range.
+CLI::Validator NumberIn(double low, double high, bool integer);
 
 // The query arguments shared by fetch, backup, energy and stats.
 struct QueryArgs {

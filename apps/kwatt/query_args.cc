@@ -1,8 +1,10 @@
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "apps/kwatt/commands.h"
@@ -22,6 +24,29 @@ CLI::Validator NonEmptyPath() {
         return value.empty() ? std::string("is empty: give a path") : std::string();
       },
       "PATH", "NonEmptyPath");
+}
+
+CLI::Validator NumberIn(double low, double high, bool integer) {
+  auto shown = [](double x) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.15g", x);
+    return std::string(text);
+  };
+  std::string range = shown(low) + " to " + shown(high);
+  return CLI::Validator(
+      [=](std::string& value) {
+        char* end = nullptr;
+        errno = 0;
+        double number = std::strtod(value.c_str(), &end);
+        bool whole = integer ? value.find_first_not_of("0123456789-+") == std::string::npos : true;
+        if (value.empty() || *end != '\0' || errno == ERANGE || !whole ||
+            !(number >= low && number <= high)) {
+          return "'" + value + "' is not " + (integer ? "a whole number" : "a number") + " from " +
+                 range;
+        }
+        return std::string();
+      },
+      (integer ? "INT in " : "NUMBER in ") + range, "NumberIn");
 }
 
 void AddQueryOptions(CLI::App* command, QueryArgs* args) {

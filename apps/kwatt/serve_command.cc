@@ -5,6 +5,7 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/server/server.h"
+#include "src/http/hardened_server.h"
 
 namespace kwatt::cli {
 
@@ -25,8 +26,11 @@ Runner RegisterServe(CLI::App* app) {
                     "store, created when missing) or postgresql://... (doc/store.md)");
   serve->add_option("--host", o.host, "Address to listen on")->capture_default_str();
   serve->add_option("--port", o.port, "Port to listen on; 0 picks a free port")
+      ->check(NumberIn(0, 65535, true))
       ->capture_default_str();
-  serve->add_option("--seed", o.seed, "Seed of every simulated value")->capture_default_str();
+  serve->add_option("--seed", o.seed, "Seed of every simulated value")
+      ->check(NumberIn(0, 18446744073709551615.0, true))
+      ->capture_default_str();
   serve
       ->add_option("--jobs", o.jobs_file,
                    "Jobs file: jobs, load phases and outages (doc/jobs_file.md)")
@@ -34,23 +38,38 @@ Runner RegisterServe(CLI::App* app) {
   serve
       ->add_option("--max-rows", o.max_rows,
                    "Answer larger metrics queries with Kwollect's timeout error (0: no limit)")
+      ->check(NumberIn(0, 9.2e18, true))
       ->capture_default_str();
   serve->add_option("--latency-ms", o.latency_ms, "Delay added before every answer, in ms")
+      ->check(NumberIn(0, 3'600'000, true))
       ->capture_default_str();
   serve
       ->add_option("--rows-per-second", o.rows_per_second,
                    "Pace each metrics answer at this many rows per second, as Kwollect's "
                    "database would (0: as fast as possible)")
+      ->check(NumberIn(0, 9.2e18, true))
       ->capture_default_str();
   serve
       ->add_option("--fail-rate", o.fail_rate,
                    "Fraction of metrics requests that fail: 503, or a body cut midway")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(NumberIn(0, 1, false))
       ->capture_default_str();
-  serve->add_option("--fail-status", o.fail_status,
-                    "With --fail-rate: failed requests all answer this HTTP status (400-599) "
-                    "with an HTML page, as a proxy would, instead of 503 or a cut body");
-  serve->add_option("--auth", o.auth, "Require HTTP Basic credentials USER:PASSWORD");
+  serve
+      ->add_option("--fail-status", o.fail_status,
+                   "With --fail-rate: failed requests all answer this HTTP status (400-599) "
+                   "with an HTML page, as a proxy would, instead of 503 or a cut body")
+      ->check(NumberIn(400, 599, true));
+  serve
+      ->add_option("--auth", o.auth,
+                   "Require HTTP Basic credentials USER:PASSWORD (and take pushed metrics)")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            size_t colon = value.find(':');
+            return colon == std::string::npos || colon == 0
+                       ? std::string("should be USER:PASSWORD, with a user before the ':'")
+                       : std::string();
+          },
+          "USER:PASSWORD", "Credentials"));
   serve->add_option("--now", args->start_clock,
                     "Start the simulated clock at this instant (epoch seconds or ISO 8601)");
   serve->add_option("--reference", o.reference_dir,
@@ -60,7 +79,9 @@ Runner RegisterServe(CLI::App* app) {
                    "With --store: serve the sites, clusters, nodes and metrics of this "
                    "description file (YAML or JSON, doc/store.md) instead of Grid'5000's")
       ->excludes("--reference");
-  serve->add_option("--threads", o.threads, "Requests served at once")->capture_default_str();
+  serve->add_option("--threads", o.threads, "Requests served at once")
+      ->check(NumberIn(1, http::kMaxThreads, true))
+      ->capture_default_str();
   serve->add_flag("--log", o.log_requests, "Log each request on stderr");
   return [serve, args]() -> int {
     if (!serve->parsed()) return -1;

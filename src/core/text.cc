@@ -122,4 +122,23 @@ void AppendCsvNumber(std::string* out, double value) {
   out->append(text, FormatJsonNumber(value, text));
 }
 
+std::string ShellQuoted(std::string_view text) {
+  bool plain = !text.empty();
+  for (char c : text) {
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                std::string_view("_-./:@%+=,").find(c) != std::string_view::npos;
+    plain = plain && safe;
+  }
+  if (plain) return std::string(text);
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace kwatt

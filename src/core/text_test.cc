@@ -87,5 +87,14 @@ TEST(EditDistance, CountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(EditDistance("abc", ""), 3u);
 }
 
+TEST(ShellQuoted, QuotesWhatAShellWouldRead) {
+  EXPECT_EQ(ShellQuoted("http://127.0.0.1:8080/stable"), "http://127.0.0.1:8080/stable");
+  EXPECT_EQ(ShellQuoted("http://$(id)/stable"), "'http://$(id)/stable'");
+  EXPECT_EQ(ShellQuoted("a b"), "'a b'");
+  EXPECT_EQ(ShellQuoted("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuoted("`x`;y|z&"), "'`x`;y|z&'");
+  EXPECT_EQ(ShellQuoted(""), "''");
+}
+
 }  // namespace
 }  // namespace kwatt::text_test

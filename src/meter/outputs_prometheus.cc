@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kwatt/core/text.h"
+#include "src/http/hardened_server.h"
 #include "src/meter/outputs_internal.h"
 
 namespace kwatt::meter {
@@ -186,28 +187,10 @@ std::string PrometheusExposition::Text() const {
 
 // MetricsServer.
 
-namespace {
-
-// httplib::Server closes its listening socket when it stops serving, not when it is destroyed: a
-// server bound and never served (a configuration error found after --listen was bound) closes it
-// here.
-class BindableServer : public httplib::Server {
- public:
-  void CloseUnserved() {
-    socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
-    if (sock != INVALID_SOCKET) ::close(sock);
-  }
-};
-
-}  // namespace
-
 struct MetricsServer::Impl {
-  BindableServer http;
+  http::HardenedServer http;  // deadlines and checks of every kwatt endpoint (doc/meter.md)
   std::string host;
   int port = 0;
-  std::thread thread;
-  bool serving = false;
-  std::atomic<bool> ended{false};  // listen_after_bind returned
 };
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Bind(const std::string& host, int port,
@@ -226,23 +209,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Bind(const std::string& ho
   impl->http.Get("/", [](const httplib::Request&, httplib::Response& response) {
     response.set_content("kwatt meter: its metrics are at /metrics\n", "text/plain");
   });
-  impl->http.set_keep_alive_timeout(2);  // idle keep-alive connections would hold Stop() back
-  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second meter would
-  // bind the port the first listens on, and the two would answer in turn.
-  impl->http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  errno = 0;
-  int bound = port == 0 ? impl->http.bind_to_any_port(host)
-                        : (impl->http.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
-    std::string why = errno ? std::string(": ") + std::strerror(errno) : "";
-    return Status::IOError("cannot listen on " + shown + why +
-                           " (another program on that port? give another, or port 0 for any "
-                           "free one)");
-  }
-  impl->port = bound;
+  Result<int> bound = impl->http.Bind(host, port);
+  if (!bound.ok()) return bound.status();
+  impl->port = *bound;
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
 
@@ -261,26 +230,10 @@ std::string MetricsServer::url() const {
 }
 
 void MetricsServer::Serve() {
-  if (impl_->serving) return;
-  impl_->serving = true;
-  Impl* raw = impl_.get();
-  impl_->thread = std::thread([raw] {
-    raw->http.listen_after_bind();
-    raw->ended = true;
-  });
-  // Until it runs, stop() would not stop it: Serve returns once it does (or failed to).
-  while (!raw->http.is_running() && !raw->ended) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  Status serving = impl_->http.Serve();
+  if (!serving.ok()) std::fprintf(stderr, "kwatt meter: --listen: %s\n", serving.message().c_str());
 }
 
-void MetricsServer::Stop() {
-  if (!impl_->serving) {
-    impl_->http.CloseUnserved();
-    return;
-  }
-  impl_->http.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+void MetricsServer::Stop() { impl_->http.Shutdown(); }
 
 }  // namespace kwatt::meter

@@ -13,6 +13,7 @@
 #include "kwatt/core/text.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/text_sinks.h"
+#include "src/http/hardened_server.h"
 #include "src/server/downsample.h"
 #include "src/server/embedded_dashboard.h"
 
@@ -74,6 +75,7 @@ void Error(httplib::Response& res, int status, const std::string& message) {
 void ErrorOf(httplib::Response& res, const Status& status) {
   int code = status.code() == Status::Code::kNotFound          ? 404
              : status.code() == Status::Code::kInvalidArgument ? 400
+             : status.code() == Status::Code::kIncomplete      ? 503
                                                                : 500;
   Error(res, code, status.message());
 }
@@ -130,7 +132,7 @@ class Dashboard {
   explicit Dashboard(DashboardContext context) : c_(std::move(context)) {}
 
   // The routes hold `dashboard` (shared), so that it lives as long as the server's handlers.
-  static void Register(std::shared_ptr<Dashboard> dashboard, httplib::Server* http);
+  static void Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http);
 
  private:
   const Site* SiteOr404(const std::string& uid, httplib::Response& res) {
@@ -157,12 +159,25 @@ class Dashboard {
     return *job;
   }
 
-  // Every row of `answer`, batch after batch, into `consume`.
+  // Every row of `answer`, batch after batch, into `consume`. InvalidArgument (a 400 naming the
+  // limit) beyond kMaxRowsRead rows; Incomplete as soon as the client leaves or the server stops.
   template <typename Consume>
   static Status ReadAll(MetricsAnswer& answer, Consume consume) {
     RowBatch batch;
     const StringInterner* interner = nullptr;
+    int64_t rows = 0;
     while (answer.NextRows(&batch, &interner, kBatchRows)) {
+      if (http::HardenedServer::RequestAbandoned()) {
+        return Status::Incomplete("the client left, or the server stops");
+      }
+      rows += int64_t(batch.size());
+      if (rows > kMaxRowsRead) {
+        return Status::InvalidArgument(
+            "this answer reads more than " + std::to_string(kMaxRowsRead) +
+            " rows, the most one dashboard answer reads: ask for a shorter window, fewer nodes "
+            "or fewer metrics (kwatt fetch, kwatt energy and the metrics API have no such "
+            "limit)");
+      }
       KWATT_RETURN_IF_ERROR(consume(batch, *interner));
     }
     return answer.status();
@@ -370,9 +385,10 @@ void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
   std::string api = "http://" + (host.empty() ? std::string("127.0.0.1") : host) + c_.api_prefix;
   std::string id = site->uid + ":" + std::to_string(job->uid);
   out["api"] = api;
-  out["backup_command"] = "kwatt backup --api " + api + " --job " + id + " -o job-" + site->uid +
-                          "-" + std::to_string(job->uid);
-  out["energy_command"] = "kwatt energy --api " + api + " --job " + id;
+  // The Host header is the client's text: quoted, so that a command copied runs nothing else.
+  out["backup_command"] = "kwatt backup --api " + ShellQuoted(api) + " --job " + id + " -o job-" +
+                          site->uid + "-" + std::to_string(job->uid);
+  out["energy_command"] = "kwatt energy --api " + ShellQuoted(api) + " --job " + id;
   Send(req, res, Dump(out));
 }
 
@@ -494,6 +510,15 @@ void Dashboard::SeriesAnswer(const httplib::Request& req, httplib::Response& res
   Downsampler downsampler(options);
   Status read = ReadAll(**answer, [&](const RowBatch& batch, const StringInterner& interner) {
     downsampler.Add(batch, interner);
+    int64_t cells = int64_t(downsampler.series_count()) * int64_t(options.buckets);
+    if (cells > kMaxSeriesCells) {
+      return Status::InvalidArgument(
+          "this answer has more than " + std::to_string(kMaxSeriesCells) +
+          " points (series x buckets: " + std::to_string(downsampler.series_count()) +
+          " series so far, of " + std::to_string(options.buckets) +
+          " buckets), the most one series answer holds: ask for fewer nodes or metrics, or a "
+          "smaller width");
+    }
     return Status::OK();
   });
   if (!read.ok()) return ErrorOf(res, read);
@@ -569,7 +594,7 @@ void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res)
   Send(req, res, Dump(out));
 }
 
-void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, httplib::Server* http) {
+void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http) {
   auto bind = [dashboard](void (Dashboard::*method)(const httplib::Request&, httplib::Response&)) {
     return [dashboard, method](const httplib::Request& req, httplib::Response& res) {
       ((*dashboard).*method)(req, res);
@@ -603,7 +628,7 @@ void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, httplib::Server* 
 
 }  // namespace
 
-void AddDashboardRoutes(httplib::Server* http, DashboardContext context) {
+void AddDashboardRoutes(http::HardenedServer* http, DashboardContext context) {
   Dashboard::Register(std::make_shared<Dashboard>(std::move(context)), http);
 }
 

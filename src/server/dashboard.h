@@ -9,6 +9,7 @@
 #ifndef KWATT_SRC_SERVER_DASHBOARD_H_
 #define KWATT_SRC_SERVER_DASHBOARD_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,11 +22,20 @@
 #include "kwatt/server/testbed.h"
 #include "src/server/row_stream.h"
 
-namespace httplib {
-class Server;
+namespace kwatt::http {
+class HardenedServer;
 }
 
 namespace kwatt::server::internal {
+
+// What one answer of the dashboard's API may cost (doc/dashboard.md, "Limits"); beyond, a 400
+// names the limit and how to narrow the request.
+// The most rows a series, energy or site answer reads: about 10 s of work on one core, and the
+// power rows an energy answer keeps (16 bytes each).
+inline constexpr int64_t kMaxRowsRead = 30'000'000;
+// The most (series x buckets) points of a series answer: 32 bytes each while it is computed, about
+// 40 bytes of JSON.
+inline constexpr int64_t kMaxSeriesCells = 2'000'000;
 
 struct DashboardContext {
   const Testbed* testbed = nullptr;
@@ -45,7 +55,7 @@ struct DashboardContext {
 };
 
 // Adds the dashboard's routes to `http`.
-void AddDashboardRoutes(httplib::Server* http, DashboardContext context);
+void AddDashboardRoutes(http::HardenedServer* http, DashboardContext context);
 
 }  // namespace kwatt::server::internal
 

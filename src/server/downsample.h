@@ -66,6 +66,7 @@ class Downsampler {
   // Every series seen, ordered by (device, metric, labels).
   std::vector<const Series*> SortedSeries() const;
   int64_t rows() const { return rows_; }
+  size_t series_count() const { return series_.size(); }
 
   // The answer of the series endpoint (doc/dashboard.md): {"start","step","buckets","rows",
   // "time":[bucket starts, epoch seconds],"series":[{"device","metric","labels","rows","nans",

@@ -14,6 +14,7 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/server/testbed.h"
+#include "src/http/hardened_server.h"
 #include "src/server/dashboard.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
@@ -101,15 +102,34 @@ Job FromStoredJob(const store::Job& stored, UnixNanos now) {
   return job;
 }
 
+// Sleeps until `until`, in slices; false as soon as the request was given up (its client left, or
+// the server stops), so that --latency-ms and --rows-per-second never hold a shutdown back.
+bool SleepUnlessAbandoned(std::chrono::steady_clock::time_point until) {
+  while (std::chrono::steady_clock::now() < until) {
+    if (http::HardenedServer::RequestAbandoned()) return false;
+    std::this_thread::sleep_until(
+        std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+  }
+  return true;
+}
+
+// The transport's limits (src/http/hardened_server.h) of a server with these options.
+http::ServerLimits LimitsOf(const ServerOptions& options) {
+  http::ServerLimits limits;
+  limits.threads = options.threads;
+  return limits;
+}
+
 }  // namespace
 
 struct Server::Impl {
+  explicit Impl(const ServerOptions& o) : options(o), http(LimitsOf(o)) {}
+
   ServerOptions options;
   std::unique_ptr<Testbed> testbed;
   internal::PushedMetrics pushed;              // custom metrics (POST), kept in memory
   std::unique_ptr<internal::StorePool> store;  // --store: rows, jobs, catalogues and pushes
-  httplib::Server http;
-  std::thread thread;
+  kwatt::http::HardenedServer http;
   int port = 0;
   std::string prefix = "/stable";
   int64_t clock_shift_ns = 0;  // simulated now = real now + shift
@@ -309,8 +329,11 @@ void Server::Impl::Routes() {
   const std::string site = p + R"(/sites/([^/]+))";
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options.latency_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(options.latency_ms));
+    if (options.latency_ms > 0 &&
+        !SleepUnlessAbandoned(std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(options.latency_ms))) {
+      res.status = 503;
+      return httplib::Server::HandlerResponse::Handled;
     }
     if (!options.auth.empty()) {
       size_t colon = options.auth.find(':');
@@ -648,8 +671,9 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
       return false;
     }
     if (pace > 0) {  // the rows written so far are due at rows / pace seconds
-      std::this_thread::sleep_until(
-          began + std::chrono::duration<double>(double(stream->rows_written()) / pace));
+      auto due = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(double(stream->rows_written()) / pace));
+      if (!SleepUnlessAbandoned(due)) return false;
     }
     if (cut_after >= 0 && stream->rows_written() >= cut_after) {
       // Send what was made, then drop the connection in the middle of the body.
@@ -715,14 +739,23 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     return Status::InvalidArgument("--port " + std::to_string(options.port) +
                                    " is not a TCP port: give 1 to 65535, or 0 for any free port");
   }
-  if (options.fail_rate < 0 || options.fail_rate > 1) {
-    return Status::InvalidArgument("--fail-rate must be between 0 and 1");
+  if (!(options.fail_rate >= 0 && options.fail_rate <= 1)) {
+    return Status::InvalidArgument("--fail-rate must be a number from 0 to 1");
+  }
+  if (options.threads < 1 || options.threads > http::kMaxThreads) {
+    return Status::InvalidArgument("--threads " + std::to_string(options.threads) + ": give 1 to " +
+                                   std::to_string(http::kMaxThreads));
+  }
+  if (options.max_rows < 0 || options.latency_ms < 0 || options.rows_per_second < 0) {
+    return Status::InvalidArgument(
+        "--max-rows, --latency-ms and --rows-per-second must be 0 or more");
   }
   if (options.fail_status != 0 && (options.fail_status < 400 || options.fail_status > 599)) {
     return Status::InvalidArgument("--fail-status must be an HTTP error status, 400 to 599");
   }
-  if (!options.auth.empty() && options.auth.find(':') == std::string::npos) {
-    return Status::InvalidArgument("--auth must be USER:PASSWORD");
+  if (!options.auth.empty() &&
+      (options.auth.find(':') == std::string::npos || options.auth.find(':') == 0)) {
+    return Status::InvalidArgument("--auth must be USER:PASSWORD, with a user before the ':'");
   }
   Testbed::Options testbed_options;
   testbed_options.seed = options.seed;
@@ -731,8 +764,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   Result<std::unique_ptr<Testbed>> testbed = Testbed::Build(testbed_options, std::move(jobs));
   if (!testbed.ok()) return testbed.status();
 
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
+  auto impl = std::make_unique<Impl>(options);
   impl->testbed = std::move(*testbed);
   impl->random.seed(options.seed);
   if (!options.store_uri.empty()) {
@@ -744,35 +776,11 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (options.start_clock_at) {
     impl->clock_shift_ns = *options.start_clock_at - WallClockNow();
   }
-  int threads = std::max(1, options.threads);
-  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  impl->http.set_keep_alive_max_count(1000);
-  impl->http.set_payload_max_length(size_t(64) << 20);  // a push of about 500,000 rows
-  // Small answers (the reference API, errors) are written in two sends, headers then body: without
-  // TCP_NODELAY the second waits for the client's delayed ACK, 40 ms a request.
-  impl->http.set_tcp_nodelay(true);
-  // Idle keep-alive connections hold Stop() back until they time out: keep them short.
-  impl->http.set_keep_alive_timeout(2);
-  impl->http.set_read_timeout(60);
-  impl->http.set_write_timeout(600);
   impl->Routes();
-  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server binds
-  // a port that another one listens on, and the two answer in turn.
-  impl->http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  if (options.port == 0) {
-    impl->port = impl->http.bind_to_any_port(options.host);
-  } else {
-    impl->port = impl->http.bind_to_port(options.host, options.port) ? options.port : -1;
-  }
-  if (impl->port <= 0) {
-    return Status::IOError("cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                           " (port in use? try --port 0 for any free port)");
-  }
-  Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->http.listen_after_bind(); });
+  Result<int> port = impl->http.Bind(options.host, options.port);
+  if (!port.ok()) return port.status();
+  impl->port = *port;
+  KWATT_RETURN_IF_ERROR(impl->http.Serve());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -789,8 +797,7 @@ std::string Server::base_url() const {
 }
 
 void Server::Stop() {
-  impl_->http.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->http.Shutdown();
   std::lock_guard<std::mutex> lock(impl_->stop_mutex);
   impl_->stopped = true;
   impl_->stopped_cv.notify_all();

@@ -40,6 +40,12 @@ void AppendPrometheusLabelValue(std::string* out, std::string_view value);
 // you mean" of messages.
 size_t EditDistance(std::string_view a, std::string_view b);
 
+// `text` as one word of a POSIX shell command: as it is when it holds only characters no shell
+// treats specially (letters, digits and _ - . / : @ % + = ,), else in single quotes, an inner
+// quote written '\''. Empty: ''. For commands shown to be copied (the dashboard's `kwatt
+// backup`), whose parts may come from a request.
+std::string ShellQuoted(std::string_view text);
+
 // URLs and their credentials. An "http://user:password@host:port/path" URL's userinfo is what its
 // authority (from "://" to the first '/', '?' or '#') holds before its LAST '@', so a password may
 // itself hold '@' or ':'. kwatt never stores or shows credentials: they are moved out of a URL as
