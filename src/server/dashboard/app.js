@@ -615,9 +615,11 @@ async function jobPage(main, site, id) {
   const loadEnergy = async () => {
     const report = await getJson(apiUrl("sites", site, "jobs", id, "energy"));
     state.energy = report;
+    const notes = "window " + report.start + " .. " + report.end + "; " + (report.notes || []).join("; ");
+    // A note may name a thousand nodes: its start, the whole text on demand.
     energyBox.replaceChildren(el("h2", { text: "Energy (as kwatt energy computes it)" }), energyTable(report),
-      el("p", { class: "muted", text: "window " + report.start + " .. " + report.end + "; " +
-        (report.notes || []).join("; ") }));
+      notes.length <= 400 ? el("p", { class: "muted", text: notes })
+        : el("details", { class: "muted" }, el("summary", { text: notes.slice(0, 300) + "…" }), notes));
   };
 
   const all = new Set();
