@@ -319,8 +319,8 @@ class SeriesPlot {
       // Times in Europe/Paris, as Kwollect writes them and as the page's text shows them.
       tzDate: ts => uPlot.tzDate(new Date(ts * 1000), "Europe/Paris"),
       axes: [
-        { font: AXIS_FONT, space: 90, values: timeTicks,
-          size: (u, values) => 12 + 15 * Math.max(2, ...(values || []).map(v => String(v).split("\n").length)) },
+        // Room for three lines: time, date, UTC offset (the first tick of a night the clocks go back).
+        { font: AXIS_FONT, space: 90, values: timeTicks, size: 72 },
         { font: AXIS_FONT, values: (u, splits) => siTicks(splits, unit),
           size: (u, values) => 14 + Math.max(40, ...(values || []).map(labelWidth)) },
       ],
