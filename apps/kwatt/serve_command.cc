@@ -123,7 +123,8 @@ Runner RegisterServe(CLI::App* app) {
       std::fprintf(stderr, "kwatt serve: %s\n", server.status().message().c_str());
       return ExitCodeOf(server.status());
     }
-    std::printf("%s\n", (*server)->base_url().c_str());
+    // The API's base URL first (scripts read that line), then the dashboard's.
+    std::printf("%s\n%s\n", (*server)->base_url().c_str(), (*server)->dashboard_url().c_str());
     std::fflush(stdout);
     int signal_number = 0;
     sigwait(&signals, &signal_number);

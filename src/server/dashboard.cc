@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -27,6 +28,8 @@ constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr size_t kBatchRows = 65536;
 // The site page's latest power: the newest value of the last minute.
 constexpr int64_t kLatestWindowNs = 60 * kNanosPerSecond;
+// The node page lists at most this many of its jobs, the newest.
+constexpr size_t kNodeJobs = 200;
 
 std::string Dump(const ordered_json& body) {
   return body.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
@@ -101,14 +104,23 @@ JobWindow WindowOf(const Job& job, UnixNanos now) {
   return w;
 }
 
-std::optional<int64_t> ParseId(const std::string& text) {
-  try {
-    size_t used = 0;
-    int64_t id = std::stoll(text, &used);
-    if (used == text.size()) return id;
-  } catch (const std::exception&) {
+// `text` as a whole integer (no sign other than '-', no space, nothing after it).
+std::optional<int64_t> ParseInteger(const std::string& text) {
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+// `text` as a whole finite decimal number.
+std::optional<double> ParseNumber(const std::string& text) {
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty() ||
+      !std::isfinite(value)) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  return value;
 }
 
 std::vector<std::string> ListParam(const httplib::Request& req, const char* key) {
@@ -142,7 +154,7 @@ class Dashboard {
   }
   // The job of the request's `id` (path) or `job_id` (parameter); an answer written when none.
   std::optional<Job> JobOr404(const Site& site, const std::string& id, httplib::Response& res) {
-    std::optional<int64_t> uid = ParseId(id);
+    std::optional<int64_t> uid = ParseInteger(id);
     if (!uid) {
       Error(res, 400, "job id '" + id + "' is not an integer");
       return std::nullopt;
@@ -193,6 +205,12 @@ class Dashboard {
   void NodeMetrics(const httplib::Request& req, httplib::Response& res);
 
   ordered_json JobSummary(const Job& job, UnixNanos now);
+  // Each of `devices`' latest power (the site page's and the node page's): for the first power
+  // metric, in the order `kwatt energy` prefers, with a value over the last minute, the newest
+  // value (summed over the series: a node on two PDU outlets); absent for a node without one.
+  Result<std::map<std::string, ordered_json>> LatestPower(const Site& site,
+                                                          const std::vector<std::string>& devices,
+                                                          UnixNanos now);
   std::vector<std::string> MetricsOfNode(const Node& node);
 
   // The query of a series or rows request: devices, metrics and window (from `job_id` when
@@ -253,6 +271,42 @@ void Dashboard::SiteList(const httplib::Request& req, httplib::Response& res) {
   Send(req, res, Dump(out));
 }
 
+Result<std::map<std::string, ordered_json>> Dashboard::LatestPower(
+    const Site& site, const std::vector<std::string>& devices, UnixNanos now) {
+  // node -> metric -> labels -> newest (time, value).
+  std::map<std::string, std::map<std::string, std::map<std::string, std::pair<UnixNanos, double>>>>
+      latest;
+  KWATT_ASSIGN_OR_RETURN(
+      std::shared_ptr<MetricsAnswer> answer,
+      c_.open_rows(site, devices, energy::PowerMetrics(), now - kLatestWindowNs, now, now));
+  KWATT_RETURN_IF_ERROR(
+      ReadAll(*answer, [&](const RowBatch& batch, const StringInterner& interner) {
+        for (size_t i = 0; i < batch.size(); ++i) {
+          if (std::isnan(batch.value[i])) continue;
+          auto& slot = latest[std::string(interner.Get(batch.device[i]))][std::string(
+              interner.Get(batch.metric[i]))][std::string(interner.Get(batch.labels[i]))];
+          if (batch.time[i] >= slot.first) slot = {batch.time[i], batch.value[i]};
+        }
+        return Status::OK();
+      }));
+  std::map<std::string, ordered_json> out;
+  for (const auto& [node, of_node] : latest) {
+    for (const std::string& metric : energy::PowerMetrics()) {  // in order of preference
+      auto of_metric = of_node.find(metric);
+      if (of_metric == of_node.end()) continue;
+      double watts = 0;
+      UnixNanos t = 0;
+      for (const auto& [labels, newest] : of_metric->second) {  // 2 PSUs: their sum
+        watts += newest.second;
+        t = std::max(t, newest.first);
+      }
+      out[node] = {{"metric", metric}, {"watts", watts}, {"time", Seconds(t)}};
+      break;
+    }
+  }
+  return out;
+}
+
 void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
   const Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
@@ -261,22 +315,8 @@ void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
   for (const Cluster* cluster : site->clusters) {
     for (const Node* node : cluster->nodes) devices.push_back(node->uid);
   }
-  // node -> metric -> labels -> newest (time, value).
-  std::map<std::string, std::map<std::string, std::map<std::string, std::pair<UnixNanos, double>>>>
-      latest;
-  Result<std::shared_ptr<MetricsAnswer>> answer =
-      c_.open_rows(*site, devices, energy::PowerMetrics(), now - kLatestWindowNs, now, now);
-  if (!answer.ok()) return ErrorOf(res, answer.status());
-  Status read = ReadAll(**answer, [&](const RowBatch& batch, const StringInterner& interner) {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (std::isnan(batch.value[i])) continue;
-      auto& slot = latest[std::string(interner.Get(batch.device[i]))][std::string(
-          interner.Get(batch.metric[i]))][std::string(interner.Get(batch.labels[i]))];
-      if (batch.time[i] >= slot.first) slot = {batch.time[i], batch.value[i]};
-    }
-    return Status::OK();
-  });
-  if (!read.ok()) return ErrorOf(res, read);
+  Result<std::map<std::string, ordered_json>> latest = LatestPower(*site, devices, now);
+  if (!latest.ok()) return ErrorOf(res, latest.status());
   Result<std::vector<Job>> jobs = c_.jobs_of(site->uid);
   if (!jobs.ok()) return ErrorOf(res, jobs.status());
   std::map<std::string, std::vector<int64_t>> running;
@@ -290,23 +330,8 @@ void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
     for (const Node* node : cluster->nodes) {
       ordered_json item;
       item["uid"] = node->uid;
-      ordered_json power = nullptr;
-      auto of_node = latest.find(node->uid);
-      if (of_node != latest.end()) {
-        for (const std::string& metric : energy::PowerMetrics()) {  // in order of preference
-          auto of_metric = of_node->second.find(metric);
-          if (of_metric == of_node->second.end()) continue;
-          double watts = 0;
-          UnixNanos t = 0;
-          for (const auto& [labels, newest] : of_metric->second) {  // 2 PSUs: their sum
-            watts += newest.second;
-            t = std::max(t, newest.first);
-          }
-          power = {{"metric", metric}, {"watts", watts}, {"time", Seconds(t)}};
-          break;
-        }
-      }
-      item["power"] = power;
+      auto power = latest->find(node->uid);
+      item["power"] = power == latest->end() ? ordered_json(nullptr) : power->second;
       item["jobs"] = running[node->uid];
       nodes.push_back(item);
     }
@@ -488,15 +513,21 @@ void Dashboard::SeriesAnswer(const httplib::Request& req, httplib::Response& res
   options.counter_rates = IsTrue(req, "rates");
   int64_t span = q.end - q.start + 1;
   if (req.has_param("step")) {
-    double step = std::atof(req.get_param_value("step").c_str());
-    if (!(step > 0)) return Error(res, 400, "step must be a positive number of seconds");
-    options.step = std::max<int64_t>(1, int64_t(std::llround(step * double(kNanosPerSecond))));
-  } else {
-    long width = req.has_param("width") ? std::atol(req.get_param_value("width").c_str()) : 1000;
-    if (width < 1 || size_t(width) > kMaxBuckets) {
-      return Error(res, 400, "width must be 1 to " + std::to_string(kMaxBuckets));
+    std::string text = req.get_param_value("step");
+    std::optional<double> step = ParseNumber(text);
+    if (!step || !(*step > 0)) {
+      return Error(res, 400, "step must be a positive number of seconds, not '" + text + "'");
     }
-    options.step = BucketStepFor(q.start, q.end, size_t(width));
+    options.step = std::max<int64_t>(1, int64_t(std::llround(*step * double(kNanosPerSecond))));
+  } else {
+    std::string text = req.has_param("width") ? req.get_param_value("width") : "1000";
+    std::optional<int64_t> width = ParseInteger(text);
+    if (!width || *width < 1 || uint64_t(*width) > kMaxBuckets) {
+      return Error(res, 400,
+                   "width must be a whole number of buckets from 1 to " +
+                       std::to_string(kMaxBuckets) + ", not '" + text + "'");
+    }
+    options.step = BucketStepFor(q.start, q.end, size_t(*width));
   }
   int64_t buckets = (span + options.step - 1) / options.step;
   if (buckets > int64_t(kMaxBuckets)) {
@@ -591,6 +622,35 @@ void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res)
   out["site"] = site->uid;
   out["cluster"] = node->cluster->uid;
   out["metrics"] = MetricsOfNode(*node);
+  UnixNanos now = c_.now();
+  out["now"] = Seconds(now);
+  Result<std::map<std::string, ordered_json>> latest = LatestPower(*site, {node->uid}, now);
+  if (!latest.ok()) return ErrorOf(res, latest.status());
+  auto power = latest->find(node->uid);
+  out["power"] = power == latest->end() ? ordered_json(nullptr) : power->second;
+  // The jobs that ran on it, newest first: the page offers their windows, where a store of past
+  // experiments has the node's rows.
+  Result<std::vector<Job>> jobs = c_.jobs_of(site->uid);
+  if (!jobs.ok()) return ErrorOf(res, jobs.status());
+  std::vector<const Job*> its;
+  for (const Job& job : *jobs) {
+    if (std::find(job.nodes.begin(), job.nodes.end(), node->uid) != job.nodes.end()) {
+      its.push_back(&job);
+    }
+  }
+  std::sort(its.begin(), its.end(), [](const Job* a, const Job* b) {
+    return a->started_at != b->started_at ? a->started_at > b->started_at : a->uid > b->uid;
+  });
+  if (its.size() > kNodeJobs) its.resize(kNodeJobs);
+  ordered_json items = ordered_json::array();
+  for (const Job* job : its) {
+    ordered_json item = JobSummary(*job, now);
+    item.erase("nodes");
+    JobWindow w = WindowOf(*job, now);
+    item["window"] = {{"start", Seconds(w.start)}, {"end", Seconds(w.end)}};
+    items.push_back(std::move(item));
+  }
+  out["jobs"] = items;
   Send(req, res, Dump(out));
 }
 

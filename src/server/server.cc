@@ -524,6 +524,12 @@ void Server::Impl::Routes() {
     if (!res.body.empty()) return;
     if (res.status == 404) {
       res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
+    } else if (res.status == 414) {  // cpp-httplib refuses the request line, before any handler
+      res.set_content(ApiError(414, "URI Too Long",
+                               "the request's URL is longer than " +
+                                   std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+                                   " bytes: ask for fewer nodes or metrics at a time"),
+                      kJson);
     }
   });
 }
@@ -790,10 +796,18 @@ Server::~Server() { Stop(); }
 
 int Server::port() const { return impl_->port; }
 
+// "http://HOST:PORT", HOST as a client reaches it.
+static std::string Origin(const std::string& listened_host, int port) {
+  std::string host = listened_host == "0.0.0.0" ? "127.0.0.1" : listened_host;
+  return "http://" + host + ":" + std::to_string(port);
+}
+
 std::string Server::base_url() const {
-  std::string host = impl_->options.host;
-  if (host == "0.0.0.0") host = "127.0.0.1";
-  return "http://" + host + ":" + std::to_string(impl_->port) + "/stable";
+  return Origin(impl_->options.host, impl_->port) + "/stable";
+}
+
+std::string Server::dashboard_url() const {
+  return Origin(impl_->options.host, impl_->port) + "/dashboard/";
 }
 
 void Server::Stop() {

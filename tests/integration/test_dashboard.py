@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +17,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 NOW = int(time.time())
 # A finished job (10 minutes, 50 Hz wattmeters) and one running since 2 minutes.
-DONE, RUNNING = 7001, 7002
+DONE, RUNNING, PHASED = 7001, 7002, 7003
 JOBS = {"jobs": [
     {"site": "lyon", "uid": DONE, "user": "alice", "nodes": ["nova-1", "nova-4"],
      "started_at": NOW - 1800, "stopped_at": NOW - 1200, "types": ["monitor"],
@@ -24,6 +25,13 @@ JOBS = {"jobs": [
                 {"name": "busy", "duration": 400, "cpu": 1.0, "network": 0.3}]},
     {"site": "lyon", "uid": RUNNING, "user": "bob", "nodes": ["nova-5", "nova-6"],
      "started_at": NOW - 120, "walltime": 7200, "types": ["monitor=wattmetre_power_watt"]},
+    # Phases whose names are wider than they last on a plot.
+    {"site": "lyon", "uid": PHASED, "user": "erin", "nodes": ["nova-7"],
+     "started_at": NOW - 3000, "stopped_at": NOW - 2400,
+     "phases": [{"name": "idle-before-the-benchmark", "duration": 20, "cpu": 0.0},
+                {"name": "stress-ng-cpu", "duration": 300, "cpu": 1.0},
+                {"name": "cooldown-and-checkpoint", "duration": 10, "cpu": 0.1},
+                {"name": "network-transfer", "duration": 270, "cpu": 0.2, "network": 1.0}]},
 ]}
 
 
@@ -162,7 +170,7 @@ def test_jobs_page_shows_energy(browser, server, shots):
         if cells and all("Wh" in c for c in cells):
             break
         time.sleep(0.2)
-    assert len(cells) == 2 and all("Wh" in c for c in cells), cells
+    assert len(cells) == 3 and all("Wh" in c for c in cells), cells
     done = browser.find_element("css selector", f"tr[data-job='{DONE}']").text
     assert "alice" in done and "terminated" in done and "monitor" in done and "10m 0s" in done
     assert console_errors(browser) == []
@@ -276,3 +284,438 @@ def test_energy_endpoint_over_a_store_equals_kwatt_energy(tmp_path):
             assert b"uPlot.iife.min.js" in answer.read()
     finally:
         served.stop()
+
+
+# ------------------------------------------------------------------ issue 22, item 15
+# A lab's store (`serve --store --testbed`) holding past jobs only: the rows were pushed through a
+# first server (POST needs --auth), then served again without --auth for the browser.
+
+SHOTS_15 = "15-"  # the screenshots of issue 22's item 15 are named after the sub-item
+T0 = 1793613600  # 2026-11-02T10:00:00Z: job 1, 600 s, 12 nodes at 1 Hz, rack-1 out 200..260 s
+DST = 1792886400  # 2026-10-25T00:00:00Z = 02:00 CEST; at 01:00Z Paris goes back to 02:00 CET
+BIG_CLUSTER = "hundredsofnodesinonerack"
+BIG_NODES = [f"{BIG_CLUSTER}-{i}" for i in range(1, 1001)]
+LAB_RATE = 3e8  # B/s into rack-1 during job 1
+
+
+def lab_description():
+    metrics = """\
+        metrics:
+          - name: wattmetre_power_watt
+            description: Power of the node from its wattmeter, in watt
+            period: 1000
+            source: {protocol: wattmetre}
+"""
+    network = """\
+          - name: network_ifacein_bytes_total
+            description: bytes received
+            period: 1000
+            source: {protocol: network_equipment}
+          - name: network_ifaceout_bytes_total
+            description: bytes sent
+            period: 1000
+            source: {protocol: network_equipment}
+"""
+    racks = ", ".join(f"rack-{i}" for i in range(1, 13))
+    return f"""\
+sites:
+  - uid: mylab
+    name: My lab
+    clusters:
+      - uid: rack
+        model: Dell PowerEdge R640
+        nodes: [{racks}]
+{metrics}{network}  - uid: big
+    name: A big lab
+    clusters:
+      - uid: {BIG_CLUSTER}
+        model: Dell PowerEdge C6420
+        nodes: [{", ".join(BIG_NODES)}]
+{metrics}"""
+
+
+def lab_rows():
+    rows = []
+    for k in range(1, 13):
+        for i in range(601):
+            if k == 1 and 200 < i < 260:
+                continue  # a 60 s outage of rack-1's wattmeter
+            value = (100 if i <= 200 else 200) if k == 1 else 210 + 5 * k
+            rows.append({"timestamp": T0 + i, "device_id": f"rack-{k}",
+                         "metric_id": "wattmetre_power_watt", "value": value})
+    for i in range(601):
+        rows.append({"timestamp": T0 + i, "device_id": "rack-1",
+                     "metric_id": "network_ifacein_bytes_total", "value": LAB_RATE * i})
+        rows.append({"timestamp": T0 + i, "device_id": "rack-1",
+                     "metric_id": "network_ifaceout_bytes_total", "value": LAB_RATE / 2 * i})
+    for i in range(0, 7201, 2):  # two hours across the night Paris goes back from CEST to CET
+        rows.append({"timestamp": DST + i, "device_id": "rack-1",
+                     "metric_id": "wattmetre_power_watt", "value": 150 + 50 * (i >= 3600)})
+    for node in (BIG_NODES[0], BIG_NODES[-1]):
+        for i in range(0, 601, 5):
+            rows.append({"timestamp": T0 + i, "device_id": node,
+                         "metric_id": "wattmetre_power_watt", "value": 120})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    import requests
+    tmp = tmp_path_factory.mktemp("lab")
+    description = tmp / "lab.yaml"
+    description.write_text(lab_description())
+    store = tmp / "lab.kwatt"
+    now = int(time.time())
+    for args in (
+            ["--site", "mylab", "--id", "1", "--user", "alice",
+             "--nodes", ",".join(f"rack-{i}" for i in range(1, 13)), "--types", "monitor",
+             "--start", T0, "--stop", T0 + 600],
+            ["--site", "mylab", "--id", "2", "--user", "bob", "--nodes", "rack-1",
+             "--start", DST, "--stop", DST + 7200],
+            ["--site", "mylab", "--id", "3", "--user", "carol", "--nodes", "rack-2",
+             "--start", now + 30 * 86400, "--stop", now + 31 * 86400],
+            ["--site", "big", "--id", "4", "--user", "dave", "--nodes", ",".join(BIG_NODES),
+             "--start", T0, "--stop", T0 + 600]):
+        done = run_kwatt("jobs", "add", "--store", store, *args)
+        assert done.returncode == 0, done.stderr
+    pushing = start_server("--testbed", description, "--auth", "alice:s3cret", store=store)
+    try:
+        rows = lab_rows()
+        by_site = {"mylab": [r for r in rows if r["device_id"].startswith("rack-")],
+                   "big": [r for r in rows if not r["device_id"].startswith("rack-")]}
+        for site, site_rows in by_site.items():
+            for i in range(0, len(site_rows), 5000):
+                pushed = requests.post(pushing.url + f"/sites/{site}/metrics",
+                                       json=site_rows[i:i + 5000], auth=("alice", "s3cret"),
+                                       timeout=60)
+                assert pushed.status_code == 201, pushed.text
+    finally:
+        pushing.stop()
+    served = start_server("--testbed", description, store=store)
+    served.store, served.description = store, description
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def drawing_browser():
+    """A browser that records every text drawn on a canvas (window.__drawn: text, box, align,
+    the plot it belongs to), so that tests can check what the plots show."""
+    driver = _webdriver()
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+      window.__drawn = [];
+      const fillText = CanvasRenderingContext2D.prototype.fillText;
+      CanvasRenderingContext2D.prototype.fillText = function (text, x, y, maxWidth) {
+        const w = this.measureText(String(text)).width;
+        const a = this.textAlign;
+        const left = a === 'center' ? x - w / 2 : (a === 'right' || a === 'end') ? x - w : x;
+        window.__drawn.push({text: String(text), x: x, y: y, left: left, right: left + w,
+                             align: a, canvas: this.canvas});
+        return fillText.apply(this, arguments);
+      };"""})
+    yield driver
+    driver.quit()
+
+
+def drawn(browser, plot):
+    """The texts last drawn on `plot`'s canvas, after a redraw."""
+    browser.execute_script(
+        "window.__drawn = []; window.kwattDashboard.plots[arguments[0]].uplot.redraw(false, true);",
+        plot)
+    time.sleep(0.3)
+    return browser.execute_script(
+        "return window.__drawn.filter(d => { const p = d.canvas.closest('[data-plot]');"
+        " return p && p.dataset.plot === arguments[0]; }).map(d => { const {canvas, ...r} = d;"
+        " return r; })", plot)
+
+
+def plot_geometry(browser, plot, times=()):
+    """The plot area in canvas pixels, and the canvas x of each of `times`."""
+    return browser.execute_script(
+        "const u = window.kwattDashboard.plots[arguments[0]].uplot;"
+        "return {left: u.bbox.left, top: u.bbox.top, width: u.bbox.width, height: u.bbox.height,"
+        " xs: arguments[1].map(t => u.valToPos(t, 'x', true))};", plot, list(times))
+
+
+def saturated_pixels(browser, plot, x, top, height):
+    """How many pixels of the canvas column x (canvas pixels) between top and top + height have
+    a colour (a series' line or band), not grey (the grid, phase marks) or white."""
+    return browser.execute_script(
+        "const c = document.querySelector('[data-plot=' + arguments[0] + '] canvas');"
+        "const d = c.getContext('2d').getImageData(Math.round(arguments[1]), Math.round(arguments[2]),"
+        " 1, Math.round(arguments[3])).data; let n = 0;"
+        "for (let i = 0; i < d.length; i += 4) {"
+        " const hi = Math.max(d[i], d[i+1], d[i+2]), lo = Math.min(d[i], d[i+1], d[i+2]);"
+        " if (d[i+3] > 0 && hi - lo > 40) n++; } return n;", plot, x, top, height)
+
+
+def shot(browser, name):
+    """A screenshot of the page as it is, named after the sub-item, in $KWATT_SCREENSHOTS."""
+    target = Path(os.environ.get("KWATT_SCREENSHOTS") or
+                  Path(__file__).parent / "screenshots")
+    target.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(target / f"{SHOTS_15}{name}.png"))
+
+
+def test_a_data_gap_breaks_the_line(drawing_browser, lab):
+    b = drawing_browser
+    open_page(b, lab, "#/job/mylab/1")
+    plot = "wattmetre_power_watt"
+    g = plot_geometry(b, plot, [T0 + 230, T0 + 100.5, T0 + 400.5])
+    assert g["left"] <= g["xs"][0] <= g["left"] + g["width"]
+    # Inside the 60 s outage of rack-1 (100 W before, 200 W after), no series is drawn at all
+    # between 100 and 200 W: the line breaks there instead of ramping.
+    band = b.execute_script(
+        "const u = window.kwattDashboard.plots[arguments[0]].uplot;"
+        "return [u.valToPos(195, 'y', true), u.valToPos(105, 'y', true)];", plot)
+    ramp = saturated_pixels(b, plot, g["xs"][0], band[0], band[1] - band[0])
+    # Between two samples a second apart (several buckets apart), the line is drawn.
+    joined = saturated_pixels(b, plot, g["xs"][1], g["top"], g["height"])
+    shot(b, "data-gap")
+    assert joined > 0
+    assert ramp == 0, "the outage is drawn as a ramp"
+
+
+def test_phase_names_stay_inside_their_phase(drawing_browser, server):
+    b = drawing_browser
+    open_page(b, server, f"#/job/lyon/{PHASED}")
+    plot = "wattmetre_power_watt"
+    job = get_json(base_of(server) + f"/dashboard/api/sites/lyon/jobs/{PHASED}")
+    phases = job["phases"]
+    texts = drawn(b, plot)
+    g = plot_geometry(b, plot, [p["start"] for p in phases] + [phases[-1]["end"]])
+    names = {p["name"] for p in phases}
+    labels = [t for t in texts if t["text"].rstrip("…") and
+              any(n.startswith(t["text"].rstrip("…")) for n in names) and t["y"] < g["top"] + 40]
+    assert labels, texts
+    xs = g["xs"]
+    for t in labels:
+        # The phase whose start is the nearest on the left of the label's anchor.
+        i = max(i for i in range(len(phases)) if xs[i] <= t["x"] + 0.5)
+        assert phases[i]["name"].startswith(t["text"].rstrip("…")), (t, phases[i])
+        assert xs[i] - 0.5 <= t["left"] and t["right"] <= xs[i + 1] + 0.5, (t, xs[i], xs[i + 1])
+    shot(b, "phase-names")
+
+
+def x_axis_labels(browser, plot):
+    g = plot_geometry(browser, plot)
+    return [t for t in drawn(browser, plot) if t["y"] > g["top"] + g["height"]], g
+
+
+def assert_no_overlap(labels):
+    rows = {}
+    for t in labels:
+        rows.setdefault(round(t["y"]), []).append(t)
+    for row in rows.values():
+        row.sort(key=lambda t: t["left"])
+        for a, c in zip(row, row[1:]):
+            assert a["right"] + 2 <= c["left"], f"{a['text']!r} overlaps {c['text']!r}"
+
+
+def test_the_repeated_dst_hour_shows_its_offset(drawing_browser, lab):
+    b = drawing_browser
+    open_page(b, lab, "#/job/mylab/2")
+    heading = b.find_element("css selector", "main").text
+    # The job starts at 02:00 CEST: the first of the two 02:00 of that night.
+    assert "2026-10-25 02:00:00 +02:00" in heading, heading
+    labels, _ = x_axis_labels(b, "wattmetre_power_watt")
+    texts = [t["text"] for t in labels]
+    assert any("+02:00" in t for t in texts) and any("+01:00" in t for t in texts), texts
+    # Every tick's label is its own (the time, and below it the date or the offset when needed).
+    ticks = {}
+    for t in labels:
+        ticks.setdefault(round(t["x"]), []).append(t["text"])
+    shown = ["\n".join(v) for _, v in sorted(ticks.items())]
+    assert len(set(shown)) == len(shown), shown
+    shot(b, "dst-offset")
+
+
+def test_a_future_job_says_it_has_not_started(drawing_browser, lab):
+    b = drawing_browser
+    open_page(b, lab, "#/job/mylab/3")
+    text = b.find_element("css selector", "main").text
+    assert "has not started" in text, text
+    assert b.find_elements("css selector", "[data-plot]") == []
+    assert "…" not in text
+    shot(b, "future-job")
+
+
+def test_opened_with_credentials_in_the_url(browser, lab, tmp_path):
+    served = start_server("--testbed", lab.description, "--auth", "alice:s3cret", store=lab.store)
+    try:
+        url = base_of(served).replace("http://", "http://alice:s3cret@") + "/dashboard/#/site/mylab"
+        browser.get("about:blank")
+        browser.get(url)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not browser.execute_script(
+                "return !!(window.kwattDashboard && window.kwattDashboard.ready)"):
+            time.sleep(0.1)
+        rows = browser.find_elements("css selector", "table[data-cluster=rack] tr[data-node]")
+        shot(browser, "credentials-in-url")
+        assert len(rows) == 12, browser.find_element("css selector", "main").text
+    finally:
+        served.stop()
+
+
+def test_site_without_data_says_so(browser, lab):
+    open_page(browser, lab, "#/site/mylab")
+    total = browser.find_element("css selector", "#site-total").text
+    shot(browser, "no-latest-power")
+    assert "0 W" not in total and "no node" in total, total
+
+
+def test_node_page_offers_the_spans_of_its_jobs(browser, lab):
+    state = open_page(browser, lab, "#/node/mylab/rack-1")
+    options = [o.text for o in browser.find_elements("css selector", "#window option")]
+    assert any("job 1" in o for o in options) and any("job 2" in o for o in options), options
+    # The store holds past jobs only: the page opens on the newest of them, not on an empty hour.
+    power = plot_record(browser, "wattmetre_power_watt")
+    shot(browser, "node-spans")
+    assert power["rows"] > 500, power
+
+
+def test_many_series_have_a_legend_and_a_tooltip(browser, lab):
+    from selenium.webdriver.common.action_chains import ActionChains
+    open_page(browser, lab, "#/job/mylab/1")
+    box = "[data-plot=wattmetre_power_watt]"
+    shown = [e.text for e in browser.find_elements("css selector", f"{box} .u-legend .u-series")
+             if e.is_displayed()]
+    assert sorted(shown) == sorted(f"rack-{i}" for i in range(1, 13)), shown
+    over = browser.find_element("css selector", f"{box} .u-over")
+    ActionChains(browser).move_to_element_with_offset(over, 100, 0).perform()
+    time.sleep(0.5)
+    tips = [e for e in browser.find_elements("css selector", f"{box} .tooltip") if e.is_displayed()]
+    shot(browser, "legend-tooltip")
+    assert tips and "rack-" in tips[0].text and " W" in tips[0].text, [t.text for t in tips]
+
+
+def test_large_values_have_si_prefixes(drawing_browser, lab):
+    b = drawing_browser
+    open_page(b, lab, "#/job/mylab/1")
+    g = plot_geometry(b, "network")
+    texts = [t["text"] for t in drawn(b, "network") if t["right"] <= g["left"] + 1]
+    numbers = [t for t in texts if any(ch.isdigit() for ch in t)]
+    assert numbers, texts
+    assert not any("," in t for t in numbers), numbers
+    assert any(t.endswith("MB/s") for t in numbers), numbers
+    b.execute_script("document.querySelector('[data-plot=network]').scrollIntoView()")
+    shot(b, "si-units")
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_time_axis_has_iso_dates_and_no_overlap(drawing_browser, lab, width):
+    import re
+    b = drawing_browser
+    b.set_window_size(width, 1100)
+    try:
+        for job in (1, 2):
+            open_page(b, lab, f"#/job/mylab/{job}")
+            labels, _ = x_axis_labels(b, "wattmetre_power_watt")
+            texts = [t["text"] for t in labels]
+            assert any(re.fullmatch(r"\d{4}-\d{2}-\d{2}( [+-]\d{2}:\d{2})?", t) for t in texts), texts
+            assert not any(re.search(r"/|am|pm", t, re.I) for t in texts), texts
+            assert_no_overlap(labels)
+        shot(b, f"iso-dates-{width}px")
+    finally:
+        b.set_window_size(1400, 1100)
+
+
+def test_tables_are_not_cut_on_a_narrow_window(browser, lab):
+    browser.set_window_size(400, 900)
+    try:
+        for page in ("#/jobs/mylab", "#/job/mylab/1"):
+            open_page(browser, lab, page)
+            time.sleep(1)
+            for table in browser.find_elements("css selector", "main table"):
+                cut = browser.execute_script(
+                    "const t = arguments[0]; const r = t.getBoundingClientRect();"
+                    "if (r.right <= document.documentElement.clientWidth + 1) return false;"
+                    "for (let e = t.parentElement; e && e !== document.body; e = e.parentElement) {"
+                    " const o = getComputedStyle(e).overflowX;"
+                    " if ((o === 'auto' || o === 'scroll') && e.scrollWidth > e.clientWidth &&"
+                    "     e.getBoundingClientRect().right <= document.documentElement.clientWidth + 1)"
+                    "  return false; }"
+                    "return true;", table)
+                assert not cut, f"{page}: table {table.get_attribute('id')} is cut"
+            shot(browser, "narrow-" + page.strip("#/").replace("/", "-"))
+    finally:
+        browser.set_window_size(1400, 1100)
+
+
+def test_bad_numbers_are_refused_and_named(browser, lab):
+    answer = urllib.request.Request(
+        base_of(lab) + "/dashboard/api/sites/mylab/series?nodes=rack-1&width=10abc")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(answer)
+    assert refused.value.code == 400 and "10abc" in refused.value.read().decode()
+    for bad in ("step=1x", "width=", "step=nan"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base_of(lab) + "/dashboard/api/sites/mylab/series?nodes=rack-1&"
+                                   + bad)
+        assert refused.value.code == 400, bad
+    open_page(browser, lab, "#/node/mylab/rack-1?window=10abc")
+    text = browser.find_element("css selector", "main").text
+    shot(browser, "strict-numbers")
+    assert "10abc" in text and "window" in text, text
+
+
+def test_route_parts_are_encoded_in_api_urls(browser, lab):
+    state = open_page(browser, lab, "#/node/mylab/rack-1%23x")
+    text = browser.find_element("css selector", "main").text
+    shot(browser, "encoded-route")
+    assert "rack-1#x" in text and "does not exist" in text, text
+    assert all("#" not in q for q in state["queries"]), state["queries"]
+
+
+def test_a_thousand_nodes_are_asked_in_pieces(browser, lab):
+    state = open_page(browser, lab, "#/job/big/4", timeout=60)
+    power = plot_record(browser, "wattmetre_power_watt")
+    assert power is not None and console_errors(browser) == []
+    assert sorted(s.split(" ")[0] for s in power["series"]) == sorted(
+        [BIG_NODES[0], BIG_NODES[-1]])
+    assert all(len(q) < 8000 for q in state["queries"]), max(map(len, state["queries"]))
+    assert power["pieces"] > 1
+    browser.execute_script(
+        "document.querySelector('[data-plot=wattmetre_power_watt]').scrollIntoView()")
+    shot(browser, "thousand-nodes")
+
+
+def test_a_too_long_url_is_answered_with_a_reason(lab):
+    url = (base_of(lab) + "/dashboard/api/sites/big/series?nodes=" + ",".join(BIG_NODES))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url)
+    assert refused.value.code == 414
+    body = refused.value.read().decode()
+    assert "8192" in body and "URL" in body, body
+
+
+def test_serve_prints_the_dashboard_url(browser, tmp_path):
+    import subprocess
+    from conftest import KWATT
+    process = subprocess.Popen([KWATT, "serve", "--simulate", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import queue
+    import threading
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout],
+                     daemon=True).start()
+
+    def line():
+        try:
+            return lines.get(timeout=30).strip()
+        except queue.Empty:
+            return None
+    try:
+        api = line()
+        assert api.startswith("http://127.0.0.1:") and api.endswith("/stable")
+        dashboard = line()
+        assert dashboard == api.replace("/stable", "/dashboard/"), dashboard
+        browser.get(dashboard)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not browser.execute_script(
+                "return !!(window.kwattDashboard && window.kwattDashboard.ready)"):
+            time.sleep(0.1)
+        assert "lyon" in browser.find_element("css selector", "main").text
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

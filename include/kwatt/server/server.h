@@ -52,6 +52,8 @@ class Server {
   int port() const;
   // "http://HOST:PORT/stable"
   std::string base_url() const;
+  // "http://HOST:PORT/dashboard/": the pages (doc/dashboard.md)
+  std::string dashboard_url() const;
   // Stops accepting, ends open connections, joins the threads. Idempotent.
   void Stop();
   // Blocks until Stop() is called from another thread.
