@@ -258,6 +258,9 @@ class FaultyStore : public store::Store {
     return store_->Query(q, c);
   }
   Status PutJob(const store::Job& job) override { return store_->PutJob(job); }
+  Result<int64_t> AddJob(const store::Job& job, bool next_id) override {
+    return store_->AddJob(job, next_id);
+  }
   Result<store::Job> GetJob(const std::string& site, int64_t id) override {
     return store_->GetJob(site, id);
   }

@@ -225,6 +225,27 @@ TEST_F(PostgresStoreTest, CheckNamesAPartitionWhoseIndexIsNotValid) {
       << report->problems[0];
 }
 
+TEST_F(PostgresStoreTest, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
+  Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
+  EXPECT_EQ(*store_->AddJob(job, /*next_id=*/true), 1);
+  EXPECT_EQ(*store_->AddJob(job, true), 2);
+  job.id = 2;
+  Result<int64_t> again = store_->AddJob(job, /*next_id=*/false);
+  EXPECT_EQ(again.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(again.status().message().find("job 2 on site lyon already"), std::string::npos)
+      << again.status().message();
+  job.id = INT64_MAX;
+  job.user = "top";
+  EXPECT_EQ(*store_->AddJob(job, false), INT64_MAX);
+  Result<int64_t> wrapped = store_->AddJob(job, true);
+  EXPECT_EQ(wrapped.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(wrapped.status().message().find("9223372036854775807"), std::string::npos);
+  EXPECT_EQ(store_->Jobs("lyon", INT64_MIN, INT64_MAX)->size(), 3u);
+  EXPECT_EQ(store_->GetJob("lyon", INT64_MAX)->user, "top");
+  // The store still takes statements after a refused add (its transaction was ended).
+  EXPECT_TRUE(store_->PutJob(job).ok());
+}
+
 TEST_F(PostgresStoreTest, JobsAndCataloguesAsTheEmbeddedEngineKeepsThem) {
   Job running{"lyon", 7, "alice", {"nova-1", "nova-2"}, kT0, std::nullopt, {"monitor"}};
   Job done{"lyon", 8, "bob", {"nova-3"}, kT0 - 3600 * kNanosPerSecond, kT0, {}};

@@ -320,6 +320,28 @@ TEST(SqliteStore, AppendCommitsByItselfAfterTheFlushInterval) {
   EXPECT_EQ(QueryAll(*reader).size(), 2u);  // the second Append committed both
 }
 
+TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
+  TempDir temp("kwatt_store_test");
+  auto store = Open(temp.root() / "s.db");
+  Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
+  EXPECT_EQ(*store->AddJob(job, /*next_id=*/true), 1);
+  EXPECT_EQ(*store->AddJob(job, true), 2);
+  EXPECT_EQ(*store->AddJob(Job{"nancy", 0, "bob", {"grisou-1"}, kT0, std::nullopt, {}}, true), 1);
+  job.id = 2;
+  Result<int64_t> again = store->AddJob(job, /*next_id=*/false);
+  EXPECT_EQ(again.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(again.status().message().find("job 2 on site lyon already"), std::string::npos)
+      << again.status().message();
+  job.id = INT64_MAX;
+  job.user = "top";
+  EXPECT_EQ(*store->AddJob(job, false), INT64_MAX);
+  Result<int64_t> wrapped = store->AddJob(job, true);
+  EXPECT_EQ(wrapped.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(wrapped.status().message().find("9223372036854775807"), std::string::npos);
+  EXPECT_EQ(store->Jobs("lyon", INT64_MIN, INT64_MAX)->size(), 3u);
+  EXPECT_EQ(store->GetJob("lyon", INT64_MAX)->user, "top");
+}
+
 TEST(SqliteStore, JobsAndCatalogues) {
   TempDir temp("kwatt_store_test");
   auto store = Open(temp.root() / "s.db");
