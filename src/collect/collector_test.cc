@@ -282,6 +282,14 @@ class FaultyStore : public store::Store {
   const std::atomic<bool>* down_;
 };
 
+// Opens the store at `path` as a FaultyStore that fails while *down.
+StoreOpener FaultyOpener(const std::string& path, const std::atomic<bool>* down) {
+  return [path, down]() -> Result<std::unique_ptr<store::Store>> {
+    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> real, store::OpenStore(path, true));
+    return std::unique_ptr<store::Store>(new FaultyStore(std::move(real), down));
+  };
+}
+
 void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored) {
   kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
@@ -290,10 +298,7 @@ void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored)
   CollectConfig config;
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
   std::atomic<bool> down{false};
-  StoreOpener opener = [&]() -> Result<std::unique_ptr<store::Store>> {
-    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> real, store::OpenStore(path, true));
-    return std::unique_ptr<store::Store>(new FaultyStore(std::move(real), &down));
-  };
+  StoreOpener opener = FaultyOpener(path, &down);
   CollectorOptions options = FastOptions();
   options.memory_rows = 3;
   if (with_spool) options.spool_dir = spool;
@@ -345,10 +350,7 @@ TEST(Collector, RowsTheStoreDidNotTakeAreInTheSpoolBeforeTheNextFlushWhateverThe
   CollectConfig config;
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
   std::atomic<bool> down{true};
-  StoreOpener opener = [&]() -> Result<std::unique_ptr<store::Store>> {
-    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> real, store::OpenStore(path, true));
-    return std::unique_ptr<store::Store>(new FaultyStore(std::move(real), &down));
-  };
+  StoreOpener opener = FaultyOpener(path, &down);
   CollectorOptions options = FastOptions();
   options.memory_rows = 1'000'000;  // never reached: memory alone would hold every row
   options.spool_dir = spool;
