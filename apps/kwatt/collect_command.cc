@@ -19,6 +19,7 @@
 #include "kwatt/server/jobs.h"
 #include "kwatt/server/testbed.h"
 #include "kwatt/store/open_store.h"
+#include "kwatt/store/writer_lock.h"
 
 namespace kwatt::cli {
 namespace {
@@ -246,7 +247,7 @@ Runner RegisterCollect(CLI::App* app) {
     // A database server may be down when the collector starts: rows wait for it. A file that
     // cannot be opened is a mistake to say at once.
     options.start_without_store = store::IsPostgresUri(args->store);
-    // The embedded store's file: one collector on it, and its deletion seen.
+    // The embedded store's file: its deletion or replacement seen.
     if (!options.start_without_store && !args->check) options.store_file = args->store;
     std::string uri = args->store;
     collect::StoreOpener opener = [uri]() { return store::OpenStore(uri, /*create=*/true); };
@@ -262,6 +263,22 @@ Runner RegisterCollect(CLI::App* app) {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // One collector per store: a second one would write every row again.
+    std::unique_ptr<store::WriterLock> lock;
+    if (!args->check) {
+      Result<std::unique_ptr<store::WriterLock>> taken =
+          store::TakeWriterLock(uri, ShownStoreUri(uri), "collector");
+      if (taken.ok()) {
+        lock = std::move(taken).value();
+      } else if (taken.status().code() == Status::Code::kUnavailable) {
+        // PostgreSQL down: rows wait for it (below); the lock cannot be asked now.
+        std::fprintf(stderr,
+                     "kwatt collect: warning: no other collector can be ruled out on %s: %s\n",
+                     ShownStoreUri(uri).c_str(), taken.status().message().c_str());
+      } else {
+        return Fail("collect", taken.status());
+      }
+    }
     Result<std::unique_ptr<collect::Collector>> collector =
         collect::Collector::Create(*config, opener, options);
     if (!collector.ok()) return Fail("collect", collector.status());

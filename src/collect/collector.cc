@@ -1,17 +1,12 @@
 #include "kwatt/collect/collector.h"
 
-#include <fcntl.h>
 #include <pthread.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -217,43 +212,7 @@ class Collector::Impl {
   // The embedded store's file as opened (options.store_file): its device and inode.
   std::optional<std::pair<dev_t, ino_t>> store_file_identity;
   std::set<std::string> reported_job_types;  // job types said once to be ignored
-  int store_lock_fd = -1;  // the lock of options.store_file's collector (see TakeStoreLock)
   std::jthread writer;
-
-  ~Impl() {
-    if (store_lock_fd >= 0) ::close(store_lock_fd);
-  }
-
-  // One collector per embedded store: a second one would write the same devices' rows again.
-  // The lock is an flock on STORE.collector, a file holding the holder's PID (the kernel drops
-  // the lock when the process dies, even by kill -9).
-  Status TakeStoreLock() {
-    if (options.store_file.empty()) return Status::OK();
-    std::string path = options.store_file + ".collector";
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      return Status::IOError("cannot open " + path +
-                             " (the collector's lock of the store): " + std::strerror(errno));
-    }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      char text[32] = {};
-      ssize_t got = ::pread(fd, text, sizeof(text) - 1, 0);
-      ::close(fd);
-      std::string pid = got > 0 ? std::string(text, size_t(got)) : "";
-      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-      return Status::Unavailable(
-          "another collector" + (pid.empty() ? std::string() : " (PID " + pid + ")") +
-          " writes into " + options.store_file + " (it holds " + path +
-          "): one collector per store; stop it first, or give another --store");
-    }
-    std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
-      ::close(fd);
-      return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
-    }
-    store_lock_fd = fd;
-    return Status::OK();
-  }
   bool started = false;
   bool stopped = false;
 
@@ -553,9 +512,9 @@ class Collector::Impl {
     }
     return Status::IOError("the store file " + options.store_file +
                            (there ? " was replaced by another file" : " was deleted") +
-                           " while the collector wrote into it (deleted or replaced): rows "
-                           "written since went into the old file, which nothing reads; they are "
-                           "written again into " +
+                           " while the collector wrote into it: the rows of this write went "
+                           "into the old file, which nothing reads; they are written again "
+                           "into " +
                            options.store_file + ", opened anew");
   }
 
@@ -848,7 +807,6 @@ Result<std::unique_ptr<Collector>> Collector::Create(const CollectConfig& config
     }
     impl->workers.push_back(std::move(worker));
   }
-  KWATT_RETURN_IF_ERROR(impl->TakeStoreLock());
   Result<std::unique_ptr<store::Store>> opened = impl->open_store();
   if (opened.ok()) {
     impl->store = std::move(opened).value();

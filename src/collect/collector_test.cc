@@ -401,25 +401,6 @@ TEST(Collector, AStoreFileDeletedUnderTheCollectorIsMadeAgainAndTheRowsWrittenTh
   EXPECT_TRUE(told);
 }
 
-TEST(Collector, ASecondCollectorOnTheSameStoreFileIsRefusedNamingTheFirstsPid) {
-  kwatt::testing::TempDir dir;
-  std::string path = (dir.root() / "s.store").string();
-  CollectConfig config;
-  config.metrics.push_back(Prometheus("nova-1", FreePort(), 1000));
-  CollectorOptions options = FastOptions();
-  options.store_file = path;
-  auto first = Collector::Create(config, OpenerOf(path), options);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  auto second = Collector::Create(config, OpenerOf(path), options);
-  ASSERT_FALSE(second.ok());
-  EXPECT_NE(second.status().message().find("another collector (PID " + std::to_string(getpid()) +
-                                           ") writes into " + path),
-            std::string::npos)
-      << second.status().message();
-  first->reset();
-  EXPECT_TRUE(Collector::Create(config, OpenerOf(path), options).ok());
-}
-
 TEST(Collector, ADriverErrorStopsNothingFromStartingAndNamesTheDescription) {
   CollectConfig config;
   MetricDescription json;

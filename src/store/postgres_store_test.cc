@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kwatt/core/time.h"
+#include "kwatt/store/writer_lock.h"
 #include "src/store/test_postgres.h"
 #include "src/store/test_rows.h"
 
@@ -244,6 +246,21 @@ TEST_F(PostgresStoreTest, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
   EXPECT_EQ(store_->GetJob("lyon", INT64_MAX)->user, "top");
   // The store still takes statements after a refused add (its transaction was ended).
   EXPECT_TRUE(store_->PutJob(job).ok());
+}
+
+TEST_F(PostgresStoreTest, AWriterLockIsHeldByOneAndTheNextIsToldWho) {
+  auto first = TakeWriterLock(uri_, "the-store", "collector");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = TakeWriterLock(uri_, "the-store", "collector");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(second.status().message().find("another collector (PID " + std::to_string(getpid())),
+            std::string::npos)
+      << second.status().message();
+  EXPECT_NE(second.status().message().find("writes into the-store"), std::string::npos);
+  EXPECT_TRUE(TakeWriterLock(uri_, "the-store", "importer").ok());  // another name, another lock
+  first->reset();
+  EXPECT_TRUE(TakeWriterLock(uri_, "the-store", "collector").ok());
 }
 
 TEST_F(PostgresStoreTest, JobsAndCataloguesAsTheEmbeddedEngineKeepsThem) {

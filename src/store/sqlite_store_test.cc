@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kwatt/store/writer_lock.h"
 #include "src/archive/test_files.h"
 #include "src/core/test_temp_dir.h"
 #include "src/store/test_rows.h"
@@ -340,6 +341,24 @@ TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
   EXPECT_NE(wrapped.status().message().find("9223372036854775807"), std::string::npos);
   EXPECT_EQ(store->Jobs("lyon", INT64_MIN, INT64_MAX)->size(), 3u);
   EXPECT_EQ(store->GetJob("lyon", INT64_MAX)->user, "top");
+}
+
+TEST(SqliteStore, AWriterLockIsHeldByOneAndTheNextIsToldWho) {
+  TempDir temp("kwatt_store_test");
+  std::string path = (temp.root() / "s.db").string();
+  auto first = TakeWriterLock(path, "s.db", "collector");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = TakeWriterLock(path, "s.db", "collector");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(second.status().message().find("another collector (PID " + std::to_string(getpid())),
+            std::string::npos)
+      << second.status().message();
+  EXPECT_NE(second.status().message().find("writes into s.db (it holds " + path + ".collector)"),
+            std::string::npos)
+      << second.status().message();
+  first->reset();
+  EXPECT_TRUE(TakeWriterLock(path, "s.db", "collector").ok());
 }
 
 TEST(SqliteStore, JobsAndCatalogues) {

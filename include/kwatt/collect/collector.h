@@ -13,9 +13,12 @@
 //   type `monitor` or `monitor=REGEX` has their device or their `_device_alias` among its nodes
 //   and its regex matches their name from the start (Kwollect's re.match), re-read every second.
 // - Readings go to one writer thread, written into the store every flush interval (Append then
-//   Flush: durable when written). When the store fails, rows are kept in memory (at most
-//   memory_rows), then in spool files (at most spool_bytes), and retried; beyond that they are
-//   dropped and counted. Stop() writes everything read before returning.
+//   Flush: durable when written). When the store fails, rows go to spool files (at most
+//   spool_bytes) at once, else wait in memory (at most memory_rows), and are retried; beyond
+//   that they are dropped and counted. Stop() writes everything read before returning. The
+//   embedded store's file is checked after each write (CollectorOptions::store_file).
+// - What a device answered without (a sensor, an OID) or a sample's unreadable timestamp is
+//   counted per device and said (PollProblem).
 // - The collector's own metrics (polls, late polls, overruns, timeouts, errors per device; rows
 //   written, kept, spooled, dropped) are in PrometheusText() and written into the store under
 //   CollectorOptions::collector_id every self_metrics_every.
@@ -112,7 +115,8 @@ class Collector {
  public:
   // Makes every device and stream of `config` (nothing runs yet): the first error of a driver
   // (a malformed OID...) is returned and nothing starts. Opens the store once (its error too,
-  // unless start_without_store).
+  // unless start_without_store). One collector per store is the caller's to ensure
+  // (kwatt/store/writer_lock.h).
   static Result<std::unique_ptr<Collector>> Create(const CollectConfig& config, StoreOpener store,
                                                    CollectorOptions options);
   ~Collector();  // Stop()
