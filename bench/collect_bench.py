@@ -814,9 +814,15 @@ def wattmetre_case(bench: Bench) -> dict:
             "url": "wattmetre://wattmetre1/", "command": command, "mapping": mapping}])
         argv = [bench.kwatt, "collect", "--config", config, "--store", store]
         if promoted:
+            # The simulated ports' nodes (nova-1..50: more than the reference's), as a lab
+            # describes its own (doc/store.md), so that jobs add accepts them.
+            testbed = os.path.join(bench.tmp, f"testbed-{n}.json")
+            with open(testbed, "w") as out:
+                json.dump({"sites": [{"uid": "lyon", "clusters": [
+                    {"uid": "nova", "nodes": nodes, "metrics": []}]}]}, out)
             added = subprocess.run([bench.kwatt, "jobs", "add", "--store", store, "--site",
-                                    "lyon", "--nodes", ",".join(nodes), "--types",
-                                    "monitor=wattmetre_power_watt"],
+                                    "lyon", "--testbed", testbed, "--nodes", ",".join(nodes),
+                                    "--types", "monitor=wattmetre_power_watt"],
                                    capture_output=True, text=True, timeout=60)
             if added.returncode != 0:
                 raise sb.BenchError(f"kwatt jobs add: {added.stderr.strip()}")

@@ -17,7 +17,9 @@
 #include "kwatt/collect/config.h"
 #include "kwatt/core/text.h"
 #include "kwatt/server/jobs.h"
+#include "kwatt/server/testbed.h"
 #include "kwatt/store/open_store.h"
+#include "kwatt/store/writer_lock.h"
 #include "src/http/hardened_server.h"
 
 namespace kwatt::cli {
@@ -42,6 +44,127 @@ void RaiseOpenFileLimit(size_t devices) {
                  "%llu (ulimit -n): polls and writes will fail\n",
                  devices, (unsigned long long)needed, (unsigned long long)limit.rlim_cur);
   }
+}
+
+struct JobsArgs {
+  std::string store, site, user = "kwatt", nodes, types, start, stop, at, from, testbed;
+  int64_t id = 0;
+  bool json = false, running = false, replace = false;
+};
+
+// The nodes of a job of `site` as `--nodes` names them (nova-1, nova-1.lyon,
+// nova-1.lyon.grid5000.fr): their uids, each once, each a node of the site in `testbed`.
+Result<std::vector<std::string>> JobNodes(const std::string& list, const std::string& site,
+                                          const server::Testbed& testbed,
+                                          const std::string& testbed_file) {
+  const server::Site* known = testbed.FindSite(site);
+  if (!known) {
+    std::string sites;
+    for (const auto& other : testbed.sites()) sites += (sites.empty() ? "" : ", ") + other->uid;
+    return Status::InvalidArgument(
+        "--site " + site + " is not a site of " +
+        (testbed_file.empty() ? "Grid'5000" : testbed_file) + " (" + sites + ")" +
+        (testbed_file.empty() ? ": for a lab's own nodes, give its description with --testbed "
+                                "FILE (doc/store.md, \"Describing a testbed\")"
+                              : ""));
+  }
+  std::vector<std::string> uids;
+  for (const std::string& text : SplitCommaList(list)) {
+    std::string quoted = "--nodes: \"" + text + "\"";
+    std::optional<server::JobNodeName> name = server::SplitJobNodeName(text);
+    if (!name) {
+      return Status::InvalidArgument(quoted +
+                                     " is not a node name: give a node uid (nova-1) or FQDN "
+                                     "(nova-1.lyon.grid5000.fr)");
+    }
+    if (!name->site.empty() && name->site != site) {
+      return Status::InvalidArgument(quoted + " is a node of site " + name->site +
+                                     ", but the job is of site " + site +
+                                     " (--site): an OAR job lives on one site");
+    }
+    if (std::find(uids.begin(), uids.end(), name->uid) != uids.end()) {
+      return Status::InvalidArgument(quoted + " is " + name->uid +
+                                     " again: list each node of a job once");
+    }
+    std::string unknown = testbed.UnknownNode(*known, name->uid);
+    if (!unknown.empty()) return Status::InvalidArgument(quoted + ": " + unknown);
+    uids.push_back(name->uid);
+  }
+  if (uids.empty()) return Status::InvalidArgument("--nodes names no node");
+  return uids;
+}
+
+// The jobs `kwatt jobs add` is asked to add, checked (ids, times, nodes) before the store is
+// opened.
+Result<std::vector<store::Job>> JobsToAdd(const JobsArgs& args, bool id_given, UnixNanos now) {
+  server::Testbed::Options testbed_options;
+  testbed_options.description_file = args.testbed;
+  std::vector<store::Job> jobs;
+  if (!args.from.empty()) {
+    if (id_given || !args.nodes.empty() || !args.site.empty()) {
+      return Status::InvalidArgument(
+          "--from takes its jobs' sites, ids and nodes from the file: "
+          "give no --site, --id or --nodes with it");
+    }
+    KWATT_ASSIGN_OR_RETURN(server::JobSet set, server::JobSet::Load(args.from));
+    // Its sites and nodes checked against the testbed's, as the server checks a jobs file.
+    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<server::Testbed> testbed,
+                           server::Testbed::Build(testbed_options, set));
+    for (const server::Job& simulated : testbed->jobs().jobs) {
+      store::Job job;
+      job.site = simulated.site;
+      job.id = simulated.uid;
+      job.user = simulated.user;
+      job.nodes = simulated.nodes;
+      job.start = simulated.started_at;
+      job.stop = simulated.stopped_at;
+      job.types = simulated.types;
+      for (const std::string& type : job.types) {
+        KWATT_RETURN_IF_ERROR(collect::CheckJobType(type).WithContext(
+            args.from + ": job " + job.site + "/" + std::to_string(job.id)));
+      }
+      jobs.push_back(std::move(job));
+    }
+    return jobs;
+  }
+  if (args.site.empty() || args.nodes.empty()) {
+    return Status::InvalidArgument("give --site and --nodes (or --from a jobs file)");
+  }
+  if (id_given && args.id <= 0) {
+    return Status::InvalidArgument("--id " + std::to_string(args.id) +
+                                   ": an OAR job id is a positive integer (or leave --id out: "
+                                   "one more than the site's highest)");
+  }
+  if (args.replace && !id_given) {
+    return Status::InvalidArgument("--replace replaces the job of an --id: give it");
+  }
+  store::Job job;
+  job.site = args.site;
+  job.user = args.user;
+  job.id = args.id;
+  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<server::Testbed> testbed,
+                         server::Testbed::Build(testbed_options, server::JobSet()));
+  KWATT_ASSIGN_OR_RETURN(job.nodes, JobNodes(args.nodes, args.site, *testbed, args.testbed));
+  job.types = SplitCommaList(args.types);
+  for (const std::string& type : job.types) {
+    KWATT_RETURN_IF_ERROR(collect::CheckJobType(type).WithContext("--types"));
+  }
+  job.start = now;
+  auto time_of = [&](const std::string& text, const char* option) -> Result<UnixNanos> {
+    Result<UnixNanos> t = ParseUserTime(text, now);
+    if (!t.ok()) return Status::InvalidArgument(std::string(option) + ": " + t.status().message());
+    return t;
+  };
+  if (!args.start.empty()) {
+    KWATT_ASSIGN_OR_RETURN(job.start, time_of(args.start, "--start"));
+  }
+  if (!args.stop.empty()) {
+    KWATT_ASSIGN_OR_RETURN(UnixNanos stop, time_of(args.stop, "--stop"));
+    if (stop <= job.start) return Status::InvalidArgument("--stop is not after --start");
+    job.stop = stop;
+  }
+  jobs.push_back(std::move(job));
+  return jobs;
 }
 
 }  // namespace
@@ -125,6 +248,8 @@ Runner RegisterCollect(CLI::App* app) {
     // A database server may be down when the collector starts: rows wait for it. A file that
     // cannot be opened is a mistake to say at once.
     options.start_without_store = store::IsPostgresUri(args->store);
+    // The embedded store's file: its deletion or replacement seen.
+    if (!options.start_without_store && !args->check) options.store_file = args->store;
     std::string uri = args->store;
     collect::StoreOpener opener = [uri]() { return store::OpenStore(uri, /*create=*/true); };
     if (args->check) {
@@ -139,6 +264,22 @@ Runner RegisterCollect(CLI::App* app) {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // One collector per store: a second one would write every row again.
+    std::unique_ptr<store::WriterLock> lock;
+    if (!args->check) {
+      Result<std::unique_ptr<store::WriterLock>> taken =
+          store::TakeWriterLock(uri, ShownStoreUri(uri), "collector");
+      if (taken.ok()) {
+        lock = std::move(taken).value();
+      } else if (taken.status().code() == Status::Code::kUnavailable) {
+        // PostgreSQL down: rows wait for it (below); the lock cannot be asked now.
+        std::fprintf(stderr,
+                     "kwatt collect: warning: no other collector can be ruled out on %s: %s\n",
+                     ShownStoreUri(uri).c_str(), taken.status().message().c_str());
+      } else {
+        return Fail("collect", taken.status());
+      }
+    }
     Result<std::unique_ptr<collect::Collector>> collector =
         collect::Collector::Create(*config, opener, options);
     if (!collector.ok()) return Fail("collect", collector.status());
@@ -147,6 +288,22 @@ Runner RegisterCollect(CLI::App* app) {
       summary += (summary.empty() ? "" : ", ") + std::to_string(count) + " " + scheme;
     }
     if (args->check) {
+      // Each device read once: a sensor or OID it does not have is a mistake of the
+      // configuration; a device that cannot be reached now may only be down.
+      collect::Collector::ProbeReport probe = (*collector)->Probe();
+      for (const std::string& line : probe.failed) {
+        std::fprintf(stderr, "kwatt collect: warning: %s\n", line.c_str());
+      }
+      if (!probe.missing.empty()) {
+        for (const std::string& line : probe.missing) {
+          std::fprintf(stderr, "kwatt collect: %s\n", line.c_str());
+        }
+        std::fprintf(stderr,
+                     "kwatt collect: %zu values the configuration names are not on their "
+                     "devices: fix the descriptions\n",
+                     probe.missing.size());
+        return kExitUsage;
+      }
       std::printf("%zu metrics from %zu files, %zu devices (%s): the configuration is valid\n",
                   config->metrics.size(), config->files.size(), devices.size(), summary.c_str());
       return kExitOk;
@@ -208,12 +365,7 @@ Runner RegisterCollect(CLI::App* app) {
 }
 
 Runner RegisterJobs(CLI::App* app) {
-  struct Args {
-    std::string store, site, user = "kwatt", nodes, types, start, stop, at, from;
-    int64_t id = 0;
-    bool json = false, running = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<JobsArgs>();
   CLI::App* command = app->add_subcommand(
       "jobs", "The jobs of a store: add, list, end (monitor jobs switch on optional metrics)");
   command->require_subcommand(1);
@@ -225,14 +377,22 @@ Runner RegisterJobs(CLI::App* app) {
   CLI::App* add = command->add_subcommand("add", "Add a job (or the jobs of a jobs file)");
   add_store(add);
   add->add_option("--site", args->site, "Its site");
-  add->add_option("--id", args->id, "Its id (default: one more than the site's highest)");
+  CLI::Option* id_option = add->add_option(
+      "--id", args->id, "Its id, a positive integer (default: one more than the site's highest)");
+  add->add_flag("--replace", args->replace,
+                "Replace the site's job of that id when it has one (else an existing id is "
+                "refused)");
   add->add_option("--user", args->user, "Its user")->capture_default_str();
-  add->add_option("--nodes", args->nodes, "Its nodes: nova-1,nova-2");
+  add->add_option("--nodes", args->nodes,
+                  "Its nodes: nova-1,nova-2 (or nova-1.lyon, nova-1.lyon.grid5000.fr)");
   add->add_option("--types", args->types, "Its OAR types: monitor, monitor=wattmetre_power_watt");
   add->add_option("--start", args->start, "When it started (default: now)");
   add->add_option("--stop", args->stop, "When it stopped (default: still running)");
   add->add_option("--from", args->from,
                   "A jobs file (the simulator's format, doc/jobs_file.md): add its jobs");
+  add->add_option("--testbed", args->testbed,
+                  "A lab's testbed description (doc/store.md), whose nodes the jobs' must be "
+                  "(default: Grid'5000's sites)");
   CLI::App* list = command->add_subcommand("list", "List a site's jobs");
   add_store(list);
   list->add_option("--site", args->site, "The site")->required();
@@ -243,7 +403,7 @@ Runner RegisterJobs(CLI::App* app) {
   end->add_option("id", args->id, "The job's id")->required();
   end->add_option("--site", args->site, "Its site")->required();
   end->add_option("--at", args->at, "When it ended (default: now)");
-  return [command, add, end, args]() -> int {
+  return [command, add, end, id_option, args]() -> int {
     if (!command->parsed()) return -1;
     UnixNanos now = WallClockNow();
     auto time_of = [&](const std::string& text, const char* option) -> Result<UnixNanos> {
@@ -252,72 +412,29 @@ Runner RegisterJobs(CLI::App* app) {
         return Status::InvalidArgument(std::string(option) + ": " + t.status().message());
       return t;
     };
-    Result<std::unique_ptr<store::Store>> opened = store::OpenStore(args->store, add->parsed());
-    if (!opened.ok()) return Fail("jobs", opened.status());
-    store::Store& target = **opened;
     if (add->parsed()) {
-      std::vector<store::Job> jobs;
-      if (!args->from.empty()) {
-        Result<server::JobSet> set = server::JobSet::Load(args->from);
-        if (!set.ok()) return Fail("jobs add", set.status());
-        for (const server::Job& simulated : set->jobs) {
-          store::Job job;
-          job.site = simulated.site;
-          job.id = simulated.uid;
-          job.user = simulated.user;
-          job.nodes = simulated.nodes;
-          job.start = simulated.started_at;
-          job.stop = simulated.stopped_at;
-          job.types = simulated.types;
-          jobs.push_back(std::move(job));
-        }
-      } else {
-        if (args->site.empty() || args->nodes.empty()) {
-          return Fail("jobs add",
-                      Status::InvalidArgument("give --site and --nodes (or --from a jobs file)"));
-        }
-        store::Job job;
-        job.site = args->site;
-        job.user = args->user;
-        job.nodes = SplitCommaList(args->nodes);
-        job.types = SplitCommaList(args->types);
-        job.start = now;
-        if (!args->start.empty()) {
-          Result<UnixNanos> t = time_of(args->start, "--start");
-          if (!t.ok()) return Fail("jobs add", t.status());
-          job.start = *t;
-        }
-        if (!args->stop.empty()) {
-          Result<UnixNanos> t = time_of(args->stop, "--stop");
-          if (!t.ok()) return Fail("jobs add", t.status());
-          if (*t <= job.start) {
-            return Fail("jobs add", Status::InvalidArgument("--stop is not after --start"));
-          }
-          job.stop = *t;
-        }
-        job.id = args->id;
-        if (job.id == 0) {
-          Result<std::vector<store::Job>> known = target.Jobs(job.site, INT64_MIN, INT64_MAX);
-          if (!known.ok()) return Fail("jobs add", known.status());
-          for (const store::Job& other : *known) job.id = std::max(job.id, other.id);
-          ++job.id;
+      bool id_given = id_option->count() > 0;
+      Result<std::vector<store::Job>> jobs = JobsToAdd(*args, id_given, now);
+      if (!jobs.ok()) return Fail("jobs add", jobs.status());
+      Result<std::unique_ptr<store::Store>> opened = store::OpenStore(args->store, true);
+      if (!opened.ok()) return Fail("jobs add", opened.status());
+      for (const store::Job& job : *jobs) {
+        // One transaction each: processes adding jobs at once get distinct ids, keep every job.
+        Result<int64_t> id = job.id;
+        if (args->replace) {
+          Status put = (*opened)->PutJob(job);
+          if (!put.ok()) id = put;
         } else {
-          Result<store::Job> there = target.GetJob(job.site, job.id);
-          if (there.ok()) {
-            return Fail("jobs add",
-                        Status::InvalidArgument("the store has a job " + std::to_string(job.id) +
-                                                " at " + job.site + " already: give another --id"));
-          }
+          id = (*opened)->AddJob(job, /*next_id=*/args->from.empty() && !id_given);
         }
-        jobs.push_back(std::move(job));
-      }
-      for (const store::Job& job : jobs) {
-        Status put = target.PutJob(job);
-        if (!put.ok()) return Fail("jobs add", put);
-        std::printf("%lld\n", (long long)job.id);
+        if (!id.ok()) return Fail("jobs add", id.status());
+        std::printf("%lld\n", (long long)*id);
       }
       return kExitOk;
     }
+    Result<std::unique_ptr<store::Store>> opened = store::OpenStore(args->store, false);
+    if (!opened.ok()) return Fail("jobs", opened.status());
+    store::Store& target = **opened;
     if (end->parsed()) {
       Result<store::Job> job = target.GetJob(args->site, args->id);
       if (!job.ok()) return Fail("jobs end", job.status());

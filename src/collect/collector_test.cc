@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "kwatt/store/open_store.h"
@@ -258,6 +259,9 @@ class FaultyStore : public store::Store {
     return store_->Query(q, c);
   }
   Status PutJob(const store::Job& job) override { return store_->PutJob(job); }
+  Result<int64_t> AddJob(const store::Job& job, bool next_id) override {
+    return store_->AddJob(job, next_id);
+  }
   Result<store::Job> GetJob(const std::string& site, int64_t id) override {
     return store_->GetJob(site, id);
   }
@@ -278,6 +282,14 @@ class FaultyStore : public store::Store {
   const std::atomic<bool>* down_;
 };
 
+// Opens the store at `path` as a FaultyStore that fails while *down.
+StoreOpener FaultyOpener(const std::string& path, const std::atomic<bool>* down) {
+  return [path, down]() -> Result<std::unique_ptr<store::Store>> {
+    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> real, store::OpenStore(path, true));
+    return std::unique_ptr<store::Store>(new FaultyStore(std::move(real), down));
+  };
+}
+
 void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored) {
   kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
@@ -286,10 +298,7 @@ void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored)
   CollectConfig config;
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
   std::atomic<bool> down{false};
-  StoreOpener opener = [&]() -> Result<std::unique_ptr<store::Store>> {
-    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> real, store::OpenStore(path, true));
-    return std::unique_ptr<store::Store>(new FaultyStore(std::move(real), &down));
-  };
+  StoreOpener opener = FaultyOpener(path, &down);
   CollectorOptions options = FastOptions();
   options.memory_rows = 3;
   if (with_spool) options.spool_dir = spool;
@@ -331,6 +340,65 @@ TEST(Collector, WithoutASpoolRowsBeyondTheMemoryBoundAreDroppedAndCounted) {
   EXPECT_GT(stats.rows_dropped, 0);
   EXPECT_EQ(stats.rows_written + stats.rows_dropped, stats.devices[0].readings);
   EXPECT_EQ(stored, stats.rows_written);
+}
+
+TEST(Collector, RowsTheStoreDidNotTakeAreInTheSpoolBeforeTheNextFlushWhateverTheMemoryBound) {
+  kwatt::testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  std::string spool = (dir.root() / "spool").string();
+  Exporter exporter;
+  CollectConfig config;
+  config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
+  std::atomic<bool> down{true};
+  StoreOpener opener = FaultyOpener(path, &down);
+  CollectorOptions options = FastOptions();
+  options.memory_rows = 1'000'000;  // never reached: memory alone would hold every row
+  options.spool_dir = spool;
+  auto collector = Collector::Create(config, opener, options);
+  ASSERT_TRUE(collector.ok());
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(800));
+  CollectorStats during = (*collector)->Stats();
+  // What was read (but the last flush interval's) is on disk: a kill -9 now loses little.
+  EXPECT_GT(during.rows_spooled, 0);
+  EXPECT_LT(during.rows_pending, 10) << "rows held in memory while the store is down";
+  down = false;
+  ASSERT_TRUE((*collector)->Stop().ok());
+  CollectorStats stats = (*collector)->Stats();
+  EXPECT_EQ(stats.rows_dropped, 0);
+  EXPECT_EQ(int64_t(RowsOf(path).size()), stats.devices[0].readings);
+}
+
+TEST(Collector, AStoreFileDeletedUnderTheCollectorIsMadeAgainAndTheRowsWrittenThere) {
+  kwatt::testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  Exporter exporter;
+  CollectConfig config;
+  config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
+  CollectorOptions options = FastOptions();
+  options.store_file = path;
+  std::vector<std::string> said;
+  std::mutex said_mutex;
+  options.log = [&](const std::string& line) {
+    std::lock_guard lock(said_mutex);
+    said.push_back(line);
+  };
+  auto collector = Collector::Create(config, OpenerOf(path), options);
+  ASSERT_TRUE(collector.ok());
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(300));
+  std::filesystem::remove(path);
+  UnixNanos deleted_at = WallClockNow();
+  std::this_thread::sleep_for(milliseconds(1800));  // the reopening waits 1 s
+  ASSERT_TRUE((*collector)->Stop().ok());
+  ASSERT_TRUE(std::filesystem::exists(path));
+  int64_t after = 0;
+  for (const Row& row : RowsOf(path)) after += row.time > deleted_at ? 1 : 0;
+  EXPECT_GT(after, 5);
+  std::lock_guard lock(said_mutex);
+  bool told = false;
+  for (const std::string& line : said) told = told || line.find("was deleted") != line.npos;
+  EXPECT_TRUE(told);
 }
 
 TEST(Collector, ADriverErrorStopsNothingFromStartingAndNamesTheDescription) {

@@ -134,10 +134,18 @@ Result<MetricDescription> ParseDescription(const json& entry, const std::string&
       }
       for (const auto& [label, label_value] : value.items()) {
         if (label.empty()) return Status::InvalidArgument(where + " has an empty label name");
-        metric.labels.emplace_back(label, label_value.dump());
-        if (label == "_device_alias" && label_value.is_string()) {
+        if (label == "_device_alias") {
+          // One node: Kwollect's API reads it as one device id, and the node's row is the sum
+          // of its devices' (a list would give each node the whole power, or none).
+          if (!label_value.is_string() || label_value.get<std::string>().empty()) {
+            return Status::InvalidArgument(
+                where + ": _device_alias should be the device id of one node (nova-1), not " +
+                (label_value.is_string() ? std::string("empty") : TypeName(label_value)) +
+                ": a device measuring several nodes needs one description per node");
+          }
           metric.device_alias = label_value.get<std::string>();
         }
+        metric.labels.emplace_back(label, label_value.dump());
       }
     } else if (key == "command") {
       command = &value;
@@ -260,10 +268,12 @@ Result<MetricUrl> ParseMetricUrl(std::string_view text) {
                                    "prometheus, json, wattmetre)");
   }
   std::string_view rest = text.substr(colon + 3);
-  size_t slash = rest.find('/');
+  // The authority ends at the first '/', '?' or '#' (wattmetre://ID?version=2 has no path).
+  size_t slash = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, slash);
-  std::string_view path =
-      slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  std::string_view path = slash == std::string_view::npos ? std::string_view()
+                          : rest[slash] == '/'            ? rest.substr(slash + 1)
+                                                          : rest.substr(slash);
   size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
     std::string_view userinfo = authority.substr(0, at);
@@ -385,7 +395,15 @@ Result<CollectConfig> ReadCollectConfig(const std::string& dir) {
   for (const MetricDescription& metric : config.metrics) {
     std::string key = metric.device_id + '\n' + metric.name + '\n' + LabelsText(metric.labels);
     auto [it, inserted] = series.emplace(key, &metric);
-    if (!inserted && it->second->url != metric.url && metric.url.scheme != "prometheus") {
+    if (!inserted && it->second->url == metric.url) {
+      // Read twice and summed into its node's row, it would double the node's power.
+      return Status::InvalidArgument(
+          metric.origin + " reads the same series from the same URL as " + it->second->origin +
+          " (device " + metric.device_id + ", metric " + metric.name +
+          "): each value would be written twice, and a node's row "
+          "would sum it twice; remove one");
+    }
+    if (!inserted && metric.url.scheme != "prometheus") {
       return Status::InvalidArgument(metric.origin + " writes the same series as " +
                                      it->second->origin + " (device " + metric.device_id +
                                      ", metric " + metric.name +

@@ -142,6 +142,42 @@ TEST(ParseMetricDescriptions, WattmetreStreamsTakeACommandOrAPathAndAMapping) {
       std::string::npos);
 }
 
+TEST(ParseMetricUrl, AQueryOrFragmentRightAfterTheHostIsNotPartOfIt) {
+  Result<MetricUrl> url = ParseMetricUrl("wattmetre://wattmetre1?version=2");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  EXPECT_EQ(url->host, "wattmetre1");
+  EXPECT_EQ(url->path, "");
+  EXPECT_EQ(url->query, "version=2");
+  url = ParseMetricUrl("json://h:8080#/watts");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  EXPECT_EQ(url->host, "h");
+  EXPECT_EQ(url->port, 8080);
+  EXPECT_EQ(url->fragment, "/watts");
+  url = ParseMetricUrl("wattmetre://w1/dev/ttyUSB0?version=3");
+  ASSERT_TRUE(url.ok());
+  EXPECT_EQ(url->path, "dev/ttyUSB0");
+  EXPECT_EQ(url->query, "version=3");
+}
+
+TEST(ParseMetricDescriptions, ADeviceAliasIsOneNodeName) {
+  auto error = [](const std::string& text) {
+    auto parsed = ParseMetricDescriptions(text, "f.yaml");
+    return parsed.ok() ? std::string() : parsed.status().message();
+  };
+  EXPECT_NE(error("- {name: p, device_id: o, url: 'snmp://c@pdu/1.3', "
+                  "labels: {_device_alias: [a, b]}}")
+                .find("f.yaml, entry 1: labels: _device_alias should be the device id of one "
+                      "node (nova-1), not a list"),
+            std::string::npos);
+  EXPECT_NE(error("- {name: p, device_id: o, url: 'snmp://c@pdu/1.3', labels: {_device_alias: "
+                  "''}}")
+                .find("not empty"),
+            std::string::npos);
+  EXPECT_EQ(error("- {name: p, device_id: o, url: 'snmp://c@pdu/1.3', labels: {_device_alias: "
+                  "nova-1}}"),
+            "");
+}
+
 TEST(LabelsText, OrdersKeysAsJsonbAndKeepsTheLastValue) {
   EXPECT_EQ(LabelsText({}), "{}");
   EXPECT_EQ(LabelsText(
@@ -170,6 +206,18 @@ TEST(ReadCollectConfig, ReadsEveryFileInNameOrderAndRefusesDuplicates) {
   EXPECT_NE(twice.status().message().find("c.yaml, entry 1 writes the same series as"),
             std::string::npos)
       << twice.status().message();
+  // The same description twice would double a node's row.
+  write(
+      "c.yaml",
+      "- {name: p, device_id: o, url: 'snmp://public@pdu/1.3.6.1', labels: {_device_alias: n}}\n"
+      "- {name: p, device_id: o, url: 'snmp://public@pdu/1.3.6.1', labels: {_device_alias: n}}\n");
+  Result<CollectConfig> identical = ReadCollectConfig(dir.root().string());
+  ASSERT_FALSE(identical.ok());
+  EXPECT_NE(identical.status().message().find(
+                "c.yaml, entry 2 reads the same series from the same URL as "),
+            std::string::npos)
+      << identical.status().message();
+  EXPECT_NE(identical.status().message().find("c.yaml, entry 1 (device o"), std::string::npos);
   write("c.yaml", "- {name: m, device_id: a, url: 'snmp://public@pdu/1.3.6.1' broken\n");
   Result<CollectConfig> broken = ReadCollectConfig(dir.root().string());
   ASSERT_FALSE(broken.ok());

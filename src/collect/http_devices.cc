@@ -7,7 +7,9 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "kwatt/collect/prometheus_text.h"
 #include "kwatt/core/json_text.h"
@@ -147,8 +149,8 @@ class PrometheusDevice : public Device {
     if (!first) return Status::OK();
     KWATT_RETURN_IF_ERROR(getter_.Get(url_, request.deadline, name_, &body_));
     size_t before = out->size();
-    std::string scrape_time;
-    AppendJsonNumber(&scrape_time, double(request.sent_at) / 1e9);
+    std::vector<PollProblem> problems;
+    std::vector<std::pair<std::string, UnixNanos>> stamped;  // (series, own time) of this scrape
     Status status = ReadPrometheusText(body_, [&](const PrometheusSample& sample) -> Status {
       if (!all && allowed.find(sample.name) == allowed.end()) return Status::OK();
       Reading reading;
@@ -157,12 +159,11 @@ class PrometheusDevice : public Device {
       reading.metric_id = "prom_" + sample.name;
       reading.value = sample.value;
       bool custom = sample.name == "kwollect_custom";
+      std::optional<std::string> own_time;
       for (const auto& [key, value] : sample.labels) {
         if (custom && key == "_timestamp") {
-          if (!ParseEpochSeconds(value, &reading.time)) {
-            ++bad_custom_timestamps_;
-            return Status::OK();  // Kwollect skips the sample
-          }
+          // Empty (what a textfile collector writes for none): the scrape's time.
+          if (!value.empty()) own_time = value;
           continue;
         }
         if (custom && key == "_metric_id" && !value.empty()) {
@@ -171,9 +172,22 @@ class PrometheusDevice : public Device {
         }
         reading.labels.emplace_back(key, JsonText(value));
       }
-      if (custom) {
-        reading.labels.emplace_back("_metric_scrape_time", scrape_time);
-        reading.labels.emplace_back("_metric_origin", "\"prom_kwollect_custom\"");
+      if (own_time && !ParseEpochSeconds(*own_time, &reading.time)) {
+        // Kwollect skips the sample; kwatt counts it and says which.
+        problems.push_back({PollProblem::Kind::kBadTimestamp,
+                            name_ + ": the kwollect_custom sample of _metric_id \"" +
+                                reading.metric_id + "\" has _timestamp=\"" + *own_time +
+                                "\", which is not epoch seconds (1764633600.5): skipped"});
+        return Status::OK();
+      }
+      if (custom) reading.labels.emplace_back("_metric_origin", "\"prom_kwollect_custom\"");
+      if (own_time) {
+        // A sample with its own time is the same reading at every scrape until it changes:
+        // written once.
+        std::string series = reading.metric_id + '\n' + LabelsText(reading.labels);
+        stamped.emplace_back(series, reading.time);
+        auto last = last_own_time_.find(series);
+        if (last != last_own_time_.end() && last->second == reading.time) return Status::OK();
       }
       out->push_back(std::move(reading));
       return Status::OK();
@@ -182,6 +196,10 @@ class PrometheusDevice : public Device {
       out->resize(before);  // a scrape is taken whole or not at all
       return Status::Unavailable(name_ + ": the exposition does not read: " + status.message());
     }
+    // The samples with their own time that this scrape has (those it no longer has forgotten).
+    last_own_time_.clear();
+    for (auto& [series, time] : stamped) last_own_time_[std::move(series)] = time;
+    for (PollProblem& problem : problems) NoteProblem(problem.kind, std::move(problem.message));
     return Status::OK();
   }
 
@@ -191,7 +209,8 @@ class PrometheusDevice : public Device {
   std::string name_;
   HttpGetter getter_;
   std::string body_;
-  int64_t bad_custom_timestamps_ = 0;
+  // The own time of each custom series (metric id and labels) at the last scrape.
+  std::unordered_map<std::string, UnixNanos> last_own_time_;
 };
 
 class JsonDevice : public Device {

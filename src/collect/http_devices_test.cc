@@ -73,27 +73,43 @@ TEST(PrometheusDevice, KeepsTheSelectedNamesAndReadsKwollectCustomMetrics) {
        "# TYPE node_load1 gauge\nnode_load1 0.5\nnode_load5 0.25\n"
        "gpu_power{gpu=\"0\",name=\"A \\\"100\\\"\"} 250\n"
        "kwollect_custom{_metric_id=\"phase\",_timestamp=\"1700000001.25\",run=\"3\"} 2\n"
-       "kwollect_custom{_metric_id=\"bad\",_timestamp=\"soon\"} 1\n"}});
+       "kwollect_custom{_metric_id=\"bad\",_timestamp=\"soon\"} 1\n"
+       "kwollect_custom{_metric_id=\"now\",_timestamp=\"\"} 4\n"}});
   std::vector<MetricDescription> metrics = {Metric(peer.url("prometheus", "node_load1-gpu_power")),
                                             Metric(peer.url("prometheus", "kwollect_custom"))};
   auto device = MakeDevice(metrics, {});
   ASSERT_TRUE(device.ok()) << device.status().ToString();
   std::vector<Reading> readings;
   ASSERT_TRUE(PollAll(**device, 2, &readings).ok());
-  ASSERT_EQ(readings.size(), 3u);
+  ASSERT_EQ(readings.size(), 4u);
   EXPECT_EQ(readings[0].metric_id, "prom_node_load1");
   EXPECT_EQ(readings[0].time, 1'700'000'000'000'000'000);
   EXPECT_EQ(LabelsText(readings[1].labels), R"({"gpu":"0","name":"A \"100\""})");
   EXPECT_EQ(readings[2].metric_id, "phase");
   EXPECT_EQ(readings[2].time, 1'700'000'001'250'000'000);
-  EXPECT_EQ(
-      LabelsText(readings[2].labels),
-      R"({"run":"3","_metric_origin":"prom_kwollect_custom","_metric_scrape_time":1700000000})");
+  // The scrape's time is no label: a new series per scrape otherwise.
+  EXPECT_EQ(LabelsText(readings[2].labels),
+            R"({"run":"3","_metric_origin":"prom_kwollect_custom"})");
+  // An empty _timestamp (a textfile collector's "none") is the scrape's time.
+  EXPECT_EQ(readings[3].metric_id, "now");
+  EXPECT_EQ(readings[3].time, 1'700'000'000'000'000'000);
+  // The unreadable one is skipped, and told.
+  std::vector<PollProblem> problems = (*device)->TakeProblems();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].kind, PollProblem::Kind::kBadTimestamp);
+  EXPECT_NE(problems[0].message.find("_metric_id \"bad\" has _timestamp=\"soon\""),
+            std::string::npos)
+      << problems[0].message;
+  // Scraped again, the sample with its own time is not read again; the others are.
+  readings.clear();
+  ASSERT_TRUE(PollAll(**device, 2, &readings).ok());
+  ASSERT_EQ(readings.size(), 3u);
+  for (const Reading& reading : readings) EXPECT_NE(reading.metric_id, "phase");
   // A description without a path keeps every name.
   auto all = MakeDevice({Metric(peer.url("prometheus", ""))}, {});
   readings.clear();
   ASSERT_TRUE(PollAll(**all, 1, &readings).ok());
-  EXPECT_EQ(readings.size(), 4u);
+  EXPECT_EQ(readings.size(), 5u);
 }
 
 TEST(PrometheusDevice, AScrapeThatDoesNotReadGivesNoRowAndNamesTheLine) {

@@ -120,6 +120,20 @@ Result<IpmiOptions> ParseOptions(const MetricDescription& metric) {
   return options;
 }
 
+// The sensors a BMC has, for a message: "its sensors: Power, Temp, ..." (the first 10).
+std::string SensorList(const std::map<std::string, std::string, std::less<>>& by_name) {
+  std::string list;
+  size_t shown = 0;
+  for (const auto& [name, reading] : by_name) {
+    if (shown++ == 10) {
+      list += ", ...";
+      break;
+    }
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  return list.empty() ? "it lists none" : "its sensors: " + list;
+}
+
 class IpmiDevice : public Device {
  public:
   IpmiDevice(std::vector<MetricDescription> metrics, const DriverEnvironment& environment,
@@ -182,7 +196,13 @@ class IpmiDevice : public Device {
       } else if (auto named = by_name.find(metric.url.path); named != by_name.end()) {
         reading = &named->second;
       }
-      if (reading == nullptr || *reading == "N/A" || reading->empty()) continue;
+      if (reading == nullptr) {
+        NoteProblem(PollProblem::Kind::kMissingValue, name_ + ": the BMC has no sensor \"" +
+                                                          metric.url.path + "\" (" +
+                                                          SensorList(by_name) + ")");
+        continue;
+      }
+      if (*reading == "N/A" || reading->empty()) continue;  // no reading now (a sensor off)
       out->push_back(ReadingOf(metric, request.sent_at, *reading));
     }
     return Status::OK();

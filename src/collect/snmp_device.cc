@@ -209,6 +209,22 @@ Value ValueOf(const netsnmp_variable_list& variable) {
   return value;
 }
 
+// Why a varbind holds no value, as SNMP names it.
+std::string NoValueName(u_char type) {
+  switch (type) {
+    case SNMP_NOSUCHOBJECT:
+      return "noSuchObject";
+    case SNMP_NOSUCHINSTANCE:
+      return "noSuchInstance";
+    case SNMP_ENDOFMIBVIEW:
+      return "endOfMibView";
+    case ASN_NULL:
+      return "NULL";
+    default:
+      return "a value of ASN.1 type " + std::to_string(int(type)) + ", which kwatt does not read";
+  }
+}
+
 std::string ErrorStatusName(long status) {
   const char* text = snmp_errstring(static_cast<int>(status));
   return text ? std::string(text) : "error status " + std::to_string(status);
@@ -396,6 +412,13 @@ class SnmpDevice final : public Device {
       }
       if (!target) continue;  // an OID not asked for
       Value value = ValueOf(*variable);
+      if (value.kind == Value::Kind::kNone) {
+        NoteProblem(PollProblem::Kind::kMissingValue,
+                    name_ + ": no value for the OID " +
+                        OidText(target->name.data(), target->name.size()) + " (" +
+                        NoValueName(variable->type) + "): check the OID");
+        continue;
+      }
       for (size_t metric : target->metrics) {
         if (value.kind == Value::Kind::kNumber) {
           readings->push_back(ReadingOf(metrics_[metric], request.sent_at, value.number));

@@ -34,6 +34,24 @@ bool Job::HasNode(std::string_view uid) const {
   return std::find(nodes.begin(), nodes.end(), uid) != nodes.end();
 }
 
+std::optional<JobNodeName> SplitJobNodeName(std::string_view text) {
+  size_t dot = text.find('.');
+  JobNodeName name;
+  name.uid = std::string(text.substr(0, dot));
+  std::string_view rest = dot == std::string_view::npos ? "" : text.substr(dot + 1);
+  if (!rest.empty() && rest.back() == '.') rest.remove_suffix(1);  // a rooted FQDN
+  constexpr std::string_view kDomain = ".grid5000.fr";
+  if (rest.size() > kDomain.size() && rest.ends_with(kDomain)) {
+    rest.remove_suffix(kDomain.size());
+  }
+  if (name.uid.empty() ||
+      (dot != std::string_view::npos && (rest.empty() || rest.find('.') != rest.npos))) {
+    return std::nullopt;
+  }
+  name.site = std::string(rest);
+  return name;
+}
+
 namespace internal {
 
 std::string NearestSpelling(std::string_view word, std::span<const std::string_view> known) {
@@ -157,18 +175,10 @@ class Reader {
   // `owner` is the place of the job (`is_job`) or outage that names it.
   Result<std::string> NodeUid(const json& value, const std::string& where, const std::string& owner,
                               const std::string& site, bool is_job) const {
-    std::string text = value.get<std::string>();
-    size_t dot = text.find('.');
-    std::string uid = text.substr(0, dot);
-    std::string rest = dot == std::string::npos ? "" : text.substr(dot + 1);
-    if (!rest.empty() && rest.back() == '.') rest.pop_back();  // a rooted FQDN
-    constexpr std::string_view kDomain = ".grid5000.fr";
-    if (rest.size() > kDomain.size() && rest.ends_with(kDomain)) {
-      rest.resize(rest.size() - kDomain.size());
-    }
+    std::optional<JobNodeName> name = SplitJobNodeName(value.get<std::string>());
+    std::string rest = name ? name->site : "";
     std::string quoted = value.dump();
-    if (uid.empty() ||
-        (dot != std::string::npos && (rest.empty() || rest.find('.') != rest.npos))) {
+    if (!name) {
       return Bad(where, "= " + quoted +
                             (is_job ? " is not a node name: give a node uid (nova-1) or FQDN "
                                       "(nova-1.lyon.grid5000.fr)"
@@ -187,7 +197,7 @@ class Reader {
                             " is an outage of site " + site + " (give the outage site " + rest +
                             ")");
     }
-    return uid;
+    return name->uid;
   }
 
  private:

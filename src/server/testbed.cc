@@ -339,10 +339,10 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
     Result<const Site*> site = site_of(job.site, where);
     if (!site.ok()) return site.status();
     for (size_t n = 0; n < job.nodes.size(); ++n) {
-      if (!testbed->FindNode(**site, job.nodes[n])) {
-        return file.Refuse(where + ".nodes[" + std::to_string(n) + "]: no node \"" + job.nodes[n] +
-                           "\" on site " + job.site + " (simulated clusters: see GET /sites/" +
-                           job.site + "/clusters)");
+      std::string unknown = testbed->UnknownNode(**site, job.nodes[n]);
+      if (!unknown.empty()) {
+        return file.Refuse(where + ".nodes[" + std::to_string(n) + "]: " + unknown +
+                           " (clusters: see GET /sites/" + job.site + "/clusters)");
       }
     }
   }
@@ -369,6 +369,17 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
                        "site");
   }
   return testbed;
+}
+
+std::string Testbed::UnknownNode(const Site& site, std::string_view uid) const {
+  if (FindNode(site, uid)) return "";
+  std::vector<std::string_view> known;
+  for (const Cluster* cluster : site.clusters) {
+    for (const Node* node : cluster->nodes) known.push_back(node->uid);
+  }
+  std::string nearest = internal::NearestSpelling(uid, known);
+  return "no node \"" + std::string(uid) + "\" on site " + site.uid +
+         (nearest.empty() ? "" : " (did you mean " + nearest + "?)");
 }
 
 const Site* Testbed::FindSite(std::string_view uid) const {

@@ -125,8 +125,13 @@ TEST(TestbedJobs, UnknownSitesNodesAndDevicesAreNamedByTheirPlace) {
   EXPECT_NE(site.find(" lyon,"), std::string::npos) << site;
   EXPECT_EQ(
       error(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1","nova-99"],"started_at":1}]})"),
-      "jobs file f.json: jobs[0].nodes[1]: no node \"nova-99\" on site lyon (simulated "
-      "clusters: see GET /sites/lyon/clusters)");
+      "jobs file f.json: jobs[0].nodes[1]: no node \"nova-99\" on site lyon (clusters: see GET "
+      "/sites/lyon/clusters)");
+  // A typo is named with the node it looks like.
+  EXPECT_EQ(
+      error(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1","novaa-14"],"started_at":1}]})"),
+      "jobs file f.json: jobs[0].nodes[1]: no node \"novaa-14\" on site lyon (did you mean "
+      "nova-14?) (clusters: see GET /sites/lyon/clusters)");
   EXPECT_EQ(error(R"({"outages":[{"site":"lyon","device":"nova-1","start":1,"end":2},
                      {"site":"lyon","device":"watmetre1-port13","start":1,"end":2}]})"),
             "jobs file f.json: outages[1].device = \"watmetre1-port13\" is not a device of site "

@@ -17,6 +17,7 @@
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
 #include "src/store/append_rules.h"
+#include "src/store/job_rules.h"
 
 namespace kwatt::store {
 namespace {
@@ -204,23 +205,20 @@ class PostgresStore : public Store {
   }
 
   Status PutJob(const Job& job) override {
-    std::vector<std::optional<std::string>> params = {
-        job.site,
-        std::to_string(job.id),
-        job.user,
-        TextArray(job.nodes),
-        MicrosText(job.start),
-        job.stop ? std::optional<std::string>(MicrosText(*job.stop)) : std::nullopt,
-        TextArray(job.types)};
-    return Exec(
-        "INSERT INTO kwatt_jobs(site, id, \"user\", nodes, start_time, stop_time, types) "
-        "VALUES ($1, $2::bigint, $3, $4::text[], "
-        "to_timestamp(0) + $5::bigint * interval '1 microsecond', "
-        "to_timestamp(0) + $6::bigint * interval '1 microsecond', $7::text[]) "
-        "ON CONFLICT (site, id) DO UPDATE SET \"user\" = excluded.\"user\", nodes = "
-        "excluded.nodes, "
-        "start_time = excluded.start_time, stop_time = excluded.stop_time, types = excluded.types",
-        params);
+    return Exec(std::string(kInsertJob) +
+                    " ON CONFLICT (site, id) DO UPDATE SET \"user\" = excluded.\"user\", nodes = "
+                    "excluded.nodes, start_time = excluded.start_time, stop_time = "
+                    "excluded.stop_time, types = excluded.types",
+                JobParams(job, job.id));
+  }
+
+  Result<int64_t> AddJob(const Job& job, bool next_id) override {
+    KWATT_RETURN_IF_ERROR(Exec("BEGIN"));
+    Result<int64_t> id = AddJobInTransaction(job, next_id);
+    Status end = Exec(id.ok() ? "COMMIT" : "ROLLBACK");
+    KWATT_RETURN_IF_ERROR(id.status());
+    KWATT_RETURN_IF_ERROR(end);
+    return id;
   }
 
   Result<Job> GetJob(const std::string& site, int64_t id) override {
@@ -472,6 +470,46 @@ class PostgresStore : public Store {
       if (compact.size() > 100'000) compact.clear();  // bounded memory
     }
     return Exec("CLOSE kwatt_rows");
+  }
+
+  static constexpr const char* kInsertJob =
+      "INSERT INTO kwatt_jobs(site, id, \"user\", nodes, start_time, stop_time, types) "
+      "VALUES ($1, $2::bigint, $3, $4::text[], "
+      "to_timestamp(0) + $5::bigint * interval '1 microsecond', "
+      "to_timestamp(0) + $6::bigint * interval '1 microsecond', $7::text[])";
+
+  static std::vector<std::optional<std::string>> JobParams(const Job& job, int64_t id) {
+    return {job.site,
+            std::to_string(id),
+            job.user,
+            TextArray(job.nodes),
+            MicrosText(job.start),
+            job.stop ? std::optional<std::string>(MicrosText(*job.stop)) : std::nullopt,
+            TextArray(job.types)};
+  }
+
+  // AddJob's work, in its transaction: the lock makes concurrent adds wait for each other (it
+  // conflicts with itself and with every insert, not with readers), so that the highest id read
+  // is still the highest when the job is inserted.
+  Result<int64_t> AddJobInTransaction(const Job& job, bool next_id) {
+    KWATT_RETURN_IF_ERROR(Exec("LOCK TABLE kwatt_jobs IN SHARE ROW EXCLUSIVE MODE"));
+    int64_t id = job.id;
+    if (next_id) {
+      KWATT_ASSIGN_OR_RETURN(PgResult r,
+                             Select("SELECT max(id) FROM kwatt_jobs WHERE site = $1", {job.site}));
+      std::optional<int64_t> highest;
+      if (PQntuples(r.get()) > 0 && !PQgetisnull(r.get(), 0, 0)) {
+        highest = std::atoll(PQgetvalue(r.get(), 0, 0));
+      }
+      KWATT_ASSIGN_OR_RETURN(id, internal::NextJobId(job.site, highest));
+    } else {
+      KWATT_ASSIGN_OR_RETURN(PgResult r,
+                             Select("SELECT 1 FROM kwatt_jobs WHERE site = $1 AND id = $2::bigint",
+                                    {job.site, std::to_string(job.id)}));
+      if (PQntuples(r.get()) > 0) return internal::JobExists(job.site, job.id);
+    }
+    KWATT_RETURN_IF_ERROR(Exec(kInsertJob, JobParams(job, id)));
+    return id;
   }
 
   Result<std::vector<Job>> SelectJobs(const std::string& where,

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/time.h"
+#include "kwatt/store/writer_lock.h"
 #include "src/store/test_postgres.h"
 #include "src/store/test_rows.h"
 
@@ -240,6 +242,42 @@ TEST_F(PostgresStoreTest, CheckNamesAPartitionWhoseIndexIsNotValid) {
   EXPECT_NE(report->problems[0].find("has no valid index on (device_id, timestamp): REINDEX"),
             std::string::npos)
       << report->problems[0];
+}
+
+TEST_F(PostgresStoreTest, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
+  Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
+  EXPECT_EQ(*store_->AddJob(job, /*next_id=*/true), 1);
+  EXPECT_EQ(*store_->AddJob(job, true), 2);
+  job.id = 2;
+  Result<int64_t> again = store_->AddJob(job, /*next_id=*/false);
+  EXPECT_EQ(again.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(again.status().message().find("job 2 on site lyon already"), std::string::npos)
+      << again.status().message();
+  job.id = INT64_MAX;
+  job.user = "top";
+  EXPECT_EQ(*store_->AddJob(job, false), INT64_MAX);
+  Result<int64_t> wrapped = store_->AddJob(job, true);
+  EXPECT_EQ(wrapped.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(wrapped.status().message().find("9223372036854775807"), std::string::npos);
+  EXPECT_EQ(store_->Jobs("lyon", INT64_MIN, INT64_MAX)->size(), 3u);
+  EXPECT_EQ(store_->GetJob("lyon", INT64_MAX)->user, "top");
+  // The store still takes statements after a refused add (its transaction was ended).
+  EXPECT_TRUE(store_->PutJob(job).ok());
+}
+
+TEST_F(PostgresStoreTest, AWriterLockIsHeldByOneAndTheNextIsToldWho) {
+  auto first = TakeWriterLock(uri_, "the-store", "collector");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = TakeWriterLock(uri_, "the-store", "collector");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(second.status().message().find("another collector (PID " + std::to_string(getpid())),
+            std::string::npos)
+      << second.status().message();
+  EXPECT_NE(second.status().message().find("writes into the-store"), std::string::npos);
+  EXPECT_TRUE(TakeWriterLock(uri_, "the-store", "importer").ok());  // another name, another lock
+  first->reset();
+  EXPECT_TRUE(TakeWriterLock(uri_, "the-store", "collector").ok());
 }
 
 TEST_F(PostgresStoreTest, JobsAndCataloguesAsTheEmbeddedEngineKeepsThem) {

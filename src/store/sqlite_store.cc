@@ -19,6 +19,7 @@
 
 #include "src/store/append_rules.h"
 #include "src/store/block_codec.h"
+#include "src/store/job_rules.h"
 
 namespace kwatt::store {
 
@@ -503,19 +504,46 @@ class SqliteStore final : public Store {
   }
 
   Status PutJob(const Job& job) override {
-    for (const auto& list : {job.nodes, job.types}) {
-      for (const std::string& item : list) {
-        if (item.empty() || item.find('\n') != std::string::npos) {
-          return Status::InvalidArgument("job " + job.site + "/" + std::to_string(job.id) +
-                                         ": a node or type that is empty or holds a newline");
-        }
-      }
-    }
+    KWATT_RETURN_IF_ERROR(CheckJobLists(job));
     Statement& put = Get(kPutJob);
-    put.Reset().Bind(1, job.site).Bind(2, job.id).Bind(3, job.user).Bind(4, JoinLines(job.nodes));
-    put.Bind(5, job.start).Bind(7, JoinLines(job.types));
-    if (job.stop) put.Bind(6, *job.stop);
+    BindJob(put, job, job.id);
     return WriteNow(put);
+  }
+
+  Result<int64_t> AddJob(const Job& job, bool next_id) override {
+    KWATT_RETURN_IF_ERROR(CheckJobLists(job));
+    // BEGIN IMMEDIATE takes the write lock: no other process reads the highest id or inserts
+    // until this transaction ends.
+    KWATT_RETURN_IF_ERROR(BeginIfNeeded());
+    Result<int64_t> id = job.id;
+    bool row = false;
+    if (next_id) {
+      Statement& highest = Get(kHighestJobId);
+      highest.Reset().Bind(1, job.site);
+      Status read = highest.Step(&row);
+      id = !read.ok() ? Result<int64_t>(read)
+                      : internal::NextJobId(job.site, row && !highest.IsNull(0)
+                                                          ? std::optional<int64_t>(highest.Int(0))
+                                                          : std::nullopt);
+      highest.Reset();
+    } else {
+      Statement& existing = Get(kGetJob);
+      existing.Reset().Bind(1, job.site).Bind(2, job.id);
+      Status read = existing.Step(&row);
+      existing.Reset();
+      if (!read.ok()) id = read;
+      if (read.ok() && row) id = internal::JobExists(job.site, job.id);
+    }
+    Status inserted = id.status();
+    if (inserted.ok()) {
+      Statement& insert = Get(kInsertJob);
+      BindJob(insert, job, *id);
+      inserted = insert.Run();
+    }
+    Status flushed = Flush();  // ends the transaction (rows appended before are kept)
+    KWATT_RETURN_IF_ERROR(inserted);
+    KWATT_RETURN_IF_ERROR(flushed);
+    return *id;
   }
 
   Result<Job> GetJob(const std::string& site, int64_t id) override {
@@ -577,6 +605,8 @@ class SqliteStore final : public Store {
     kPutJob,
     kGetJob,
     kListJobs,
+    kHighestJobId,
+    kInsertJob,
     kPutCatalogue,
     kGetCatalogue,
     kStatementCount,
@@ -617,6 +647,10 @@ class SqliteStore final : public Store {
         "SELECT site, id, user, nodes, start, stop, types FROM jobs WHERE site = ?1 AND id = ?2",
         "SELECT site, id, user, nodes, start, stop, types FROM jobs WHERE site = ?1 AND start < ?2 "
         "AND (stop IS NULL OR stop > ?3) ORDER BY start, id",
+        "SELECT max(id) FROM jobs WHERE site = ?1",
+        "INSERT INTO jobs(site, id, user, nodes, start, stop, types) VALUES(?1, ?2, ?3, ?4, ?5, "
+        "?6, "
+        "?7)",
         "INSERT OR REPLACE INTO catalogues(site, cluster, metrics) VALUES(?1, ?2, ?3)",
         "SELECT metrics FROM catalogues WHERE site = ?1 AND cluster = ?2",
     };
@@ -902,6 +936,24 @@ class SqliteStore final : public Store {
       }
     }
     return Status::OK();
+  }
+
+  static Status CheckJobLists(const Job& job) {
+    for (const auto& list : {job.nodes, job.types}) {
+      for (const std::string& item : list) {
+        if (item.empty() || item.find('\n') != std::string::npos) {
+          return Status::InvalidArgument("job " + job.site + "/" + std::to_string(job.id) +
+                                         ": a node or type that is empty or holds a newline");
+        }
+      }
+    }
+    return Status::OK();
+  }
+
+  static void BindJob(Statement& put, const Job& job, int64_t id) {
+    put.Reset().Bind(1, job.site).Bind(2, id).Bind(3, job.user).Bind(4, JoinLines(job.nodes));
+    put.Bind(5, job.start).Bind(7, JoinLines(job.types));
+    if (job.stop) put.Bind(6, *job.stop);
   }
 
   static Job ReadJob(const Statement& s) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kwatt/core/null_value.h"
+#include "kwatt/store/writer_lock.h"
 #include "src/archive/test_files.h"
 #include "src/core/test_temp_dir.h"
 #include "src/store/test_rows.h"
@@ -320,6 +321,46 @@ TEST(SqliteStore, AppendCommitsByItselfAfterTheFlushInterval) {
   now += kNanosPerSecond;
   Append(*writer, {{kT0 + 1000, 7200, "d", "m", 2.0}});
   EXPECT_EQ(QueryAll(*reader).size(), 2u);  // the second Append committed both
+}
+
+TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
+  TempDir temp("kwatt_store_test");
+  auto store = Open(temp.root() / "s.db");
+  Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
+  EXPECT_EQ(*store->AddJob(job, /*next_id=*/true), 1);
+  EXPECT_EQ(*store->AddJob(job, true), 2);
+  EXPECT_EQ(*store->AddJob(Job{"nancy", 0, "bob", {"grisou-1"}, kT0, std::nullopt, {}}, true), 1);
+  job.id = 2;
+  Result<int64_t> again = store->AddJob(job, /*next_id=*/false);
+  EXPECT_EQ(again.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(again.status().message().find("job 2 on site lyon already"), std::string::npos)
+      << again.status().message();
+  job.id = INT64_MAX;
+  job.user = "top";
+  EXPECT_EQ(*store->AddJob(job, false), INT64_MAX);
+  Result<int64_t> wrapped = store->AddJob(job, true);
+  EXPECT_EQ(wrapped.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(wrapped.status().message().find("9223372036854775807"), std::string::npos);
+  EXPECT_EQ(store->Jobs("lyon", INT64_MIN, INT64_MAX)->size(), 3u);
+  EXPECT_EQ(store->GetJob("lyon", INT64_MAX)->user, "top");
+}
+
+TEST(SqliteStore, AWriterLockIsHeldByOneAndTheNextIsToldWho) {
+  TempDir temp("kwatt_store_test");
+  std::string path = (temp.root() / "s.db").string();
+  auto first = TakeWriterLock(path, "s.db", "collector");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = TakeWriterLock(path, "s.db", "collector");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(second.status().message().find("another collector (PID " + std::to_string(getpid())),
+            std::string::npos)
+      << second.status().message();
+  EXPECT_NE(second.status().message().find("writes into s.db (it holds " + path + ".collector)"),
+            std::string::npos)
+      << second.status().message();
+  first->reset();
+  EXPECT_TRUE(TakeWriterLock(path, "s.db", "collector").ok());
 }
 
 TEST(SqliteStore, JobsAndCatalogues) {

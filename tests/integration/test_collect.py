@@ -182,13 +182,13 @@ def test_a_monitor_job_switches_optional_metrics_on_for_its_nodes(tmp_path, expo
         {"name": "node", "device_id": "pdu-3", "update_every": 100,
          "url": f"prometheus://127.0.0.1:{exporter.port}/node_load1"},
         {"name": "node_hf", "device_id": "pdu-3", "update_every": 100, "optional": True,
-         "labels": {"_device_alias": "nova-3"},
+         "labels": {"_device_alias": "nova-4"},
          "url": f"prometheus://127.0.0.1:{exporter.port}/kwatt_test_power"}])
     store = tmp_path / "s.store"
     collecting = Collecting(config, store, "--site", "lyon", "--id", "")
     try:
         time.sleep(1)
-        added = run_kwatt("jobs", "add", "--store", store, "--site", "lyon", "--nodes", "nova-3",
+        added = run_kwatt("jobs", "add", "--store", store, "--site", "lyon", "--nodes", "nova-4",
                           "--types", "monitor=node_h")  # a description's name, from its start
         assert added.returncode == 0, added.stderr
         job = added.stdout.decode().strip()

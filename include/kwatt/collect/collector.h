@@ -13,9 +13,12 @@
 //   type `monitor` or `monitor=REGEX` has their device or their `_device_alias` among its nodes
 //   and its regex matches their name from the start (Kwollect's re.match), re-read every second.
 // - Readings go to one writer thread, written into the store every flush interval (Append then
-//   Flush: durable when written). When the store fails, rows are kept in memory (at most
-//   memory_rows), then in spool files (at most spool_bytes), and retried; beyond that they are
-//   dropped and counted. Stop() writes everything read before returning.
+//   Flush: durable when written). When the store fails, rows go to spool files (at most
+//   spool_bytes) at once, else wait in memory (at most memory_rows), and are retried; beyond
+//   that they are dropped and counted. Stop() writes everything read before returning. The
+//   embedded store's file is checked after each write (CollectorOptions::store_file).
+// - What a device answered without (a sensor, an OID) or a sample's unreadable timestamp is
+//   counted per device and said (PollProblem).
 // - The collector's own metrics (polls, late polls, overruns, timeouts, errors per device; rows
 //   written, kept, spooled, dropped) are in PrometheusText() and written into the store under
 //   CollectorOptions::collector_id every self_metrics_every.
@@ -56,9 +59,16 @@ struct CollectorOptions {
   std::chrono::milliseconds max_timeout{30'000};
   // Rows kept in memory while the store fails.
   size_t memory_rows = 1'000'000;
-  // Where rows go when memory is full (JSON Lines spool files); empty: they are dropped.
+  // Where rows go when the store fails (JSON Lines spool files): rows that could not be written
+  // at a flush are in a spool file before the next flush, so that a kill -9 loses at most one
+  // flush interval of rows. Empty: rows wait in memory (memory_rows), then are dropped.
   std::string spool_dir;
   int64_t spool_bytes = int64_t(1) << 30;
+  // The embedded store's file, when the store is one: checked after every write, so that a file
+  // deleted or replaced under the collector is seen (the rows written into it since are written
+  // again, into the file the opener makes anew) instead of filling an unlinked inode. Empty: not
+  // checked (PostgreSQL).
+  std::string store_file;
   // Whether Create() goes on when the store cannot be opened (a PostgreSQL server that is down:
   // rows wait, as when it fails later); false: Create() returns the error.
   bool start_without_store = false;
@@ -84,6 +94,8 @@ struct DeviceStats {
   int64_t timeouts = 0;
   int64_t errors = 0;  // failed polls, timeouts included; for a stream: restarts
   int64_t readings = 0;
+  int64_t missing_values = 0;  // values the device answered without (PollProblem::kMissingValue)
+  int64_t bad_timestamps = 0;  // samples skipped for their timestamp (PollProblem::kBadTimestamp)
   double max_lag_seconds = 0;  // the latest a poll started after its tick
   // A stream's own counters (StreamSource::Counters: lines, gaps...); empty for a polled device.
   std::vector<std::pair<std::string, int64_t>> stream_counters;
@@ -103,7 +115,8 @@ class Collector {
  public:
   // Makes every device and stream of `config` (nothing runs yet): the first error of a driver
   // (a malformed OID...) is returned and nothing starts. Opens the store once (its error too,
-  // unless start_without_store).
+  // unless start_without_store). One collector per store is the caller's to ensure
+  // (kwatt/store/writer_lock.h).
   static Result<std::unique_ptr<Collector>> Create(const CollectConfig& config, StoreOpener store,
                                                    CollectorOptions options);
   ~Collector();  // Stop()
@@ -115,6 +128,17 @@ class Collector {
   // as dropped).
   Status Stop();
 
+  // Polls every polled device once (streams are not), every metric active, optional ones too,
+  // all devices at once, each within its timeout (at most 5 s): what `kwatt collect --check`
+  // does after making them. Before Start() only.
+  struct ProbeReport {
+    // Devices that could not be read (down, unreachable): each its message.
+    std::vector<std::string> failed;
+    // What devices that answered did not have (a sensor, an OID): the configuration is wrong.
+    std::vector<std::string> missing;
+  };
+  ProbeReport Probe();
+
   CollectorStats Stats() const;
   // The collector's own metrics in Prometheus text (what `--listen` serves on /metrics).
   std::string PrometheusText() const;
@@ -125,6 +149,11 @@ class Collector {
   explicit Collector(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Whether an OAR job type is one the collector can use: InvalidArgument naming it when it is a
+// `monitor=REGEX` whose regular expression does not compile (ECMAScript, as the collector reads
+// it). `kwatt jobs add` refuses such a type; the collector says once that it ignores one.
+Status CheckJobType(const std::string& type);
 
 }  // namespace kwatt::collect
 

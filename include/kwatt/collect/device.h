@@ -59,9 +59,23 @@ struct PollRequest {
   std::vector<bool> active;
 };
 
+// Something a poll could not read though the device answered: the poll's other readings are
+// written, and the scheduler counts it (per device: kwatt_collect_missing_values_total,
+// kwatt_collect_bad_timestamps_total) and says it on standard error.
+struct PollProblem {
+  enum class Kind {
+    kMissingValue,  // the device has no such sensor or OID (noSuchObject...), or no value for it
+    kBadTimestamp,  // a sample's own timestamp does not read: the sample is skipped
+  };
+  Kind kind = Kind::kMissingValue;
+  std::string message;  // names the device (URL redacted) and the sensor, OID or sample
+};
+
 class Device {
  public:
   virtual ~Device() = default;
+  // The problems of the polls since the last call (see PollProblem).
+  std::vector<PollProblem> TakeProblems() { return std::exchange(problems_, {}); }
   // Reads the active metrics, appending readings to `out`. A device that cannot be reached, or
   // answers badly, is an error status naming it (its URL redacted) and what happened; readings
   // appended before an error are dropped by the caller. DeadlineExceeded is reported as
@@ -70,6 +84,15 @@ class Device {
   // Work done at most every few minutes (SNMP OID templates resolved again), called by the
   // scheduler between polls; OK by default.
   [[nodiscard]] virtual Status Refresh() { return Status::OK(); }
+
+ protected:
+  // What a driver's Poll calls for each problem.
+  void NoteProblem(PollProblem::Kind kind, std::string message) {
+    problems_.push_back(PollProblem{kind, std::move(message)});
+  }
+
+ private:
+  std::vector<PollProblem> problems_;
 };
 
 // A source that is not polled: it runs until `stop`, giving readings as they come.

@@ -71,6 +71,16 @@ struct Outage {
   bool nan = false;
 };
 
+// A node (or device) as a job names it, split: "nova-1", "nova-1.lyon", "nova-1.lyon.grid5000.fr"
+// (and "nova-1.lyon.grid5000.fr.") give the uid "nova-1" and the site named with it ("" or
+// "lyon"). The jobs file's reader and `kwatt jobs add --nodes` read names with it.
+struct JobNodeName {
+  std::string uid;
+  std::string site;  // empty when the name gives none
+};
+// None when `text` is not such a name (empty, ".lyon", "a.b.c").
+std::optional<JobNodeName> SplitJobNodeName(std::string_view text);
+
 struct JobSet {
   std::vector<Job> jobs;        // in the file's order: jobs[i] is the file's jobs[i]
   std::vector<Outage> outages;  // likewise

@@ -90,6 +90,9 @@ class Testbed {
   const Site* FindSite(std::string_view uid) const;
   const Cluster* FindCluster(const Site& site, std::string_view uid) const;
   const Node* FindNode(const Site& site, std::string_view uid) const;
+  // Empty when `uid` is a node of `site`; else what is wrong, with the nearest node's uid when
+  // it looks like a typo: `no node "novaa-14" on site lyon (did you mean nova-14?)`.
+  std::string UnknownNode(const Site& site, std::string_view uid) const;
   const DeviceRef* FindDevice(const Site& site, std::string_view device_id) const;
   const JobSet& jobs() const { return jobs_; }
   uint64_t seed() const { return seed_; }

@@ -109,6 +109,12 @@ class Store {
 
   // Jobs: one per (site, id); PutJob replaces an earlier one.
   [[nodiscard]] virtual Status PutJob(const Job& job) = 0;
+  // Adds a job that the site does not have yet, in one transaction, so that processes adding jobs
+  // at once each get their own id and keep their job. With `next_id`, job.id is ignored and the
+  // job gets one more than the site's highest id (1 on a site without jobs); InvalidArgument when
+  // that highest id is INT64_MAX (no id wraps). Without, InvalidArgument when the site has a job
+  // of job.id already (PutJob is what replaces one). Returns the id the job was stored under.
+  [[nodiscard]] virtual Result<int64_t> AddJob(const Job& job, bool next_id) = 0;
   // NotFound when the store has no such job.
   [[nodiscard]] virtual Result<Job> GetJob(const std::string& site, int64_t id) = 0;
   // The jobs of `site` that overlap [start, end), by start then id.
