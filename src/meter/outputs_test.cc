@@ -331,14 +331,19 @@ TEST(OutputSeries, AnIdleIntervalDoesNotRestartATargetsCounter) {
   series.Begin(header);
   std::vector<SeriesPoint> points;
   Target a = ProcessTarget(1, "a"), b = ProcessTarget(2, "b");
-  auto counter_of = [&](const IntervalReport& report, const Target& target) -> int64_t {
+  // Domain 0's point of `target` in the last report added (null when it has none).
+  auto point_of = [&](const IntervalReport& report, const Target& target) -> const SeriesPoint* {
     for (const SeriesPoint& p : points) {
       if (p.kind == SeriesKind::kTarget && p.domain == 0 &&
           report.targets[size_t(p.target)].target.key == target.key) {
-        return p.total_microjoules;
+        return &p;
       }
     }
-    return -1;
+    return nullptr;
+  };
+  auto counter_of = [&](const IntervalReport& report, const Target& target) -> int64_t {
+    const SeriesPoint* p = point_of(report, target);
+    return p ? p->total_microjoules : -1;
   };
   IntervalReport first = reports.Next({10.0, 1.0}, {{a, 500'000}, {b, 100'000}});
   series.Add(first, &points);
@@ -347,13 +352,8 @@ TEST(OutputSeries, AnIdleIntervalDoesNotRestartATargetsCounter) {
   series.Add(reports.Next({10.0, 1.0}, {{b, 100'000}}), &points);  // a idle: not in the report
   IntervalReport third = reports.Next({10.0, 1.0}, {{a, 500'000}, {b, 100'000}});
   series.Add(third, &points);
-  int64_t share = 0;
-  for (const SeriesPoint& p : points) {
-    if (p.kind == SeriesKind::kTarget && p.domain == 0 &&
-        third.targets[size_t(p.target)].target.key == a.key) {
-      share = p.microjoules;
-    }
-  }
+  ASSERT_NE(point_of(third, a), nullptr);
+  const int64_t share = point_of(third, a)->microjoules;
   const int64_t after_third = counter_of(third, a);
   EXPECT_EQ(after_third, before + share);
   // Saved and restored, it still goes on.
@@ -363,7 +363,8 @@ TEST(OutputSeries, AnIdleIntervalDoesNotRestartATargetsCounter) {
   after.Add(reports.Next({10.0, 1.0}, {{b, 100'000}}), &points);  // a idle again
   IntervalReport fifth = reports.Next({10.0, 1.0}, {{a, 500'000}});
   after.Add(fifth, &points);
-  EXPECT_GT(counter_of(fifth, a), after_third);
+  ASSERT_NE(point_of(fifth, a), nullptr);
+  EXPECT_EQ(counter_of(fifth, a), after_third + point_of(fifth, a)->microjoules);
 }
 
 TEST(OutputSeries, CountersSurviveARestartThroughTheirSavedText) {
