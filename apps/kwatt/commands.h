@@ -53,11 +53,13 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
 // A store's URI as it may be shown: a PostgreSQL URI without its password.
 std::string ShownStoreUri(const std::string& uri);
 
-// A duration as given on the command line: "90" or "90s" (seconds), "250ms", "10m", "2h", "1.5h":
-// seconds. InvalidArgument naming `option` when it is not a positive duration.
+// A duration as given on the command line: "90" or "90s" (seconds), "250ms", "10m", "2h", "1.5h",
+// "1d": seconds. Every command's durations are read by this one parser. InvalidArgument naming
+// `option` when it is not a positive duration.
 Result<double> ParseDuration(const std::string& text, const char* option);
 
-// "HOST:PORT" (or ":PORT", "PORT": 127.0.0.1): an address to listen on; port 0 picks a free one.
+// "HOST:PORT" (or ":PORT", "PORT": 127.0.0.1; "[::1]:PORT" for IPv6, the host then "::1"): an
+// address to listen on; port 0 picks a free one.
 // InvalidArgument naming `option` otherwise.
 Status ParseListen(const std::string& text, std::string* host, int* port,
                    const char* option = "--listen");

@@ -6,6 +6,7 @@
 //   kwatt meter smartwatts ...              the smartwatts formula on hwpc-sensor's reports
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,11 +149,14 @@ void WaitForStop(const sigset_t& signals, std::optional<double> seconds) {
 }
 
 // The command to measure or record, if any: started held before exec (its process is a target
-// from the first read, with all it starts), and added to `selection`.
+// from the first read, with all it starts), and added to `selection`. kwatt is the subreaper of
+// its descendants: one whose parent exits is reparented to kwatt rather than to init, so that
+// the command's tree keeps it (a daemon started in the background and orphaned within a period).
 Result<std::optional<MeasuredCommand>> SpawnHeld(const std::vector<std::string>& argv,
                                                  meter::TargetSelection* selection) {
   std::optional<MeasuredCommand> command;
   if (argv.empty()) return command;
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0) selection->adopter_pid = ::getpid();
   KWATT_ASSIGN_OR_RETURN(MeasuredCommand spawned, MeasuredCommand::Spawn(argv));
   command.emplace(std::move(spawned));
   selection->pids.push_back(command->pid());
@@ -207,26 +211,74 @@ std::string Watts(int64_t microjoules, double seconds) {
   return text;
 }
 
-// The energy of the command (the tree of `pid`), perf stat's way.
+// Whether `inner`'s energy is part of `outer`'s: a package's cores and uncore (power planes 0
+// and 1) lie within it; psys (the platform) holds the other RAPL domains, and a node's wattmeter
+// everything.
+bool DomainWithin(const meter::Domain& inner, const meter::Domain& outer) {
+  if (&inner == &outer) return false;
+  if (outer.kind == "node") return inner.kind != "node";
+  if (outer.kind == "psys") return inner.source == "rapl" && inner.kind != "psys";
+  return outer.kind == "package" && (inner.kind == "core" || inner.kind == "uncore") &&
+         inner.source == outer.source && inner.socket == outer.socket;
+}
+
+// What the idle policy gave the command, for the summary.
+std::string IdlePolicyLine(const std::string& policy) {
+  if (policy == "none") {
+    return "idle policy none: the idle power is kept apart, not in the command's share";
+  }
+  if (policy == "equal") {
+    return "idle policy equal: the idle power is split evenly among the targets, the command's "
+           "part in its share";
+  }
+  return "idle policy proportional: the command's share holds the idle power in proportion to its "
+         "CPU time";
+}
+
+// The energy of the command (the tree of `pid`), perf stat's way. `seconds`: its run;
+// `period`: the meter's. A mean power is the energy over the span it was measured on, never over
+// a shorter one (a 2 ms command's share of a 1 s interval is no 500 W).
 void PrintCommandSummary(const meter::MeterTotals& totals, const std::string& command_text,
-                         int64_t pid, const CommandExit& exit, double seconds, int cpus) {
+                         int64_t pid, const CommandExit& exit, double seconds, double period,
+                         const std::string& idle_policy, int cpus) {
   const meter::MeterTotals::TargetTotal* tree = nullptr;
   for (const auto& t : totals.targets) {
     if (t.target.kind == meter::TargetKind::kProcessTree && t.target.pid == pid) tree = &t;
   }
-  std::fprintf(stderr, "\n kwatt meter: '%s' %s after %.2f s\n\n", command_text.c_str(),
-               exit.Describe().c_str(), seconds);
+  const double span = double(totals.end - totals.start) / 1e9;
+  const bool shorter_than_a_period = seconds < period;
+  std::fprintf(stderr, "\n kwatt meter: '%s' %s after %.2f s\n\n",
+               ForTerminal(command_text).c_str(), exit.Describe().c_str(), seconds);
   std::fprintf(stderr, "   %-9s %-14s %16s %16s %9s %13s\n", "source", "domain", "measured",
                "command", "share", "command mean");
+  std::vector<size_t> outer;  // the domains within no other: they do not overlap
   for (size_t d = 0; d < totals.domains.size(); ++d) {
     const meter::Domain& domain = totals.domains[d];
+    bool within = false;
+    for (const auto& other : totals.domains) within = within || DomainWithin(domain, other);
+    if (!within) outer.push_back(d);
     int64_t measured = totals.measured_microjoules[d];
     int64_t mine = tree ? tree->microjoules[d] : 0;
     std::string flags = meter::DescribeDomainFlags(totals.flags[d]);
-    std::fprintf(stderr, "   %-9s %-14s %16s %16s %9s %13s%s%s\n", domain.source.c_str(),
-                 domain.name.c_str(), Joules(measured).c_str(), Joules(mine).c_str(),
-                 Percent(mine, measured).c_str(), Watts(mine, seconds).c_str(),
+    std::fprintf(stderr, "   %-9s %-14s %16s %16s %9s %13s%s%s\n",
+                 ForTerminal(domain.source).c_str(), ForTerminal(domain.name).c_str(),
+                 Joules(measured).c_str(), Joules(mine).c_str(), Percent(mine, measured).c_str(),
+                 shorter_than_a_period ? "-" : Watts(mine, span).c_str(),
                  flags.empty() ? "" : "  (", flags.empty() ? "" : (flags + ")").c_str());
+  }
+  if (outer.size() > 1) {
+    int64_t measured = 0, mine = 0;
+    std::string names;
+    for (size_t d : outer) {
+      measured += totals.measured_microjoules[d];
+      mine += tree ? tree->microjoules[d] : 0;
+      names += (names.empty() ? "" : "+") + ForTerminal(totals.domains[d].name);
+    }
+    std::fprintf(stderr, "   %-24s %16s %16s %9s %13s\n",
+                 outer.size() == totals.domains.size() ? "total" : "total, outer domains",
+                 Joules(measured).c_str(), Joules(mine).c_str(), Percent(mine, measured).c_str(),
+                 shorter_than_a_period ? "-" : Watts(mine, span).c_str());
+    if (outer.size() != totals.domains.size()) std::fprintf(stderr, "   (%s)\n", names.c_str());
   }
   double cpu_seconds = tree ? double(tree->cpu_microseconds) / 1e6 : 0;
   std::fprintf(
@@ -235,13 +287,48 @@ void PrintCommandSummary(const meter::MeterTotals& totals, const std::string& co
       "s system\n",
       cpu_seconds, seconds > 0 && cpus > 0 ? 100 * cpu_seconds / (seconds * cpus) : 0, cpus,
       exit.user_seconds, exit.system_seconds);
-  std::fprintf(stderr,
-               "   domains overlap (a package holds its cores and uncore; psys and a node's "
-               "wattmeter hold everything): do not add them up\n\n");
+  std::fprintf(stderr, "   %s\n", IdlePolicyLine(idle_policy).c_str());
+  std::string idle;
+  for (size_t d = 0; d < totals.domains.size(); ++d) {
+    const double watts = totals.idle_watts[d], uncertainty = totals.idle_uncertainty_watts[d];
+    char text[96];
+    if (watts < 0) {
+      std::snprintf(text, sizeof text, "none yet");
+    } else if (uncertainty > 0 && uncertainty >= watts) {
+      std::snprintf(text, sizeof text, "at most %.2f W (the load hardly varied)", watts);
+    } else if (uncertainty > 0) {
+      std::snprintf(text, sizeof text, "%.2f W +- %.2f W", watts, uncertainty);
+    } else {
+      std::snprintf(text, sizeof text, "%.2f W", watts);
+    }
+    idle += (idle.empty() ? "" : ", ") + ForTerminal(totals.domains[d].name) + " " + text;
+  }
+  if (!idle.empty())
+    std::fprintf(stderr, "   idle power (learned, else given): %s\n", idle.c_str());
+  if (shorter_than_a_period) {
+    std::fprintf(stderr,
+                 "   the command ran %.3f s, less than a period (%g s): its share is of the %.3f s "
+                 "measured, no mean power of its own (give a shorter --period)\n",
+                 seconds, period, span);
+  }
+  std::string overlaps;
+  for (const auto& inner : totals.domains) {
+    for (const auto& outer_domain : totals.domains) {
+      if (!DomainWithin(inner, outer_domain)) continue;
+      overlaps += (overlaps.empty() ? "" : ", ") + ForTerminal(inner.name) + " within " +
+                  ForTerminal(outer_domain.name);
+    }
+  }
+  if (!overlaps.empty()) {
+    std::fprintf(stderr, "   domains overlap (%s): do not add those up\n", overlaps.c_str());
+  }
+  std::fprintf(stderr, "\n");
 }
 
 void PrintLines(const char* kind, const std::vector<std::string>& lines) {
-  for (const auto& line : lines) std::fprintf(stderr, "kwatt meter: %s: %s\n", kind, line.c_str());
+  for (const auto& line : lines) {
+    std::fprintf(stderr, "kwatt meter: %s: %s\n", kind, ForTerminal(line).c_str());
+  }
 }
 
 // The command as one short line: its words, line breaks as spaces, at most 60 characters.
@@ -310,6 +397,7 @@ int RunMeter(const MeterArgs& args) {
   Result<meter::MeterConfig> made = MakeConfig(args);
   if (!made.ok()) return Fail(kName, made.status());
   meter::MeterConfig config = std::move(*made);
+  const double period_seconds = double(config.options.period.count()) / 1e9;
   std::optional<double> duration;
   if (!args.duration.empty()) {
     Result<double> seconds = ParseDuration(args.duration, "--duration");
@@ -345,8 +433,8 @@ int RunMeter(const MeterArgs& args) {
   if (args.check) {
     std::printf("domains:\n");
     for (const auto& d : meter.header().domains) {
-      std::printf("  %s %s (%s): %s\n", d.source.c_str(), d.name.c_str(), d.kind.c_str(),
-                  d.origin.c_str());
+      std::printf("  %s %s (%s): %s\n", ForTerminal(d.source).c_str(), ForTerminal(d.name).c_str(),
+                  ForTerminal(d.kind).c_str(), ForTerminal(d.origin).c_str());
     }
     std::printf("the configuration is valid\n");
     return kExitOk;
@@ -377,10 +465,13 @@ int RunMeter(const MeterArgs& args) {
     const double seconds = double(WallClockNow() - begun) / 1e9;
     Status stopped = meter.Stop();
     Result<CommandExit> exit = measured.Wait();
-    if (!stopped.ok()) std::fprintf(stderr, "kwatt meter: %s\n", stopped.message().c_str());
+    if (!stopped.ok()) {
+      std::fprintf(stderr, "kwatt meter: %s\n", ForTerminal(stopped.message()).c_str());
+    }
     if (!exit.ok()) return Fail(kName, exit.status());
     if (!args.quiet) {
       PrintCommandSummary(meter.Totals(), CommandText(args.command), measured.pid(), *exit, seconds,
+                          period_seconds, meter.header().idle_policy,
                           int(std::thread::hardware_concurrency()));
     }
     exit_code = exit->ShellStatus();
@@ -392,7 +483,7 @@ int RunMeter(const MeterArgs& args) {
       meter::MeterTotals totals = meter.Totals();
       std::string energies;
       for (size_t d = 0; d < totals.domains.size(); ++d) {
-        energies += (energies.empty() ? "" : ", ") + totals.domains[d].name + " " +
+        energies += (energies.empty() ? "" : ", ") + ForTerminal(totals.domains[d].name) + " " +
                     Joules(totals.measured_microjoules[d]);
       }
       int64_t dropped = 0;

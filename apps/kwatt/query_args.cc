@@ -138,7 +138,7 @@ std::string ShownStoreUri(const std::string& uri) {
 }
 
 int Fail(const char* command, const Status& status) {
-  std::fprintf(stderr, "kwatt %s: %s\n", command, status.message().c_str());
+  std::fprintf(stderr, "kwatt %s: %s\n", command, ForTerminal(status.message()).c_str());
   return ExitCodeOf(status);
 }
 
@@ -155,10 +155,12 @@ Result<double> ParseDuration(const std::string& text, const char* option) {
                  : unit == "ms"              ? 1e-3
                  : unit == "m"               ? 60
                  : unit == "h"               ? 3600
+                 : unit == "d"               ? 86400
                                              : 0;
   if (!used || scale == 0 || !(value > 0) || !std::isfinite(value)) {
-    return Status::InvalidArgument(std::string(option) + " '" + text +
-                                   "' should be a positive duration: 90, 90s, 250ms, 10m or 2h");
+    return Status::InvalidArgument(
+        std::string(option) + " '" + text +
+        "' should be a positive duration: 90, 90s, 250ms, 10m, 2h or 1d");
   }
   return value * scale;
 }
@@ -167,6 +169,20 @@ Status ParseListen(const std::string& text, std::string* host, int* port, const 
   size_t colon = text.rfind(':');
   *host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : text.substr(0, colon);
   std::string port_text = colon == std::string::npos ? text : text.substr(colon + 1);
+  // An IPv6 address is written in brackets, as in a URL: [::1]:9120.
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+    if (host->empty() ||
+        host->find_first_not_of("0123456789abcdefABCDEF:.%") != std::string::npos ||
+        host->find(':') == std::string::npos) {
+      return Status::InvalidArgument(
+          std::string(option) + " '" + text +
+          "': what is in brackets should be an IPv6 address: [::1]:PORT");
+    }
+  } else if (host->find_first_of(":[]") != std::string::npos) {
+    return Status::InvalidArgument(std::string(option) + " '" + text +
+                                   "': write an IPv6 address in brackets, [::1]:PORT");
+  }
   try {
     size_t used = 0;
     *port = std::stoi(port_text, &used);

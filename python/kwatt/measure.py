@@ -159,21 +159,32 @@ class measure:
         if targets == "self":
             self._options["pids"] = [os.getpid(), *self._options.get("pids", [])]
         self._meter = None
+        self._blocks: list["measure"] = []  # the blocks begun and not ended, innermost last
         self.measurement: Optional[Measurement] = None
 
     def __enter__(self) -> "measure":
-        self._meter = _core.Meter(self._options)
-        self._meter.start()
-        return self
+        """Begins a block and returns its own object: each `with` gets a fresh result, so that a
+        measure used again, or nested in itself, never overwrites an earlier block's. The
+        measure itself shows its last ended block's."""
+        block = measure.__new__(measure)
+        block._options = self._options
+        block._blocks = []
+        block.measurement = None
+        block._meter = _core.Meter(self._options)
+        block._meter.start()
+        self._blocks.append(block)
+        return block
 
     def __exit__(self, *exc_info) -> None:
-        meter, self._meter = self._meter, None
-        self.measurement = Measurement(meter.stop(), "block")
+        block = self._blocks.pop()
+        meter, block._meter = block._meter, None
+        block.measurement = Measurement(meter.stop(), "block")
+        self.measurement = block.measurement
 
     def __repr__(self) -> str:
         if self.measurement is None:
-            return "<kwatt.measure: not measured yet>" if self._meter is None else \
-                "<kwatt.measure: measuring>"
+            return "<kwatt.measure: not measured yet>" if self._meter is None and \
+                not self._blocks else "<kwatt.measure: measuring>"
         return repr(self.measurement)
 
     # The measurement's own attributes, once the block ended.

@@ -90,3 +90,30 @@ def test_errors_are_kwatts_before_anything_runs(tmp_path):
         kwatt.measure(perod=1).__enter__()
     with pytest.raises(ValueError):
         kwatt.measure(targets="everyone")
+
+
+def test_a_reused_measure_gives_each_block_its_own_result(sysfs):
+    # issue 22, item 14: the second block overwrote the first one's result.
+    meter = kwatt.measure(sysfs_root=sysfs, period=0.05)
+    with meter as first:
+        spin(0.4)
+    with meter as second:
+        spin(0.1)
+    assert first is not second
+    assert first.seconds > second.seconds
+    assert first.measured_joules["package-0"] > second.measured_joules["package-0"]
+    assert meter.seconds == second.seconds  # the measure itself shows its last block
+
+
+def test_a_nested_measure_measures_both_blocks(sysfs):
+    # issue 22, item 14: nesting the same object raised AttributeError at the outer exit.
+    meter = kwatt.measure(sysfs_root=sysfs, period=0.05)
+    with meter as outer:
+        spin(0.2)
+        with meter as inner:
+            spin(0.2)
+        spin(0.2)
+    assert outer is not inner
+    assert outer.seconds > inner.seconds > 0.1
+    assert outer.measured_joules["package-0"] > inner.measured_joules["package-0"] > 0
+    assert "measuring" not in repr(outer) and "measuring" not in repr(inner)

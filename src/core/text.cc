@@ -36,6 +36,30 @@ void AppendPrometheusLabelValue(std::string* out, std::string_view value) {
   }
 }
 
+std::string ForTerminal(std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      const unsigned char c1 = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out.push_back(kHex[c1 >> 4]);
+      out.push_back(kHex[c1 & 15]);
+    } else {
+      out.push_back(char(c));
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // The userinfo of `url` as [begin, end) offsets (the '@' at `end`), or false when it has none.

@@ -7,6 +7,17 @@
 namespace kwatt::text_test {
 namespace {
 
+TEST(ForTerminal, WritesControlCharactersAsEscapesAndKeepsTheRest) {
+  EXPECT_EQ(ForTerminal("package-0"), "package-0");
+  EXPECT_EQ(ForTerminal("a\x1b[2Jb\x1b]0;title\x07"), "a\\x1b[2Jb\\x1b]0;title\\x07");
+  EXPECT_EQ(ForTerminal("line\nnext\ttab\r\x7f"), "line\nnext\ttab\\x0d\\x7f");
+  EXPECT_EQ(ForTerminal("\xc2\x9b"
+                        "31m caf\xc3\xa9 \xc2\xa0"),
+            "\\u009b"
+            "31m caf\xc3\xa9 \xc2\xa0");
+  EXPECT_EQ(ForTerminal(std::string("nul\0z", 5)), "nul\\x00z");
+}
+
 TEST(SplitCommaList, DropsSpacesAndEmptyItems) {
   EXPECT_EQ(SplitCommaList(" a, b,,c ,"), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_TRUE(SplitCommaList("").empty());

@@ -829,6 +829,20 @@ void ActivityReaderImpl::UpdateTrees() {
       auto it = reaped.find(at);
       if (it != reaped.end()) increase -= AlreadyCounted(at, it->second.first, it->second.second);
     }
+    // The processes the subreaper adopted are the first tree's, with what they used since they
+    // were born (they were not members: no read saw them; those seen are members already).
+    if (selection_.adopter_pid > 0 && &tree == &trees_.front()) {
+      auto [first, last] = Children(selection_.adopter_pid);
+      for (auto it = first; it != last; ++it) {
+        const ProcessEntry& child = current_[*it];
+        if (std::binary_search(tree.members.begin(), tree.members.end(), child.identity())) {
+          continue;
+        }
+        kept.push_back(child.identity());
+        live.push_back(*it);
+        increase += child.total_us();
+      }
+    }
     // New descendants of live members: all they used counts (they were born since the last read).
     for (size_t i = 0; i < live.size(); ++i) {
       auto [first, last] = Children(current_[live[i]].pid);

@@ -484,6 +484,24 @@ TEST_F(ActivityTest, ATreeKeepsWhatAChildReapedElsewhereUsedAndADaemonStaysInIt)
   EXPECT_TRUE(Read(*reader).targets.empty());
 }
 
+// issue 22, item 10: `kwatt meter -- CMD` is its command's subreaper; a background child orphaned
+// before any read saw it is reparented to kwatt, and is the command's.
+TEST_F(ActivityTest, ProcessesTheSubreaperAdoptedAreTheTreesEvenUnseenBefore) {
+  AddProcess(1, 0, "init");
+  AddProcess(50, 1, "kwatt", 900);
+  AddProcess(100, 50, "sh", 10);
+  auto reader = Open({.pids = {100}, .adopter_pid = 50});
+  EXPECT_EQ(Read(*reader).targets[0].cpu_microseconds, 10'000);
+  // Within a period: sh starts a subshell 101 that starts 102 in the background and exits; 102
+  // is reparented to kwatt before any read saw either.
+  AddProcess(102, 50, "daemon", 300);
+  ActivitySnapshot s = Read(*reader);
+  ASSERT_EQ(s.targets.size(), 1u);
+  EXPECT_EQ(s.targets[0].cpu_microseconds, 10'000 + 300'000);  // kwatt's own 900 ms not counted
+  ASSERT_TRUE(fake_.Run(102, 200 * kMs).ok());
+  EXPECT_EQ(Read(*reader).targets[0].cpu_microseconds, 510'000);
+}
+
 TEST_F(ActivityTest, ATreeWhoseRootEndedLivesOnInItsDescendants) {
   AddProcess(1, 0, "init");
   AddProcess(100, 1, "launcher", 10);

@@ -1,6 +1,7 @@
 #include "kwatt/meter/attribution.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace kwatt::meter {
@@ -109,8 +110,9 @@ void IdlePowerEstimator::Add(double watts, double busy_fraction) {
   while (points_.size() > window_) points_.pop_front();
 }
 
-std::optional<double> IdlePowerEstimator::IdleWatts() const {
-  if (points_.size() < std::max<size_t>(min_samples_, 2)) return std::nullopt;
+std::optional<IdleEstimate> IdlePowerEstimator::Estimate() const {
+  const size_t n = points_.size();
+  if (n < std::max<size_t>(min_samples_, 2)) return std::nullopt;
   double lowest = points_.front().second, min_u = 1, max_u = 0;
   double mean_u = 0, mean_p = 0;
   for (const auto& [u, p] : points_) {
@@ -120,17 +122,29 @@ std::optional<double> IdlePowerEstimator::IdleWatts() const {
     mean_u += u;
     mean_p += p;
   }
-  if (max_u - min_u < 0.05) return lowest;
-  mean_u /= double(points_.size());
-  mean_p /= double(points_.size());
+  IdleEstimate bound{lowest, lowest, n, false};
+  mean_u /= double(n);
+  mean_p /= double(n);
   double covariance = 0, variance = 0;
   for (const auto& [u, p] : points_) {
     covariance += (u - mean_u) * (p - mean_p);
     variance += (u - mean_u) * (u - mean_u);
   }
-  double slope = covariance / variance;
-  double intercept = mean_p - slope * mean_u;
-  return std::clamp(intercept, 0.0, lowest);
+  if (!(variance > 1e-12)) return bound;  // one utilisation: no line
+  const double slope = covariance / variance;
+  const double intercept = mean_p - slope * mean_u;
+  double residuals = 0;
+  for (const auto& [u, p] : points_) {
+    const double r = p - (intercept + slope * u);
+    residuals += r * r;
+  }
+  // The intercept's standard error: s * sqrt(1/n + mean_u^2 / Sxx), s^2 the residuals' variance.
+  // Two points leave no residual to know it by: the lowest power, as for a bound.
+  const double error =
+      n > 2 ? std::sqrt(residuals / double(n - 2) * (1.0 / double(n) + mean_u * mean_u / variance))
+            : lowest;
+  if (max_u - min_u < 0.05 && !(error <= 0.02 * lowest)) return bound;
+  return IdleEstimate{std::clamp(intercept, 0.0, lowest), error, n, true};
 }
 
 }  // namespace kwatt::meter

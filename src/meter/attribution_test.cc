@@ -16,6 +16,59 @@ int64_t Conserved(const DomainEnergy& e) {
   return e.idle_microjoules + e.unattributed_microjoules + Sum(e.target_microjoules);
 }
 
+// issue 22, item 10: a steady load on a machine whose power follows it exactly (kwatt simulate
+// rapl --follow-cpu: 60 W idle + 80 W x busy) gave 74 W, the lowest power seen, for its idle power.
+TEST(IdlePowerEstimator, ASteadyLoadStillFitsTheLineWhenItIsKnownWellAndSaysHowWell) {
+  IdlePowerEstimator estimator;
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> load(0.16, 0.19);  // spread 0.03: under 0.05
+  for (int i = 0; i < 100; ++i) {
+    double u = load(random);
+    estimator.Add(60 + 80 * u, u);
+  }
+  std::optional<IdleEstimate> estimate = estimator.Estimate();
+  ASSERT_TRUE(estimate);
+  EXPECT_TRUE(estimate->fitted);
+  EXPECT_NEAR(estimate->watts, 60.0, 1e-6);
+  EXPECT_LT(estimate->uncertainty_watts, 1e-6);
+  EXPECT_EQ(estimate->samples, 100u);
+}
+
+TEST(IdlePowerEstimator, ANoisySteadyLoadIsOnlyAnUpperBoundAndSaysSo) {
+  IdlePowerEstimator estimator;
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> load(0.16, 0.19);
+  std::normal_distribution<double> noise(0, 3);
+  double lowest = 1e9;
+  for (int i = 0; i < 100; ++i) {
+    double u = load(random), watts = 60 + 80 * u + noise(random);
+    lowest = std::min(lowest, watts);
+    estimator.Add(watts, u);
+  }
+  std::optional<IdleEstimate> estimate = estimator.Estimate();
+  ASSERT_TRUE(estimate);
+  EXPECT_FALSE(estimate->fitted);
+  EXPECT_DOUBLE_EQ(estimate->watts, lowest);
+  EXPECT_DOUBLE_EQ(estimate->uncertainty_watts, lowest);  // anywhere from 0 to it
+}
+
+TEST(IdlePowerEstimator, AVaryingLoadFitsTheLineWithItsStandardError) {
+  IdlePowerEstimator estimator;
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> load(0.05, 0.95);
+  std::normal_distribution<double> noise(0, 1);
+  for (int i = 0; i < 600; ++i) {
+    double u = load(random);
+    estimator.Add(60 + 80 * u + noise(random), u);
+  }
+  std::optional<IdleEstimate> estimate = estimator.Estimate();
+  ASSERT_TRUE(estimate);
+  EXPECT_TRUE(estimate->fitted);
+  EXPECT_GT(estimate->uncertainty_watts, 0.01);
+  EXPECT_LT(estimate->uncertainty_watts, 0.3);
+  EXPECT_NEAR(estimate->watts, 60.0, 4 * estimate->uncertainty_watts);
+}
+
 TEST(Apportion, SharesByWeightAndSumsExactly) {
   EXPECT_EQ(Apportion(100, {1, 1, 2}), (std::vector<int64_t>{25, 25, 50}));
   // 10 in thirds: 3.33 each, the one unit left to the first of the equal remainders.

@@ -49,6 +49,7 @@ Result<std::vector<std::optional<double>>> CpuTimeFormula::IdleWattsByDomain(
 void CpuTimeFormula::BeginInterval(const ActivitySnapshot* before, const ActivitySnapshot* after,
                                    IntervalReport* report, std::vector<int64_t>* target_cpu) const {
   report->targets.clear();
+  report->ended_targets.clear();
   target_cpu->clear();
   report->busy_microseconds = 0;
   report->capacity_microseconds = 0;
@@ -69,18 +70,33 @@ void CpuTimeFormula::BeginInterval(const ActivitySnapshot* before, const Activit
     report->targets.push_back(ReportTarget{t.target, cpu});
     target_cpu->push_back(cpu);
   }
+  if (before) {
+    std::set<std::string_view> alive;
+    for (const auto& t : after->targets) alive.insert(t.target.key);
+    for (const auto& [key, cpu] : earlier) {
+      if (!alive.count(key)) report->ended_targets.emplace_back(key);
+    }
+  }
 }
 
 void CpuTimeFormula::FillDomain(IntervalReport* report, const std::vector<int64_t>& target_cpu,
                                 size_t d, int64_t measured, uint32_t flags) {
   const double seconds = double(report->end - report->start) / 1e9;
   std::optional<double> idle_watts = given_[d];
-  if (!idle_watts && learn_) idle_watts = estimators_[d].IdleWatts();
+  double uncertainty = 0;
+  if (!idle_watts && learn_) {
+    if (std::optional<IdleEstimate> estimate = estimators_[d].Estimate()) {
+      idle_watts = estimate->watts;
+      uncertainty = estimate->uncertainty_watts;
+    }
+  }
   const int64_t idle =
       idle_watts && seconds > 0 ? int64_t(std::llround(*idle_watts * seconds * 1e6)) : 0;
   DomainEnergy& energy = report->domains[d];
   energy = Attribute(measured, idle, target_cpu, report->busy_microseconds, policy_);
   energy.flags = flags;
+  energy.idle_watts = idle_watts.value_or(-1);
+  energy.idle_uncertainty_watts = uncertainty;
   const uint32_t gap = kReset | kUnreadable | kMaybeMissedWrap;
   if (learn_ && !(flags & gap) && seconds > 0 && report->capacity_microseconds > 0) {
     estimators_[d].Add(double(measured) / 1e6 / seconds,

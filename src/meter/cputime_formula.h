@@ -34,7 +34,8 @@ class CpuTimeFormula {
   // (either may be null: no activity then), and the targets' CPU times into `target_cpu`.
   // Targets without CPU time in the interval are left out, except under the policy "equal"
   // (every target alive shares the idle part). A target absent from `before` started in the
-  // interval: its CPU time so far is the interval's.
+  // interval: its CPU time so far is the interval's. The targets of `before` absent from `after`
+  // ended in the interval (report->ended_targets).
   void BeginInterval(const ActivitySnapshot* before, const ActivitySnapshot* after,
                      IntervalReport* report, std::vector<int64_t>* target_cpu) const;
 

@@ -1,12 +1,15 @@
 #include "kwatt/meter/meter.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +18,7 @@
 #include <thread>
 
 #include "kwatt/core/output_file.h"
+#include "kwatt/core/text.h"
 #include "src/meter/bounded_queue.h"
 #include "src/meter/cputime_formula.h"
 #include "src/meter/totals.h"
@@ -55,7 +59,11 @@ constexpr int64_t kMaxPeriod = int64_t(86'400) * kNanosPerSecond;
 constexpr int64_t kMinReadPeriod = 100 * kNanosPerMicro;
 constexpr int kStateVersion = 1;
 constexpr const char* kStateFormat = "kwatt-meter-state";
-constexpr int64_t kStateSaveEvery = kNanosPerSecond;
+// A state file is read whole: larger than this it is not one (a device, a wrong path).
+constexpr int64_t kMaxStateBytes = int64_t(64) << 20;
+// The sequence numbers a state file may hold: far beyond any run (2^62 intervals of 1 ms are 146
+// million years), and room left to count on without overflowing.
+constexpr int64_t kMaxSequence = int64_t(1) << 62;
 
 // One read of the sources at an output tick, with the activity then.
 struct Sample {
@@ -95,7 +103,54 @@ struct SavedState {
   std::map<std::string, std::string> outputs;
 };
 
-Result<SavedState> ParseState(const std::string& path, const std::string& text) {
+// The state file's text: a regular file of at most kMaxStateBytes, opened without blocking (a
+// FIFO would wait for a writer forever, /dev/zero never ends).
+Result<std::string> ReadStateFile(const std::string& path) {
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument("the meter's state file " + path + " " + why +
+                                   ": give the path of a regular file (or of none yet)");
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    return Status::IOError("cannot read the meter's state file " + path + ": " +
+                           std::strerror(errno));
+  }
+  std::string text;
+  Status status;
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    status =
+        Status::IOError("cannot read the meter's state file " + path + ": " + std::strerror(errno));
+  } else if (!S_ISREG(info.st_mode)) {
+    status = refuse("is not a regular file (a device, a FIFO or a socket)");
+  } else if (info.st_size > kMaxStateBytes) {
+    status = refuse("is " + std::to_string(info.st_size) + " bytes, more than a state file's " +
+                    std::to_string(kMaxStateBytes));
+  } else {
+    char buffer[65536];
+    while (true) {
+      ssize_t got = ::read(fd, buffer, sizeof buffer);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        status = Status::IOError("cannot read the meter's state file " + path + ": " +
+                                 std::strerror(errno));
+        break;
+      }
+      if (got == 0) break;
+      text.append(buffer, size_t(got));
+      if (int64_t(text.size()) > kMaxStateBytes) {
+        status = refuse("grows beyond a state file's " + std::to_string(kMaxStateBytes) + " bytes");
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
+// `now`: the wall clock, which a saved_at cannot be after.
+Result<SavedState> ParseState(const std::string& path, const std::string& text, UnixNanos now) {
   auto bad = [&](const std::string& what) {
     return Status::Corruption("the meter's state file " + path + " is damaged (" + what +
                               "): move it away to start counting from zero");
@@ -145,6 +200,35 @@ Result<SavedState> ParseState(const std::string& path, const std::string& text) 
     }
   } catch (const json::exception& error) {
     return bad(error.what());
+  }
+  // Values that no meter writes: refused, naming the field, rather than counted on.
+  if (state.saved_at > now) {
+    return bad("\"saved_at\" " + std::to_string(state.saved_at) + " is after now (" +
+               std::to_string(now) + ")");
+  }
+  if (state.start > state.saved_at) return bad("\"start\" is after \"saved_at\"");
+  if (state.next_sequence < 0 || state.next_sequence > kMaxSequence) {
+    return bad("\"next_sequence\" " + std::to_string(state.next_sequence) +
+               " is not from 0 to 2^62");
+  }
+  auto negative = [](const std::vector<int64_t>& values) {
+    return std::any_of(values.begin(), values.end(), [](int64_t v) { return v < 0; });
+  };
+  for (const auto& [field, values] : {std::pair<const char*, const std::vector<int64_t>*>{
+                                          "measured", &state.totals.measured_microjoules},
+                                      {"idle", &state.totals.idle_microjoules},
+                                      {"unattributed", &state.totals.unattributed_microjoules}}) {
+    if (negative(*values))
+      return bad(std::string("\"totals.") + field + "\" holds a negative value");
+  }
+  if (state.totals.reports < 0 || state.totals.busy_microseconds < 0 ||
+      state.totals.capacity_microseconds < 0) {
+    return bad("\"totals\" holds a negative count of reports or microseconds");
+  }
+  for (const auto& t : state.totals.targets) {
+    if (t.cpu_microseconds < 0 || negative(t.microjoules)) {
+      return bad("\"totals.targets\" " + t.target.key + " holds a negative value");
+    }
   }
   size_t n = state.domains.size();
   if (state.totals.measured_microjoules.size() != n || state.totals.idle_microjoules.size() != n ||
@@ -202,7 +286,6 @@ class Meter::Impl {
   std::deque<PendingInterval> initial_pending;
   std::shared_ptr<const ActivitySnapshot> last_activity;
   int64_t next_sequence = 0;
-  std::optional<int64_t> last_state_save;  // monotonic; none before the first save
 
   // Health.
   std::atomic<int64_t> ticks{0}, late_ticks{0}, missed_ticks{0}, merged_samples{0};
@@ -234,7 +317,7 @@ class Meter::Impl {
     if (options.log) {
       options.log(line);
     } else {
-      std::fprintf(stderr, "kwatt meter: %s\n", line.c_str());
+      std::fprintf(stderr, "kwatt meter: %s\n", ForTerminal(line).c_str());
     }
   }
 
@@ -402,6 +485,13 @@ class Meter::Impl {
     p.report.health.reports = reports.fetch_add(1) + 1;
     AddToTotals(p.report);
     auto shared = std::make_shared<const IntervalReport>(std::move(p.report));
+    // The state records every report before any output has it: a meter killed (kill -9) and
+    // started again goes on after the last report its outputs may have written, never before
+    // it (which would report that energy twice).
+    if (!options.state_file.empty()) {
+      Status saved_state = SaveState(p.counters, shared->end);
+      if (!saved_state.ok()) Log("state", saved_state.message());
+    }
     for (auto& o : outputs) {
       if (!o->queue->TryPush(std::shared_ptr<const IntervalReport>(shared))) {
         o->dropped.fetch_add(1);
@@ -409,13 +499,6 @@ class Meter::Impl {
                                     " is not keeping up: reports dropped for it (its queue of " +
                                     std::to_string(options.report_queue) + " is full)");
       }
-    }
-    const int64_t now = environment.clock->MonotonicNanos();
-    if (!options.state_file.empty() &&
-        (!last_state_save || now - *last_state_save >= kStateSaveEvery)) {
-      last_state_save = now;
-      Status saved_state = SaveState(p.counters, shared->end);
-      if (!saved_state.ok()) Log("state", saved_state.message());
     }
     last_counters = std::move(p.counters);
     last_end = shared->end;
@@ -596,11 +679,9 @@ Result<std::unique_ptr<Meter>> Meter::Create(
   if (!state_file.empty()) {
     std::error_code error;
     if (std::filesystem::exists(state_file, error)) {
-      std::ifstream in(state_file);
-      if (!in) return Status::IOError("cannot read the meter's state file " + state_file);
-      std::stringstream text;
-      text << in.rdbuf();
-      KWATT_ASSIGN_OR_RETURN(SavedState saved, ParseState(state_file, text.str()));
+      KWATT_ASSIGN_OR_RETURN(std::string text, ReadStateFile(state_file));
+      KWATT_ASSIGN_OR_RETURN(SavedState saved,
+                             ParseState(state_file, text, impl->environment.clock->WallNanos()));
       bool same_domains = saved.domains.size() == n;
       for (size_t d = 0; same_domains && d < n; ++d) {
         same_domains = saved.domains[d].first == header.domains[d].source &&
@@ -674,6 +755,7 @@ Status Meter::Start() {
   m.origin_monotonic = m.first_sample.monotonic;
   m.last_activity = m.first_sample.activity;
   m.header.start = m.saved ? m.saved->start : m.first_sample.wall;
+  m.header.first_sequence = m.next_sequence;
   if (m.saved) {
     // The downtime: what the resumed counters counted, unattributed; a gap for the others.
     Sample down;

@@ -157,12 +157,15 @@ void OutputSeries::Add(const IntervalReport& report, std::vector<SeriesPoint>* p
     for (size_t rank = size_t(max_targets_); rank < n; ++rank) exposed[order[rank]] = false;
   }
 
-  std::set<std::string_view> alive;
-  for (const ReportTarget& target : report.targets) alive.insert(target.target.key);
   for (size_t d = 0; d < counters_.size() && d < report.domains.size(); ++d) {
     const DomainEnergy& energy = report.domains[d];
     Counters& c = counters_[d];
-    std::erase_if(c.targets, [&](const auto& entry) { return !alive.count(entry.first); });
+    // A target idle through an interval is absent from its report and alive: its counter is
+    // kept for the life of the run. It is forgotten when it ended.
+    for (const std::string& key : report.ended_targets) {
+      auto ended = c.targets.find(key);
+      if (ended != c.targets.end()) c.targets.erase(ended);
+    }
     int domain = int(d);
     c.measured += energy.measured_microjoules;
     points->push_back({domain, SeriesKind::kMeasured, -1, energy.measured_microjoules, c.measured});

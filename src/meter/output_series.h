@@ -10,7 +10,8 @@
 // and measured = idle + unattributed + the exposed targets + other, exactly, in every interval
 // and in the counters. A target's counter grows only while it is exposed; while it is not, its
 // energy goes to "other"'s: no counter ever goes down as targets move in and out of the top N.
-// A target's counter is forgotten once a report no longer has the target (it ended).
+// A target's counter is kept while the target lives, through intervals in which it was idle (and
+// so absent from the report), and forgotten once a report says it ended (ended_targets).
 //
 // Thread safety: OutputSeries is used by one thread at a time.
 #ifndef KWATT_SRC_METER_OUTPUT_SERIES_H_

@@ -311,13 +311,60 @@ TEST(OutputSeries, EndedTargetsAreForgottenAndNoBoundExposesEveryone) {
   std::vector<SeriesPoint> points;
   Target a = ProcessTarget(1, "a");
   series.Add(reports.Next({10.0, 1.0}, {{a, 100'000}}), &points);
-  series.Add(reports.Next({10.0, 1.0}, {{ProcessTarget(2, "b"), 100'000}}), &points);
+  IntervalReport next = reports.Next({10.0, 1.0}, {{ProcessTarget(2, "b"), 100'000}});
+  next.ended_targets = {a.key};
+  series.Add(next, &points);
   std::string saved = series.Save();
   EXPECT_EQ(saved.find(a.key), std::string::npos) << saved;  // a ended: its counter is gone
   int targets = 0;
   for (const SeriesPoint& p : points) targets += p.kind == SeriesKind::kTarget;
   EXPECT_EQ(targets, 2);  // b in both domains, no "other"
   for (const SeriesPoint& p : points) EXPECT_NE(int(p.kind), int(SeriesKind::kOther));
+}
+
+// issue 22, item 9: a target without CPU time in one interval is absent from that report, alive
+// still: its counter goes on from where it was (22.3 J -> 4.85 J was a counter restarting at 0).
+TEST(OutputSeries, AnIdleIntervalDoesNotRestartATargetsCounter) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  OutputSeries series(10, 60);
+  series.Begin(header);
+  std::vector<SeriesPoint> points;
+  Target a = ProcessTarget(1, "a"), b = ProcessTarget(2, "b");
+  // Domain 0's point of `target` in the last report added (null when it has none).
+  auto point_of = [&](const IntervalReport& report, const Target& target) -> const SeriesPoint* {
+    for (const SeriesPoint& p : points) {
+      if (p.kind == SeriesKind::kTarget && p.domain == 0 &&
+          report.targets[size_t(p.target)].target.key == target.key) {
+        return &p;
+      }
+    }
+    return nullptr;
+  };
+  auto counter_of = [&](const IntervalReport& report, const Target& target) -> int64_t {
+    const SeriesPoint* p = point_of(report, target);
+    return p ? p->total_microjoules : -1;
+  };
+  IntervalReport first = reports.Next({10.0, 1.0}, {{a, 500'000}, {b, 100'000}});
+  series.Add(first, &points);
+  const int64_t before = counter_of(first, a);
+  ASSERT_GT(before, 0);
+  series.Add(reports.Next({10.0, 1.0}, {{b, 100'000}}), &points);  // a idle: not in the report
+  IntervalReport third = reports.Next({10.0, 1.0}, {{a, 500'000}, {b, 100'000}});
+  series.Add(third, &points);
+  ASSERT_NE(point_of(third, a), nullptr);
+  const int64_t share = point_of(third, a)->microjoules;
+  const int64_t after_third = counter_of(third, a);
+  EXPECT_EQ(after_third, before + share);
+  // Saved and restored, it still goes on.
+  OutputSeries after(10, 60);
+  ASSERT_TRUE(after.Restore(series.Save()).ok());
+  after.Begin(header);
+  after.Add(reports.Next({10.0, 1.0}, {{b, 100'000}}), &points);  // a idle again
+  IntervalReport fifth = reports.Next({10.0, 1.0}, {{a, 500'000}});
+  after.Add(fifth, &points);
+  ASSERT_NE(point_of(fifth, a), nullptr);
+  EXPECT_EQ(counter_of(fifth, a), after_third + point_of(fifth, a)->microjoules);
 }
 
 TEST(OutputSeries, CountersSurviveARestartThroughTheirSavedText) {

@@ -76,19 +76,26 @@ class TextOutput : public OutputSink {
 
   Status Begin(const MeterHeader& header) override {
     header_ = header;
+    bool append = false;
     if (spec_.path == "-") {
       fd_ = STDOUT_FILENO;
     } else {
-      fd_ = ::open(spec_.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // A meter that goes on from its state file appends to the earlier run's file, which must
+      // be this output's: its intervals go on there with their sequence.
+      if (header.first_sequence > 0) {
+        KWATT_ASSIGN_OR_RETURN(append, AppendsToEarlierRun());
+      }
+      fd_ = ::open(spec_.path.c_str(),
+                   O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
       if (fd_ < 0) {
         return Status::IOError("cannot create " + spec_.path + ": " + std::strerror(errno));
       }
     }
     buffer_.clear();
-    if (csv_) {
+    if (!csv_) {
+      AppendHeaderLine();  // again when appending: the run that goes on, from first_sequence
+    } else if (!append) {
       buffer_ = kCsvHeader;
-    } else {
-      AppendHeaderLine();
     }
     return Flush();
   }
@@ -126,6 +133,38 @@ class TextOutput : public OutputSink {
   }
 
  private:
+  // Whether the file holds an earlier run's output to append to: false when it is absent or
+  // empty; InvalidArgument when it holds something else (it is not overwritten).
+  Result<bool> AppendsToEarlierRun() const {
+    int fd = ::open(spec_.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+      if (errno == ENOENT) return false;
+      return Status::IOError("cannot read " + spec_.path + ": " + std::strerror(errno));
+    }
+    char first[512];
+    ssize_t got = -1;
+    struct stat info;
+    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
+      do {
+        got = ::pread(fd, first, sizeof first, 0);
+      } while (got < 0 && errno == EINTR);
+    }
+    ::close(fd);
+    if (got == 0) return false;  // an empty file: written as a new one
+    if (got < 0) return false;   // not a regular file: written to as it is (a pipe, a device)
+    const std::string_view start(first, size_t(got));
+    const std::string_view expected =
+        csv_ ? std::string_view(kCsvHeader)
+             : std::string_view("{\"format\":\"kwatt-meter\",\"version\":");
+    if (start.substr(0, expected.size()) != expected.substr(0, start.size())) {
+      return Status::InvalidArgument(
+          spec_.shown + " holds something other than the meter's " + (csv_ ? "CSV" : "JSON Lines") +
+          ": the meter goes on from its state file and appends to its earlier output, which "
+          "this is not; give another file, or move this one away");
+    }
+    return true;
+  }
+
   Status Flush() {
     Status status = WriteAll(fd_, buffer_, spec_.path == "-" ? "the standard output" : spec_.path);
     buffer_.clear();
@@ -144,7 +183,11 @@ class TextOutput : public OutputSink {
     AppendJsonString(&out, header_.idle_policy);
     out += ",\"start\":";
     AppendJsonString(&out, UtcNanosText(header_.start));
-    out += ",\"start_ns\":" + std::to_string(header_.start) + ",\"domains\":[";
+    out += ",\"start_ns\":" + std::to_string(header_.start);
+    if (header_.first_sequence > 0) {
+      out += ",\"first_sequence\":" + std::to_string(header_.first_sequence);
+    }
+    out += ",\"domains\":[";
     for (size_t d = 0; d < header_.domains.size(); ++d) {
       const Domain& domain = header_.domains[d];
       out += d ? ",{" : "{";

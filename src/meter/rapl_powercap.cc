@@ -422,10 +422,20 @@ class PowercapSource : public EnergySource {
     if (!z.baseline) return Rebase(z, reported, now, kReset);
     uint64_t raw = RawCount(reported, z.layout) % z.layout.range;
     const int64_t elapsed = now - z.last_nanos;
+    // The most the domain can have used since the last read, at its largest power.
+    const long double possible =
+        (long double)z.info.largest_watts * (elapsed + kCounterUpdateSlackNanos) / 1000.0L;
     uint32_t flags = 0;
     uint64_t counts;
     if (raw >= z.last_raw) {
       counts = raw - z.last_raw;
+      if (CountToMicrojoules(counts, z.layout.hardware_unit) > possible) {
+        // Forward by more than the domain can use (a counter written over, a zone swapped under
+        // the same name): no energy it used. Not counted, flagged as a reset; counted on from it.
+        bool changed = false;
+        if (!SameZone(z, &changed)) return Unreadable(z);
+        return Rebase(z, reported, now, kReset);
+      }
     } else {
       // Back: a wrap or a reset. A second read first (a value caught mid-update is not trusted
       // alone), then the power a wrap would need.
@@ -442,8 +452,6 @@ class PowercapSource : public EnergySource {
       } else {
         counts = z.layout.range - z.last_raw + raw;
         long double needed = CountToMicrojoules(counts, z.layout.hardware_unit);
-        long double possible =
-            (long double)z.info.largest_watts * (elapsed + kCounterUpdateSlackNanos) / 1000.0L;
         if (needed > possible) {
           // A reset. The zone may have come back with another range (the driver reloaded):
           // its layout is taken again then. A zone that is no longer this domain is a gap.
@@ -521,10 +529,17 @@ Result<std::unique_ptr<EnergySource>> OpenPowercapSource(const MeterEnvironment&
     }
     char buffer[32];
     ssize_t n = ::pread(z.fd, buffer, sizeof buffer, 0);
-    if (n < 0 && (errno == EACCES || errno == EPERM)) {
+    if (n < 0) {
+      // Not a passing state (a value caught mid-update is read): the counter cannot be read.
+      int error = errno;
       close_all();
       ::close(z.fd);
-      return Status::PermissionDenied(PowercapPermissionMessage(z.energy_path));
+      if (error == EACCES || error == EPERM) {
+        return Status::PermissionDenied(PowercapPermissionMessage(z.energy_path));
+      }
+      return Status::IOError("the counter of " + z.info.domain.name + ", " + z.energy_path +
+                             ", cannot be read: " + std::strerror(error) + " (errno " +
+                             std::to_string(error) + ")");
     }
     Result<uint64_t> value = n > 0 && size_t(n) < sizeof buffer
                                  ? ParseSysfsUnsigned(std::string_view(buffer, size_t(n)))

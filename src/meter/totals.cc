@@ -12,12 +12,16 @@ void TotalsKeeper::Reset(const std::vector<Domain>& domains) {
   totals_.idle_microjoules.assign(n, 0);
   totals_.unattributed_microjoules.assign(n, 0);
   totals_.flags.assign(n, 0);
+  totals_.idle_watts.assign(n, -1);
+  totals_.idle_uncertainty_watts.assign(n, 0);
   index_.clear();
 }
 
 void TotalsKeeper::Restore(const MeterTotals& saved) {
   std::vector<Domain> domains = totals_.domains;
   totals_ = saved;
+  totals_.idle_watts.assign(domains.size(), -1);
+  totals_.idle_uncertainty_watts.assign(domains.size(), 0);
   totals_.domains = std::move(domains);
   index_.clear();
   for (size_t i = 0; i < totals_.targets.size(); ++i) index_[totals_.targets[i].target.key] = i;
@@ -35,6 +39,8 @@ void TotalsKeeper::Add(const IntervalReport& r) {
     totals_.idle_microjoules[d] += r.domains[d].idle_microjoules;
     totals_.unattributed_microjoules[d] += r.domains[d].unattributed_microjoules;
     totals_.flags[d] |= r.domains[d].flags;
+    totals_.idle_watts[d] = r.domains[d].idle_watts;
+    totals_.idle_uncertainty_watts[d] = r.domains[d].idle_uncertainty_watts;
   }
   for (size_t i = 0; i < r.targets.size(); ++i) {
     const Target& target = r.targets[i].target;

@@ -36,6 +36,12 @@ void AppendCsvNumber(std::string* out, double value);
 // quotes around it: '\\', '"' and line feeds escaped as `\\`, `\"` and `\n`.
 void AppendPrometheusLabelValue(std::string* out, std::string_view value);
 
+// `text` as it may be printed on a terminal: the control characters that would drive it (C0 but
+// line feed and tab, DEL, and C1 as UTF-8: ESC sequences that move the cursor, change the
+// colours or the window's title) written as `\xNN` (C1: `\u009b`). Other text, UTF-8 included,
+// is kept.
+std::string ForTerminal(std::string_view text);
+
 // Edits (insertions, deletions, substitutions: Levenshtein) that turn `a` into `b`, for the "did
 // you mean" of messages.
 size_t EditDistance(std::string_view a, std::string_view b);

@@ -86,6 +86,12 @@ struct TargetSelection {
   // Hardware counters (cycles, instructions) for every target; Open fails, naming the permission
   // or the missing PMU, when the kernel refuses them.
   bool hardware_counters = false;
+  // The pid of the process that is the selected trees' subreaper (prctl PR_SET_CHILD_SUBREAPER:
+  // `kwatt meter -- CMD` is its command's), 0 when none: a process it adopted (a descendant of
+  // the tree whose parent exited, reparented to it) is a member of the first tree, even when no
+  // read saw it before (a daemon that double-forked within a period). The subreaper's own CPU
+  // time is not counted.
+  int64_t adopter_pid = 0;
 };
 
 class ActivityReader {

@@ -48,18 +48,36 @@ DomainEnergy Attribute(int64_t measured_microjoules, int64_t idle_microjoules,
                        const std::vector<int64_t>& target_cpu_microseconds,
                        int64_t busy_microseconds, IdlePolicy policy);
 
+// A learned idle power and how well it is known.
+struct IdleEstimate {
+  double watts = 0;
+  // One standard error of `watts` when a line was fitted (the intercept's, from the residuals);
+  // else `watts` itself: the lowest power seen is an upper bound, the idle power lies anywhere
+  // from 0 to it.
+  double uncertainty_watts = 0;
+  size_t samples = 0;   // the intervals it was learned on
+  bool fitted = false;  // a line was fitted; else the lowest power seen
+};
+
 // A domain's idle power, learned from what it measured: over the last `window` intervals, the
 // intercept at zero utilisation of a least-squares line of power against the machine's busy
-// fraction, kept between 0 and the lowest power seen; the lowest power seen while the busy
-// fractions are too alike to fit a line (a spread under 0.05). None until `min_samples`
-// intervals were seen. Given power (MeterOptions) replaces it.
+// fraction, kept between 0 and the lowest power seen. The line is used when the busy fractions
+// spread over 0.05, or, closer together, when its intercept is known within 2 % of the lowest
+// power (a steady load on a machine whose power follows it exactly, as kwatt simulate rapl
+// --follow-cpu's); else the lowest power seen, an upper bound (the dynamic power at the lowest
+// load is in it: 74 W for a true 60 W at a steady 17 % load), with that uncertainty. None until
+// `min_samples` intervals were seen. Given power (MeterOptions) replaces it.
 class IdlePowerEstimator {
  public:
   explicit IdlePowerEstimator(size_t window = 600, size_t min_samples = 10)
       : window_(window), min_samples_(min_samples) {}
   // An interval: its mean power and the machine's busy fraction (busy / capacity, 0..1).
   void Add(double watts, double busy_fraction);
-  std::optional<double> IdleWatts() const;
+  std::optional<IdleEstimate> Estimate() const;
+  std::optional<double> IdleWatts() const {
+    std::optional<IdleEstimate> estimate = Estimate();
+    return estimate ? std::optional<double>(estimate->watts) : std::nullopt;
+  }
 
  private:
   size_t window_, min_samples_;

@@ -16,7 +16,10 @@
 //   every output has written (or failed to write) every report: SIGINT/SIGTERM lose nothing
 //   already measured.
 // - The state file (MeterOptions::state_file) keeps the totals and the sources' raw counters,
-//   rewritten atomically with the reports (at most every second) and at the end. A meter started
+//   rewritten atomically with every report, before any output has it (so that it records the
+//   last report an output may have written, and a restart after kill -9 goes on after it), and
+//   at the end. A state file is refused (naming it and the field) when it is not a regular file,
+//   is over 64 MiB, or holds values no meter writes. A meter started
 //   again with the same file in the same boot resumes: the energy measured while it was down is
 //   counted (from the raw counters) in a first report covering the downtime, unattributed; in
 //   another boot the totals go on and the downtime is reported as a gap.
@@ -94,8 +97,11 @@ struct MeterTotals {
   std::vector<int64_t> idle_microjoules;          // per domain
   std::vector<int64_t> unattributed_microjoules;  // per domain
   std::vector<uint32_t> flags;                    // per domain: every flag seen
-  std::vector<TargetTotal> targets;               // every target that had a share, by key
-  UnixNanos start = 0, end = 0;                   // the span reported
+  // Per domain: the idle power the last report used (-1: none) and its uncertainty
+  // (DomainEnergy::idle_watts, ::idle_uncertainty_watts).
+  std::vector<double> idle_watts, idle_uncertainty_watts;
+  std::vector<TargetTotal> targets;  // every target that had a share, by key
+  UnixNanos start = 0, end = 0;      // the span reported
   int64_t reports = 0;
   int64_t busy_microseconds = 0, capacity_microseconds = 0;
 };

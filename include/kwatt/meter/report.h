@@ -25,11 +25,14 @@ namespace kwatt::meter {
 
 // Said once, before the first report.
 struct MeterHeader {
-  std::string sensor;              // the machine's name (PowerAPI's `sensor`)
-  std::vector<Domain> domains;     // every domain of every source; DomainEnergy follows this order
-  std::string formula;             // "cputime" (attribution.h) or "smartwatts" (smartwatts.h)
-  std::string idle_policy;         // "none", "proportional", "equal"
-  UnixNanos start = 0;             // when measuring started
+  std::string sensor;           // the machine's name (PowerAPI's `sensor`)
+  std::vector<Domain> domains;  // every domain of every source; DomainEnergy follows this order
+  std::string formula;          // "cputime" (attribution.h) or "smartwatts" (smartwatts.h)
+  std::string idle_policy;      // "none", "proportional", "equal"
+  UnixNanos start = 0;          // when measuring started
+  // The sequence of the first report: above 0 when the meter goes on from its state file after a
+  // restart (outputs that write files then append to what the earlier run wrote).
+  int64_t first_sequence = 0;
   std::vector<std::string> notes;  // the sources' notes, for the reader
 };
 
@@ -43,6 +46,11 @@ struct DomainEnergy {
   // Per IntervalReport::targets.
   std::vector<int64_t> target_microjoules;
   uint32_t flags = 0;  // DomainFlag bits of the interval (kReset, kUnreadable: a gap)
+  // The idle power the formula used (cputime: given, or learned so far), -1 when none; and one
+  // standard error of a learned one (0 when given; the power itself when it is only an upper
+  // bound: attribution.h, IdleEstimate).
+  double idle_watts = -1;
+  double idle_uncertainty_watts = 0;
 };
 
 // A target as reported for one interval.
@@ -89,7 +97,12 @@ struct IntervalReport {
   UnixNanos end = 0;
   int64_t busy_microseconds = 0;      // the machine's busy CPU time in the interval
   int64_t capacity_microseconds = 0;  // its CPUs x the interval
-  std::vector<ReportTarget> targets;  // the targets seen in the interval, sorted by key
+  // The targets with CPU time in the interval (every target alive under the idle policy
+  // "equal"), sorted by key. A target alive and idle through an interval is not listed in it.
+  std::vector<ReportTarget> targets;
+  // The keys of the targets that ended in the interval (alive at its start, gone at its end),
+  // sorted: outputs forget their counters then, and only then.
+  std::vector<std::string> ended_targets;
   std::vector<DomainEnergy> domains;  // per MeterHeader::domains
   std::vector<ModelInfo> models;      // formula "smartwatts" only
   MeterHealth health;
