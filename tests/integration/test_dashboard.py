@@ -376,7 +376,7 @@ def lab(tmp_path_factory):
              "--start", now + 30 * 86400, "--stop", now + 31 * 86400],
             ["--site", "big", "--id", "4", "--user", "dave", "--nodes", ",".join(BIG_NODES),
              "--start", T0, "--stop", T0 + 600]):
-        done = run_kwatt("jobs", "add", "--store", store, *args)
+        done = run_kwatt("jobs", "add", "--store", store, "--testbed", description, *args)
         assert done.returncode == 0, done.stderr
     pushing = start_server("--testbed", description, "--auth", "alice:s3cret", store=store)
     try:
