@@ -108,10 +108,6 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   return Status::OK();
 }
 
-std::string ShownStoreUri(const std::string& uri) {
-  return store::IsPostgresUri(uri) ? UrlWithoutCredentials(uri) : uri;
-}
-
 int Fail(const char* command, const Status& status) {
   std::fprintf(stderr, "kwatt %s: %s\n", command, status.message().c_str());
   return ExitCodeOf(status);

@@ -51,6 +51,8 @@ bool FindUserinfo(std::string_view url, size_t* begin, size_t* end) {
   return true;
 }
 
+}  // namespace
+
 std::string PercentDecode(std::string_view text) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -69,8 +71,6 @@ std::string PercentDecode(std::string_view text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string UrlWithoutCredentials(std::string_view url) {
   size_t begin = 0, end = 0;

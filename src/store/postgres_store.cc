@@ -16,6 +16,7 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
+#include "kwatt/store/open_store.h"
 #include "src/store/append_rules.h"
 
 namespace kwatt::store {
@@ -36,26 +37,6 @@ struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
-
-// The URI as it may be shown: no password.
-std::string Shown(const std::string& uri) {
-  if (uri.rfind("postgres://", 0) == 0 || uri.rfind("postgresql://", 0) == 0) {
-    return UrlWithoutCredentials(uri);
-  }
-  std::string out;  // key=value form: drop password=...
-  size_t pos = 0;
-  while (pos < uri.size()) {
-    size_t end = uri.find(' ', pos);
-    if (end == std::string::npos) end = uri.size();
-    std::string_view item(uri.data() + pos, end - pos);
-    if (!item.empty() && item.rfind("password", 0) != 0) {
-      if (!out.empty()) out += ' ';
-      out += item;
-    }
-    pos = end + 1;
-  }
-  return out;
-}
 
 // jsonb's text (`{"a": 1, "b": [1, 2]}`) without the spaces jsonb puts after ':' and ',' outside
 // strings: the compact form Kwollect serves.
@@ -559,7 +540,7 @@ class PostgresStore : public Store {
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& uri,
                                                  const PostgresStoreOptions& options) {
   PGconn* conn = PQconnectdb(uri.c_str());
-  std::string shown = Shown(uri);
+  std::string shown = ShownStoreUri(uri);
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string message = PQerrorMessage(conn);
     PQfinish(conn);
