@@ -78,6 +78,20 @@ CREATE TABLE catalogues(
 Status SqlStatus(sqlite3* db, int rc, std::string_view what) {
   std::string message = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   switch (rc & 0xff) {
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      // SQLite's text ("unable to open database file") does not say why: the system's error does.
+      if (int error = db ? sqlite3_system_errno(db) : 0; error != 0) {
+        message += std::string(" (") + std::strerror(error) + ")";
+      }
+      break;
+    default:
+      break;
+  }
+  switch (rc & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       return Status::Corruption(message);

@@ -379,6 +379,20 @@ TEST(SqliteStore, RefusesWhatIsNotAStore) {
             Status::Code::kNotFound);
 }
 
+// SQLite says "unable to open database file" whatever the cause: the system's error names it.
+TEST(SqliteStore, AStoreThatCannotBeMadeNamesTheCause) {
+  TempDir temp("kwatt_store_test");
+  WriteFile(temp.root() / "a-file", "");
+  for (auto [path, cause] :
+       {std::pair{temp.root() / "missing" / "s.db", "No such file or directory"},
+        std::pair{temp.root() / "a-file" / "s.db", "Not a directory"}}) {
+    auto store = OpenSqliteStore(path.string());
+    EXPECT_EQ(store.status().code(), Status::Code::kIOError) << store.status().ToString();
+    EXPECT_NE(store.status().message().find(path.string()), std::string::npos);
+    EXPECT_NE(store.status().message().find(cause), std::string::npos) << store.status().message();
+  }
+}
+
 // Writes a store with blocks and returns its bytes once closed (its WAL checkpointed).
 std::string StoreWithBlocks(const fs::path& path, std::vector<Row>* rows) {
   SqliteStoreOptions options;
