@@ -268,8 +268,10 @@ struct Server::Impl {
                                                               UnixNanos now, bool summary) {
     if (store) {
       KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
-      return std::shared_ptr<internal::MetricsAnswer>(std::make_shared<internal::StoreRowStream>(
-          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary));
+      auto rows = std::make_shared<internal::StoreRowStream>(
+          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary);
+      KWATT_RETURN_IF_ERROR(rows->Begin());  // before the status: a failing store is a 500
+      return std::shared_ptr<internal::MetricsAnswer>(std::move(rows));
     }
     std::vector<internal::OutputSeries> series;
     for (const std::string& id : devices) {

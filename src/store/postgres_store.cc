@@ -1,6 +1,7 @@
 #include "kwatt/store/postgres_store.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <bit>
@@ -503,6 +504,21 @@ class PostgresStore : public Store {
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
     return PgResult(PQexecParams(conn_, sql.c_str(), int(values.size()), nullptr, values.data(),
                                  nullptr, nullptr, 0));
+  }
+
+  bool ConnectionLost() override {
+    // A server that closed the connection (a restart, an administrator) left its goodbye and an
+    // end of file on the socket: reading what is there, without blocking, marks the connection
+    // bad. Only between statements: a query's results are not ours to read here.
+    // libpq sees the end of file only on a read after the goodbye's, hence the loop (bounded: a
+    // server that keeps talking is not a closed one).
+    for (int i = 0;
+         i < 8 && PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
+         ++i) {
+      pollfd socket{PQsocket(conn_), POLLIN, 0};
+      if (::poll(&socket, 1, /*timeout=*/0) <= 0 || !PQconsumeInput(conn_)) break;
+    }
+    return PQstatus(conn_) == CONNECTION_BAD;
   }
 
   Status ConnectionError(const std::string& what) {
