@@ -282,3 +282,44 @@ def test_a_store_that_cannot_be_made_names_the_cause(tmp_path):
         assert done.returncode != 0
         message = done.stderr.decode()
         assert str(path) in message and cause in message, message
+
+
+def test_a_store_that_refuses_writes_is_retried_with_the_documented_backoff(tmp_path):
+    """A store that opens but refuses every write (a PostgreSQL database made read-only; a full
+    disk does the same) was retried every second, against doc/collect.md's 1 s, 2 s, 4 s... up to
+    10 s: the store opened fine each time and that reset the backoff."""
+    directory = tempfile.mkdtemp(prefix="kwatt_pg_readonly_")
+    postgres = RunningPostgres(directory)
+    try:
+        uri = postgres.new_database()
+        made = start_server(store=uri)  # the store's tables
+        requests.get(made.url, timeout=60)  # answering (a SIGTERM at once may be missed)
+        made.stop()
+        database = uri.split("?")[0].rsplit("/", 1)[1]
+        subprocess.run([str(postgres.bin / "psql"), "-q", "-d", postgres.uri(), "-c",
+                        f"ALTER DATABASE {database} SET default_transaction_read_only = on"],
+                       check=True, capture_output=True, timeout=60)
+        stream = tmp_path / "stream.txt"
+        made = run_kwatt("simulate", "wattmetre", "--nodes", "nova-1", "--fast", "--duration", 3,
+                         "--start", "2026-12-01T00:00:00Z")
+        assert made.returncode == 0, made.stderr
+        stream.write_bytes(made.stdout)
+        config = write_config(tmp_path / "conf", {
+            "name": "wattmetre_power_watt", "device_id": "wattmetre1",
+            "url": f"wattmetre://wattmetre1/{stream}?version=2"})
+        collecting = subprocess.run(
+            [KWATT, "collect", "--config", config, "--store", uri, "--id", "", "--duration", "12s"],
+            capture_output=True, text=True, timeout=120)
+        failures = [line for line in collecting.stderr.splitlines()
+                    if "writing into the store failed" in line]
+        assert failures and "read-only transaction" in failures[0], collecting.stderr
+        # Attempts at about 0.5, 1.5, 3.5, 7.5 s (and at the end): every second would be 12 or
+        # more. A loaded machine makes fewer attempts, never more.
+        assert len(failures) <= 6, collecting.stderr
+        assert collecting.returncode == 1, collecting.stderr  # rows could not be written
+    finally:
+        try:
+            postgres.stop()
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(directory, ignore_errors=True)
