@@ -32,6 +32,19 @@ def pushing(tmp_path):
     server.stop()
 
 
+@pytest.fixture
+def own_postgres():
+    """A PostgreSQL cluster of the test's own, which it may stop, restart or change."""
+    directory = tempfile.mkdtemp(prefix="kwatt_pg_own_")
+    running = RunningPostgres(directory)
+    yield running
+    try:
+        running.stop()
+    except subprocess.CalledProcessError:
+        pass  # stopped already
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def push(server, rows, **kwargs):
     return requests.post(server.url + "/sites/lyon/metrics", json=rows, auth=AUTH, timeout=60,
                          **kwargs)
@@ -203,13 +216,10 @@ def test_a_libpq_key_value_string_is_a_postgresql_store(postgres, tmp_path):
 
 # ---- item 11: PostgreSQL restarts; serve and collect on a new store ------------------------------
 
-def test_serve_reconnects_after_postgresql_restarts_and_fails_before_any_row(tmp_path):
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_restart_")
-    postgres = RunningPostgres(directory)
-    server = None
+def test_serve_reconnects_after_postgresql_restarts_and_fails_before_any_row(own_postgres):
+    uri = own_postgres.new_database()
+    server = start_server("--auth", "alice:s3cret", store=uri)
     try:
-        uri = postgres.new_database()
-        server = start_server("--auth", "alice:s3cret", store=uri)
         rows = [{"timestamp": T0 + i, "device_id": "nova-1", "metric_id": "m", "value": i}
                 for i in range(10)]
         assert push(server, rows).status_code == 201
@@ -220,25 +230,19 @@ def test_serve_reconnects_after_postgresql_restarts_and_fails_before_any_row(tmp
                                 params=query)
 
         assert len(get().json()) == 10
-        postgres.stop()
+        own_postgres.stop()
         down = get()
         # A 500 naming the store before any row, not a 200 cut after '['.
         assert down.status_code == 500, (down.status_code, down.text[:200])
         assert "the store" in down.json()["message"]
-        postgres.start()  # the same data directory and socket
+        own_postgres.start()  # the same data directory and socket
         again = get()
         assert again.status_code == 200, again.text
         assert len(again.json()) == 10
         # Pushes reconnect too.
         assert push(server, [{**rows[0], "timestamp": T0 + 20}]).status_code == 201
     finally:
-        if server:
-            server.stop()
-        try:
-            postgres.stop()
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(directory, ignore_errors=True)
+        server.stop()
 
 
 # ---- item 12: the doc's own POST example; rows counted from 1 ------------------------------------
@@ -284,42 +288,34 @@ def test_a_store_that_cannot_be_made_names_the_cause(tmp_path):
         assert str(path) in message and cause in message, message
 
 
-def test_a_store_that_refuses_writes_is_retried_with_the_documented_backoff(tmp_path):
+def test_a_store_that_refuses_writes_is_retried_with_the_documented_backoff(tmp_path,
+                                                                           own_postgres):
     """A store that opens but refuses every write (a PostgreSQL database made read-only; a full
     disk does the same) was retried every second, against doc/collect.md's 1 s, 2 s, 4 s... up to
     10 s: the store opened fine each time and that reset the backoff."""
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_readonly_")
-    postgres = RunningPostgres(directory)
-    try:
-        uri = postgres.new_database()
-        made = start_server(store=uri)  # the store's tables
-        requests.get(made.url, timeout=60)  # answering (a SIGTERM at once may be missed)
-        made.stop()
-        database = uri.split("?")[0].rsplit("/", 1)[1]
-        subprocess.run([str(postgres.bin / "psql"), "-q", "-d", postgres.uri(), "-c",
-                        f"ALTER DATABASE {database} SET default_transaction_read_only = on"],
-                       check=True, capture_output=True, timeout=60)
-        stream = tmp_path / "stream.txt"
-        made = run_kwatt("simulate", "wattmetre", "--nodes", "nova-1", "--fast", "--duration", 3,
-                         "--start", "2026-12-01T00:00:00Z")
-        assert made.returncode == 0, made.stderr
-        stream.write_bytes(made.stdout)
-        config = write_config(tmp_path / "conf", {
-            "name": "wattmetre_power_watt", "device_id": "wattmetre1",
-            "url": f"wattmetre://wattmetre1/{stream}?version=2"})
-        collecting = subprocess.run(
-            [KWATT, "collect", "--config", config, "--store", uri, "--id", "", "--duration", "12s"],
-            capture_output=True, text=True, timeout=120)
-        failures = [line for line in collecting.stderr.splitlines()
-                    if "writing into the store failed" in line]
-        assert failures and "read-only transaction" in failures[0], collecting.stderr
-        # Attempts at about 0.5, 1.5, 3.5, 7.5 s (and at the end): every second would be 12 or
-        # more. A loaded machine makes fewer attempts, never more.
-        assert len(failures) <= 6, collecting.stderr
-        assert collecting.returncode == 1, collecting.stderr  # rows could not be written
-    finally:
-        try:
-            postgres.stop()
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(directory, ignore_errors=True)
+    uri = own_postgres.new_database()
+    made = start_server(store=uri)  # the store's tables
+    requests.get(made.url, timeout=60)  # answering (a SIGTERM at once may be missed)
+    made.stop()
+    database = uri.split("?")[0].rsplit("/", 1)[1]
+    subprocess.run([str(own_postgres.bin / "psql"), "-q", "-d", own_postgres.uri(), "-c",
+                    f"ALTER DATABASE {database} SET default_transaction_read_only = on"],
+                   check=True, capture_output=True, timeout=60)
+    stream = tmp_path / "stream.txt"
+    lines = run_kwatt("simulate", "wattmetre", "--nodes", "nova-1", "--fast", "--duration", 3,
+                      "--start", "2026-12-01T00:00:00Z")
+    assert lines.returncode == 0, lines.stderr
+    stream.write_bytes(lines.stdout)
+    config = write_config(tmp_path / "conf", {
+        "name": "wattmetre_power_watt", "device_id": "wattmetre1",
+        "url": f"wattmetre://wattmetre1/{stream}?version=2"})
+    collecting = subprocess.run(
+        [KWATT, "collect", "--config", config, "--store", uri, "--id", "", "--duration", "12s"],
+        capture_output=True, text=True, timeout=120)
+    failures = [line for line in collecting.stderr.splitlines()
+                if "writing into the store failed" in line]
+    assert failures and "read-only transaction" in failures[0], collecting.stderr
+    # Attempts at about 0.5, 1.5, 3.5, 7.5 s (and at the end): every second would be 12 or
+    # more. A loaded machine makes fewer attempts, never more.
+    assert len(failures) <= 6, collecting.stderr
+    assert collecting.returncode == 1, collecting.stderr  # rows could not be written
