@@ -678,10 +678,10 @@ bool Server::Impl::PushIsFromThisOrigin(const httplib::Request& req, httplib::Re
     res.status = 415;
     res.set_content(
         ApiError(415, "Unsupported Media Type",
-                 "a push is a JSON array of rows sent with Content-Type: "
-                 "application/json, not " +
-                     (type.empty() ? std::string("without a Content-Type") : "\"" + type + "\"") +
-                     " (what any web page can send through a logged-in browser)"),
+                 "a push is a JSON array of rows sent with Content-Type: application/json; this "
+                 "one has " +
+                     (type.empty() ? std::string("none") : "\"" + type + "\"") +
+                     ", which any web page can send through a logged-in browser"),
         kJson);
     return false;
   }
