@@ -13,6 +13,7 @@
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
+#include "kwatt/store/open_store.h"
 
 namespace kwatt::archive {
 struct LoadOptions;
@@ -50,8 +51,8 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args);
 Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
                     kwollect::ClientOptions* options);
 
-// A store's URI as it may be shown: a PostgreSQL URI without its password.
-std::string ShownStoreUri(const std::string& uri);
+// A store's URI as it may be shown: no password (kwatt/store/open_store.h).
+using store::ShownStoreUri;
 
 // A duration as given on the command line: "90" or "90s" (seconds), "250ms", "10m", "2h", "1.5h",
 // "1d": seconds. Every command's durations are read by this one parser. InvalidArgument naming

@@ -133,10 +133,6 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   return Status::OK();
 }
 
-std::string ShownStoreUri(const std::string& uri) {
-  return store::IsPostgresUri(uri) ? UrlWithoutCredentials(uri) : uri;
-}
-
 int Fail(const char* command, const Status& status) {
   std::fprintf(stderr, "kwatt %s: %s\n", command, ForTerminal(status.message()).c_str());
   return ExitCodeOf(status);

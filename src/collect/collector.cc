@@ -540,8 +540,7 @@ class Collector::Impl {
     Result<std::unique_ptr<store::Store>> opened = open_store();
     if (opened.ok() && !*opened) opened = Status::Internal("the store opener gave no store");
     if (!opened.ok()) {
-      next_store_attempt = now + store_backoff;
-      if (store_backoff < milliseconds(10'000)) store_backoff *= 2;
+      BackOff();
       {
         std::lock_guard lock(stats_mutex);
         ++totals.store_errors;
@@ -550,9 +549,16 @@ class Collector::Impl {
       return false;
     }
     store = std::move(opened).value();
-    store_backoff = milliseconds(1000);
     (void)CheckStoreFile();  // records the file opened
     return true;
+  }
+
+  // The next attempt at the store after a failure: 1 s, 2 s, 4 s... up to 10 s (doc/collect.md),
+  // back to 1 s once a write succeeds (not once the store opens: a store that opens and refuses
+  // every write, read-only or full, was retried every second).
+  void BackOff() {
+    next_store_attempt = Clock::now() + store_backoff;
+    store_backoff = std::min(store_backoff * 2, milliseconds(10'000));
   }
 
   // Writes what is unsent: memory first, then the spool. Returns the first error.
@@ -561,10 +567,11 @@ class Collector::Impl {
       if (!EnsureStore(force)) return Status::Unavailable("the store cannot be opened");
       Status status = WriteChunk(*unsent.front());
       if (!status.ok()) {
-        next_store_attempt = Clock::now() + store_backoff;
+        BackOff();
         Log("writing into the store failed: " + status.message() + " (rows kept, retrying)");
         return status;
       }
+      store_backoff = milliseconds(1000);
       int64_t rows = int64_t(unsent.front()->batch.size());
       unsent_rows -= size_t(rows);
       unsent_rows_shared = int64_t(unsent_rows);
@@ -588,7 +595,12 @@ class Collector::Impl {
         CountDropped(rows, "its spool file does not read");
       } else {
         Status status = WriteChunk(chunk);
-        if (!status.ok()) return status;
+        if (!status.ok()) {
+          BackOff();
+          Log("writing into the store failed: " + status.message() + " (rows kept, retrying)");
+          return status;
+        }
+        store_backoff = milliseconds(1000);
         std::error_code error;
         std::filesystem::remove(path, error);
         std::lock_guard lock(stats_mutex);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/row_ids.h"
 #include "src/core/json_words.h"
 #include "src/core/yaml_json.h"
 
@@ -89,6 +90,16 @@ Result<std::string> TextField(const json& value, const std::string& where) {
   return text;
 }
 
+// An id the rows are written under: one the API can serve (kwatt/core/row_ids.h).
+Status ServableId(const std::string& id, Status (*check)(std::string_view),
+                  const std::string& where) {
+  Status servable = check(id);
+  if (servable.ok()) return servable;
+  return Status::InvalidArgument(where + " " +
+                                 json(id).dump(-1, ' ', false, json::error_handler_t::replace) +
+                                 ": " + servable.message());
+}
+
 Result<MetricDescription> ParseDescription(const json& entry, const std::string& origin,
                                            const std::filesystem::path& file_dir) {
   if (!entry.is_object()) {
@@ -104,8 +115,10 @@ Result<MetricDescription> ParseDescription(const json& entry, const std::string&
     std::string where = origin + ": " + key;
     if (key == "name") {
       KWATT_ASSIGN_OR_RETURN(metric.name, TextField(value, where));
+      KWATT_RETURN_IF_ERROR(ServableId(metric.name, CheckMetricId, where));
     } else if (key == "device_id") {
       KWATT_ASSIGN_OR_RETURN(metric.device_id, TextField(value, where));
+      KWATT_RETURN_IF_ERROR(ServableId(metric.device_id, CheckDeviceId, where));
     } else if (key == "url") {
       KWATT_ASSIGN_OR_RETURN(std::string text, TextField(value, where));
       Result<MetricUrl> url = ParseMetricUrl(text);

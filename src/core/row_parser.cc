@@ -646,7 +646,7 @@ void RowStreamParser::Fail(std::string_view data, size_t pos, int64_t data_offse
               std::to_string(data_offset + int64_t(pos));
   } else {
     message = "metrics body, byte " + std::to_string(data_offset + int64_t(pos));
-    if (state_ == State::kInRow) message += ", row " + std::to_string(rows_);
+    if (state_ == State::kInRow) message += ", row " + std::to_string(rows_ + 1);
   }
   message += ": ";
   message += what;
@@ -818,7 +818,7 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
           Fail(bytes, i, base,
                std::string(state_ == State::kBeforeFirst ? "expected a row '{' or ']'"
                                                          : "expected a row '{' after ','") +
-                   " (row " + std::to_string(rows_) + "), got " + DescribeByte(c));
+                   " (row " + std::to_string(rows_ + 1) + "), got " + DescribeByte(c));
           return status_;
         }
         ++i;
@@ -830,7 +830,7 @@ Status RowStreamParser::Feed(std::string_view bytes, RowBatch* batch) {
           state_ = State::kDone;
         } else if (!IsWhitespace(c)) {
           Fail(bytes, i, base,
-               "expected ',' or ']' after row " + std::to_string(rows_ - 1) + ", got " +
+               "expected ',' or ']' after row " + std::to_string(rows_) + ", got " +
                    DescribeByte(c));
           return status_;
         }
@@ -1043,7 +1043,7 @@ Status RowStreamParser::Finish() {
       message += bytes_ == 0 ? "before the opening [ (empty body)" : "before the opening [";
       break;
     case State::kInRow:
-      message += "in the middle of a row (row " + std::to_string(rows_) + ", from byte " +
+      message += "in the middle of a row (row " + std::to_string(rows_ + 1) + ", from byte " +
                  std::to_string(row_offset_) + ", " + std::to_string(bytes_ - row_offset_) +
                  " bytes of it read)";
       break;

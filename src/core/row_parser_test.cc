@@ -422,10 +422,10 @@ TEST(RowStreamParser, MissingKeys) {
     }
     row += "}";
     std::string body = "[" + std::string(kRow0) + ",\n" + row + "]";
-    ExpectCorruption(body, {"row 1", "no \"" + std::string(kNames[missing]) + "\" key",
+    ExpectCorruption(body, {"row 2", "no \"" + std::string(kNames[missing]) + "\" key",
                             "byte " + std::to_string(body.find(row))});
   }
-  ExpectCorruption("[{}]", {"row 0", "no \"timestamp\" key"});
+  ExpectCorruption("[{}]", {"row 1", "no \"timestamp\" key"});
 }
 
 TEST(RowStreamParser, BadTimestamps) {
@@ -433,7 +433,7 @@ TEST(RowStreamParser, BadTimestamps) {
     return R"([{"timestamp":)" + std::string(timestamp) +
            R"(,"device_id":"d","metric_id":"m","value":1}])";
   };
-  ExpectCorruption(row(R"("2025-04-18T18:55:33")"), {"no UTC offset", "byte 14", "row 0"});
+  ExpectCorruption(row(R"("2025-04-18T18:55:33")"), {"no UTC offset", "byte 14", "row 1"});
   ExpectCorruption(row(R"("2025-02-30T18:55:33+02:00")"), {"bad \"timestamp\"", "byte 14"});
   ExpectCorruption(row(R"("yesterday")"), {"bad \"timestamp\""});
   ExpectCorruption(row("1745000000"), {"expected a string for \"timestamp\""});
@@ -472,14 +472,14 @@ TEST(RowStreamParser, MalformedStructure) {
   ExpectCorruption(R"(["row"])", {"expected a row '{'"});
   ExpectCorruption("[[]]", {"expected a row '{'"});
   ExpectCorruption("[null]", {"expected a row '{'"});
-  ExpectCorruption(good + ",1]", {"expected a row '{' after ','", "row 1"});
+  ExpectCorruption(good + ",1]", {"expected a row '{' after ','", "row 2"});
   ExpectCorruption(good + ",]", {"expected a row '{' after ','"});
   ExpectCorruption("[,]", {"expected a row '{' or ']'"});
-  ExpectCorruption(good + " " + std::string(kRow0) + "]", {"expected ',' or ']' after row 0"});
+  ExpectCorruption(good + " " + std::string(kRow0) + "]", {"expected ',' or ']' after row 1"});
   // Unbalanced braces.
-  ExpectCorruption(good + "}]", {"expected ',' or ']' after row 0, got '}'",
+  ExpectCorruption(good + "}]", {"expected ',' or ']' after row 1, got '}'",
                                  "byte " + std::to_string(good.size())});
-  ExpectCorruption(R"([{"labels":{]}])", {"expected '}' to close an object", "byte 12", "row 0"});
+  ExpectCorruption(R"([{"labels":{]}])", {"expected '}' to close an object", "byte 12", "row 1"});
   ExpectCorruption(R"([{"labels":[}]])", {"expected ']' to close an array", "byte 12"});
   ExpectCorruption(R"([{"labels":{"a":1}])", {"expected '}' to close an object", "byte 18"});
   ExpectCorruption(R"([{"labels":{"a":1})", {"in the middle of a row"});
@@ -529,7 +529,7 @@ TEST(RowStreamParser, ErrorMessageHasOffsetAndExcerpt) {
   ASSERT_EQ(parsed.feed.code(), Status::Code::kCorruption);
   EXPECT_EQ(parsed.feed.message(),
             "metrics body, byte " + std::to_string(body.size() - 2) +
-                ": expected ',' or ']' after row 1, got '}'; near `,\"value\":98,\"labels\":{}}`"
+                ": expected ',' or ']' after row 2, got '}'; near `,\"value\":98,\"labels\":{}}`"
                 " ^ `}]`");
   // Rows completed before the error are kept.
   EXPECT_EQ(parsed.rows.size(), 2u);
@@ -637,11 +637,11 @@ TEST(RowStreamParser, TimestampsReadAsParseIsoTimestampDoes) {
         "2025-04-18T18:55:61+02:00", "2025-04-18T18:55:3a+02:00", "2025-04-18T18:55:33+02:0"}) {
     ExpectCorruption(
         "[" + RowWithTimestamp("2025-04-18T18:55:33.5+02:00") + "," + RowWithTimestamp(bad) + "]",
-        {"row 1", "timestamp"});
+        {"row 2", "timestamp"});
   }
   ExpectCorruption("[" + RowWithTimestamp("2025-04-18T24:00:00+02:00") + "," +
                        RowWithTimestamp("2025-04-18T24:00:01+02:00") + "]",
-                   {"row 1", "time out of range"});
+                   {"row 2", "time out of range"});
 }
 
 // Many distinct devices and labels, some alike at their start, middle and end: each row still

@@ -75,6 +75,8 @@ bool FindUserinfo(std::string_view url, size_t* begin, size_t* end) {
   return true;
 }
 
+}  // namespace
+
 std::string PercentDecode(std::string_view text) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -93,8 +95,6 @@ std::string PercentDecode(std::string_view text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string UrlWithoutCredentials(std::string_view url) {
   size_t begin = 0, end = 0;

@@ -6,10 +6,15 @@
 
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/null_value.h"
+#include "kwatt/core/row_ids.h"
+#include "src/core/row_parser.h"
 
 namespace kwatt::server::internal {
 
 using Json = nlohmann::json;
+
+static_assert(2 + kMaxLabelsDepth <= kwatt::internal::kMaxNestingDepth,
+              "kwatt's own reader of metrics answers must read every row a push may store");
 
 namespace {
 
@@ -51,24 +56,59 @@ std::string Shown(const Json& value) {
   return text.size() > 60 ? text.substr(0, 57) + "..." : text;
 }
 
-// An id field of `row`: a non-empty string without ',' (and without '.' for a device).
+// An id field of `row`: a string that the metrics query can ask for (kwatt/core/row_ids.h).
 Status Id(const Json& row, const char* field, bool device, std::string* out) {
   auto it = row.find(field);
   if (it == row.end() || it->is_null()) {
     return Status::InvalidArgument(std::string("has no \"") + field + "\"");
   }
-  if (!it->is_string() || it->get<std::string>().empty()) {
+  if (!it->is_string()) {
     return Status::InvalidArgument(std::string("\"") + field + "\" = " + Shown(*it) +
-                                   ": should be a non-empty string");
+                                   ": should be a string");
   }
   *out = it->get<std::string>();
-  if (out->size() > 255 || out->find(',') != std::string::npos ||
-      (device && out->find('.') != std::string::npos)) {
-    return Status::InvalidArgument(
-        std::string("\"") + field + "\" = " + Shown(*it) +
-        ": should be at most 255 bytes without " +
-        (device ? "',' or '.' (a node's uid: nova-1, not nova-1.lyon.grid5000.fr)"
-                : "',' (metrics queries list ids separated by commas)"));
+  Status servable = device ? CheckDeviceId(*out) : CheckMetricId(*out);
+  if (!servable.ok()) {
+    return Status::InvalidArgument(std::string("\"") + field + "\" = " + Shown(*it) + ": " +
+                                   servable.message());
+  }
+  return Status::OK();
+}
+
+// InvalidArgument naming the row whose nesting exceeds what a row may have (its labels
+// kMaxLabelsDepth levels, below the array and the row), found without parsing: a parser or a
+// writer that recurses would overflow its stack on such a body first.
+Status CheckNesting(std::string_view body) {
+  constexpr int kMaxDepth = 2 + kMaxLabelsDepth;  // the array, the row, its labels
+  int depth = 0;
+  int64_t row = 1;               // counted from 1 by the commas at depth 1
+  std::string_view last_string;  // the last string at depth 2: the key of the field opened
+  bool in_array = false;         // the body is an array (of rows)
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (c == '"') {
+      size_t begin = ++i;
+      while (i < body.size() && body[i] != '"') i += body[i] == '\\' ? 2 : 1;
+      if (depth == 2) last_string = body.substr(begin, std::min(i, body.size()) - begin);
+    } else if (c == '{' || c == '[') {
+      if (depth == 0) in_array = c == '[';
+      if (++depth > kMaxDepth) {
+        std::string where = in_array ? "row " + std::to_string(row) + " " : "the body ";
+        if (in_array && !last_string.empty()) {
+          where += "\"" + std::string(last_string.substr(0, 60)) + "\" ";
+        }
+        return Status::InvalidArgument(
+            where + "nests deeper than a row may: labels may nest " +
+            std::to_string(kMaxLabelsDepth) +
+            " levels deep (the labels object being the first), which every client reads; "
+            "nothing was stored");
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',' && depth == 1) {
+      ++row;
+      last_string = {};
+    }
   }
   return Status::OK();
 }
@@ -88,7 +128,7 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
   } else {
     return Status::InvalidArgument("\"value\" = " + Shown(*value) + ": should be a number or null");
   }
-  out->t = now;
+  out->t = FloorDiv(now, kNanosPerMicro) * kNanosPerMicro;  // what a store keeps
   if (auto time = row.find("timestamp"); time != row.end() && !time->is_null()) {
     if (!time->is_number() && !time->is_string()) {
       return Status::InvalidArgument("\"timestamp\" = " + Shown(*time) +
@@ -108,6 +148,12 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
     }
     out->labels_json.clear();
     RenderJsonb(*labels, &out->labels_json);
+    if (out->labels_json.size() > kMaxLabelsBytes) {
+      return Status::InvalidArgument("\"labels\" are " + std::to_string(out->labels_json.size()) +
+                                     " bytes of JSON, more than the " +
+                                     std::to_string(kMaxLabelsBytes) +
+                                     " bytes a row's labels may have");
+    }
   }
   return Status::OK();
 }
@@ -128,6 +174,7 @@ RowBatch ToRowBatch(const std::vector<PushedRow>& rows, StringInterner* interner
 }
 
 Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now) {
+  KWATT_RETURN_IF_ERROR(CheckNesting(body));
   Json doc = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return Status::InvalidArgument(

@@ -34,11 +34,19 @@ struct PushedRow {
 // The most rows PushedMetrics keeps (about 100 bytes each): the simulated server is not a store.
 inline constexpr int64_t kMaxPushedRows = 10'000'000;
 
+// What a pushed row's labels may be: nested at most kMaxLabelsDepth levels deep (the labels object
+// being level 1) and at most kMaxLabelsBytes of JSON, so that every client reads the row back
+// (kwatt's own reader takes 64 levels, the row included: src/core/row_parser.h) and a push cannot
+// make a parser or writer that recurses overflow its stack.
+inline constexpr int kMaxLabelsDepth = 32;
+inline constexpr size_t kMaxLabelsBytes = 64 * 1024;
+
 // Parses a push: a JSON array of objects {"timestamp"?, "device_id", "metric_id", "value",
 // "labels"?}. `timestamp` is epoch seconds (a number, microsecond resolution) or a timestamp text
-// as the metrics query reads it; absent or null, it is `now`. `value` is a number or null.
-// Device and metric ids are non-empty and hold no ',' (the query splits its lists there), device
-// ids no '.' (the query cuts ids there). All or nothing: InvalidArgument naming the first bad row
+// as the metrics query reads it; absent or null, it is `now` rounded down to the microsecond
+// (what a store keeps). `value` is a number or null. Device and metric ids are those the metrics
+// query can ask for (CheckDeviceId, CheckMetricId: kwatt/core/row_ids.h); labels an object within
+// kMaxLabelsDepth and kMaxLabelsBytes. All or nothing: InvalidArgument naming the first bad row
 // ("row 3: ...", counted from 1) and what to send instead.
 Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now);
 

@@ -62,13 +62,13 @@ TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
   EXPECT_EQ(ErrorOf("[" + ok + R"(,{"metric_id":"m","value":1}])"),
             "row 2 has no \"device_id\"; nothing was stored");
   EXPECT_NE(ErrorOf(R"([{"device_id":"nova-1.lyon.grid5000.fr","metric_id":"m","value":1}])")
-                .find("row 1 \"device_id\" = \"nova-1.lyon.grid5000.fr\": should be at most 255 "
-                      "bytes without ',' or '.' (a node's uid: nova-1"),
+                .find("row 1 \"device_id\" = \"nova-1.lyon.grid5000.fr\": holds '.', where "
+                      "metrics queries cut device ids"),
             std::string::npos);
   EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m,n","value":1}])").find("\"metric_id\""),
             std::string::npos);
   EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"","value":1}])")
-                .find("should be a non-empty string"),
+                .find("row 1 \"metric_id\" = \"\": is empty"),
             std::string::npos);
   EXPECT_EQ(ErrorOf(R"([{"device_id":"a","metric_id":"m"}])"),
             "row 1 has no \"value\"; nothing was stored");
@@ -84,6 +84,62 @@ TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
   EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1,"labels":[1]}])")
                 .find("\"labels\" = [1]: should be an object"),
             std::string::npos);
+}
+
+// What the metrics query could never ask for is refused (kwatt/core/row_ids.h has the rule).
+TEST(ParsePushedRows, IdsTheQueryCannotAskForAreRefused) {
+  EXPECT_NE(ErrorOf(R"([{"device_id":"pdu.lab","metric_id":"m","value":1}])")
+                .find("row 1 \"device_id\" = \"pdu.lab\": holds '.'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":" nova-1","metric_id":"m","value":1}])")
+                .find("begins or ends with a space"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m\u0000","value":1}])")
+                .find("control character (0x00)"),
+            std::string::npos);
+}
+
+// Labels nested without bound crashed the server (a recursive writer, 100,000 levels) or were
+// stored and then broke every fetch of their window (20,000 levels): refused, naming the row.
+TEST(ParsePushedRows, LabelsNestedTooDeepOrTooLargeAreRefused) {
+  auto body = [](int depth) {  // labels nested `depth` levels deep, in row 2
+    std::string labels;
+    for (int i = 0; i < depth; ++i) labels += R"({"a":)";
+    labels += "1" + std::string(size_t(depth), '}');
+    return R"([{"device_id":"a","metric_id":"m","value":1},)"
+           R"({"device_id":"a","metric_id":"m","value":1,"labels":)" +
+           labels + "}]";
+  };
+  EXPECT_TRUE(ParsePushedRows(body(kMaxLabelsDepth), kNow).ok());
+  for (int depth : {kMaxLabelsDepth + 1, 20'000, 1'000'000}) {
+    std::string message = ErrorOf(body(depth));
+    EXPECT_EQ(message.rfind("row 2 \"labels\" nests deeper than a row may: labels may nest 32 "
+                            "levels deep",
+                            0),
+              0u)
+        << message;
+  }
+  // A deep value elsewhere, or a body that is not an array, is refused as well.
+  EXPECT_NE(ErrorOf(std::string(100'000, '{')).find("the body nests deeper"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":)" + std::string(50, '['))
+                .find("row 1 \"value\" nests deeper"),
+            std::string::npos);
+  // Quoted brackets are text, not nesting.
+  EXPECT_TRUE(ParsePushedRows(R"([{"device_id":"a","metric_id":"m","value":1,"labels":{"x":")" +
+                                  std::string(100, '{') + R"(\""}}])",
+                              kNow)
+                  .ok());
+  std::string big = R"([{"device_id":"a","metric_id":"m","value":1,"labels":{"x":")" +
+                    std::string(kMaxLabelsBytes, 'x') + R"("}}])";
+  EXPECT_NE(ErrorOf(big).find("row 1 \"labels\" are 65544 bytes of JSON, more than the 65536"),
+            std::string::npos);
+}
+
+// Without a timestamp a row is the server's now, to the microsecond a store keeps.
+TEST(ParsePushedRows, NowIsRoundedToTheMicrosecond) {
+  auto rows = ParsePushedRows(R"([{"device_id":"a","metric_id":"m","value":1}])", kNow + 1'234'567);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0].t, kNow + 1'234'000);
 }
 
 TEST(PushedMetrics, ServedInTimeOrderWithLateRowsInPlace) {

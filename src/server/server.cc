@@ -288,8 +288,10 @@ struct Server::Impl {
                                                               UnixNanos now, bool summary) {
     if (store) {
       KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
-      return std::shared_ptr<internal::MetricsAnswer>(std::make_shared<internal::StoreRowStream>(
-          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary));
+      auto rows = std::make_shared<internal::StoreRowStream>(
+          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary);
+      KWATT_RETURN_IF_ERROR(rows->Begin());  // before the status: a failing store is a 500
+      return std::shared_ptr<internal::MetricsAnswer>(std::move(rows));
     }
     std::vector<internal::OutputSeries> series;
     for (const std::string& id : devices) {
@@ -309,6 +311,7 @@ struct Server::Impl {
   void Routes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
   void Push(const httplib::Request& req, httplib::Response& res);
+  bool PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res);
   Status PushToStore(const std::string& site, const std::vector<internal::PushedRow>& rows);
 };
 
@@ -693,6 +696,45 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   });
 }
 
+// A browser logged into this server (its cached Basic credentials) would send them with a POST
+// that any other web page makes: a form, or a fetch() without CORS. Such a page can send neither
+// `Content-Type: application/json` (that needs a CORS preflight, which this server never grants)
+// nor another Origin than its own; scripts and tools send no Origin.
+bool Server::Impl::PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res) {
+  std::string type = req.get_header_value("Content-Type");
+  type = std::string(TrimBlanks(std::string_view(type).substr(0, type.find(';'))));
+  std::transform(type.begin(), type.end(), type.begin(), ::tolower);
+  if (type != "application/json") {
+    res.status = 415;
+    res.set_content(
+        ApiError(415, "Unsupported Media Type",
+                 "a push is a JSON array of rows sent with Content-Type: application/json; this "
+                 "one has " +
+                     (type.empty() ? std::string("none") : "\"" + type + "\"") +
+                     ", which any web page can send through a logged-in browser"),
+        kJson);
+    return false;
+  }
+  if (!req.has_header("Origin")) return true;
+  std::string origin = req.get_header_value("Origin");
+  std::string host = req.get_header_value("Host");
+  auto lower = [](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+    return text;
+  };
+  if (!host.empty() &&
+      (lower(origin) == "http://" + lower(host) || lower(origin) == "https://" + lower(host))) {
+    return true;
+  }
+  res.status = 403;
+  res.set_content(ApiError(403, "Forbidden",
+                           "a push from another web page (Origin: " + origin +
+                               ") is refused: this server is http://" + host +
+                               "; push from a script or a tool, which sends no Origin"),
+                  kJson);
+  return false;
+}
+
 void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
   if (options.auth.empty()) {
     // Anyone could write into an open server: pushing is for a server that checks who writes.
@@ -703,6 +745,7 @@ void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
                     kJson);
     return;
   }
+  if (!PushIsFromThisOrigin(req, res)) return;
   const Site* site = SiteOr404(req, res);
   if (!site) return;
   Result<std::vector<internal::PushedRow>> rows = internal::ParsePushedRows(req.body, Now());

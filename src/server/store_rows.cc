@@ -38,10 +38,13 @@ Result<StorePool::Lease> StorePool::Acquire() {
   if (!idle_.empty()) {
     std::unique_ptr<store::Store> store = std::move(idle_.back());
     idle_.pop_back();
-    return Lease(this, std::move(store));
+    lock.unlock();
+    if (!store->ConnectionLost()) return Lease(this, std::move(store));
+    // The server closed it (PostgreSQL restarted): its place goes to a new connection.
+  } else {
+    ++open_;
+    lock.unlock();
   }
-  ++open_;
-  lock.unlock();
   Result<std::unique_ptr<store::Store>> opened = store::OpenStore(uri_, /*create=*/false);
   if (!opened.ok()) {
     lock.lock();
@@ -53,8 +56,14 @@ Result<StorePool::Lease> StorePool::Acquire() {
 }
 
 void StorePool::Return(std::unique_ptr<store::Store> store) {
+  bool lost = store->ConnectionLost();
+  if (lost) store.reset();  // never lent again
   std::lock_guard<std::mutex> lock(mutex_);
-  idle_.push_back(std::move(store));
+  if (lost) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(store));
+  }
   returned_.notify_one();
 }
 
@@ -226,6 +235,11 @@ Status StoreRowStream::Fill(Cursor* cursor, Slice* slice) {
     if (!slice->order.empty()) break;
   }
   return Status::OK();
+}
+
+Status StoreRowStream::Begin() {
+  status_ = Fill(&cursor_, &slice_);
+  return status_;
 }
 
 Result<int64_t> StoreRowStream::CountRows() {

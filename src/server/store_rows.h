@@ -48,7 +48,9 @@ class StorePool {
     std::unique_ptr<store::Store> store_;
   };
 
-  // A store of the pool; an error when a new one cannot be opened.
+  // A store of the pool; an error when a new one cannot be opened. A store whose connection was
+  // lost (store::Store::ConnectionLost: PostgreSQL restarted) is never lent: it is closed, and
+  // another opened in its place, so that the server goes on after its database comes back.
   Result<Lease> Acquire();
 
  private:
@@ -75,6 +77,10 @@ class StoreRowStream : public MetricsAnswer {
                  std::vector<std::string> metrics, UnixNanos start, UnixNanos end, UnixNanos now,
                  bool summary, size_t slice_rows = 65536);
 
+  // Reads the store until the first rows to write (or the end of the window): called before the
+  // answer's status is sent, so that a store that fails (PostgreSQL gone) is a 500 before any row
+  // instead of an answer cut after its '['. Returns status().
+  Status Begin();
   // Reads the whole window once (only the row limit needs it).
   Result<int64_t> CountRows() override;
   bool Next(std::string* out, size_t target_bytes) override;

@@ -13,6 +13,7 @@
 #include "src/core/test_temp_dir.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
+#include "src/store/test_postgres.h"
 
 namespace kwatt::server::internal::store_rows_test {
 namespace {
@@ -269,6 +270,38 @@ TEST_F(StoreRowsTest, NextRowsGivesTheRowsOfTheText) {
   const StringInterner* interner = nullptr;
   EXPECT_FALSE(summary.NextRows(&batch, &interner, 10));
   EXPECT_EQ(summary.status().code(), Status::Code::kInvalidArgument);
+}
+
+// `kwatt serve --store postgresql://...` after its PostgreSQL restarts: the pool finds the
+// connections the server closed and opens new ones, so that answers come again (it kept failing
+// on the dead ones); while the server is down, the first read fails before any row is written.
+TEST(StorePool, ReconnectsAfterPostgresqlRestarts) {
+  auto postgres = kwatt::testing::TestPostgres::Start();
+  ASSERT_TRUE(postgres.ok()) << postgres.status().ToString();
+  Result<std::string> uri = (*postgres)->NewDatabase();
+  ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+  Result<std::unique_ptr<StorePool>> pool = StorePool::Open(*uri, 2);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  {
+    PushedRow row{"nova-1", "m", "{}", kT0, 1.0};
+    StringInterner interner;
+    RowBatch batch = ToRowBatch({row}, &interner);
+    Result<StorePool::Lease> lease = (*pool)->Acquire();
+    ASSERT_TRUE(lease.ok());
+    ASSERT_TRUE((*lease)->Append(batch, interner).ok());
+  }
+  for (const char* mode : {"fast", "immediate"}) {
+    ASSERT_TRUE((*postgres)->Restart(mode).ok()) << mode;
+    Result<StorePool::Lease> lease = (*pool)->Acquire();
+    ASSERT_TRUE(lease.ok()) << mode << ": " << lease.status().ToString();
+    StoreRowStream rows(std::move(*lease), {"nova-1"}, {}, kT0, kT0, kLater, false);
+    ASSERT_TRUE(rows.Begin().ok()) << mode << ": " << rows.status().ToString();
+    std::string text;
+    while (rows.Next(&text, 1 << 16)) {
+    }
+    EXPECT_TRUE(rows.status().ok()) << mode << ": " << rows.status().ToString();
+    EXPECT_EQ(rows.rows_written(), 1) << mode;
+  }
 }
 
 }  // namespace

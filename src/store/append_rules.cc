@@ -9,14 +9,15 @@ Status CheckAppendable(const RowBatch& batch, const StringInterner& interner) {
     std::string_view device = interner.Get(batch.device[i]);
     std::string_view metric = interner.Get(batch.metric[i]);
     if (batch.time[i] % kNanosPerMicro != 0) {
-      return Status::InvalidArgument("row " + std::to_string(i) + " (" + std::string(device) + " " +
-                                     std::string(metric) + " at " +
+      return Status::InvalidArgument("row " + std::to_string(i + 1) + " (" + std::string(device) +
+                                     " " + std::string(metric) + " at " +
                                      FormatUtcTimestamp(batch.time[i]) +
                                      "): the store keeps instants to the microsecond; round the "
                                      "time first");
     }
     if (device.empty() || metric.empty()) {
-      return Status::InvalidArgument("row " + std::to_string(i) + ": an empty device or metric id");
+      return Status::InvalidArgument("row " + std::to_string(i + 1) +
+                                     ": an empty device or metric id");
     }
   }
   return Status::OK();

@@ -1,6 +1,7 @@
 #include "kwatt/store/postgres_store.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <bit>
@@ -16,6 +17,7 @@
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
+#include "kwatt/store/open_store.h"
 #include "src/store/append_rules.h"
 #include "src/store/job_rules.h"
 
@@ -37,26 +39,6 @@ struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
-
-// The URI as it may be shown: no password.
-std::string Shown(const std::string& uri) {
-  if (uri.rfind("postgres://", 0) == 0 || uri.rfind("postgresql://", 0) == 0) {
-    return UrlWithoutCredentials(uri);
-  }
-  std::string out;  // key=value form: drop password=...
-  size_t pos = 0;
-  while (pos < uri.size()) {
-    size_t end = uri.find(' ', pos);
-    if (end == std::string::npos) end = uri.size();
-    std::string_view item(uri.data() + pos, end - pos);
-    if (!item.empty() && item.rfind("password", 0) != 0) {
-      if (!out.empty()) out += ' ';
-      out += item;
-    }
-    pos = end + 1;
-  }
-  return out;
-}
 
 // jsonb's text (`{"a": 1, "b": [1, 2]}`) without the spaces jsonb puts after ':' and ',' outside
 // strings: the compact form Kwollect serves.
@@ -566,6 +548,21 @@ class PostgresStore : public Store {
                                  nullptr, nullptr, 0));
   }
 
+  bool ConnectionLost() override {
+    // A server that closed the connection (a restart, an administrator) left its goodbye and an
+    // end of file on the socket: reading what is there, without blocking, marks the connection
+    // bad. Only between statements: a query's results are not ours to read here.
+    // libpq sees the end of file only on a read after the goodbye's, hence the loop (bounded: a
+    // server that keeps talking is not a closed one).
+    for (int i = 0;
+         i < 8 && PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
+         ++i) {
+      pollfd socket{PQsocket(conn_), POLLIN, 0};
+      if (::poll(&socket, 1, /*timeout=*/0) <= 0 || !PQconsumeInput(conn_)) break;
+    }
+    return PQstatus(conn_) == CONNECTION_BAD;
+  }
+
   Status ConnectionError(const std::string& what) {
     return Status::Unavailable(shown_uri_ + ": " + what + ": " + PQerrorMessage(conn_));
   }
@@ -601,7 +598,7 @@ class PostgresStore : public Store {
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& uri,
                                                  const PostgresStoreOptions& options) {
   PGconn* conn = PQconnectdb(uri.c_str());
-  std::string shown = Shown(uri);
+  std::string shown = ShownStoreUri(uri);
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string message = PQerrorMessage(conn);
     PQfinish(conn);

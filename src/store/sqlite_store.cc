@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <queue>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -78,6 +80,20 @@ CREATE TABLE catalogues(
 
 Status SqlStatus(sqlite3* db, int rc, std::string_view what) {
   std::string message = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      // SQLite's text ("unable to open database file") does not say why: the system's error does.
+      if (int error = db ? sqlite3_system_errno(db) : 0; error != 0) {
+        message += std::string(" (") + std::strerror(error) + ")";
+      }
+      break;
+    default:
+      break;
+  }
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
@@ -415,13 +431,24 @@ class SqliteStore final : public Store {
     if (rc != SQLITE_OK) return SqlStatus(db_, rc, "opening the store " + path_);
     sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
     std::string journal_mode;
-    {
+    // Switching a new file to WAL takes an exclusive lock, for which SQLite does not wait (its
+    // busy handler is not called there): while another process creates the same store, try
+    // again for up to busy_timeout_ms.
+    auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.busy_timeout_ms);
+    while (true) {
       Statement wal;
       bool row = false;
       Status status = wal.Prepare(db_, "PRAGMA journal_mode=WAL");
       if (status.ok()) status = wal.Step(&row);
+      if (status.code() == Status::Code::kUnavailable &&
+          std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
       if (!status.ok()) return status.WithContext(path_ + ": not a store");
       if (row) journal_mode = wal.Text(0);
+      break;
     }
     if (journal_mode != "wal") {
       return Status::IOError(path_ + ": SQLite cannot use WAL mode on this file (journal mode '" +
@@ -667,6 +694,10 @@ class SqliteStore final : public Store {
     bool row;
     KWATT_RETURN_IF_ERROR(tables.Step(&row));
     int64_t count = tables.Int(0);
+    // Done with it: a statement left stepping holds a read transaction, and a connection that
+    // reads cannot wait for the write lock (SQLite answers "database is locked" at once instead
+    // of waiting busy_timeout_ms, which two processes creating one store at once both hit).
+    tables.Reset();
     if (count == 0) {
       // Another process may be creating it too: count again under the write lock.
       KWATT_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));

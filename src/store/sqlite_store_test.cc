@@ -102,7 +102,8 @@ TEST_P(StoreTest, FinerThanMicrosecondIsRefusedAndNothingIsAppended) {
   StringInterner interner;
   Status status = store->Append(ToBatch(rows, &interner), interner);
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(status.message().find("row 1 (nova-1 m"), std::string::npos) << status.message();
+  // Rows are counted from 1, as a user counts them (the second one is wrong).
+  EXPECT_NE(status.message().find("row 2 (nova-1 m"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find("microsecond"), std::string::npos) << status.message();
   EXPECT_TRUE(QueryAll(*store).empty());
   auto info = store->Info();
@@ -419,6 +420,63 @@ TEST(SqliteStore, RefusesWhatIsNotAStore) {
   options.create_if_missing = false;
   EXPECT_EQ(OpenSqliteStore((temp.root() / "none.db").string(), options).status().code(),
             Status::Code::kNotFound);
+}
+
+// SQLite says "unable to open database file" whatever the cause: the system's error names it.
+TEST(SqliteStore, AStoreThatCannotBeMadeNamesTheCause) {
+  TempDir temp("kwatt_store_test");
+  WriteFile(temp.root() / "a-file", "");
+  for (auto [path, cause] :
+       {std::pair{temp.root() / "missing" / "s.db", "No such file or directory"},
+        std::pair{temp.root() / "a-file" / "s.db", "Not a directory"}}) {
+    auto store = OpenSqliteStore(path.string());
+    EXPECT_EQ(store.status().code(), Status::Code::kIOError) << store.status().ToString();
+    EXPECT_NE(store.status().message().find(path.string()), std::string::npos);
+    EXPECT_NE(store.status().message().find(cause), std::string::npos) << store.status().message();
+  }
+}
+
+// `kwatt serve` and `kwatt collect` started together on a new store: every process opening it
+// at once opens it (one creates it, the others wait for it), none fails with "database is locked".
+TEST(SqliteStore, ProcessesCreatingOneStoreAtOnceAllOpenIt) {
+  TempDir temp("kwatt_store_test");
+  constexpr int kRounds = 20, kProcesses = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    std::string path = (temp.root() / ("s" + std::to_string(round) + ".db")).string();
+    int go[2], report[2];
+    ASSERT_EQ(pipe(go), 0);
+    ASSERT_EQ(pipe(report), 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < kProcesses; ++i) {
+      pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        close(go[1]);
+        char byte;
+        (void)!read(go[0], &byte, 1);  // all start together
+        auto store = OpenSqliteStore(path);
+        Status status = store.ok() ? (*store)->Flush() : store.status();
+        if (!status.ok()) {
+          std::string line = status.message() + "\n";
+          (void)!write(report[1], line.data(), line.size());
+        }
+        _exit(status.ok() ? 0 : 1);
+      }
+      children.push_back(child);
+    }
+    close(go[0]);
+    close(report[1]);
+    close(go[1]);  // EOF: go
+    std::string failures;
+    char buffer[512];
+    for (ssize_t n; (n = read(report[0], buffer, sizeof buffer)) > 0;) failures.append(buffer, n);
+    close(report[0]);
+    for (pid_t child : children) {
+      int status = 0;
+      waitpid(child, &status, 0);
+    }
+    ASSERT_EQ(failures, "") << "round " << round;
+  }
 }
 
 // Writes a store with blocks and returns its bytes once closed (its WAL checkpointed).

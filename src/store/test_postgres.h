@@ -48,15 +48,19 @@ class TestPostgres {
     if (pg->Run("initdb -D " + data + " -A trust -U postgres --no-sync -E UTF8 --locale=C") != 0) {
       return Status::IOError("initdb failed: see " + (pg->dir_ / "log").string());
     }
-    // fsync off for tests: a test cluster does not outlive the test (the store's guarantees are
-    // PostgreSQL's, with fsync on).
-    if (pg->Run("pg_ctl -D " + data + " -w -l " + (pg->dir_ / "server.log").string() + " -o \"-k " +
-                pg->dir_.string() + " -c listen_addresses=''" + (durable ? "" : " -F") +
-                "\" start") != 0) {
-      return Status::IOError("pg_ctl start failed: see " + (pg->dir_ / "server.log").string());
-    }
-    pg->started_ = true;
+    pg->durable_ = durable;
+    KWATT_RETURN_IF_ERROR(pg->StartServer());
     return pg;
+  }
+
+  // Stops the server (`mode`: pg_ctl's fast, immediate...) and starts it again on the same data
+  // directory and socket: what a restart does to the clients' connections.
+  Status Restart(const std::string& mode = "fast") {
+    if (Run("pg_ctl -D " + (dir_ / "data").string() + " -w -m " + mode + " stop") != 0) {
+      return Status::IOError("pg_ctl stop failed: see " + (dir_ / "log").string());
+    }
+    started_ = false;
+    return StartServer();
   }
 
   ~TestPostgres() {
@@ -106,6 +110,18 @@ class TestPostgres {
     return "";
   }
 
+  Status StartServer() {
+    // fsync off for tests: a test cluster does not outlive the test (the store's guarantees are
+    // PostgreSQL's, with fsync on).
+    if (Run("pg_ctl -D " + (dir_ / "data").string() + " -w -l " + (dir_ / "server.log").string() +
+            " -o \"-k " + dir_.string() + " -c listen_addresses=''" + (durable_ ? "" : " -F") +
+            "\" start") != 0) {
+      return Status::IOError("pg_ctl start failed: see " + (dir_ / "server.log").string());
+    }
+    started_ = true;
+    return Status::OK();
+  }
+
   int Run(const std::string& command) const {
     std::string line = "cd " + dir_.string() + " && " + as_user_ + bin_ + "/" + command + " >> " +
                        (dir_ / "log").string() + " 2>&1";
@@ -116,6 +132,7 @@ class TestPostgres {
   std::filesystem::path dir_;
   std::string as_user_;
   bool started_ = false;
+  bool durable_ = false;
   int databases_ = 0;
 };
 

@@ -66,6 +66,10 @@ std::string UrlWithoutCredentials(std::string_view url);
 // A userinfo without ':' is a username with an empty password.
 bool UrlCredentials(std::string_view url, std::string* username, std::string* password);
 
+// `text` with each "%XX" (two hexadecimal digits) replaced by the byte it codes; a '%' not followed
+// by two hexadecimal digits is kept as it is.
+std::string PercentDecode(std::string_view text);
+
 }  // namespace kwatt
 
 #endif  // KWATT_CORE_TEXT_H_

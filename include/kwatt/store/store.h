@@ -134,6 +134,12 @@ class Store {
   // with problems.
   [[nodiscard]] virtual Result<CheckReport> Check() = 0;
   [[nodiscard]] virtual Result<StoreInfo> Info() = 0;
+
+  // True when this object can no longer reach its store: an engine with a server (PostgreSQL)
+  // whose connection broke, or that the server closed (a restart), seen without a round trip
+  // (what the server already sent is read). Such an object only fails: open the store again.
+  // An embedded store is never lost.
+  virtual bool ConnectionLost() { return false; }
 };
 
 }  // namespace kwatt::store
