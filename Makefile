@@ -216,6 +216,7 @@ fuzz: build-asan
 # that meet hostile input (damaged archives, hostile requests, misbehaving devices, the meter's
 # inputs) against the sanitized kwatt, the others against the release build.
 ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_server.py test_collect.py test_meter.py \
+  test_serve_hostile.py test_store_hostile.py test_collect_hostile.py \
   test_edges.py
 RELEASE_INTEGRATION := $(filter-out $(ASAN_INTEGRATION),$(notdir $(wildcard tests/integration/test_*.py)))
 PYTEST := $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider -n $(JOBS)
