@@ -26,6 +26,11 @@ const ENERGY_EVERY = 30;  // live: the energy table is computed again every 30 s
 const state = { plots: {}, queries: [], energy: null, timers: [], page: "" };
 window.kwattDashboard = state;
 
+// "1 node", "12 nodes".
+function countOf(n, noun) {
+  return n + " " + noun + (n === 1 ? "" : "s");
+}
+
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -599,10 +604,10 @@ async function jobPage(main, site, id) {
     const wait = job.start - job.now;
     main.append(el("p", { id: "not-started", text: "This job has not started: it starts at " +
       when(job.start) + ", in " + duration(wait) + ". Its plots and energy are here once it runs." }),
-      el("p", { text: "user " + job.user + ", " + job.nodes.length + " nodes: " + job.nodes.join(", ") }));
+      el("p", { text: "user " + job.user + ", " + countOf(job.nodes.length, "node") + ": " + job.nodes.join(", ") }));
     return;
   }
-  main.append(el("p", { text: "user " + job.user + ", " + job.nodes.length + " nodes, from " +
+  main.append(el("p", { text: "user " + job.user + ", " + countOf(job.nodes.length, "node") + ", from " +
     when(job.window.start) + " for " + duration(job.duration_s) + ", types: " +
     (job.types.join(", ") || "none") }));
   const q = "job_id=" + encodeURIComponent(job.uid);
