@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -141,12 +142,12 @@ TEST_F(HardenedServerTest, AnswersWithTheSecurityHeaders) {
 TEST_F(HardenedServerTest, TricklingHeadersAreCutAndDoNotStallTheServer) {
   ServerLimits limits;
   limits.threads = 3;
-  limits.header_timeout = milliseconds(1500);
+  limits.header_timeout = milliseconds(5000);
   Start(limits);
   std::vector<int> slow;
   for (int i = 0; i < 2; ++i) slow.push_back(Connect(port_));
   std::atomic<bool> stop{false};
-  std::vector<bool> cut(slow.size(), false);
+  std::array<std::atomic<bool>, 2> cut{false, false};  // read by this thread while set
   std::thread trickle([&] {
     std::string request = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: ";
     for (size_t i = 0; !stop; ++i) {
@@ -166,10 +167,11 @@ TEST_F(HardenedServerTest, TricklingHeadersAreCutAndDoNotStallTheServer) {
   std::this_thread::sleep_for(milliseconds(300));
   Clock::time_point asked = Clock::now();
   std::string answer = Ask(port_, kGet);
-  // "At once": well under the header deadline the slow clients are held to.
-  EXPECT_LT(Clock::now() - asked, milliseconds(1200)) << "the server stalled";
+  // "At once": well under the header deadline the slow clients are held to (generous for a
+  // loaded machine and the sanitizers).
+  EXPECT_LT(Clock::now() - asked, milliseconds(4000)) << "the server stalled";
   EXPECT_NE(answer.find("hello world"), std::string::npos) << answer;
-  // The trickling clients are cut though they never stop sending (generous: 1.5 s deadline).
+  // The trickling clients are cut though they never stop sending (generous: 5 s deadline).
   Clock::time_point end = Clock::now() + std::chrono::seconds(30);
   while (Clock::now() < end && !(cut[0] && cut[1])) std::this_thread::sleep_for(milliseconds(50));
   stop = true;
