@@ -4,6 +4,7 @@ and in $KWATT_SCREENSHOTS when it is set."""
 import json
 import os
 import shutil
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -450,9 +451,10 @@ def saturated_pixels(browser, plot, x, top, height):
 
 
 def shot(browser, name):
-    """A screenshot of the page as it is, named after the sub-item, in $KWATT_SCREENSHOTS."""
+    """A screenshot of the page as it is, named after the sub-item, in $KWATT_SCREENSHOTS (by
+    default kwatt-screenshots in the system's temporary directory: never in the checkout)."""
     target = Path(os.environ.get("KWATT_SCREENSHOTS") or
-                  Path(__file__).parent / "screenshots")
+                  Path(tempfile.gettempdir()) / "kwatt-screenshots")
     target.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(target / f"{SHOTS_15}{name}.png"))
 
