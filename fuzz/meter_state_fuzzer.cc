@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "src/meter/output_series.h"
+#include "src/meter/outputs/output_series.h"
 
 using kwatt::meter::internal::OutputSeries;
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "src/meter/nvml_counters.h"
+#include "src/meter/sources/nvml_counters.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "src/meter/output_spec.h"
+#include "src/meter/outputs/output_spec.h"
 
 using kwatt::meter::internal::HttpUrl;
 using kwatt::meter::internal::OutputSpec;

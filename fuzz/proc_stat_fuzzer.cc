@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "src/meter/activity_procfs.h"
+#include "src/meter/activity/activity_procfs.h"
 
 using namespace kwatt::meter::procfs;
 

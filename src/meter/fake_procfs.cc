@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "kwatt/core/output_file.h"
-#include "src/meter/activity_procfs.h"
+#include "src/meter/activity/activity_procfs.h"
 
 namespace kwatt::meter::testing {
 

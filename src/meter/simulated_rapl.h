@@ -39,7 +39,7 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/meter/environment.h"
-#include "src/meter/rapl_internal.h"
+#include "src/meter/sources/rapl_internal.h"
 
 namespace kwatt::meter {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "src/meter/nvml_abi.h"
+#include "src/meter/sources/nvml_abi.h"
 
 namespace {
 

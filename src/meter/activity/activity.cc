@@ -44,7 +44,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "src/meter/activity_procfs.h"
+#include "src/meter/activity/activity_procfs.h"
 
 namespace kwatt::meter {
 

@@ -4,8 +4,8 @@
 // into the caller's buffer (no allocation: the reader does this 10,000 times a second).
 //
 // Thread safety: every function is thread-safe.
-#ifndef KWATT_SRC_METER_ACTIVITY_PROCFS_H_
-#define KWATT_SRC_METER_ACTIVITY_PROCFS_H_
+#ifndef KWATT_SRC_METER_ACTIVITY_ACTIVITY_PROCFS_H_
+#define KWATT_SRC_METER_ACTIVITY_ACTIVITY_PROCFS_H_
 
 #include <sys/types.h>
 
@@ -91,4 +91,4 @@ Status FileError(int error, const std::string& what);
 
 }  // namespace kwatt::meter::procfs
 
-#endif  // KWATT_SRC_METER_ACTIVITY_PROCFS_H_
+#endif  // KWATT_SRC_METER_ACTIVITY_ACTIVITY_PROCFS_H_

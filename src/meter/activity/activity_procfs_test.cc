@@ -1,4 +1,4 @@
-#include "src/meter/activity_procfs.h"
+#include "src/meter/activity/activity_procfs.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "kwatt/meter/activity.h"
-#include "src/meter/activity_procfs.h"
+#include "src/meter/activity/activity_procfs.h"
 
 namespace kwatt::meter::activity_real_test {
 namespace {

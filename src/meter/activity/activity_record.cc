@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "kwatt/core/json_text.h"
-#include "src/meter/activity_procfs.h"
+#include "src/meter/activity/activity_procfs.h"
 
 namespace kwatt::meter {
 

@@ -1,4 +1,4 @@
-#include "src/meter/cputime_formula.h"
+#include "src/meter/formulas/cputime_formula.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,8 +4,8 @@
 // (meter.cc) and for records shared after the fact (replay.cc). Internal to the meter part.
 //
 // Thread safety: one thread at a time.
-#ifndef KWATT_SRC_METER_CPUTIME_FORMULA_H_
-#define KWATT_SRC_METER_CPUTIME_FORMULA_H_
+#ifndef KWATT_SRC_METER_FORMULAS_CPUTIME_FORMULA_H_
+#define KWATT_SRC_METER_FORMULAS_CPUTIME_FORMULA_H_
 
 #include <map>
 #include <optional>
@@ -54,4 +54,4 @@ class CpuTimeFormula {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_SRC_METER_CPUTIME_FORMULA_H_
+#endif  // KWATT_SRC_METER_FORMULAS_CPUTIME_FORMULA_H_

@@ -6,8 +6,8 @@
 // tested in nnls_test.cc.
 //
 // Pure functions; thread-safe.
-#ifndef KWATT_SRC_METER_NNLS_H_
-#define KWATT_SRC_METER_NNLS_H_
+#ifndef KWATT_SRC_METER_FORMULAS_NNLS_H_
+#define KWATT_SRC_METER_FORMULAS_NNLS_H_
 
 #include <cstddef>
 #include <vector>
@@ -39,4 +39,4 @@ Result<NnlsResult> SolveNnls(const Matrix& a, const std::vector<double>& b);
 
 }  // namespace kwatt::meter::internal
 
-#endif  // KWATT_SRC_METER_NNLS_H_
+#endif  // KWATT_SRC_METER_FORMULAS_NNLS_H_

@@ -1,4 +1,4 @@
-#include "src/meter/nnls.h"
+#include "src/meter/formulas/nnls.h"
 
 #include <gtest/gtest.h>
 

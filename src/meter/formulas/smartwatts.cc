@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "kwatt/meter/attribution.h"
-#include "src/meter/nnls.h"
+#include "src/meter/formulas/nnls.h"
 
 namespace kwatt::meter {
 

@@ -1,5 +1,7 @@
 // kwatt's own formats of the meter's reports: CSV and JSON Lines (doc/meter.md, "CSV" and "JSON
 // Lines").
+#include "src/meter/outputs/csv_jsonl.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +11,7 @@
 
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/text.h"
-#include "src/meter/outputs_internal.h"
+#include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {
 
@@ -385,8 +387,8 @@ class TextOutput : public OutputSink {
 
 }  // namespace
 
-Result<std::unique_ptr<OutputSink>> OpenTextOutput(const OutputSpec& spec,
-                                                   const OutputOptions& options) {
+Result<std::unique_ptr<OutputSink>> OpenCsvOrJsonlOutput(const OutputSpec& spec,
+                                                         const OutputOptions& options) {
   if (spec.path != "-") KWATT_RETURN_IF_ERROR(CheckWritableFile(spec.path, spec.shown));
   return std::unique_ptr<OutputSink>(
       std::make_unique<TextOutput>(spec, spec.kind == OutputKind::kCsv));

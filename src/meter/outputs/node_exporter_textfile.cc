@@ -1,5 +1,7 @@
 // textfile:PATH: the meter's rows for a node exporter's textfile collector, in Kwollect's
 // convention kwollect_custom{_metric_id="...",_timestamp="..."} (doc/meter.md, "Textfile").
+#include "src/meter/outputs/node_exporter_textfile.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,7 +10,7 @@
 #include <cstring>
 
 #include "kwatt/core/text.h"
-#include "src/meter/outputs_internal.h"
+#include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {
 
@@ -84,8 +86,8 @@ class TextfileOutput : public SeriesOutput {
 
 }  // namespace
 
-Result<std::unique_ptr<OutputSink>> OpenTextfileOutput(const OutputSpec& spec,
-                                                       const OutputOptions& options) {
+Result<std::unique_ptr<OutputSink>> OpenNodeExporterTextfileOutput(const OutputSpec& spec,
+                                                                   const OutputOptions& options) {
   // DIR, or DIR/NAME.prom (the collector reads *.prom files only).
   std::string path = spec.path;
   const std::string suffix = ".prom";

@@ -1,4 +1,6 @@
-// OpenOutput, and what the outputs share (src/meter/outputs_internal.h).
+// What the meter's outputs share (src/meter/outputs/output_base.h).
+#include "src/meter/outputs/output_base.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,8 +14,6 @@
 #include <thread>
 
 #include "kwatt/core/json_text.h"
-#include "kwatt/meter/powerapi_reports.h"
-#include "src/meter/outputs_internal.h"
 
 namespace kwatt::meter {
 
@@ -291,85 +291,5 @@ Status HttpRowOutput::Finish() {
 }
 
 }  // namespace internal
-
-namespace {
-
-// PowerAPI's report formats (powerapi_reports.h) as an output: opened at Begin, as every output
-// makes its files when the meter starts, and checked before.
-class PowerApiOutput : public OutputSink {
- public:
-  explicit PowerApiOutput(internal::OutputSpec spec, bool flush_each_report)
-      : spec_(std::move(spec)) {
-    options_.flush_each_report = flush_each_report;
-  }
-  Status Begin(const MeterHeader& header) override {
-    Result<std::unique_ptr<ReportSink>> sink =
-        spec_.kind == internal::OutputKind::kPowerApiCsv
-            ? OpenPowerApiCsvSink(spec_.path, options_)
-            : OpenPowerApiJsonSink(spec_.path,
-                                   spec_.kind == internal::OutputKind::kPowerApiJson
-                                       ? PowerApiReportType::kPower
-                                       : PowerApiReportType::kFormula,
-                                   options_);
-    if (!sink.ok()) return sink.status().WithContext("output " + spec_.shown);
-    sink_ = std::move(*sink);
-    return sink_->Begin(header);
-  }
-  Status Write(const IntervalReport& report) override {
-    if (!sink_) return Status::Internal("output " + spec_.shown + " written before Begin");
-    Status written = sink_->Write(report);
-    std::lock_guard lock(mutex_);
-    if (written.ok()) {
-      ++stats_.reports;
-    } else {
-      stats_.last_error = written.message();
-    }
-    return written;
-  }
-  Status Finish() override { return sink_ ? sink_->Finish() : Status::OK(); }
-  std::string Name() const override { return spec_.shown; }
-  OutputStats Stats() const override {
-    std::lock_guard lock(mutex_);
-    return stats_;
-  }
-
- private:
-  internal::OutputSpec spec_;
-  PowerApiSinkOptions options_;
-  std::unique_ptr<ReportSink> sink_;
-  mutable std::mutex mutex_;
-  OutputStats stats_;
-};
-
-}  // namespace
-
-Result<std::unique_ptr<OutputSink>> OpenOutput(std::string_view text,
-                                               const OutputOptions& options) {
-  KWATT_ASSIGN_OR_RETURN(internal::OutputSpec spec, internal::ParseOutputSpec(text));
-  switch (spec.kind) {
-    case internal::OutputKind::kCsv:
-    case internal::OutputKind::kJsonl:
-      return internal::OpenTextOutput(spec, options);
-    case internal::OutputKind::kInfluxdb:
-      return internal::OpenInfluxdbOutput(spec, options);
-    case internal::OutputKind::kKwollect:
-      return internal::OpenKwollectOutput(spec, options);
-    case internal::OutputKind::kTextfile:
-      return internal::OpenTextfileOutput(spec, options);
-    case internal::OutputKind::kArchive:
-      return internal::OpenArchiveOutput(spec, options);
-    case internal::OutputKind::kPowerApiCsv:
-      // The directory is made at Begin (its parents too), as PowerAPI does.
-      return std::unique_ptr<OutputSink>(
-          std::make_unique<PowerApiOutput>(spec, options.flush_each_report));
-    case internal::OutputKind::kPowerApiJson:
-    case internal::OutputKind::kPowerApiFormulaJson:
-      if (spec.path != "-")
-        KWATT_RETURN_IF_ERROR(internal::CheckWritableFile(spec.path, spec.shown));
-      return std::unique_ptr<OutputSink>(
-          std::make_unique<PowerApiOutput>(spec, options.flush_each_report));
-  }
-  return Status::Internal("an output kind without a maker");
-}
 
 }  // namespace kwatt::meter

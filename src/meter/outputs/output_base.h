@@ -1,8 +1,8 @@
 // What the meter's outputs share (include/kwatt/meter/outputs.h): the node they write as, checks
 // of files and directories, and the base of the outputs that write the series of OutputSeries.
-// Internal to the meter part.
-#ifndef KWATT_SRC_METER_OUTPUTS_INTERNAL_H_
-#define KWATT_SRC_METER_OUTPUTS_INTERNAL_H_
+// Private to the meter's outputs: each output includes it, and none includes another output.
+#ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
+#define KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 
 #include <chrono>
 #include <deque>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kwatt/meter/outputs.h"
-#include "src/meter/output_series.h"
-#include "src/meter/output_spec.h"
+#include "src/meter/outputs/output_series.h"
+#include "src/meter/outputs/output_spec.h"
 
 namespace kwatt::meter::internal {
 
@@ -116,17 +116,6 @@ class HttpRowOutput : public SeriesOutput {
   std::vector<std::string> items_;
 };
 
-Result<std::unique_ptr<OutputSink>> OpenTextOutput(const OutputSpec& spec,
-                                                   const OutputOptions& options);
-Result<std::unique_ptr<OutputSink>> OpenInfluxdbOutput(const OutputSpec& spec,
-                                                       const OutputOptions& options);
-Result<std::unique_ptr<OutputSink>> OpenKwollectOutput(const OutputSpec& spec,
-                                                       const OutputOptions& options);
-Result<std::unique_ptr<OutputSink>> OpenTextfileOutput(const OutputSpec& spec,
-                                                       const OutputOptions& options);
-Result<std::unique_ptr<OutputSink>> OpenArchiveOutput(const OutputSpec& spec,
-                                                      const OutputOptions& options);
-
 }  // namespace kwatt::meter::internal
 
-#endif  // KWATT_SRC_METER_OUTPUTS_INTERNAL_H_
+#endif  // KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_

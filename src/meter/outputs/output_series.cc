@@ -1,4 +1,4 @@
-#include "src/meter/output_series.h"
+#include "src/meter/outputs/output_series.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,8 +14,8 @@
 // so absent from the report), and forgotten once a report says it ended (ended_targets).
 //
 // Thread safety: OutputSeries is used by one thread at a time.
-#ifndef KWATT_SRC_METER_OUTPUT_SERIES_H_
-#define KWATT_SRC_METER_OUTPUT_SERIES_H_
+#ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_SERIES_H_
+#define KWATT_SRC_METER_OUTPUTS_OUTPUT_SERIES_H_
 
 #include <cstdint>
 #include <map>
@@ -136,4 +136,4 @@ class OutputSeries {
 
 }  // namespace kwatt::meter::internal
 
-#endif  // KWATT_SRC_METER_OUTPUT_SERIES_H_
+#endif  // KWATT_SRC_METER_OUTPUTS_OUTPUT_SERIES_H_

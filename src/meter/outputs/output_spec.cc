@@ -1,4 +1,4 @@
-#include "src/meter/output_spec.h"
+#include "src/meter/outputs/output_spec.h"
 
 #include <algorithm>
 #include <cctype>

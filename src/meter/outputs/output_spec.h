@@ -3,8 +3,8 @@
 // harness feeds. Internal to the meter part.
 //
 // Pure functions; thread-safe.
-#ifndef KWATT_SRC_METER_OUTPUT_SPEC_H_
-#define KWATT_SRC_METER_OUTPUT_SPEC_H_
+#ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_SPEC_H_
+#define KWATT_SRC_METER_OUTPUTS_OUTPUT_SPEC_H_
 
 #include <string>
 #include <string_view>
@@ -62,4 +62,4 @@ Result<OutputSpec> ParseOutputSpec(std::string_view spec);
 
 }  // namespace kwatt::meter::internal
 
-#endif  // KWATT_SRC_METER_OUTPUT_SPEC_H_
+#endif  // KWATT_SRC_METER_OUTPUTS_OUTPUT_SPEC_H_

@@ -16,8 +16,8 @@
 #include "src/collect/subprocess.h"
 #include "src/core/test_temp_dir.h"
 #include "src/core/test_unprivileged.h"
-#include "src/meter/output_series.h"
-#include "src/meter/output_spec.h"
+#include "src/meter/outputs/output_series.h"
+#include "src/meter/outputs/output_spec.h"
 #include "src/meter/test_reports.h"
 
 namespace kwatt::meter::outputs_test {

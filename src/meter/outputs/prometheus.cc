@@ -14,7 +14,7 @@
 
 #include "kwatt/core/text.h"
 #include "src/http/hardened_server.h"
-#include "src/meter/outputs_internal.h"
+#include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter {
 

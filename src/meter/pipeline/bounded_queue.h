@@ -6,8 +6,8 @@
 // then Pop returns nullopt.
 //
 // Thread safety: every member may be called from any thread.
-#ifndef KWATT_SRC_METER_BOUNDED_QUEUE_H_
-#define KWATT_SRC_METER_BOUNDED_QUEUE_H_
+#ifndef KWATT_SRC_METER_PIPELINE_BOUNDED_QUEUE_H_
+#define KWATT_SRC_METER_PIPELINE_BOUNDED_QUEUE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -82,4 +82,4 @@ class BoundedQueue {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_SRC_METER_BOUNDED_QUEUE_H_
+#endif  // KWATT_SRC_METER_PIPELINE_BOUNDED_QUEUE_H_

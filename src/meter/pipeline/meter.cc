@@ -19,9 +19,9 @@
 
 #include "kwatt/core/output_file.h"
 #include "kwatt/core/text.h"
-#include "src/meter/bounded_queue.h"
-#include "src/meter/cputime_formula.h"
-#include "src/meter/totals.h"
+#include "src/meter/pipeline/bounded_queue.h"
+#include "src/meter/formulas/cputime_formula.h"
+#include "src/meter/pipeline/totals.h"
 
 namespace kwatt::meter {
 

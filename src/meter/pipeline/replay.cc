@@ -3,8 +3,8 @@
 #include <memory>
 #include <optional>
 
-#include "src/meter/cputime_formula.h"
-#include "src/meter/totals.h"
+#include "src/meter/formulas/cputime_formula.h"
+#include "src/meter/pipeline/totals.h"
 
 namespace kwatt::meter {
 

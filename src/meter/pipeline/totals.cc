@@ -1,4 +1,4 @@
-#include "src/meter/totals.h"
+#include "src/meter/pipeline/totals.h"
 
 #include <algorithm>
 

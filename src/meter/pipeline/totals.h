@@ -2,8 +2,8 @@
 // Internal to the meter part.
 //
 // Thread safety: one thread at a time (the meter holds a mutex around it).
-#ifndef KWATT_SRC_METER_TOTALS_H_
-#define KWATT_SRC_METER_TOTALS_H_
+#ifndef KWATT_SRC_METER_PIPELINE_TOTALS_H_
+#define KWATT_SRC_METER_PIPELINE_TOTALS_H_
 
 #include <map>
 #include <string>
@@ -32,4 +32,4 @@ class TotalsKeeper {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_SRC_METER_TOTALS_H_
+#endif  // KWATT_SRC_METER_PIPELINE_TOTALS_H_

@@ -448,7 +448,7 @@ class CsvDirectoryReader : public HwpcReader {
 using nlohmann::json;
 
 std::string Describe(const json& value) {
-  return internal::JsonTypeName(value, internal::FileSyntax::kJson);
+  return kwatt::internal::JsonTypeName(value, kwatt::internal::FileSyntax::kJson);
 }
 
 bool JsonCount(const json& value, int64_t* out) {

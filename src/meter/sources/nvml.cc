@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "src/meter/nvml_abi.h"
-#include "src/meter/nvml_counters.h"
+#include "src/meter/sources/nvml_abi.h"
+#include "src/meter/sources/nvml_counters.h"
 
 namespace kwatt::meter {
 

@@ -3,8 +3,8 @@
 // the fake library of its tests (tests/fake_nvml), so that both see the very function types NVML
 // has: the structs at global scope with NVML's names, as C declares them. Values and layouts are
 // NVML's ABI, stable since its first versions.
-#ifndef KWATT_SRC_METER_NVML_ABI_H_
-#define KWATT_SRC_METER_NVML_ABI_H_
+#ifndef KWATT_SRC_METER_SOURCES_NVML_ABI_H_
+#define KWATT_SRC_METER_SOURCES_NVML_ABI_H_
 
 using nvmlReturn_t = int;
 struct nvmlDevice_st;
@@ -19,4 +19,4 @@ struct nvmlProcessInfo_st {
 };
 using nvmlProcessInfo_t = nvmlProcessInfo_st;
 
-#endif  // KWATT_SRC_METER_NVML_ABI_H_
+#endif  // KWATT_SRC_METER_SOURCES_NVML_ABI_H_

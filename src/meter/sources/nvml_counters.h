@@ -1,8 +1,8 @@
 // The NVML source's saved counters (doc/meter.md, "GPUs: NVML", saved counters): one line,
 //   nvml 1 UUID=MILLIJOULES UUID=MILLIJOULES ...
 // in the source's domain order. Internal: the source and its fuzzer use it.
-#ifndef KWATT_SRC_METER_NVML_COUNTERS_H_
-#define KWATT_SRC_METER_NVML_COUNTERS_H_
+#ifndef KWATT_SRC_METER_SOURCES_NVML_COUNTERS_H_
+#define KWATT_SRC_METER_SOURCES_NVML_COUNTERS_H_
 
 #include <cstdint>
 #include <string>
@@ -26,4 +26,4 @@ Result<std::vector<NvmlCounter>> ParseNvmlCounters(std::string_view text);
 
 }  // namespace kwatt::meter::internal
 
-#endif  // KWATT_SRC_METER_NVML_COUNTERS_H_
+#endif  // KWATT_SRC_METER_SOURCES_NVML_COUNTERS_H_

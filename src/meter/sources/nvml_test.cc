@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "src/meter/nvml_counters.h"
+#include "src/meter/sources/nvml_counters.h"
 
 namespace kwatt::meter::nvml_test {
 namespace {

@@ -1,8 +1,8 @@
 // Internals of the RAPL sources (rapl.h): the counter arithmetic, the parsers of the sysfs files
 // they read, and the two paths' sources. Not installed; used by rapl*.cc, their tests, the
 // simulated tree and the fuzz harness.
-#ifndef KWATT_SRC_METER_RAPL_INTERNAL_H_
-#define KWATT_SRC_METER_RAPL_INTERNAL_H_
+#ifndef KWATT_SRC_METER_SOURCES_RAPL_INTERNAL_H_
+#define KWATT_SRC_METER_SOURCES_RAPL_INTERNAL_H_
 
 #include <chrono>
 #include <cstdint>
@@ -155,4 +155,4 @@ std::string PowercapPermissionMessage(const std::string& path);
 
 }  // namespace kwatt::meter::rapl_internal
 
-#endif  // KWATT_SRC_METER_RAPL_INTERNAL_H_
+#endif  // KWATT_SRC_METER_SOURCES_RAPL_INTERNAL_H_

@@ -5,7 +5,7 @@
 #include <limits>
 #include <map>
 
-#include "src/meter/rapl_internal.h"
+#include "src/meter/sources/rapl_internal.h"
 
 namespace kwatt::meter::rapl_internal {
 

@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "src/meter/rapl_internal.h"
+#include "src/meter/sources/rapl_internal.h"
 
 namespace kwatt::meter::rapl_internal {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "src/meter/rapl_internal.h"
+#include "src/meter/sources/rapl_internal.h"
 
 namespace kwatt::meter::rapl_internal {
 

@@ -1,0 +1,35 @@
+// OpenOutput: the output an --output spec names (kwatt/meter/outputs.h), opened by its own file.
+#include "src/meter/outputs/archive.h"
+#include "src/meter/outputs/csv_jsonl.h"
+#include "src/meter/outputs/influxdb.h"
+#include "src/meter/outputs/kwollect.h"
+#include "src/meter/outputs/node_exporter_textfile.h"
+#include "src/meter/outputs/output_spec.h"
+#include "src/meter/outputs/powerapi_files.h"
+
+namespace kwatt::meter {
+
+Result<std::unique_ptr<OutputSink>> OpenOutput(std::string_view text,
+                                               const OutputOptions& options) {
+  KWATT_ASSIGN_OR_RETURN(internal::OutputSpec spec, internal::ParseOutputSpec(text));
+  switch (spec.kind) {
+    case internal::OutputKind::kCsv:
+    case internal::OutputKind::kJsonl:
+      return internal::OpenCsvOrJsonlOutput(spec, options);
+    case internal::OutputKind::kInfluxdb:
+      return internal::OpenInfluxdbOutput(spec, options);
+    case internal::OutputKind::kKwollect:
+      return internal::OpenKwollectOutput(spec, options);
+    case internal::OutputKind::kTextfile:
+      return internal::OpenNodeExporterTextfileOutput(spec, options);
+    case internal::OutputKind::kArchive:
+      return internal::OpenArchiveOutput(spec, options);
+    case internal::OutputKind::kPowerApiCsv:
+    case internal::OutputKind::kPowerApiJson:
+    case internal::OutputKind::kPowerApiFormulaJson:
+      return internal::OpenPowerApiOutput(spec, options);
+  }
+  return Status::Internal("an output kind without a maker");
+}
+
+}  // namespace kwatt::meter
