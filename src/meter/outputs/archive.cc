@@ -1,13 +1,12 @@
 // archive:DIR: the rows the meter pushes to Kwollect, kept as a kwatt archive (doc/meter.md,
 // "Archive"; doc/archive_format.md): `kwatt inspect`, `kwatt cat`, `kwatt energy` and
 // `kwatt.load` read it as they read a backup.
-#include "src/meter/outputs/archive.h"
-
 #include <filesystem>
 
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/writer.h"
 #include "kwatt/core/row_batch.h"
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {

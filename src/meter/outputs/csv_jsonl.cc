@@ -1,7 +1,5 @@
 // kwatt's own formats of the meter's reports: CSV and JSON Lines (doc/meter.md, "CSV" and "JSON
 // Lines").
-#include "src/meter/outputs/csv_jsonl.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +9,7 @@
 
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/text.h"
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {

@@ -1,12 +1,11 @@
 // influxdb:http://[USER:PASS@]HOST:PORT/DB: InfluxDB 1.x line protocol over HTTP, as PowerAPI's
 // power reports are written (doc/meter.md, "InfluxDB").
-#include "src/meter/outputs/influxdb.h"
-
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "kwatt/kwollect/client_options.h"
 #include "src/kwollect/http.h"
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {

@@ -1,10 +1,9 @@
 // kwollect:URL: the meter's rows pushed as Kwollect custom metrics, POST /sites/SITE/metrics as
 // Grid'5000 and `kwatt serve --auth` take them (doc/meter.md, "Kwollect").
-#include "src/meter/outputs/kwollect.h"
-
 #include "kwatt/core/json_text.h"
 #include "kwatt/kwollect/client_options.h"
 #include "src/kwollect/http.h"
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {

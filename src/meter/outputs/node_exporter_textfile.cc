@@ -1,7 +1,5 @@
 // textfile:PATH: the meter's rows for a node exporter's textfile collector, in Kwollect's
 // convention kwollect_custom{_metric_id="...",_timestamp="..."} (doc/meter.md, "Textfile").
-#include "src/meter/outputs/node_exporter_textfile.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 #include <cstring>
 
 #include "kwatt/core/text.h"
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {

@@ -1,11 +1,7 @@
-// OpenOutput: the output an --output spec names (kwatt/meter/outputs.h), opened by its own file.
-#include "src/meter/outputs/archive.h"
-#include "src/meter/outputs/csv_jsonl.h"
-#include "src/meter/outputs/influxdb.h"
-#include "src/meter/outputs/kwollect.h"
-#include "src/meter/outputs/node_exporter_textfile.h"
+// OpenOutput (kwatt/meter/outputs.h): the output an --output spec names, opened by its own file's
+// opener (openers.h).
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_spec.h"
-#include "src/meter/outputs/powerapi_files.h"
 
 namespace kwatt::meter {
 

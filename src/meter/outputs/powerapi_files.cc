@@ -1,9 +1,8 @@
 // PowerAPI's report formats (kwatt/meter/powerapi_reports.h) as an output of OpenOutput.
-#include "src/meter/outputs/powerapi_files.h"
-
 #include <mutex>
 
 #include "kwatt/meter/powerapi_reports.h"
+#include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter::internal {
