@@ -272,6 +272,11 @@ class ActivityReaderImpl : public ActivityReader {
   void EnumerateCgroups(const std::string& path, int depth, std::vector<std::string>* out);
   std::vector<PerfEventSpec> ProcessSpecs(int64_t pid, std::string_view name);
   std::vector<PerfEventSpec> CgroupSpecs(const std::string& path);
+  // Init's steps: the selected pids (as processes or trees) and command names, checked; the
+  // selected cgroups, checked and opened; the hardware counters of the trees and processes.
+  Status SelectProcesses();
+  Status SelectCgroups();
+  Status OpenSelectedCounters();
   Status ProbeCounters();
   void AddSamples(ActivitySnapshot* snapshot);
   // How much of `ancestor`'s growth of children time (cur index) is time counted already: what
@@ -311,6 +316,14 @@ Status ActivityReaderImpl::Init() {
   ActivitySnapshot probe;
   KWATT_RETURN_IF_ERROR(ReadMachine(&probe));
 
+  KWATT_RETURN_IF_ERROR(SelectProcesses());
+  scan_ = !trees_.empty() || !selection_.commands.empty() || selection_.all_processes;
+  KWATT_RETURN_IF_ERROR(SelectCgroups());
+  if (selection_.hardware_counters) KWATT_RETURN_IF_ERROR(OpenSelectedCounters());
+  return Status::OK();
+}
+
+Status ActivityReaderImpl::SelectProcesses() {
   for (int64_t pid : selection_.pids) {
     if (pid <= 0) {
       return Status::InvalidArgument("pid " + std::to_string(pid) +
@@ -367,8 +380,10 @@ Status ActivityReaderImpl::Init() {
           "', the name ps and /proc/PID/comm show");
     }
   }
-  scan_ = !trees_.empty() || !selection_.commands.empty() || selection_.all_processes;
+  return Status::OK();
+}
 
+Status ActivityReaderImpl::SelectCgroups() {
   if (selection_.cgroup_depth < 0) {
     return Status::InvalidArgument("cgroup depth " + std::to_string(selection_.cgroup_depth) +
                                    " is negative: give 0 (none) or more");
@@ -407,37 +422,38 @@ Status ActivityReaderImpl::Init() {
       target.selected = true;
     }
   }
+  return Status::OK();
+}
 
-  if (selection_.hardware_counters) {
-    KWATT_RETURN_IF_ERROR(ProbeCounters());
-    // The counters of the trees and selected processes count from now: a tree's on every
-    // process it has now, with `inherit`, so that what they start later is counted too.
-    if (!trees_.empty()) {
-      KWATT_RETURN_IF_ERROR(ScanProcesses());
-      IndexChildren();
+Status ActivityReaderImpl::OpenSelectedCounters() {
+  KWATT_RETURN_IF_ERROR(ProbeCounters());
+  // The counters of the trees and selected processes count from now: a tree's on every
+  // process it has now, with `inherit`, so that what they start later is counted too.
+  if (!trees_.empty()) {
+    KWATT_RETURN_IF_ERROR(ScanProcesses());
+    IndexChildren();
+  }
+  for (TreeTarget& tree : trees_) {
+    std::vector<int32_t> members;
+    if (const ProcessEntry* root = FindCurrent(tree.root)) {
+      members.push_back(int32_t(root - current_.data()));
     }
-    for (TreeTarget& tree : trees_) {
-      std::vector<int32_t> members;
-      if (const ProcessEntry* root = FindCurrent(tree.root)) {
-        members.push_back(int32_t(root - current_.data()));
+    std::vector<PerfEventSpec> specs;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const ProcessEntry& member = current_[members[i]];
+      for (PerfEventSpec& spec : ProcessSpecs(member.pid, member.name())) {
+        specs.push_back(std::move(spec));
       }
-      std::vector<PerfEventSpec> specs;
-      for (size_t i = 0; i < members.size(); ++i) {
-        const ProcessEntry& member = current_[members[i]];
-        for (PerfEventSpec& spec : ProcessSpecs(member.pid, member.name())) {
-          specs.push_back(std::move(spec));
-        }
-        auto [first, last] = Children(member.pid);
-        members.insert(members.end(), first, last);
-      }
-      if (specs.empty()) continue;  // it ended already: the tree will be absent
-      KWATT_RETURN_IF_ERROR(counters_.Open(std::move(specs), &tree.counters));
+      auto [first, last] = Children(member.pid);
+      members.insert(members.end(), first, last);
     }
-    current_.clear();
-    for (Identity identity : selected_processes_) {
-      CounterSet& set = process_counters_[identity];
-      KWATT_RETURN_IF_ERROR(counters_.Open(ProcessSpecs(identity.pid, ""), &set));
-    }
+    if (specs.empty()) continue;  // it ended already: the tree will be absent
+    KWATT_RETURN_IF_ERROR(counters_.Open(std::move(specs), &tree.counters));
+  }
+  current_.clear();
+  for (Identity identity : selected_processes_) {
+    CounterSet& set = process_counters_[identity];
+    KWATT_RETURN_IF_ERROR(counters_.Open(ProcessSpecs(identity.pid, ""), &set));
   }
   return Status::OK();
 }

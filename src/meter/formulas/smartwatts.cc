@@ -259,6 +259,47 @@ class SmartWattsFormula::Impl {
     return sum;
   }
 
+  // The package's frequency from its APERF/MPERF ratio; the base frequency, and *missing set,
+  // when the tick has no MPERF for the socket.
+  int PackageFrequencyMhz(const HwpcReport& all, int socket, bool* missing) const {
+    double aperf = 0, mperf = 0;
+    for (const HwpcCpuCounters* c : Counters(all, "msr", socket)) {
+      aperf += double(std::max<int64_t>(c->Get("APERF"), 0));
+      mperf += double(std::max<int64_t>(c->Get("MPERF"), 0));
+    }
+    if (mperf <= 0) {
+      *missing = true;
+      return options_.cpu_base_frequency_mhz;
+    }
+    return int(std::llround(double(options_.cpu_base_frequency_mhz) * aperf / mperf));
+  }
+
+  // The interval's shares of energy->measured_microjoules, by the layer's model as it stands:
+  // the intercept's energy as idle, each target's predicted power as its weight, and what the
+  // machine's predicted power leaves over the targets' as unattributed.
+  static void Share(const LayerModel& layer, double seconds,
+                    const std::vector<std::vector<double>>& target_rates,
+                    const std::vector<double>& machine_rates, DomainEnergy* energy) {
+    const int64_t idle = std::clamp<int64_t>(std::llround(layer.intercept * seconds * 1e6), 0,
+                                             energy->measured_microjoules);
+    energy->idle_microjoules = idle;
+    std::vector<int64_t> weights;
+    weights.reserve(target_rates.size() + 1);
+    double targets_watts = 0;
+    int64_t given = 0;
+    for (const auto& r : target_rates) {
+      double w = Dot(layer.coefficients, r);
+      targets_watts += w;
+      weights.push_back(std::llround(w * 1e6));  // microwatts
+      given += weights.back();
+    }
+    const double machine_watts = std::max(Dot(layer.coefficients, machine_rates), targets_watts);
+    weights.push_back(std::max<int64_t>(std::llround(machine_watts * 1e6) - given, 0));
+    std::vector<int64_t> parts = Apportion(energy->measured_microjoules - idle, weights);
+    for (size_t t = 0; t < target_rates.size(); ++t) energy->target_microjoules[t] = parts[t];
+    energy->unattributed_microjoules = parts.back();
+  }
+
   Status ProcessOldest() {
     auto node = pending_.extract(pending_.begin());
     const int64_t end_ms = node.key();
@@ -312,17 +353,7 @@ class SmartWattsFormula::Impl {
       const double watts = std::ldexp(double(units), -32) / seconds;
 
       // The package's frequency, and its layer.
-      double aperf = 0, mperf = 0;
-      for (const HwpcCpuCounters* c : Counters(*all, "msr", state.socket)) {
-        aperf += double(std::max<int64_t>(c->Get("APERF"), 0));
-        mperf += double(std::max<int64_t>(c->Get("MPERF"), 0));
-      }
-      int frequency = options_.cpu_base_frequency_mhz;
-      if (mperf > 0) {
-        frequency = int(std::llround(double(options_.cpu_base_frequency_mhz) * aperf / mperf));
-      } else {
-        frequency_missing = true;
-      }
+      const int frequency = PackageFrequencyMhz(*all, state.socket, &frequency_missing);
       const int layer_mhz = frequency / options_.layer_step_mhz * options_.layer_step_mhz;
 
       // Rates: the targets', and the machine's ("all", else the targets' sum).
@@ -343,26 +374,7 @@ class SmartWattsFormula::Impl {
         while (layer.errors.size() > size_t(options_.error_window)) layer.errors.pop_front();
         const double error = Aggregate(layer.errors, options_.error_aggregate);
 
-        // The interval's shares, by the model as it stands.
-        const int64_t idle = std::clamp<int64_t>(std::llround(layer.intercept * seconds * 1e6), 0,
-                                                 energy.measured_microjoules);
-        energy.idle_microjoules = idle;
-        std::vector<int64_t> weights;
-        weights.reserve(targets.size() + 1);
-        double targets_watts = 0;
-        int64_t given = 0;
-        for (const auto& r : target_rates) {
-          double w = Dot(layer.coefficients, r);
-          targets_watts += w;
-          weights.push_back(std::llround(w * 1e6));  // microwatts
-          given += weights.back();
-        }
-        const double machine_watts =
-            std::max(Dot(layer.coefficients, machine_rates), targets_watts);
-        weights.push_back(std::max<int64_t>(std::llround(machine_watts * 1e6) - given, 0));
-        std::vector<int64_t> parts = Apportion(energy.measured_microjoules - idle, weights);
-        for (size_t t = 0; t < targets.size(); ++t) energy.target_microjoules[t] = parts[t];
-        energy.unattributed_microjoules = parts.back();
+        Share(layer, seconds, target_rates, machine_rates, &energy);
 
         ModelInfo info;
         info.domain = int(d);
