@@ -19,8 +19,8 @@
 
 #include "kwatt/core/output_file.h"
 #include "kwatt/core/text.h"
-#include "src/meter/pipeline/bounded_queue.h"
 #include "src/meter/formulas/cputime_formula.h"
+#include "src/meter/pipeline/bounded_queue.h"
 #include "src/meter/pipeline/totals.h"
 
 namespace kwatt::meter {

@@ -16,8 +16,8 @@
 #include "src/core/test_temp_dir.h"
 #include "src/core/test_unprivileged.h"
 #include "src/meter/manual_clock.h"
-#include "src/meter/sources/rapl_internal.h"
 #include "src/meter/simulated_rapl.h"
+#include "src/meter/sources/rapl_internal.h"
 
 namespace kwatt::meter::rapl_test {
 namespace {
