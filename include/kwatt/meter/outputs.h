@@ -16,7 +16,7 @@
 // and the Prometheus exposition, served on --listen: a PrometheusExposition (the sink) and a
 // MetricsServer (the HTTP server, bound before the meter's threads start).
 //
-// Kwollect, the textfile, the archive and Prometheus share one set of series, named once
+// Kwollect, InfluxDB, the textfile, the archive and Prometheus share one set of series, named once
 // (doc/meter.md, "Metric names"): per domain its measured power and energy, and its shares (idle,
 // unattributed, each target, "other"); the N targets with the most energy lately have series of
 // their own, the others are summed as "other", and every energy counter only ever grows, whatever
