@@ -21,7 +21,7 @@
 #include "kwatt/archive/manifest.h"
 #include "kwatt/core/text.h"
 #include "src/archive/frames.h"
-#include "src/core/zstd_frame.h"
+#include "kwatt/core/zstd_frame.h"
 
 namespace kwatt::archive {
 

@@ -19,7 +19,7 @@
 
 #include "kwatt/core/text.h"
 #include "src/collect/subprocess.h"
-#include "src/core/yaml_json.h"
+#include "kwatt/core/yaml_json.h"
 
 namespace kwatt::collect {
 namespace {

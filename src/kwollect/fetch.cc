@@ -13,7 +13,7 @@
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/text.h"
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 #include "src/kwollect/fetcher.h"
 #include "src/kwollect/http.h"
 #include "src/kwollect/planner.h"

@@ -17,7 +17,7 @@
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
-#include "src/core/json_words.h"
+#include "kwatt/core/json_words.h"
 
 namespace kwatt::meter {
 

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "kwatt/core/text.h"
-#include "src/core/json_words.h"
+#include "kwatt/core/json_words.h"
 #include "src/server/jobs_spelling.h"
 
 namespace kwatt::server {

@@ -1,10 +1,10 @@
 // How messages name a JSON value's type to the person who wrote it: "a string", "a list"... for
-// the files kwatt reads (jobs files, testbed descriptions, metric descriptions). Internal;
-// header-only over nlohmann's json (a dependency of the parts that read such files).
-#ifndef KWATT_SRC_CORE_JSON_WORDS_H_
-#define KWATT_SRC_CORE_JSON_WORDS_H_
+// the files kwatt reads (jobs files, testbed descriptions, metric descriptions). Header-only and
+// generic over the JSON value type, so that the parts reading such files (with nlohmann's json)
+// share these words without this header naming a third-party type.
+#ifndef KWATT_CORE_JSON_WORDS_H_
+#define KWATT_CORE_JSON_WORDS_H_
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 namespace kwatt::internal {
@@ -12,25 +12,20 @@ namespace kwatt::internal {
 // A file written in JSON says "an object"; one written in YAML (read as JSON) "a mapping".
 enum class FileSyntax { kJson, kYaml };
 
-inline std::string JsonTypeName(const nlohmann::json& value, FileSyntax syntax) {
-  switch (value.type()) {
-    case nlohmann::json::value_t::null:
-      return "null";
-    case nlohmann::json::value_t::boolean:
-      return "a boolean";
-    case nlohmann::json::value_t::string:
-      return "a string";
-    case nlohmann::json::value_t::array:
-      return "a list";
-    case nlohmann::json::value_t::object:
-      return syntax == FileSyntax::kYaml ? "a mapping" : "an object";
-    case nlohmann::json::value_t::number_float:
-      return syntax == FileSyntax::kYaml ? "a number" : "a number with a fraction";
-    default:
-      return "a number";
+// `value` is a JSON value with nlohmann's json's predicates (is_null, is_boolean...).
+template <typename Json>
+std::string JsonTypeName(const Json& value, FileSyntax syntax) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_string()) return "a string";
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return syntax == FileSyntax::kYaml ? "a mapping" : "an object";
+  if (value.is_number_float()) {
+    return syntax == FileSyntax::kYaml ? "a number" : "a number with a fraction";
   }
+  return "a number";
 }
 
 }  // namespace kwatt::internal
 
-#endif  // KWATT_SRC_CORE_JSON_WORDS_H_
+#endif  // KWATT_CORE_JSON_WORDS_H_
