@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "kwatt/core/json_text.h"
-#include "kwatt/core/row_ids.h"
 #include "kwatt/core/json_words.h"
+#include "kwatt/core/row_ids.h"
 #include "kwatt/core/yaml_json.h"
 
 namespace kwatt::collect {

@@ -18,8 +18,8 @@
 #include <utility>
 
 #include "kwatt/core/text.h"
-#include "src/collect/subprocess.h"
 #include "kwatt/core/yaml_json.h"
+#include "src/collect/subprocess.h"
 
 namespace kwatt::collect {
 namespace {

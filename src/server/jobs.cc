@@ -9,8 +9,8 @@
 #include <span>
 #include <sstream>
 
-#include "kwatt/core/text.h"
 #include "kwatt/core/json_words.h"
+#include "kwatt/core/text.h"
 #include "src/server/jobs_spelling.h"
 
 namespace kwatt::server {
