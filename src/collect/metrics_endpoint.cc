@@ -1,6 +1,6 @@
 #include "kwatt/collect/metrics_endpoint.h"
 
-#include "src/http/hardened_server.h"
+#include "kwatt/http/hardened_server.h"
 
 namespace kwatt::collect {
 

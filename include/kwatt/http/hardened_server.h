@@ -21,8 +21,14 @@
 //
 // Thread safety: configure (routes, handlers) before Serve(); Shutdown() may be called from any
 // thread. Handlers run on the worker threads.
-#ifndef KWATT_SRC_HTTP_HARDENED_SERVER_H_
-#define KWATT_SRC_HTTP_HARDENED_SERVER_H_
+//
+// The one public header that names a third-party type: a HardenedServer is an httplib::Server,
+// whose users register handlers over httplib's Request and Response; hiding them would mean a
+// second request and response model for the same server. The parts that serve (server, collect,
+// the meter's outputs) include it; the CLI and the bindings do not (they use
+// kwatt/http/server_limits.h and the parts' own endpoints).
+#ifndef KWATT_HTTP_HARDENED_SERVER_H_
+#define KWATT_HTTP_HARDENED_SERVER_H_
 
 #include <httplib.h>
 
@@ -97,4 +103,4 @@ const std::vector<std::pair<std::string, std::string>>& SecurityHeaders();
 
 }  // namespace kwatt::http
 
-#endif  // KWATT_SRC_HTTP_HARDENED_SERVER_H_
+#endif  // KWATT_HTTP_HARDENED_SERVER_H_
