@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "kwatt/core/row_batch.h"
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
 

@@ -5,7 +5,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "kwatt/core/row_batch.h"
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 
 using kwatt::RowBatch;
 using kwatt::Status;

@@ -5,8 +5,8 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
+#include "kwatt/core/yaml_json.h"
 #include "kwatt/server/testbed.h"
-#include "src/core/yaml_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,7 +1,7 @@
 #include <tuple>
 
 #include "apps/kwatt/commands.h"
-#include "kwatt/archive/source.h"
+#include "kwatt/backup/row_source.h"
 
 namespace kwatt::cli {
 
@@ -10,7 +10,7 @@ Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const Qu
                                         kwollect::RowSink* sink,
                                         const kwollect::ProgressCallback& progress,
                                         bool metrics_are_candidates) {
-  archive::RowSource source;
+  backup::RowSource source;
   if (!archive_dir.empty()) {
     if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
     source.archive_dir = archive_dir;
@@ -31,7 +31,7 @@ Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const Qu
     KWATT_RETURN_IF_ERROR(ResolveQuery(args, &source.query, &source.options));
     source.query.check_metrics = source.query.check_metrics && !metrics_are_candidates;
   }
-  return archive::FeedSource(source, metrics, sink, progress);
+  return backup::FeedSource(source, metrics, sink, progress);
 }
 
 }  // namespace kwatt::cli

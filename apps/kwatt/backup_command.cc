@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "apps/kwatt/commands.h"
-#include "kwatt/archive/writer.h"
+#include "kwatt/backup/backup.h"
 
 #ifndef KWATT_VERSION
 #define KWATT_VERSION "0.0.0"
@@ -37,7 +37,7 @@ Runner RegisterBackup(CLI::App* app) {
       std::fprintf(stderr, "kwatt backup: %s\n", status.message().c_str());
       return ExitCodeOf(status);
     }
-    Result<archive::BackupOutcome> outcome = archive::Backup(
+    Result<backup::BackupOutcome> outcome = backup::Backup(
         options, query, args->dir, KWATT_VERSION, MakeProgress("kwatt backup", args->quiet),
         [&](bool resuming) {
           if (resuming && !args->quiet) {

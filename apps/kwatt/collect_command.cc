@@ -1,7 +1,6 @@
 // `kwatt collect --config DIR --store URI`: polls the devices of Kwollect's metric descriptions
 // into a store (doc/collect.md). `kwatt jobs add|list|end`: the store's jobs (which promote
 // optional metrics).
-#include <httplib.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,12 +14,12 @@
 #include "apps/kwatt/commands.h"
 #include "kwatt/collect/collector.h"
 #include "kwatt/collect/config.h"
+#include "kwatt/collect/metrics_endpoint.h"
 #include "kwatt/core/text.h"
 #include "kwatt/server/jobs.h"
 #include "kwatt/server/testbed.h"
 #include "kwatt/store/open_store.h"
 #include "kwatt/store/writer_lock.h"
-#include "src/http/hardened_server.h"
 
 namespace kwatt::cli {
 namespace {
@@ -308,17 +307,13 @@ Runner RegisterCollect(CLI::App* app) {
                   config->metrics.size(), config->files.size(), devices.size(), summary.c_str());
       return kExitOk;
     }
-    http::HardenedServer http;
+    std::unique_ptr<collect::MetricsEndpoint> endpoint;
     if (!args->listen.empty()) {
-      collect::Collector* c = collector->get();
-      http.Get("/metrics", [c](const httplib::Request&, httplib::Response& response) {
-        response.set_content(c->PrometheusText(), "text/plain; version=0.0.4");
-      });
-      Result<int> bound = http.Bind(listen_host, listen_port);
-      if (!bound.ok()) return Fail("collect", bound.status());
-      listen_port = *bound;
-      Status serving = http.Serve();
-      if (!serving.ok()) return Fail("collect", serving);
+      Result<std::unique_ptr<collect::MetricsEndpoint>> started =
+          collect::MetricsEndpoint::Start(collector->get(), listen_host, listen_port);
+      if (!started.ok()) return Fail("collect", started.status());
+      endpoint = std::move(*started);
+      listen_port = endpoint->port();
     }
     (*collector)->Start();
     if (!args->quiet) {
@@ -342,7 +337,7 @@ Runner RegisterCollect(CLI::App* app) {
       sigwait(&signals, &signal_number);
     }
     Status stopped = (*collector)->Stop();
-    http.Shutdown();
+    endpoint.reset();  // stops serving
     collect::CollectorStats stats = (*collector)->Stats();
     int64_t errors = 0, overruns = 0, polls = 0, late = 0;
     for (const auto& device : stats.devices) {

@@ -75,7 +75,7 @@ int Fail(const char* command, const Status& status);
 // "1.2 MB": bytes for people (powers of 1000).
 std::string HumanBytes(double bytes);
 
-// The rows of energy and stats: an archive directory's (archive::FeedSource) when `archive_dir` is
+// The rows of energy and stats: an archive directory's (backup::FeedSource) when `archive_dir` is
 // given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 // `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
 // check_metrics false), for energy's list of power sources.

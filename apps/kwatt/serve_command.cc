@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/http/server_limits.h"
 #include "kwatt/server/server.h"
-#include "src/http/hardened_server.h"
 
 namespace kwatt::cli {
 

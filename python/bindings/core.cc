@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "kwatt/archive/reader.h"
-#include "kwatt/archive/source.h"
-#include "kwatt/archive/writer.h"
+#include "kwatt/backup/backup.h"
+#include "kwatt/backup/row_source.h"
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/output_file.h"
@@ -413,13 +413,13 @@ py::dict Backup(const py::dict& client, const std::string& dir,
   kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   Watch watch{std::move(progress)};
-  Result<archive::BackupOutcome> outcome = Status::OK();
+  Result<backup::BackupOutcome> outcome = Status::OK();
   {
     py::gil_scoped_release release;
-    outcome = archive::Backup(options, query, dir, KWATT_VERSION, watch.Callback());
+    outcome = backup::Backup(options, query, dir, KWATT_VERSION, watch.Callback());
   }
   watch.RaiseIfInterrupted();
-  archive::BackupOutcome done = Unwrap(std::move(outcome));
+  backup::BackupOutcome done = Unwrap(std::move(outcome));
   py::dict d;
   d["dir"] = dir;
   d["already_complete"] = done.already_complete;
@@ -433,11 +433,11 @@ py::dict Backup(const py::dict& client, const std::string& dir,
 }
 
 // The source of energy() and stats(): an archive directory, or a query.
-archive::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
-                              const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                              std::optional<int64_t> end,
-                              std::optional<std::pair<std::string, int64_t>> job) {
-  archive::RowSource source;
+backup::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
+                             const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                             std::optional<int64_t> end,
+                             std::optional<std::pair<std::string, int64_t>> job) {
+  backup::RowSource source;
   source.archive_dir = archive_dir;
   if (archive_dir.empty()) source.options = MakeClientOptions(client);
   source.query = MakeQuery(nodes, start, end, job, {}, false);
@@ -471,7 +471,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
                 const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                 const std::string& metric, const std::string& baseline, double gap_factor,
                 py::object progress) {
-  archive::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   energy::EnergyOptions options;
   options.phases = MakePhases(phases);
@@ -486,7 +486,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   {
     py::gil_scoped_release release;
     report =
-        archive::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
+        backup::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
     if (report.ok()) result = sink.Compute(*report, options);
   }
   watch.RaiseIfInterrupted();
@@ -552,7 +552,7 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                py::object progress) {
-  archive::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   energy::StatsSink sink(MakePhases(phases));
   std::vector<energy::Role> role_list = MakeRoles(roles);
   Watch watch{std::move(progress)};
@@ -560,7 +560,7 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
   Result<std::vector<std::vector<energy::NodeStats>>> results = Status::OK();
   {
     py::gil_scoped_release release;
-    report = archive::FeedSource(source, metrics, &sink, watch.Callback());
+    report = backup::FeedSource(source, metrics, &sink, watch.Callback());
     if (report.ok()) results = sink.Results(role_list);
   }
   watch.RaiseIfInterrupted();

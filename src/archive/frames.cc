@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kwatt/archive/format.h"
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 
 namespace kwatt::archive::internal {
 

@@ -14,7 +14,7 @@
 
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
-#include "src/core/zstd_frame.h"
+#include "kwatt/core/zstd_frame.h"
 
 namespace kwatt::archive::internal {
 

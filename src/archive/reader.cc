@@ -16,7 +16,7 @@
 #include <tuple>
 
 #include "kwatt/archive/format.h"
-#include "kwatt/kwollect/node_name.h"
+#include "kwatt/core/node_name.h"
 #include "src/archive/read_internal.h"
 
 // How an archive is read.
@@ -72,7 +72,7 @@ Result<Selection> Select(const Manifest& m, const LoadOptions& options) {
   // Nodes: their files, in manifest order.
   std::set<std::string> wanted_nodes;
   for (const std::string& text : options.nodes) {
-    Result<kwollect::NodeName> name = kwollect::ParseNodeName(text);
+    Result<NodeName> name = ParseNodeName(text);
     if (!name.ok()) return name.status();
     std::string fqdn = name->Fqdn();
     bool found = std::any_of(m.files.begin(), m.files.end(),

@@ -8,9 +8,8 @@
 namespace kwatt::archive {
 
 Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
-                   std::optional<UnixNanos> start, std::optional<UnixNanos> end,
-                   kwollect::RowSink* sink, kwollect::FetchReport* resolved,
-                   const std::vector<kwollect::NodeName>& nodes) {
+                   std::optional<UnixNanos> start, std::optional<UnixNanos> end, RowSink* sink,
+                   FetchReport* resolved, const std::vector<NodeName>& nodes) {
   Result<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   if (!manifest->complete) {
@@ -21,8 +20,8 @@ Status FeedArchive(const std::string& dir, const std::vector<std::string>& metri
   if (!nodes.empty()) {  // the archive's rows of these nodes only, each of which it must hold
     std::vector<std::string> held;
     for (const ManifestNode& node : manifest->nodes) held.push_back(node.node);
-    std::vector<kwollect::NodeName> kept;
-    for (const kwollect::NodeName& node : nodes) {
+    std::vector<NodeName> kept;
+    for (const NodeName& node : nodes) {
       if (std::find(held.begin(), held.end(), node.Fqdn()) == held.end()) {
         std::string list;
         for (const std::string& fqdn : held) list += (list.empty() ? "" : ", ") + fqdn;
@@ -32,7 +31,7 @@ Status FeedArchive(const std::string& dir, const std::vector<std::string>& metri
       if (std::find(kept.begin(), kept.end(), node) == kept.end()) kept.push_back(node);
     }
     resolved->nodes = kept;
-    for (const kwollect::NodeName& node : kept) options.nodes.push_back(node.Fqdn());
+    for (const NodeName& node : kept) options.nodes.push_back(node.Fqdn());
   }
   // Only the metrics the archive holds: asking for one it lacks is not an error here.
   for (const auto& [metric, rows] : manifest->MetricRows()) {
@@ -56,23 +55,6 @@ Status FeedArchive(const std::string& dir, const std::vector<std::string>& metri
     resolved->rows += int64_t(batch.size());
   }
   return (*reader)->status();
-}
-
-Result<kwollect::FetchReport> FeedSource(const RowSource& source,
-                                         const std::vector<std::string>& metrics,
-                                         kwollect::RowSink* sink,
-                                         const kwollect::ProgressCallback& progress) {
-  if (!source.archive_dir.empty()) {
-    if (source.query.job) return Status::InvalidArgument("give an archive or a job, not both");
-    kwollect::FetchReport report;
-    KWATT_RETURN_IF_ERROR(
-        FeedArchive(source.archive_dir, metrics.empty() ? source.query.metrics : metrics,
-                    source.query.start, source.query.end, sink, &report, source.query.nodes));
-    return report;
-  }
-  kwollect::FetchQuery query = source.query;
-  if (!metrics.empty()) query.metrics = metrics;
-  return kwollect::Fetch(source.options, query, sink, progress);
 }
 
 }  // namespace kwatt::archive

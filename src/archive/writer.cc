@@ -20,8 +20,8 @@
 #include "kwatt/archive/lock.h"
 #include "kwatt/archive/manifest.h"
 #include "kwatt/core/text.h"
+#include "kwatt/core/zstd_frame.h"
 #include "src/archive/frames.h"
-#include "src/core/zstd_frame.h"
 
 namespace kwatt::archive {
 
@@ -70,7 +70,7 @@ Status WriteAtomically(const fs::path& path, const std::string& text) {
 }
 
 // The job of a --job backup as OAR told it (doc/archive_format.md).
-ordered_json JobJson(const kwollect::FetchReport& resolved) {
+ordered_json JobJson(const FetchReport& resolved) {
   ordered_json out;
   out["user"] = resolved.job_user;
   out["started_at"] = FormatUtcTimestamp(resolved.job_started);
@@ -505,8 +505,8 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
   return writer;
 }
 
-kwollect::FetchQuery ArchiveWriter::FetchQueryToRun(const kwollect::FetchQuery& asked) const {
-  kwollect::FetchQuery query = asked;
+FetchWindow ArchiveWriter::WindowToRun(const FetchWindow& asked) const {
+  FetchWindow query = asked;
   const Impl& impl = *impl_;
   if (!resuming_ || !impl.have_window) return query;
   // A job without an end is resolved again: it may have ended since (a longer window).
@@ -521,7 +521,7 @@ kwollect::FetchQuery ArchiveWriter::FetchQueryToRun(const kwollect::FetchQuery& 
   return query;
 }
 
-Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
+Status ArchiveWriter::Begin(const FetchReport& resolved) {
   Impl& impl = *impl_;
   if (impl.have_window) {
     if (resolved.end != impl.window_end && !impl.recording) {
@@ -561,7 +561,7 @@ Status ArchiveWriter::Begin(const kwollect::FetchReport& resolved) {
     window["end_ns"] = resolved.end;
     impl.manifest["window"] = window;
     ordered_json sites = ordered_json::array(), nodes = ordered_json::array();
-    for (const kwollect::NodeName& node : resolved.nodes) {
+    for (const NodeName& node : resolved.nodes) {
       if (std::find(sites.begin(), sites.end(), node.site) == sites.end())
         sites.push_back(node.site);
       nodes.push_back({{"node", node.Fqdn()},
@@ -644,7 +644,7 @@ Status ArchiveWriter::Write(std::string_view site, const RowBatch& batch,
   return impl.SyncAndJournal();
 }
 
-Status ArchiveWriter::Failed(const kwollect::FetchFailure& failure) {
+Status ArchiveWriter::Failed(const FetchFailure& failure) {
   Impl& impl = *impl_;
   for (const std::string& uid : failure.nodes) {
     Impl::File& file = impl.FileFor(failure.site, uid);
@@ -663,7 +663,7 @@ int64_t ArchiveWriter::bytes_written() const {
   return total;
 }
 
-Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
+Status ArchiveWriter::Finish(const FetchReport& report) {
   Impl& impl = *impl_;
   if (!impl.begun) return Status::Internal("ArchiveWriter::Finish before Begin");
   UnixNanos now = impl.now();
@@ -752,44 +752,6 @@ Status ArchiveWriter::Finish(const kwollect::FetchReport& report) {
   std::error_code error;
   fs::remove(impl.dir / kJournalName, error);
   return Status::OK();
-}
-
-}  // namespace kwatt::archive
-
-namespace kwatt::archive {
-
-Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
-                             const kwollect::FetchQuery& query, const std::string& dir,
-                             const std::string& kwatt_version,
-                             const kwollect::ProgressCallback& progress,
-                             const std::function<void(bool resuming)>& on_start) {
-  BackupQuery described;
-  described.api = UrlWithoutCredentials(options.api_url);  // never a credential in a manifest
-  for (const kwollect::NodeName& node : query.nodes) described.nodes.push_back(node.Fqdn());
-  described.job = query.job;
-  described.start = query.start;
-  described.end = query.end;
-  described.metrics = query.metrics;
-  described.summary = query.summary;
-  Result<std::unique_ptr<ArchiveWriter>> writer =
-      ArchiveWriter::Open(dir, described, kwatt_version);
-  if (!writer.ok()) return writer.status();
-  BackupOutcome outcome;
-  outcome.already_complete = (*writer)->already_complete();
-  outcome.resuming = (*writer)->resuming();
-  if (outcome.already_complete) {
-    outcome.bytes_written = (*writer)->bytes_written();
-    return outcome;
-  }
-  if (on_start) on_start(outcome.resuming);
-  Result<kwollect::FetchReport> report =
-      kwollect::Fetch(options, (*writer)->FetchQueryToRun(query), writer->get(), progress);
-  if (!report.ok()) return report.status();
-  outcome.report = std::move(*report);
-  outcome.finished = (*writer)->Finish(outcome.report);
-  outcome.rows_written = (*writer)->rows_written();
-  outcome.bytes_written = (*writer)->bytes_written();
-  return outcome;
 }
 
 }  // namespace kwatt::archive

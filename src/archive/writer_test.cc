@@ -15,9 +15,9 @@
 #include "kwatt/archive/lock.h"
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/reader.h"
+#include "kwatt/core/row_parser.h"
 #include "kwatt/core/time.h"
 #include "src/archive/test_files.h"
-#include "src/core/row_parser.h"
 #include "src/core/test_temp_dir.h"
 
 namespace kwatt::archive::writer_test {
@@ -53,9 +53,9 @@ BackupQuery Query() {
   return query;
 }
 
-kwollect::FetchReport Resolved() {
-  kwollect::FetchReport report;
-  report.nodes = {kwollect::NodeName{"nova-1", "lyon"}};
+FetchReport Resolved() {
+  FetchReport report;
+  report.nodes = {NodeName{"nova-1", "lyon"}};
   report.start = kT0;
   report.end = kT0 + 10 * kMinute;
   return report;
@@ -125,7 +125,7 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   WriterOptions options;
   options.recording = true;
   options.now = [] { return kT0 + kMinute; };  // the rows' end has not passed "now": no matter
-  kwollect::FetchReport begun = Resolved();
+  FetchReport begun = Resolved();
   begun.end = kT0;  // provisional
   {
     Result<std::unique_ptr<ArchiveWriter>> writer =
@@ -142,7 +142,7 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
       ArchiveWriter::Open(temp.archive(), query, "test", options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   EXPECT_TRUE((*writer)->resuming());
-  kwollect::FetchReport later = Resolved();
+  FetchReport later = Resolved();
   later.start = kT0 + 5 * kMinute;  // a restarted recording: its own start and end are ignored
   later.end = later.start;
   ASSERT_TRUE((*writer)->Begin(later).ok());
@@ -150,7 +150,7 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   RowBatch batch;
   MakeRows(kT0 + 5 * kMinute, kT0 + 6 * kMinute, &interner, &batch);
   ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
-  kwollect::FetchReport stopped = later;
+  FetchReport stopped = later;
   stopped.end = kT0 + 6 * kMinute;
   Status finished = (*writer)->Finish(stopped);
   ASSERT_TRUE(finished.ok()) << finished.ToString();
@@ -224,10 +224,10 @@ TEST(WriterTest, AManifestWithoutStartNsIsResumedFromItsStartText) {
   Result<std::unique_ptr<ArchiveWriter>> writer =
       ArchiveWriter::Open(temp.archive(), Query(), "test");
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  kwollect::FetchQuery asked;
+  FetchWindow asked;
   asked.start = kT0;
   asked.end = kT0 + 10 * kMinute;
-  EXPECT_EQ((*writer)->FetchQueryToRun(asked).end, kT0 + 10 * kMinute);
+  EXPECT_EQ((*writer)->WindowToRun(asked).end, kT0 + 10 * kMinute);
 }
 
 TEST(WriterTest, ADamagedManifestIsCorruptionNotACrash) {
@@ -478,11 +478,11 @@ TEST(WriterTest, AWindowEndingAfterNowStaysIncompleteAndResumable) {
 TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
   BackupQuery query;
   query.api = "http://127.0.0.1:1/stable";
-  query.job = kwollect::JobRef{"lyon", 1001};
+  query.job = BackupJob{"lyon", 1001};
   UnixNanos now = kT0 + 3 * kMinute + 30 * kNanosPerSecond;
   WriterOptions options;
   options.now = [&now] { return now; };
-  kwollect::FetchReport running = Resolved();
+  FetchReport running = Resolved();
   running.end = now;  // what the fetch resolves for a job without stopped_at
   TempDir temp;
   {
@@ -509,9 +509,8 @@ TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
       ArchiveWriter::Open(temp.archive(), query, "test", options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   EXPECT_TRUE((*writer)->resuming());
-  kwollect::FetchQuery asked;
-  asked.job = query.job;
-  kwollect::FetchQuery to_run = (*writer)->FetchQueryToRun(asked);
+  FetchWindow asked;  // the job's, resolved by the fetch
+  FetchWindow to_run = (*writer)->WindowToRun(asked);
   EXPECT_FALSE(to_run.end.has_value());  // the job is resolved again
   ASSERT_TRUE(to_run.start.has_value());
   ASSERT_EQ(Journal(temp.archive()).size(), 1u);

@@ -20,8 +20,8 @@
 
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/row_batch.h"
+#include "kwatt/core/row_parser.h"
 #include "kwatt/core/text.h"
-#include "src/core/row_parser.h"
 
 namespace kwatt::collect {
 namespace {

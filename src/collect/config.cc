@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/json_words.h"
 #include "kwatt/core/row_ids.h"
-#include "src/core/json_words.h"
-#include "src/core/yaml_json.h"
+#include "kwatt/core/yaml_json.h"
 
 namespace kwatt::collect {
 namespace {

@@ -1,11 +1,8 @@
 // The drivers over HTTP: Prometheus exporters and JSON documents (src/collect/drivers.h).
-#include <curl/curl.h>
-
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -13,6 +10,7 @@
 
 #include "kwatt/collect/prometheus_text.h"
 #include "kwatt/core/json_text.h"
+#include "kwatt/http/client.h"
 #include "src/collect/drivers.h"
 
 namespace kwatt::collect {
@@ -20,82 +18,59 @@ namespace {
 
 constexpr size_t kMaxBodyBytes = 64 << 20;  // an exporter's page is a few hundred kB
 
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 // One HTTP connection kept alive between polls.
 class HttpGetter {
  public:
   // `url`'s user and password, when given, are sent as HTTP basic authentication (an exporter
   // behind a web configuration).
-  explicit HttpGetter(const MetricUrl& url) {
-    GlobalInit();
-    easy_ = curl_easy_init();
-    if (easy_ && !url.user.empty()) {
-      curl_easy_setopt(easy_, CURLOPT_HTTPAUTH, long(CURLAUTH_BASIC));
-      curl_easy_setopt(easy_, CURLOPT_USERNAME, url.user.c_str());
-      curl_easy_setopt(easy_, CURLOPT_PASSWORD, url.password.c_str());
-    }
-  }
-  ~HttpGetter() {
-    if (easy_) curl_easy_cleanup(easy_);
-  }
-  HttpGetter(const HttpGetter&) = delete;
-  HttpGetter& operator=(const HttpGetter&) = delete;
+  explicit HttpGetter(const MetricUrl& url) : client_(SettingsFor(url)) {}
 
   // GETs `url` into `body`; `name` names the device in errors.
   Status Get(const std::string& url, std::chrono::steady_clock::time_point deadline,
              const std::string& name, std::string* body) {
-    if (!easy_) return Status::Internal("libcurl gave no handle");
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now())
                     .count();
     if (left <= 0) return Status::Unavailable(name + ": timed out before the request was sent");
     body->clear();
-    body_ = body;
-    curl_easy_setopt(easy_, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &HttpGetter::Write);
-    curl_easy_setopt(easy_, CURLOPT_WRITEDATA, this);
-    curl_easy_setopt(easy_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy_, CURLOPT_TIMEOUT_MS, long(left));
-    curl_easy_setopt(easy_, CURLOPT_CONNECTTIMEOUT_MS, long(left));
-    // Devices are on the site's own network: never through a proxy of the environment.
-    curl_easy_setopt(easy_, CURLOPT_PROXY, "");
-    curl_easy_setopt(easy_, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the exporter offers it
-    curl_easy_setopt(easy_, CURLOPT_USERAGENT, "kwatt-collect");
-    CURLcode code = curl_easy_perform(easy_);
-    body_ = nullptr;
-    if (code == CURLE_OPERATION_TIMEDOUT) {
-      return Status::Unavailable(name + ": timed out (" + std::to_string(left) + " ms)");
+    http::RequestLimits limits;
+    limits.timeout_ms = left;
+    limits.connect_timeout_ms = left;
+    limits.max_body_bytes = kMaxBodyBytes;
+    limits.fail_when_larger = true;
+    http::TransferError error;
+    Result<http::Response> response = client_.Get(url, limits, &error);
+    if (!response.ok()) {
+      if (error.reason.empty()) return response.status();  // no request was sent
+      switch (error.kind) {
+        case http::TransferError::Kind::kTimedOut:
+          return Status::Unavailable(name + ": timed out (" + std::to_string(left) + " ms)");
+        case http::TransferError::Kind::kTooLarge:
+          return Status::Unavailable(name + ": the answer is larger than " +
+                                     std::to_string(kMaxBodyBytes >> 20) + " MB");
+        case http::TransferError::Kind::kOther:
+          return Status::Unavailable(name + ": " + error.reason);
+      }
     }
-    if (code == CURLE_WRITE_ERROR && too_big_) {
-      return Status::Unavailable(name + ": the answer is larger than " +
-                                 std::to_string(kMaxBodyBytes >> 20) + " MB");
+    if (response->status != 200) {
+      return Status::Unavailable(name + ": answered HTTP " + std::to_string(response->status));
     }
-    if (code != CURLE_OK) return Status::Unavailable(name + ": " + curl_easy_strerror(code));
-    long status = 0;
-    curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &status);
-    if (status != 200) {
-      return Status::Unavailable(name + ": answered HTTP " + std::to_string(status));
-    }
+    *body = std::move(response->body);
     return Status::OK();
   }
 
  private:
-  static size_t Write(char* data, size_t size, size_t count, void* self_pointer) {
-    auto* self = static_cast<HttpGetter*>(self_pointer);
-    size_t bytes = size * count;
-    self->too_big_ = self->body_->size() + bytes > kMaxBodyBytes;
-    if (self->too_big_) return 0;
-    self->body_->append(data, bytes);
-    return bytes;
+  static http::ClientSettings SettingsFor(const MetricUrl& url) {
+    http::ClientSettings settings;
+    settings.user_agent = "kwatt-collect";
+    settings.username = url.user;
+    settings.password = url.password;
+    // Devices are on the site's own network: never through a proxy of the environment.
+    settings.use_proxy = false;
+    return settings;
   }
 
-  CURL* easy_ = nullptr;
-  std::string* body_ = nullptr;
-  bool too_big_ = false;
+  http::SmallClient client_;
 };
 
 std::string HostPort(const MetricUrl& url, int default_port) {

@@ -18,8 +18,8 @@
 #include <utility>
 
 #include "kwatt/core/text.h"
+#include "kwatt/core/yaml_json.h"
 #include "src/collect/subprocess.h"
-#include "src/core/yaml_json.h"
 
 namespace kwatt::collect {
 namespace {

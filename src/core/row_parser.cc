@@ -1,4 +1,4 @@
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 
 #include <algorithm>
 #include <bit>

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 
 namespace kwatt::row_table_test {
 namespace {

@@ -1,4 +1,4 @@
-#include "src/core/yaml_json.h"
+#include "kwatt/core/yaml_json.h"
 
 #include <gtest/gtest.h>
 

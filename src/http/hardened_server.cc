@@ -1,4 +1,4 @@
-#include "src/http/hardened_server.h"
+#include "kwatt/http/hardened_server.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

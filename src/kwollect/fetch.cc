@@ -12,10 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/core/catalogue.h"
+#include "kwatt/core/row_parser.h"
 #include "kwatt/core/text.h"
-#include "src/core/row_parser.h"
+#include "kwatt/http/transport.h"
+#include "kwatt/kwollect/http.h"
 #include "src/kwollect/fetcher.h"
-#include "src/kwollect/http.h"
 #include "src/kwollect/planner.h"
 
 namespace kwatt::kwollect {
@@ -46,17 +47,17 @@ bool IsBlank(const std::string& text) {
 }
 
 Result<json> GetJson(const ClientOptions& options, const std::string& url) {
-  Result<internal::SmallResponse> response = internal::GetSmall(options, url);
+  Result<http::Response> response = http::GetSmall(HttpSettings(options), url);
   if (!response.ok()) return response.status();
-  if (response->status != 200) return internal::HttpError(*response, url, options);
+  if (response->status != 200) return HttpError(*response, url, options);
   if (IsBlank(response->body)) {
-    return Status::Corruption("empty answer (HTTP 200 without a body) from " +
-                              internal::Redact(url) + ": is " + internal::Redact(options.api_url) +
+    return Status::Corruption("empty answer (HTTP 200 without a body) from " + http::Redact(url) +
+                              ": is " + http::Redact(options.api_url) +
                               " a Grid'5000 API? (e.g. https://api.grid5000.fr/stable)");
   }
   json doc = json::parse(response->body, nullptr, false);
   if (doc.is_discarded()) {
-    return Status::Corruption("malformed JSON from " + internal::Redact(url));
+    return Status::Corruption("malformed JSON from " + http::Redact(url));
   }
   return doc;
 }
@@ -84,13 +85,13 @@ Result<std::vector<std::string>> ListSites(const ClientOptions& options) {
       }
       if (!uids.empty()) return uids;
     }
-    problem = Status::NotFound("GET " + internal::Redact(url) + " lists no site");
+    problem = Status::NotFound("GET " + http::Redact(url) + " lists no site");
   }
   if (problem.code() != Status::Code::kNotFound && problem.code() != Status::Code::kCorruption) {
     return problem;
   }
   bool api_like = EndsWith(options.api_url, "/stable") || EndsWith(options.api_url, "/sid");
-  return Status::NotFound("the API URL " + internal::Redact(options.api_url) +
+  return Status::NotFound("the API URL " + http::Redact(options.api_url) +
                           " looks wrong: " + problem.message() +
                           (api_like ? std::string("")
                                     : "; it should end with /stable (e.g. "
@@ -191,8 +192,8 @@ Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchRe
 // An answer of the API whose JSON has fields of unexpected types: Corruption, never an exception
 // out of the library.
 Status UnexpectedAnswer(const ClientOptions& options, const json::exception& e) {
-  return Status::Corruption("unexpected answer from the API at " +
-                            internal::Redact(options.api_url) + ": " + e.what());
+  return Status::Corruption("unexpected answer from the API at " + http::Redact(options.api_url) +
+                            ": " + e.what());
 }
 
 Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
@@ -232,7 +233,7 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
           problem = "site " + site + " has no cluster \"" + info.cluster + "\"";
         } else {
           Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
-          if (!catalogue.ok()) return catalogue.status().WithContext(internal::Redact(url));
+          if (!catalogue.ok()) return catalogue.status().WithContext(http::Redact(url));
           lookup.catalogues.push_back({site + "/" + info.cluster, std::move(*catalogue)});
           Result<json> node_docs = GetJson(options, url + "/nodes");
           if (!node_docs.ok()) return node_docs.status();
@@ -424,7 +425,7 @@ constexpr size_t kHeldBytesLimit = 256u << 20;
 
 class Fetcher {
  public:
-  Fetcher(const ClientOptions& options, const FetchQuery& query, internal::Transport* transport,
+  Fetcher(const ClientOptions& options, const FetchQuery& query, http::Transport* transport,
           RowSink* sink, const ProgressCallback& progress, FetchReport* report)
       : options_(options),
         query_(query),
@@ -447,7 +448,7 @@ class Fetcher {
       sites_.push_back(std::move(site));
     }
     started_ = SteadySeconds();
-    std::vector<internal::TransferOutcome> done;
+    std::vector<http::TransferOutcome> done;
     while (true) {
       StartReady();
       int timeout_ms = 100;
@@ -457,7 +458,7 @@ class Fetcher {
       }
       done.clear();
       transport_->Poll(timeout_ms, &done);
-      for (internal::TransferOutcome& outcome : done) {
+      for (http::TransferOutcome& outcome : done) {
         auto node = transfers_.extract(outcome.id);
         if (node.empty()) continue;
         Complete(*node.mapped(), outcome);
@@ -501,10 +502,10 @@ class Fetcher {
 
   std::string UrlOf(const SiteQueue& site, const internal::PlannedRequest& plan) const {
     std::string url = options_.api_url + "/sites/" + site.site +
-                      "/metrics?nodes=" + internal::UrlEncode(Join(plan.uids)) +
+                      "/metrics?nodes=" + http::UrlEncode(Join(plan.uids)) +
                       "&start_time=" + FormatEpochSeconds(plan.start) +
                       "&end_time=" + FormatEpochSeconds(plan.end);
-    if (!plan.metrics.empty()) url += "&metrics=" + internal::UrlEncode(Join(plan.metrics));
+    if (!plan.metrics.empty()) url += "&metrics=" + http::UrlEncode(Join(plan.metrics));
     if (query_.summary) url += "&summary=true";
     return url;
   }
@@ -566,17 +567,17 @@ class Fetcher {
   // (down to a floor: 1 s, one node, one metric); transient failures (transport, cut or malformed
   // bodies, 429 after its Retry-After, 5xx that are not Kwollect's timeout) retried with backoff,
   // at most options.max_retries times; other answers failed at once.
-  void Complete(Transfer& t, internal::TransferOutcome& transferred) {
+  void Complete(Transfer& t, http::TransferOutcome& transferred) {
     Request& r = *t.request;
     SiteQueue& site = *t.site;
     --site.running;
     enum class Action { kDone, kRetry, kSplit, kFail } action;
     bool split_by_time = true;
     Status outcome;
-    internal::SmallResponse& response = transferred.response;
+    http::Response& response = transferred.response;
     if (response.status != 200) report_->bytes += int64_t(response.body.size());
     std::string url = MetricsUrl(site);
-    std::string where = internal::Redact(url);
+    std::string where = http::Redact(url);
     bool empty = transferred.body_bytes == 0;
     if (!t.parse_error.ok()) {
       action = Action::kRetry;
@@ -599,15 +600,15 @@ class Fetcher {
         outcome = Status::Corruption(what + where + ": " + finished.message());
       }
     } else {
-      outcome = internal::HttpError(response, url, options_);
+      outcome = HttpError(response, url, options_);
       if (response.status == 414) {
         action = Action::kSplit;  // the URL is too long for the server: fewer nodes or metrics
         split_by_time = false;
-      } else if (internal::IsKwollectTimeout(response.status, response.body)) {
+      } else if (IsKwollectTimeout(response.status, response.body)) {
         action = Action::kSplit;  // too much data: ask for less
-      } else if (response.retry_after_s > internal::kMaxRetryAfterSeconds) {
+      } else if (response.retry_after_s > http::kMaxRetryAfterSeconds) {
         action = Action::kFail;  // the message says how long the server asked to wait
-      } else if (internal::IsTransientStatus(response.status) || response.status >= 500) {
+      } else if (http::IsTransientStatus(response.status) || response.status >= 500) {
         action = Action::kRetry;  // not about the size: asking for less would not help
       } else {
         action = Action::kFail;
@@ -644,8 +645,8 @@ class Fetcher {
       } else {
         ++report_->retries;
         r.state = Request::State::kPending;
-        r.not_before =
-            SteadySeconds() + internal::RetryDelay(options_, r.attempts, response.retry_after_s);
+        r.not_before = SteadySeconds() +
+                       http::RetryDelay(HttpSettings(options_), r.attempts, response.retry_after_s);
         return;
       }
     }
@@ -946,7 +947,7 @@ class Fetcher {
   RowSink* sink_;
   const ProgressCallback& progress_;
   FetchReport* report_;
-  internal::Transport* transport_;
+  http::Transport* transport_;
   StringInterner interner_;
   std::vector<std::unique_ptr<SiteQueue>> sites_;
   std::map<int64_t, std::unique_ptr<Transfer>> transfers_;  // by transport id
@@ -964,7 +965,7 @@ class Fetcher {
 namespace internal {
 
 Status RunFetcher(const ClientOptions& options, const FetchQuery& query,
-                  std::vector<SitePlanInput> inputs, Transport* transport, RowSink* sink,
+                  std::vector<SitePlanInput> inputs, http::Transport* transport, RowSink* sink,
                   const ProgressCallback& progress, FetchReport* report) {
   Fetcher fetcher(options, query, transport, sink, progress, report);
   return fetcher.Run(std::move(inputs));
@@ -1033,7 +1034,7 @@ Result<FetchReport> FetchPlanned(const ClientOptions& options, const FetchQuery&
                                  RowSink* sink, const ProgressCallback& progress) {
   if (!sites.ok()) return sites.status();
   KWATT_RETURN_IF_ERROR(sink->Begin(report));
-  std::unique_ptr<internal::Transport> transport = internal::NewCurlTransport(options);
+  std::unique_ptr<http::Transport> transport = http::NewCurlTransport(HttpSettings(options));
   KWATT_RETURN_IF_ERROR(internal::RunFetcher(options, query, std::move(*sites), transport.get(),
                                              sink, progress, &report));
   return report;

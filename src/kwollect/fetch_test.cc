@@ -9,10 +9,15 @@
 #include <tuple>
 
 #include "kwatt/core/time.h"
+#include "kwatt/http/transport.h"
 #include "src/kwollect/fetcher.h"
 
 namespace kwatt::kwollect::internal::fetch_test {
 namespace {
+
+using http::BodySink;
+using http::TransferOutcome;
+using http::Transport;
 
 constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;  // 2025-04-18T12:00:00Z
 

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
+#include "kwatt/http/transport.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
 #include "src/kwollect/planner.h"
-#include "src/kwollect/transport.h"
 
 namespace kwatt::kwollect::internal {
 
@@ -32,7 +32,7 @@ struct SitePlanInput {
 // report->failures; report's counters filled. Fetch's contract for the sink and `progress`.
 // REQUIRES: ValidateClientOptions(options) is OK; `inputs` in output order.
 Status RunFetcher(const ClientOptions& options, const FetchQuery& query,
-                  std::vector<SitePlanInput> inputs, Transport* transport, RowSink* sink,
+                  std::vector<SitePlanInput> inputs, http::Transport* transport, RowSink* sink,
                   const ProgressCallback& progress, FetchReport* report);
 
 }  // namespace kwatt::kwollect::internal

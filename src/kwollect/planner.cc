@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "src/kwollect/http.h"
+#include "kwatt/http/client.h"
 
 namespace kwatt::kwollect::internal {
 
@@ -49,7 +49,7 @@ std::vector<std::vector<std::string>> GroupsForUrl(const std::vector<std::string
   std::vector<std::vector<std::string>> groups;
   size_t bytes = 0;
   for (const std::string& item : items) {
-    size_t size = UrlEncode(item).size();
+    size_t size = http::UrlEncode(item).size();
     size_t separator = 3;  // "%2C"
     if (groups.empty() || (!groups.back().empty() && bytes + separator + size > max_bytes)) {
       groups.emplace_back();

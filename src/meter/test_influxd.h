@@ -22,9 +22,8 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/kwollect/client_options.h"
+#include "kwatt/http/client.h"
 #include "src/collect/subprocess.h"
-#include "src/kwollect/http.h"
 
 namespace kwatt::testing {
 
@@ -88,17 +87,17 @@ class TestInfluxd {
 
   // The JSON answer of an InfluxQL query (on `db` when not empty), as admin when auth is on.
   Result<std::string> Query(const std::string& query, const std::string& db) const {
-    kwollect::ClientOptions options;
+    http::ClientSettings options;
     options.timeout_s = 30;
     if (options_.auth) {
       options.username = "admin";
       options.password = "secret";
     }
-    kwollect::internal::SmallClient client(options);
-    std::string body = "q=" + kwollect::internal::UrlEncode(query);
-    if (!db.empty()) body += "&db=" + kwollect::internal::UrlEncode(db);
+    http::SmallClient client(options);
+    std::string body = "q=" + http::UrlEncode(query);
+    if (!db.empty()) body += "&db=" + http::UrlEncode(db);
     KWATT_ASSIGN_OR_RETURN(
-        kwollect::internal::SmallResponse response,
+        http::Response response,
         client.Post(url() + "/query", body, "application/x-www-form-urlencoded"));
     if (response.status != 200) {
       return Status::IOError("query answered HTTP " + std::to_string(response.status) + ": " +
@@ -161,10 +160,10 @@ class TestInfluxd {
       std::string text = Log();
       if (std::regex_search(text, match, listening)) {
         port_ = std::stoi(match[1]);
-        kwollect::ClientOptions options;
+        http::ClientSettings options;
         options.timeout_s = 5;
-        kwollect::internal::SmallClient client(options);
-        Result<kwollect::internal::SmallResponse> ping = client.Get(url() + "/ping");
+        http::SmallClient client(options);
+        Result<http::Response> ping = client.Get(url() + "/ping");
         if (ping.ok() && ping->status == 204) return Status::OK();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

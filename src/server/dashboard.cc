@@ -13,8 +13,8 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/http/hardened_server.h"
 #include "kwatt/kwollect/text_sinks.h"
-#include "src/http/hardened_server.h"
 #include "src/server/downsample.h"
 #include "src/server/embedded_dashboard.h"
 

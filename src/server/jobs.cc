@@ -9,8 +9,8 @@
 #include <span>
 #include <sstream>
 
+#include "kwatt/core/json_words.h"
 #include "kwatt/core/text.h"
-#include "src/core/json_words.h"
 #include "src/server/jobs_spelling.h"
 
 namespace kwatt::server {

@@ -7,7 +7,7 @@
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/row_ids.h"
-#include "src/core/row_parser.h"
+#include "kwatt/core/row_parser.h"
 
 namespace kwatt::server::internal {
 

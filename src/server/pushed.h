@@ -36,7 +36,7 @@ inline constexpr int64_t kMaxPushedRows = 10'000'000;
 
 // What a pushed row's labels may be: nested at most kMaxLabelsDepth levels deep (the labels object
 // being level 1) and at most kMaxLabelsBytes of JSON, so that every client reads the row back
-// (kwatt's own reader takes 64 levels, the row included: src/core/row_parser.h) and a push cannot
+// (kwatt's own reader takes 64 levels, the row included: kwatt/core/row_parser.h) and a push cannot
 // make a parser or writer that recurses overflow its stack.
 inline constexpr int kMaxLabelsDepth = 32;
 inline constexpr size_t kMaxLabelsBytes = 64 * 1024;

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "kwatt/core/text.h"
+#include "kwatt/http/hardened_server.h"
 #include "kwatt/server/testbed.h"
-#include "src/http/hardened_server.h"
 #include "src/server/dashboard.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
@@ -113,7 +113,7 @@ bool SleepUnlessAbandoned(std::chrono::steady_clock::time_point until) {
   return true;
 }
 
-// The transport's limits (src/http/hardened_server.h) of a server with these options.
+// The transport's limits (kwatt/http/server_limits.h) of a server with these options.
 http::ServerLimits LimitsOf(const ServerOptions& options) {
   http::ServerLimits limits;
   limits.threads = options.threads;

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "src/core/yaml_json.h"
+#include "kwatt/core/yaml_json.h"
 #include "src/server/embedded_reference.h"
 #include "src/server/jobs_spelling.h"
 

@@ -1,5 +1,7 @@
 #include "src/store/block_codec.h"
 
+#include <zstd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "src/core/zstd_frame.h"
+#include "kwatt/core/zstd_frame.h"
 
 namespace kwatt::store::internal {
 

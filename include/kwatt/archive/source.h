@@ -1,6 +1,7 @@
-// Rows from a Kwollect query or from an archive, to a sink: what `kwatt energy` and `kwatt stats`
-// analyse, and the Python package's energy() and stats().
-// Thread safety: as Fetch and ArchiveReader (one sink, the calling thread).
+// An archive's rows to a sink, as a source of rows (backup::FeedSource: what `kwatt energy` and
+// `kwatt stats` analyse, the Python package's energy() and stats(); `kwatt meter`'s Kwollect
+// power replayed from an archive).
+// Thread safety: as ArchiveReader (one sink, the calling thread).
 #ifndef KWATT_ARCHIVE_SOURCE_H_
 #define KWATT_ARCHIVE_SOURCE_H_
 
@@ -8,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/kwollect/fetch.h"
 
 namespace kwatt::archive {
 
@@ -21,24 +22,8 @@ namespace kwatt::archive {
 // incomplete archive (naming the command that completes it), and ReadManifest's and
 // ArchiveReader's errors.
 Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
-                   std::optional<UnixNanos> start, std::optional<UnixNanos> end,
-                   kwollect::RowSink* sink, kwollect::FetchReport* resolved,
-                   const std::vector<kwollect::NodeName>& nodes = {});
-
-// Where rows come from: an archive directory when `archive_dir` is set (then query.start,
-// query.end and query.nodes, if set, narrow its window and nodes, and a job is refused), else the
-// query.
-struct RowSource {
-  std::string archive_dir;
-  kwollect::ClientOptions options;
-  kwollect::FetchQuery query;
-};
-
-// Feeds `sink` with the source's rows of `metrics` (empty: the query's, else every metric).
-Result<kwollect::FetchReport> FeedSource(const RowSource& source,
-                                         const std::vector<std::string>& metrics,
-                                         kwollect::RowSink* sink,
-                                         const kwollect::ProgressCallback& progress = {});
+                   std::optional<UnixNanos> start, std::optional<UnixNanos> end, RowSink* sink,
+                   FetchReport* resolved, const std::vector<NodeName>& nodes = {});
 
 }  // namespace kwatt::archive
 

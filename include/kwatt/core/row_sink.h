@@ -15,23 +15,12 @@
 #include <vector>
 
 #include "kwatt/core/catalogue.h"
+#include "kwatt/core/node_name.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 
 namespace kwatt {
-
-// A Grid'5000 node as Kwollect names it: its device id and its site. Parsing what users write
-// ("nova-1.lyon.grid5000.fr", KaVLAN and IPv6 names...) is kwollect::ParseNodeName's.
-struct NodeName {
-  std::string uid;   // the Kwollect device id: "nova-1"
-  std::string site;  // "lyon"
-
-  std::string Fqdn() const { return uid + "." + site + ".grid5000.fr"; }
-  // The cluster part of the uid: "nova" for "nova-1".
-  std::string Cluster() const;
-  bool operator==(const NodeName&) const = default;
-};
 
 // A piece of a query that could not be had.
 struct FetchFailure {

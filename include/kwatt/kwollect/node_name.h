@@ -1,26 +1,15 @@
-// Grid'5000 node names as users write them, and the Kwollect device id they stand for.
-//
-// Accepted: "nova-1.lyon.grid5000.fr" (FQDN), "nova-1-kavlan-4.lyon.grid5000.fr" and
-// "nova-1-ipv6.lyon.grid5000.fr" (KaVLAN and IPv6 names, mapped back to the node), and
-// "nova-1.lyon" (uid.site). A bare uid has no site and is refused with a hint.
-// Pure functions; thread-safe.
+// The Kwollect client's node names: Grid'5000's, core's (kwatt/core/node_name.h), under the
+// names the client's users know them by.
 #ifndef KWATT_KWOLLECT_NODE_NAME_H_
 #define KWATT_KWOLLECT_NODE_NAME_H_
 
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kwatt/core/row_sink.h"
-#include "kwatt/core/status.h"
+#include "kwatt/core/node_name.h"
 
 namespace kwatt::kwollect {
 
-using kwatt::NodeName;  // the type is core's (kwatt/core/row_sink.h)
-
-Result<NodeName> ParseNodeName(std::string_view text);
-// Parses a comma-separated list (spaces allowed), keeping the first occurrence of duplicates.
-Result<std::vector<NodeName>> ParseNodeList(std::string_view text);
+using kwatt::NodeName;
+using kwatt::ParseNodeList;
+using kwatt::ParseNodeName;
 
 }  // namespace kwatt::kwollect
 

@@ -3,8 +3,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "kwatt/kwollect/client_options.h"
-#include "src/kwollect/http.h"
+#include "kwatt/http/client.h"
 #include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
@@ -12,9 +11,8 @@ namespace kwatt::meter::internal {
 
 namespace {
 
-using kwollect::internal::SmallClient;
-using kwollect::internal::SmallResponse;
-using kwollect::internal::UrlEncode;
+using http::SmallClient;
+using http::UrlEncode;
 
 // A tag value as line protocol reads it back: ',', '=' and ' ' escaped; control characters (which
 // it cannot hold) and a final '\' (which would escape what follows) become '?'.
@@ -34,7 +32,7 @@ void AppendTagValue(std::string* out, std::string_view value) {
 std::string ScopeOf(const Domain& domain) { return domain.kind == "package" ? "cpu" : domain.kind; }
 
 // The server's reason: InfluxDB answers {"error": "..."}.
-std::string InfluxError(const SmallResponse& response) {
+std::string InfluxError(const http::Response& response) {
   nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
   std::string error;
   if (body.is_object() && body.contains("error") && body["error"].is_string()) {
@@ -53,7 +51,7 @@ std::string InfluxError(const SmallResponse& response) {
 class InfluxdbOutput : public HttpRowOutput {
  public:
   InfluxdbOutput(const OutputSpec& spec, const OutputOptions& options,
-                 const kwollect::ClientOptions& client)
+                 const http::ClientSettings& client)
       : HttpRowOutput(spec.shown, options),
         client_(client),
         write_url_(spec.url.Origin() + "/write?db=" + UrlEncode(spec.database) + "&precision=ns") {}
@@ -137,7 +135,7 @@ class InfluxdbOutput : public HttpRowOutput {
   }
 
   Status Send(const std::string& body) override {
-    Result<SmallResponse> response = client_.Post(write_url_, body, "text/plain; charset=utf-8");
+    Result<http::Response> response = client_.Post(write_url_, body, "text/plain; charset=utf-8");
     if (!response.ok()) return response.status();
     long status = response->status;
     if (status == 204 || status == 200) return Status::OK();
@@ -157,10 +155,10 @@ class InfluxdbOutput : public HttpRowOutput {
 // Pings the server, then makes sure the database exists (created when missing, as PowerAPI does).
 // A server that does not answer is a note: rows wait for it.
 Status Probe(const OutputSpec& spec, const OutputOptions& options,
-             const kwollect::ClientOptions& client_options, InfluxdbOutput* output) {
+             const http::ClientSettings& client_options, InfluxdbOutput* output) {
   SmallClient& client = output->client();
   std::string origin = spec.url.Origin();
-  Result<SmallResponse> ping = client.Get(origin + "/ping");
+  Result<http::Response> ping = client.Get(origin + "/ping");
   if (!ping.ok() || ping->status >= 500) {
     output->Note(spec.shown + ": the InfluxDB server does not answer (" +
                  (ping.ok() ? InfluxError(*ping) : ping.status().message()) +
@@ -171,7 +169,7 @@ Status Probe(const OutputSpec& spec, const OutputOptions& options,
     return Status::InvalidArgument("output '" + spec.shown + "': " + origin + "/ping answered " +
                                    InfluxError(*ping) + ": is it an InfluxDB 1.x server?");
   }
-  Result<SmallResponse> shown = client.Get(origin + "/query?q=" + UrlEncode("SHOW DATABASES"));
+  Result<http::Response> shown = client.Get(origin + "/query?q=" + UrlEncode("SHOW DATABASES"));
   if (!shown.ok()) return shown.status().WithContext("output '" + spec.shown + "'");
   if (shown->status == 401 || shown->status == 403) {
     return Status::Unauthenticated(
@@ -197,7 +195,7 @@ Status Probe(const OutputSpec& spec, const OutputOptions& options,
   std::string quoted = "\"";
   for (char c : spec.database) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
   quoted += "\"";
-  Result<SmallResponse> created =
+  Result<http::Response> created =
       client.Post(origin + "/query", "q=" + UrlEncode("CREATE DATABASE " + quoted),
                   "application/x-www-form-urlencoded");
   if (!created.ok()) return created.status().WithContext("output '" + spec.shown + "'");
@@ -218,8 +216,7 @@ Status Probe(const OutputSpec& spec, const OutputOptions& options,
 
 Result<std::unique_ptr<OutputSink>> OpenInfluxdbOutput(const OutputSpec& spec,
                                                        const OutputOptions& options) {
-  kwollect::ClientOptions client;
-  client.api_url = spec.url.Origin();
+  http::ClientSettings client;
   client.username = spec.url.username;
   client.password = spec.url.password;
   if (client.username.empty()) {

@@ -1,8 +1,9 @@
 // kwollect:URL: the meter's rows pushed as Kwollect custom metrics, POST /sites/SITE/metrics as
 // Grid'5000 and `kwatt serve --auth` take them (doc/meter.md, "Kwollect").
 #include "kwatt/core/json_text.h"
+#include "kwatt/http/client.h"
 #include "kwatt/kwollect/client_options.h"
-#include "src/kwollect/http.h"
+#include "kwatt/kwollect/http.h"
 #include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 
@@ -10,8 +11,7 @@ namespace kwatt::meter::internal {
 
 namespace {
 
-using kwollect::internal::SmallClient;
-using kwollect::internal::SmallResponse;
+using http::SmallClient;
 
 class KwollectOutput : public HttpRowOutput {
  public:
@@ -19,23 +19,22 @@ class KwollectOutput : public HttpRowOutput {
                  const kwollect::ClientOptions& client, std::string site, std::string node)
       : HttpRowOutput(std::move(name), options),
         client_options_(client),
-        client_(client),
+        client_(kwollect::HttpSettings(client)),
         site_url_(client.api_url + "/sites/" + site),
         node_(std::move(node)) {}
 
   // Whether the API knows the site (and takes the credentials); a note when it does not answer.
   Status Probe() {
-    Result<SmallResponse> answer = client_.Get(site_url_);
+    Result<http::Response> answer = client_.Get(site_url_);
     if (answer.ok() && answer->status == 200) return Status::OK();
     if (!answer.ok() || answer->status >= 500 || answer->status == 429) {
       AddNote(name_ + ": the API does not answer (" +
-              (answer.ok()
-                   ? kwollect::internal::HttpError(*answer, site_url_, client_options_).message()
-                   : answer.status().message()) +
+              (answer.ok() ? kwollect::HttpError(*answer, site_url_, client_options_).message()
+                           : answer.status().message()) +
               "): rows wait for it, " + std::to_string(options_.max_buffered_rows) + " at most");
       return Status::OK();
     }
-    Status error = kwollect::internal::HttpError(*answer, site_url_, client_options_);
+    Status error = kwollect::HttpError(*answer, site_url_, client_options_);
     if (answer->status == 404) {
       return Status::NotFound("output '" + name_ + "': the API has no such site (" +
                               error.message() + "): check the site in the URL (.../sites/SITE)");
@@ -76,10 +75,10 @@ class KwollectOutput : public HttpRowOutput {
 
   Status Send(const std::string& body) override {
     std::string url = site_url_ + "/metrics";
-    Result<SmallResponse> response = client_.Post(url, body, "application/json");
+    Result<http::Response> response = client_.Post(url, body, "application/json");
     if (!response.ok()) return response.status();
     if (response->status >= 200 && response->status < 300) return Status::OK();
-    Status error = kwollect::internal::HttpError(*response, url, client_options_);
+    Status error = kwollect::HttpError(*response, url, client_options_);
     if (response->status == 408) return Status::Unavailable(error.message());
     return error;
   }

@@ -15,11 +15,11 @@
 #include "kwatt/collect/config.h"
 #include "kwatt/collect/device.h"
 #include "kwatt/collect/prometheus_text.h"
+#include "kwatt/http/client.h"
 #include "kwatt/meter/outputs.h"
 #include "src/archive/test_files.h"
 #include "src/core/test_ports.h"
 #include "src/core/test_temp_dir.h"
-#include "src/kwollect/http.h"
 #include "src/meter/test_kwatt_binary.h"
 #include "src/meter/test_reports.h"
 
@@ -95,12 +95,12 @@ TEST(TextfileOutput, ANodeExporterServesItAndKwollectsScrapeReadsTheMetersRows) 
   ASSERT_TRUE(exporter.ok()) << exporter.status().ToString()
                              << " (Debian's prometheus-node-exporter: make deps)";
   std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
-  kwollect::ClientOptions client_options;
+  http::ClientSettings client_options;
   client_options.timeout_s = 5;
-  kwollect::internal::SmallClient client(client_options);
+  http::SmallClient client(client_options);
   bool up = false;
   for (int i = 0; i < 200 && !up; ++i) {
-    Result<kwollect::internal::SmallResponse> answer = client.Get(url);
+    Result<http::Response> answer = client.Get(url);
     up = answer.ok() && answer->status == 200;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "kwatt/core/text.h"
-#include "src/http/hardened_server.h"
+#include "kwatt/http/hardened_server.h"
 #include "src/meter/outputs/output_base.h"
 
 namespace kwatt::meter {

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "kwatt/collect/prometheus_text.h"
+#include "kwatt/http/client.h"
 #include "kwatt/meter/outputs.h"
 #include "src/collect/subprocess.h"
 #include "src/core/test_temp_dir.h"
-#include "src/kwollect/http.h"
 #include "src/meter/test_reports.h"
 
 namespace kwatt::meter::outputs_prometheus_test {
@@ -148,10 +148,10 @@ TEST(PrometheusExposition, CountersContinueFromTheirSavedState) {
   EXPECT_EQ(second.RestoreState("{").code(), Status::Code::kCorruption);
 }
 
-Result<kwollect::internal::SmallResponse> Get(const std::string& url) {
-  kwollect::ClientOptions options;
+Result<http::Response> Get(const std::string& url) {
+  http::ClientSettings options;
   options.timeout_s = 10;
-  kwollect::internal::SmallClient client(options);
+  http::SmallClient client(options);
   return client.Get(url);
 }
 
@@ -166,7 +166,7 @@ TEST(MetricsServer, ServesTheLastTextAndAScrapeNeverMakesANewOne) {
   (*server)->Serve();
   ASSERT_TRUE(exposition.Begin(header).ok());
   ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{ProcessTarget(1, "a"), 1000}})).ok());
-  Result<kwollect::internal::SmallResponse> scrape = Get((*server)->url());
+  Result<http::Response> scrape = Get((*server)->url());
   ASSERT_TRUE(scrape.ok()) << scrape.status().ToString();
   EXPECT_EQ(scrape->status, 200);
   EXPECT_EQ(scrape->body, exposition.Text());
@@ -195,7 +195,7 @@ TEST(MetricsServer, ScrapesWhileTheMeterWritesGetWholeTexts) {
     for (const IntervalReport& report : all) EXPECT_TRUE(exposition.Write(report).ok());
   });
   for (int i = 0; i < 40; ++i) {
-    Result<kwollect::internal::SmallResponse> scrape = Get((*server)->url());
+    Result<http::Response> scrape = Get((*server)->url());
     ASSERT_TRUE(scrape.ok());
     std::map<std::string, Sample> samples = Samples(scrape->body);  // reads whole, or fails
     EXPECT_TRUE(samples.count("kwatt_meter_info{sensor=nova-1,formula=cputime,idle_policy=none,}"));

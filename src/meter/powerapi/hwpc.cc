@@ -15,9 +15,9 @@
 #include <tuple>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/json_words.h"
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
-#include "src/core/json_words.h"
 
 namespace kwatt::meter {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "kwatt/archive/writer.h"
+#include "kwatt/backup/backup.h"
 #include "kwatt/kwollect/fetch.h"
 #include "kwatt/meter/meter.h"
 #include "kwatt/meter/replay.h"
@@ -189,7 +189,7 @@ TEST_F(KwollectPowerTest, AnArchiveGivesTheEnergiesTheLiveSourceGives) {
   query.start = now_ - 35 * kS;
   query.end = now_ - 1 * kS;
   const std::string archive_dir = (dir_.root() / "backup").string();
-  auto backup = archive::Backup(client, query, archive_dir, "test");
+  auto backup = backup::Backup(client, query, archive_dir, "test");
   ASSERT_TRUE(backup.ok()) << backup.status().ToString();
   ASSERT_TRUE(backup->finished.ok()) << backup->finished.ToString();
 
@@ -462,7 +462,7 @@ TEST_F(KwollectPowerTest, ARecordedExperimentSharesItsArchivedWattmeterEnergy) {
   query.start = now_ - 35 * kS;
   query.end = now_ - 1 * kS;
   const std::string archive_dir = (dir_.root() / "backup").string();
-  auto backup = archive::Backup(client, query, archive_dir, "test");
+  auto backup = backup::Backup(client, query, archive_dir, "test");
   ASSERT_TRUE(backup.ok() && backup->finished.ok()) << backup.status().ToString();
   auto wattmeter = OpenArchivePower(archive_dir, "nova-1.lyon");
   ASSERT_TRUE(wattmeter.ok()) << wattmeter.status().ToString();

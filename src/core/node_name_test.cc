@@ -1,8 +1,8 @@
-#include "kwatt/kwollect/node_name.h"
+#include "kwatt/core/node_name.h"
 
 #include <gtest/gtest.h>
 
-namespace kwatt::kwollect::node_name_test {
+namespace kwatt::node_name_test {
 namespace {
 
 TEST(ParseNodeName, EveryFormUsersWrite) {
@@ -51,4 +51,4 @@ TEST(ParseNodeList, KeepsOrderDropsDuplicates) {
 }
 
 }  // namespace
-}  // namespace kwatt::kwollect::node_name_test
+}  // namespace kwatt::node_name_test

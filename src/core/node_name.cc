@@ -1,11 +1,17 @@
-#include "kwatt/kwollect/node_name.h"
+#include "kwatt/core/node_name.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "kwatt/core/text.h"
 
-namespace kwatt::kwollect {
+namespace kwatt {
+
+std::string NodeName::Cluster() const {
+  size_t dash = uid.rfind('-');
+  return dash == std::string::npos ? uid : uid.substr(0, dash);
+}
+
 namespace {
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
@@ -86,4 +92,4 @@ Result<std::vector<NodeName>> ParseNodeList(std::string_view text) {
   return nodes;
 }
 
-}  // namespace kwatt::kwollect
+}  // namespace kwatt

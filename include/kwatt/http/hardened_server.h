@@ -21,8 +21,14 @@
 //
 // Thread safety: configure (routes, handlers) before Serve(); Shutdown() may be called from any
 // thread. Handlers run on the worker threads.
-#ifndef KWATT_SRC_HTTP_HARDENED_SERVER_H_
-#define KWATT_SRC_HTTP_HARDENED_SERVER_H_
+//
+// The one public header that names a third-party type: a HardenedServer is an httplib::Server,
+// whose users register handlers over httplib's Request and Response; hiding them would mean a
+// second request and response model for the same server. The parts that serve (server, collect,
+// the meter's outputs) include it; the CLI and the bindings do not (they use
+// kwatt/http/server_limits.h and the parts' own endpoints).
+#ifndef KWATT_HTTP_HARDENED_SERVER_H_
+#define KWATT_HTTP_HARDENED_SERVER_H_
 
 #include <httplib.h>
 
@@ -35,26 +41,9 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
+#include "kwatt/http/server_limits.h"
 
 namespace kwatt::http {
-
-// The most worker threads a server may have (`kwatt serve --threads`).
-inline constexpr int kMaxThreads = 256;
-
-struct ServerLimits {
-  int threads = 8;  // requests answered at once, 1 to kMaxThreads
-  // From a request's first byte to the end of its headers.
-  std::chrono::milliseconds header_timeout{10'000};
-  // From the end of the headers to the end of the body.
-  std::chrono::milliseconds body_timeout{60'000};
-  // For the client to take each write: the headers, each block of the body (at most 256 KiB for
-  // the server's streamed answers). A client that stops reading is cut after this.
-  std::chrono::milliseconds write_timeout{30'000};
-  // An idle connection (keep-alive, or opened and silent) is closed after this.
-  std::chrono::milliseconds keep_alive_timeout{2'000};
-  size_t keep_alive_max_requests = 1000;  // requests on one connection
-  size_t max_body_bytes = size_t(64) << 20;
-};
 
 class HardenedServer : public httplib::Server {
  public:
@@ -114,4 +103,4 @@ const std::vector<std::pair<std::string, std::string>>& SecurityHeaders();
 
 }  // namespace kwatt::http
 
-#endif  // KWATT_SRC_HTTP_HARDENED_SERVER_H_
+#endif  // KWATT_HTTP_HARDENED_SERVER_H_

@@ -1,12 +1,10 @@
 // Whole zstd frames, compressed with their content size and a checksum and decompressed into a
-// reused buffer: what the archive's data files and the store's blocks are made of. Internal to
-// kwatt's libraries (core), so that no part compresses or decompresses its own way.
+// reused buffer: what the archive's data files and the store's blocks are made of, in core so
+// that no part compresses or decompresses its own way. zstd's contexts stay in zstd_frame.cc.
 //
 // Thread safety: an encoder or a decoder belongs to one thread at a time.
-#ifndef KWATT_SRC_CORE_ZSTD_FRAME_H_
-#define KWATT_SRC_CORE_ZSTD_FRAME_H_
-
-#include <zstd.h>
+#ifndef KWATT_CORE_ZSTD_FRAME_H_
+#define KWATT_CORE_ZSTD_FRAME_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +28,8 @@ class ZstdFrameEncoder {
   Status Compress(std::string_view input, std::string* frame);
 
  private:
-  ZSTD_CCtx* cctx_;
+  struct Context;  // zstd's compression context
+  std::unique_ptr<Context> context_;
 };
 
 // Decompresses whole frames into a buffer of the frame's size, reused from call to call.
@@ -48,11 +47,12 @@ class ZstdFrameDecoder {
                     std::string_view* content);
 
  private:
-  ZSTD_DCtx* dctx_;
+  struct Context;  // zstd's decompression context
+  std::unique_ptr<Context> context_;
   std::unique_ptr<char[]> buffer_;
   size_t capacity_ = 0;
 };
 
 }  // namespace kwatt::internal
 
-#endif  // KWATT_SRC_CORE_ZSTD_FRAME_H_
+#endif  // KWATT_CORE_ZSTD_FRAME_H_

@@ -1,6 +1,6 @@
-// Incremental parser of Kwollect metrics response bodies into RowBatch columns. Internal to kwatt's
-// libraries, in core: the Kwollect client parses API answers with it and the archive its data
-// files, so that the archive needs nothing of the HTTP client.
+// Incremental parser of Kwollect metrics response bodies into RowBatch columns, in core: the
+// Kwollect client parses API answers with it, the archive its data files and the server pushed
+// rows, so that none of them needs another's code.
 //
 // A body is one JSON array of row objects (doc/kwollect_api.md section 3):
 //   [{"timestamp":"2025-04-18T18:55:33.754307+02:00","device_id":"ecotype-7",
@@ -31,8 +31,8 @@
 // Lines they name the line (counting from 1) instead of the row: "JSON Lines, line 3, byte 412:".
 //
 // Thread safety: none; a parser, its interner and its batches belong to one thread at a time.
-#ifndef KWATT_SRC_CORE_ROW_PARSER_H_
-#define KWATT_SRC_CORE_ROW_PARSER_H_
+#ifndef KWATT_CORE_ROW_PARSER_H_
+#define KWATT_CORE_ROW_PARSER_H_
 
 #include <array>
 #include <cstddef>
@@ -169,4 +169,4 @@ class RowStreamParser {
 
 }  // namespace kwatt::internal
 
-#endif  // KWATT_SRC_CORE_ROW_PARSER_H_
+#endif  // KWATT_CORE_ROW_PARSER_H_

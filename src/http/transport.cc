@@ -1,20 +1,26 @@
-#include "src/kwollect/transport.h"
+#include "kwatt/http/transport.h"
 
 #include <curl/curl.h>
 
 #include <map>
 
-namespace kwatt::kwollect::internal {
+#include "src/http/curl_easy.h"
+
+namespace kwatt::http {
 namespace {
+
+using internal::ConfigureEasy;
+using internal::EnsureCurlInitialised;
+using internal::ReadResponseInfo;
 
 constexpr size_t kErrorBodyLimit = 65536;
 
 class CurlTransport : public Transport {
  public:
-  explicit CurlTransport(const ClientOptions& options) : options_(options) {
+  explicit CurlTransport(const ClientSettings& settings) : settings_(settings) {
     EnsureCurlInitialised();
     multi_ = curl_multi_init();
-    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, long(options_.max_concurrency));
+    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, long(settings_.max_connections));
   }
 
   ~CurlTransport() override {
@@ -32,7 +38,7 @@ class CurlTransport : public Transport {
     handle->url = url;
     handle->easy = curl_easy_init();
     CURL* easy = handle->easy;
-    ConfigureEasy(easy, options_);
+    ConfigureEasy(easy, settings_);
     curl_easy_setopt(easy, CURLOPT_URL, handle->url.c_str());
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnData);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, handle.get());
@@ -112,7 +118,7 @@ class CurlTransport : public Transport {
     }
   }
 
-  const ClientOptions& options_;
+  const ClientSettings settings_;
   CURLM* multi_ = nullptr;
   std::map<CURL*, std::unique_ptr<Handle>> handles_;
   int64_t last_id_ = 0;
@@ -120,8 +126,8 @@ class CurlTransport : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> NewCurlTransport(const ClientOptions& options) {
-  return std::make_unique<CurlTransport>(options);
+std::unique_ptr<Transport> NewCurlTransport(const ClientSettings& settings) {
+  return std::make_unique<CurlTransport>(settings);
 }
 
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::http

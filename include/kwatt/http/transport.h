@@ -1,10 +1,10 @@
-// The HTTP layer under the fetcher, behind an interface (in the spirit of leveldb's Env), so that
-// the fetcher's retry, split, re-plan and ordered delivery can be unit-tested without a network.
-// Internal to the kwollect library.
+// Concurrent GETs of large answers streamed to sinks, behind an interface (in the spirit of
+// leveldb's Env), so that a user (the Kwollect fetcher: its retry, split, re-plan and ordered
+// delivery) can be unit-tested with a fake, without a network.
 //
 // Thread safety: a Transport is used by one thread at a time.
-#ifndef KWATT_SRC_KWOLLECT_TRANSPORT_H_
-#define KWATT_SRC_KWOLLECT_TRANSPORT_H_
+#ifndef KWATT_HTTP_TRANSPORT_H_
+#define KWATT_HTTP_TRANSPORT_H_
 
 #include <cstdint>
 #include <functional>
@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/kwollect/client_options.h"
-#include "src/kwollect/http.h"
+#include "kwatt/http/client.h"
 
-namespace kwatt::kwollect::internal {
+namespace kwatt::http {
 
 // Receives the body of a 200 answer as it arrives. A non-OK result aborts the transfer (it then
 // finishes with that status as its `transport` outcome).
@@ -29,7 +28,7 @@ struct TransferOutcome {
   // OK when an answer was received whole, whatever its status; else why not: Unavailable naming
   // the transport's reason (connection refused, connection cut...), or the BodySink's error.
   Status transport;
-  SmallResponse response;  // status, Location, Retry-After; `body`: a non-200's (first 64 kB)
+  Response response;       // status, Location, Retry-After; `body`: a non-200's (first 64 kB)
   int64_t body_bytes = 0;  // body bytes received, any status
 };
 
@@ -44,10 +43,10 @@ class Transport {
   virtual void Poll(int timeout_ms, std::vector<TransferOutcome>* done) = 0;
 };
 
-// libcurl's multi interface: at most options.max_concurrency connections, keep-alive, the
-// options' auth, TLS and timeouts (ConfigureEasy).
-std::unique_ptr<Transport> NewCurlTransport(const ClientOptions& options);
+// libcurl's multi interface: at most settings.max_connections connections, keep-alive, the
+// settings' auth, TLS, proxies and timeouts.
+std::unique_ptr<Transport> NewCurlTransport(const ClientSettings& settings);
 
-}  // namespace kwatt::kwollect::internal
+}  // namespace kwatt::http
 
-#endif  // KWATT_SRC_KWOLLECT_TRANSPORT_H_
+#endif  // KWATT_HTTP_TRANSPORT_H_

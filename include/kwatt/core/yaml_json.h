@@ -1,8 +1,9 @@
-// YAML documents read as JSON: for the description files kwatt reads (a store's testbed; later
-// Kwollect's metric description files), which people write in YAML and kwatt checks as JSON.
-// Internal to kwatt (yaml-cpp stays out of the public headers).
-#ifndef KWATT_SRC_CORE_YAML_JSON_H_
-#define KWATT_SRC_CORE_YAML_JSON_H_
+// YAML documents read as JSON: for the description files kwatt reads (a store's testbed, the
+// collector's configuration and metric descriptions), which people write in YAML and kwatt checks
+// as JSON.
+// libyaml does the reading, inside core; this header names none of its types.
+#ifndef KWATT_CORE_YAML_JSON_H_
+#define KWATT_CORE_YAML_JSON_H_
 
 #include <string>
 #include <string_view>
@@ -22,4 +23,4 @@ Result<std::string> YamlToJson(std::string_view yaml, const std::string& where);
 
 }  // namespace kwatt::internal
 
-#endif  // KWATT_SRC_CORE_YAML_JSON_H_
+#endif  // KWATT_CORE_YAML_JSON_H_
