@@ -68,7 +68,7 @@ def powerapi(targets: int, domains: int, reports: int, churn: bool, tmp: str) ->
 
 
 class Influxd:
-    """Debian's influxd 1.6 on 127.0.0.1, data in a temporary directory (as src/meter/test_influxd.h
+    """Debian's influxd 1.6 on 127.0.0.1, data in a temporary directory (as src/testing/influxd.h
     starts it for the unit tests)."""
 
     def __init__(self, tmp: str):

@@ -16,9 +16,9 @@
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/time.h"
-#include "src/archive/test_files.h"
 #include "src/core/row_parser.h"
-#include "src/core/test_temp_dir.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::archive::writer_test {
 namespace {

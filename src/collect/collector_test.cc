@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "kwatt/store/open_store.h"
-#include "src/core/test_ports.h"
-#include "src/core/test_temp_dir.h"
+#include "src/testing/ports.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::collect::collector_test {
 namespace {

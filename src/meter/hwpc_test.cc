@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "kwatt/meter/hwpc_simulation.h"
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::hwpc_test {
 namespace {

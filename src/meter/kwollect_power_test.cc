@@ -20,9 +20,9 @@
 #include "kwatt/server/jobs.h"
 #include "kwatt/server/server.h"
 #include "kwatt/server/testbed.h"
-#include "src/core/test_temp_dir.h"
-#include "src/meter/manual_clock.h"
-#include "src/meter/test_sources.h"
+#include "src/testing/manual_clock.h"
+#include "src/testing/meter_sources.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::kwollect_power_test {
 namespace {

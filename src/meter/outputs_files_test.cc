@@ -16,12 +16,12 @@
 #include "kwatt/collect/device.h"
 #include "kwatt/collect/prometheus_text.h"
 #include "kwatt/meter/outputs.h"
-#include "src/archive/test_files.h"
-#include "src/core/test_ports.h"
-#include "src/core/test_temp_dir.h"
 #include "src/kwollect/http.h"
-#include "src/meter/test_kwatt_binary.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/kwatt_binary.h"
+#include "src/testing/meter_reports.h"
+#include "src/testing/ports.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::outputs_files_test {
 namespace {

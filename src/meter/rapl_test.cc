@@ -13,11 +13,11 @@
 #include <random>
 
 #include "kwatt/meter/meter.h"
-#include "src/core/test_temp_dir.h"
-#include "src/core/test_unprivileged.h"
-#include "src/meter/manual_clock.h"
 #include "src/meter/rapl_internal.h"
 #include "src/meter/simulated_rapl.h"
+#include "src/testing/manual_clock.h"
+#include "src/testing/temp_dir.h"
+#include "src/testing/unprivileged.h"
 
 namespace kwatt::meter::rapl_test {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::simulated_rapl_test {
 namespace {

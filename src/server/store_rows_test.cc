@@ -10,10 +10,10 @@
 
 #include "kwatt/core/null_value.h"
 #include "kwatt/store/sqlite_store.h"
-#include "src/core/test_temp_dir.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
-#include "src/store/test_postgres.h"
+#include "src/testing/postgres.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::server::internal::store_rows_test {
 namespace {

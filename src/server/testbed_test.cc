@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::server::testbed_test {
 namespace {

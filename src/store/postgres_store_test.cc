@@ -1,5 +1,5 @@
 // The PostgreSQL engine, against a real PostgreSQL 15 cluster started for these tests
-// (src/store/test_postgres.h): one database per test.
+// (src/testing/postgres.h): one database per test.
 #include "kwatt/store/postgres_store.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/time.h"
 #include "kwatt/store/writer_lock.h"
-#include "src/store/test_postgres.h"
-#include "src/store/test_rows.h"
+#include "src/testing/postgres.h"
+#include "src/testing/store_rows.h"
 
 namespace kwatt::store::postgres_store_test {
 namespace {

@@ -20,9 +20,9 @@
 
 #include "kwatt/core/null_value.h"
 #include "kwatt/store/writer_lock.h"
-#include "src/archive/test_files.h"
-#include "src/core/test_temp_dir.h"
-#include "src/store/test_rows.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/store_rows.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::store::sqlite_store_test {
 namespace {

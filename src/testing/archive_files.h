@@ -1,6 +1,6 @@
 // Whole-file reads and writes for the archive's unit tests.
-#ifndef KWATT_SRC_ARCHIVE_TEST_FILES_H_
-#define KWATT_SRC_ARCHIVE_TEST_FILES_H_
+#ifndef KWATT_SRC_TESTING_ARCHIVE_FILES_H_
+#define KWATT_SRC_TESTING_ARCHIVE_FILES_H_
 
 #include <filesystem>
 #include <fstream>
@@ -23,4 +23,4 @@ inline void WriteFile(const std::filesystem::path& path, const std::string& byte
 
 }  // namespace kwatt::archive::test_files
 
-#endif  // KWATT_SRC_ARCHIVE_TEST_FILES_H_
+#endif  // KWATT_SRC_TESTING_ARCHIVE_FILES_H_

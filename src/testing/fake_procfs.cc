@@ -1,4 +1,4 @@
-#include "src/meter/fake_procfs.h"
+#include "src/testing/fake_procfs.h"
 
 #include <cstring>
 

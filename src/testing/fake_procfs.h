@@ -9,8 +9,8 @@
 // rename(2), so a reader never sees half a file.
 //
 // Thread safety: a FakeProcfs belongs to one thread; readers may read its files meanwhile.
-#ifndef KWATT_SRC_METER_FAKE_PROCFS_H_
-#define KWATT_SRC_METER_FAKE_PROCFS_H_
+#ifndef KWATT_SRC_TESTING_FAKE_PROCFS_H_
+#define KWATT_SRC_TESTING_FAKE_PROCFS_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -105,4 +105,4 @@ class FakeProcfs {
 
 }  // namespace kwatt::meter::testing
 
-#endif  // KWATT_SRC_METER_FAKE_PROCFS_H_
+#endif  // KWATT_SRC_TESTING_FAKE_PROCFS_H_

@@ -5,8 +5,8 @@
 // ChildProcess: its process group).
 //
 // A machine where `make deps` ran has influxd: a test that needs it fails there, never skips.
-#ifndef KWATT_SRC_METER_TEST_INFLUXD_H_
-#define KWATT_SRC_METER_TEST_INFLUXD_H_
+#ifndef KWATT_SRC_TESTING_INFLUXD_H_
+#define KWATT_SRC_TESTING_INFLUXD_H_
 
 #include <unistd.h>
 
@@ -181,4 +181,4 @@ class TestInfluxd {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_METER_TEST_INFLUXD_H_
+#endif  // KWATT_SRC_TESTING_INFLUXD_H_

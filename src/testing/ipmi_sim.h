@@ -13,8 +13,8 @@
 // level cannot be obtained for this user"); Url() carries it as the driver's URL option.
 //
 // A machine where `make deps` ran has ipmi_sim: a test that needs it fails there, never skips.
-#ifndef KWATT_SRC_COLLECT_TEST_IPMI_SIM_H_
-#define KWATT_SRC_COLLECT_TEST_IPMI_SIM_H_
+#ifndef KWATT_SRC_TESTING_IPMI_SIM_H_
+#define KWATT_SRC_TESTING_IPMI_SIM_H_
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -316,4 +316,4 @@ class TestIpmiSim {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_COLLECT_TEST_IPMI_SIM_H_
+#endif  // KWATT_SRC_TESTING_IPMI_SIM_H_

@@ -1,7 +1,7 @@
 // The kwatt command for tests that run it as a user would (the meter's outputs read back by
 // `kwatt serve`, `kwatt fetch`, `kwatt inspect`, `kwatt energy`): KWATT_BIN, else the build's.
-#ifndef KWATT_SRC_METER_TEST_KWATT_BINARY_H_
-#define KWATT_SRC_METER_TEST_KWATT_BINARY_H_
+#ifndef KWATT_SRC_TESTING_KWATT_BINARY_H_
+#define KWATT_SRC_TESTING_KWATT_BINARY_H_
 
 #include <chrono>
 #include <cstdlib>
@@ -62,4 +62,4 @@ class KwattServer {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_METER_TEST_KWATT_BINARY_H_
+#endif  // KWATT_SRC_TESTING_KWATT_BINARY_H_

@@ -8,8 +8,8 @@
 // it returns: a simulated sysfs tree follows the clock there.
 //
 // Thread safety: every member may be called from any thread.
-#ifndef KWATT_SRC_METER_MANUAL_CLOCK_H_
-#define KWATT_SRC_METER_MANUAL_CLOCK_H_
+#ifndef KWATT_SRC_TESTING_MANUAL_CLOCK_H_
+#define KWATT_SRC_TESTING_MANUAL_CLOCK_H_
 
 #include <condition_variable>
 #include <functional>
@@ -93,4 +93,4 @@ class ManualClock : public Clock {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_SRC_METER_MANUAL_CLOCK_H_
+#endif  // KWATT_SRC_TESTING_MANUAL_CLOCK_H_

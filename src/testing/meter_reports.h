@@ -6,8 +6,8 @@
 //   testing::ReportBuilder reports(header);                   // 1 s intervals from header.start
 //   IntervalReport first = reports.Next({30.0, 5.0}, {{testing::ProcessTarget(42, "python3"),
 //                                                      400'000}});
-#ifndef KWATT_SRC_METER_TEST_REPORTS_H_
-#define KWATT_SRC_METER_TEST_REPORTS_H_
+#ifndef KWATT_SRC_TESTING_METER_REPORTS_H_
+#define KWATT_SRC_TESTING_METER_REPORTS_H_
 
 #include <algorithm>
 #include <chrono>
@@ -137,4 +137,4 @@ class ReportBuilder {
 
 }  // namespace kwatt::meter::testing
 
-#endif  // KWATT_SRC_METER_TEST_REPORTS_H_
+#endif  // KWATT_SRC_TESTING_METER_REPORTS_H_

@@ -1,6 +1,6 @@
 // Sources and activity whose figures are known exactly, for the meter's tests. Internal.
-#ifndef KWATT_SRC_METER_TEST_SOURCES_H_
-#define KWATT_SRC_METER_TEST_SOURCES_H_
+#ifndef KWATT_SRC_TESTING_METER_SOURCES_H_
+#define KWATT_SRC_TESTING_METER_SOURCES_H_
 
 #include <atomic>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include "kwatt/meter/environment.h"
 #include "kwatt/meter/replay.h"
 #include "kwatt/meter/source.h"
-#include "src/meter/manual_clock.h"
+#include "src/testing/manual_clock.h"
 
 namespace kwatt::meter::testing {
 
@@ -160,4 +160,4 @@ inline Status RecordRateActivity(const std::string& path, const std::shared_ptr<
 
 }  // namespace kwatt::meter::testing
 
-#endif  // KWATT_SRC_METER_TEST_SOURCES_H_
+#endif  // KWATT_SRC_TESTING_METER_SOURCES_H_

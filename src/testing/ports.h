@@ -1,7 +1,7 @@
 // A TCP port for tests whose peer cannot be told to bind port 0 and say which it got (Debian's
 // prometheus-node-exporter, a server started again on the port it had).
-#ifndef KWATT_SRC_CORE_TEST_PORTS_H_
-#define KWATT_SRC_CORE_TEST_PORTS_H_
+#ifndef KWATT_SRC_TESTING_PORTS_H_
+#define KWATT_SRC_TESTING_PORTS_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,4 +30,4 @@ inline int FreeTcpPort() {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_CORE_TEST_PORTS_H_
+#endif  // KWATT_SRC_TESTING_PORTS_H_

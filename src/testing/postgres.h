@@ -4,8 +4,8 @@
 // with the object. initdb refuses root: as root, the programs run as `nobody`.
 //
 // A machine where `make deps` ran has PostgreSQL: a test that needs it fails there, never skips.
-#ifndef KWATT_SRC_STORE_TEST_POSTGRES_H_
-#define KWATT_SRC_STORE_TEST_POSTGRES_H_
+#ifndef KWATT_SRC_TESTING_POSTGRES_H_
+#define KWATT_SRC_TESTING_POSTGRES_H_
 
 #include <libpq-fe.h>
 #include <pwd.h>
@@ -138,4 +138,4 @@ class TestPostgres {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_STORE_TEST_POSTGRES_H_
+#endif  // KWATT_SRC_TESTING_POSTGRES_H_

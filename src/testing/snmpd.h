@@ -12,8 +12,8 @@
 // subtree finds nothing).
 //
 // A machine where `make deps` ran has snmpd: a test that needs it fails there, never skips.
-#ifndef KWATT_SRC_COLLECT_TEST_SNMPD_H_
-#define KWATT_SRC_COLLECT_TEST_SNMPD_H_
+#ifndef KWATT_SRC_TESTING_SNMPD_H_
+#define KWATT_SRC_TESTING_SNMPD_H_
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -265,4 +265,4 @@ class TestSnmpd {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_COLLECT_TEST_SNMPD_H_
+#endif  // KWATT_SRC_TESTING_SNMPD_H_

@@ -1,7 +1,7 @@
 // Rows as the store's tests see them (every field by value), and the helpers every engine's
 // tests share: batches from rows, rows from queries, what a query must give.
-#ifndef KWATT_SRC_STORE_TEST_ROWS_H_
-#define KWATT_SRC_STORE_TEST_ROWS_H_
+#ifndef KWATT_SRC_TESTING_STORE_ROWS_H_
+#define KWATT_SRC_TESTING_STORE_ROWS_H_
 
 #include <gtest/gtest.h>
 
@@ -112,4 +112,4 @@ inline void ExpectSound(Store& store) {
 
 }  // namespace kwatt::store::testing
 
-#endif  // KWATT_SRC_STORE_TEST_ROWS_H_
+#endif  // KWATT_SRC_TESTING_STORE_ROWS_H_

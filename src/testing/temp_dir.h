@@ -1,8 +1,8 @@
 // A temporary directory for unit tests: made empty on construction, removed with everything in it
 // on destruction. Its name holds the process id and a counter, so tests running in parallel
 // (ctest -j) never share one.
-#ifndef KWATT_SRC_CORE_TEST_TEMP_DIR_H_
-#define KWATT_SRC_CORE_TEST_TEMP_DIR_H_
+#ifndef KWATT_SRC_TESTING_TEMP_DIR_H_
+#define KWATT_SRC_TESTING_TEMP_DIR_H_
 
 #include <unistd.h>
 
@@ -46,4 +46,4 @@ inline std::filesystem::path ShmBase() {
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_CORE_TEST_TEMP_DIR_H_
+#endif  // KWATT_SRC_TESTING_TEMP_DIR_H_

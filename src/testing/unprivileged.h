@@ -1,8 +1,8 @@
 // For tests of what a user who is not root meets (a root-only file, a directory that cannot be
 // written): the tests run as root, which reads and writes anything, so the check runs in a forked
 // child that drops to `nobody`. Internal to the tests.
-#ifndef KWATT_SRC_CORE_TEST_UNPRIVILEGED_H_
-#define KWATT_SRC_CORE_TEST_UNPRIVILEGED_H_
+#ifndef KWATT_SRC_TESTING_UNPRIVILEGED_H_
+#define KWATT_SRC_TESTING_UNPRIVILEGED_H_
 
 #include <pwd.h>
 #include <sys/wait.h>
@@ -51,4 +51,4 @@ inline std::optional<std::string> RunAsNobody(const std::function<std::string()>
 
 }  // namespace kwatt::testing
 
-#endif  // KWATT_SRC_CORE_TEST_UNPRIVILEGED_H_
+#endif  // KWATT_SRC_TESTING_UNPRIVILEGED_H_

@@ -98,7 +98,7 @@ def port_is_free(port):
 
 class RunningPostgres:
     """A throwaway PostgreSQL cluster (Debian's, from `make deps`) listening on a Unix socket in
-    its own directory only, as src/store/test_postgres.h starts one for the C++ tests: initdb
+    its own directory only, as src/testing/postgres.h starts one for the C++ tests: initdb
     refuses root, so as root it runs as `nobody`."""
 
     def __init__(self, directory):

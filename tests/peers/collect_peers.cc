@@ -1,6 +1,6 @@
 // The collector's real peers for the Python integration tests and the benchmarks: Debian's snmpd
 // and OpenIPMI's ipmi_sim, started on free 127.0.0.1 ports exactly as the C++ tests start them
-// (src/collect/test_snmpd.h, src/collect/test_ipmi_sim.h), so that their configuration is written
+// (src/testing/snmpd.h, src/testing/ipmi_sim.h), so that their configuration is written
 // once.
 //
 //   kwatt_collect_peers snmpd [--ports N] [--override OID TYPE VALUE]...
@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "src/collect/test_ipmi_sim.h"
-#include "src/collect/test_snmpd.h"
+#include "src/testing/ipmi_sim.h"
+#include "src/testing/snmpd.h"
 
 namespace {
 
