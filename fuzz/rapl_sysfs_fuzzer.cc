@@ -14,8 +14,8 @@
 
 #include "fuzz/fuzz_util.h"
 #include "kwatt/meter/rapl.h"
+#include "kwatt/simulate/simulated_rapl.h"
 #include "src/meter/rapl_internal.h"
-#include "src/meter/simulated_rapl.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/testbed.h"
 #include "src/core/yaml_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

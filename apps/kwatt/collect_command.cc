@@ -16,8 +16,8 @@
 #include "kwatt/collect/collector.h"
 #include "kwatt/collect/config.h"
 #include "kwatt/core/text.h"
-#include "kwatt/server/jobs.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/jobs/job.h"
+#include "kwatt/simulate/testbed.h"
 #include "kwatt/store/open_store.h"
 #include "kwatt/store/writer_lock.h"
 #include "src/http/hardened_server.h"
@@ -55,9 +55,9 @@ struct JobsArgs {
 // The nodes of a job of `site` as `--nodes` names them (nova-1, nova-1.lyon,
 // nova-1.lyon.grid5000.fr): their uids, each once, each a node of the site in `testbed`.
 Result<std::vector<std::string>> JobNodes(const std::string& list, const std::string& site,
-                                          const server::Testbed& testbed,
+                                          const simulate::Testbed& testbed,
                                           const std::string& testbed_file) {
-  const server::Site* known = testbed.FindSite(site);
+  const simulate::Site* known = testbed.FindSite(site);
   if (!known) {
     std::string sites;
     for (const auto& other : testbed.sites()) sites += (sites.empty() ? "" : ", ") + other->uid;
@@ -71,7 +71,7 @@ Result<std::vector<std::string>> JobNodes(const std::string& list, const std::st
   std::vector<std::string> uids;
   for (const std::string& text : SplitCommaList(list)) {
     std::string quoted = "--nodes: \"" + text + "\"";
-    std::optional<server::JobNodeName> name = server::SplitJobNodeName(text);
+    std::optional<jobs::JobNodeName> name = jobs::SplitJobNodeName(text);
     if (!name) {
       return Status::InvalidArgument(quoted +
                                      " is not a node name: give a node uid (nova-1) or FQDN "
@@ -97,7 +97,7 @@ Result<std::vector<std::string>> JobNodes(const std::string& list, const std::st
 // The jobs `kwatt jobs add` is asked to add, checked (ids, times, nodes) before the store is
 // opened.
 Result<std::vector<store::Job>> JobsToAdd(const JobsArgs& args, bool id_given, UnixNanos now) {
-  server::Testbed::Options testbed_options;
+  simulate::Testbed::Options testbed_options;
   testbed_options.description_file = args.testbed;
   std::vector<store::Job> jobs;
   if (!args.from.empty()) {
@@ -106,11 +106,11 @@ Result<std::vector<store::Job>> JobsToAdd(const JobsArgs& args, bool id_given, U
           "--from takes its jobs' sites, ids and nodes from the file: "
           "give no --site, --id or --nodes with it");
     }
-    KWATT_ASSIGN_OR_RETURN(server::JobSet set, server::JobSet::Load(args.from));
+    KWATT_ASSIGN_OR_RETURN(jobs::JobSet set, jobs::JobSet::Load(args.from));
     // Its sites and nodes checked against the testbed's, as the server checks a jobs file.
-    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<server::Testbed> testbed,
-                           server::Testbed::Build(testbed_options, set));
-    for (const server::Job& simulated : testbed->jobs().jobs) {
+    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> testbed,
+                           simulate::Testbed::Build(testbed_options, set));
+    for (const jobs::Job& simulated : testbed->jobs().jobs) {
       store::Job job;
       job.site = simulated.site;
       job.id = simulated.uid;
@@ -142,8 +142,8 @@ Result<std::vector<store::Job>> JobsToAdd(const JobsArgs& args, bool id_given, U
   job.site = args.site;
   job.user = args.user;
   job.id = args.id;
-  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<server::Testbed> testbed,
-                         server::Testbed::Build(testbed_options, server::JobSet()));
+  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> testbed,
+                         simulate::Testbed::Build(testbed_options, jobs::JobSet()));
   KWATT_ASSIGN_OR_RETURN(job.nodes, JobNodes(args.nodes, args.site, *testbed, args.testbed));
   job.types = SplitCommaList(args.types);
   for (const std::string& type : job.types) {

@@ -1,4 +1,4 @@
-#include "kwatt/server/jobs.h"
+#include "kwatt/jobs/job.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,9 +11,8 @@
 
 #include "kwatt/core/text.h"
 #include "src/core/json_words.h"
-#include "src/server/jobs_spelling.h"
 
-namespace kwatt::server {
+namespace kwatt::jobs {
 
 using nlohmann::json;
 
@@ -51,27 +50,6 @@ std::optional<JobNodeName> SplitJobNodeName(std::string_view text) {
   name.site = std::string(rest);
   return name;
 }
-
-namespace internal {
-
-std::string NearestSpelling(std::string_view word, std::span<const std::string_view> known) {
-  std::string nearest;
-  size_t best = std::numeric_limits<size_t>::max();
-  bool tied = false;  // another candidate is as near: no guess (wattmetre1-port99: 19 or 29?)
-  for (std::string_view candidate : known) {
-    size_t distance = EditDistance(word, candidate);
-    if (distance < best) {
-      best = distance;
-      nearest = std::string(candidate);
-      tied = false;
-    } else if (distance == best) {
-      tied = true;
-    }
-  }
-  return best <= 2 && best < word.size() && !tied ? nearest : std::string();
-}
-
-}  // namespace internal
 
 namespace {
 
@@ -119,7 +97,7 @@ class Reader {
                        std::span<const std::string_view> known) const {
     for (const auto& [key, value] : object.items()) {
       if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-      std::string nearest = internal::NearestSpelling(key, known);
+      std::string nearest = NearestSpelling(key, known);
       std::string list;
       for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
       return Bad(PathOf(where, key),
@@ -486,4 +464,4 @@ const Job* JobSet::Find(std::string_view site, int64_t uid) const {
   return nullptr;
 }
 
-}  // namespace kwatt::server
+}  // namespace kwatt::jobs

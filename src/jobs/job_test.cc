@@ -1,11 +1,11 @@
-#include "kwatt/server/jobs.h"
+#include "kwatt/jobs/job.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-namespace kwatt::server::jobs_test {
+namespace kwatt::jobs::job_test {
 namespace {
 
 // A jobs file whose jobs[1] has `field` set to `value` (JSON text).
@@ -289,4 +289,4 @@ TEST(SplitJobNodeName, GivesTheUidAndTheSiteNamedWithIt) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::jobs_test
+}  // namespace kwatt::jobs::job_test

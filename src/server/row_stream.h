@@ -16,7 +16,7 @@
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "src/server/series.h"
+#include "kwatt/simulate/series.h"
 
 namespace kwatt::server::internal {
 
@@ -86,8 +86,8 @@ class RowStream : public MetricsAnswer {
  public:
   // Rows of `series` with start <= timestamp <= end and timestamp <= now; in summary mode, one
   // row per series and 5-minute bucket whose start is within [start, end].
-  RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNanos end, UnixNanos now,
-            bool summary);
+  RowStream(std::vector<simulate::OutputSeries> series, UnixNanos start, UnixNanos end,
+            UnixNanos now, bool summary);
 
   // Computed without generating the rows.
   Result<int64_t> CountRows() override;
@@ -106,10 +106,10 @@ class RowStream : public MetricsAnswer {
     UnixNanos t = 0;    // time of sample k
   };
   bool Advance(size_t series_index);  // moves cursor to its next sample; false when exhausted
-  void WriteRow(std::string* out, const OutputSeries& series, UnixNanos t, double value);
+  void WriteRow(std::string* out, const simulate::OutputSeries& series, UnixNanos t, double value);
   bool NextSummary(std::string* out, size_t limit);  // until out->size() >= limit
 
-  std::vector<OutputSeries> series_;
+  std::vector<simulate::OutputSeries> series_;
   UnixNanos lo_, hi_;  // [lo, hi)
   bool summary_;
   bool started_ = false, finished_ = false;

@@ -1,4 +1,4 @@
-#include "src/server/embedded_reference.h"
+#include "src/simulate/embedded_reference.h"
 
 // Each file is pulled in by the assembler (.incbin), which is fast and needs no generator. The
 // directory comes from CMake as KWATT_REFERENCE_DIR.
@@ -23,7 +23,7 @@ KWATT_EMBED(kwatt_ref_nancy_gros, "clusters/nancy-gros.json")
 KWATT_EMBED(kwatt_ref_nantes_ecotype, "clusters/nantes-ecotype.json")
 KWATT_EMBED(kwatt_ref_rennes_paradoxe, "clusters/rennes-paradoxe.json")
 
-namespace kwatt::server::internal {
+namespace kwatt::simulate::internal {
 
 const std::vector<std::pair<std::string_view, std::string_view>>& EmbeddedReferenceFiles() {
 #define KWATT_FILE(symbol, file) \
@@ -44,4 +44,4 @@ const std::vector<std::pair<std::string_view, std::string_view>>& EmbeddedRefere
   return files;
 }
 
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::simulate::internal

@@ -1,4 +1,4 @@
-#include "kwatt/meter/hwpc_simulation.h"
+#include "kwatt/simulate/hwpc_simulation.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-namespace kwatt::meter {
+namespace kwatt::simulate {
 
 namespace {
 
@@ -332,7 +332,7 @@ HwpcSimulator::~HwpcSimulator() = default;
 const HwpcSimulation& HwpcSimulator::simulation() const { return state_->sim; }
 int64_t HwpcSimulator::ticks() const { return state_->ticks; }
 
-bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth>* truth) {
+bool HwpcSimulator::Next(std::vector<meter::HwpcReport>* reports, std::vector<HwpcTruth>* truth) {
   State& s = *state_;
   const HwpcSimulation& sim = s.sim;
   reports->clear();
@@ -398,7 +398,7 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
 
   const int64_t period_ns = sim.period_ms * 1000000;
   auto core_counters = [&](const std::vector<size_t>& workloads, int c) {
-    HwpcCpuCounters counters;
+    meter::HwpcCpuCounters counters;
     counters.group = "core";
     counters.socket = c / sim.cpus_per_socket;
     counters.cpu = c;
@@ -408,15 +408,15 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
       for (size_t g : workloads) total += count(g, c, event);
       counters.events.emplace_back(event, std::llround(total * running));
     }
-    counters.events.emplace_back(std::string(kHwpcTimeEnabled), period_ns);
-    counters.events.emplace_back(std::string(kHwpcTimeRunning),
+    counters.events.emplace_back(std::string(meter::kHwpcTimeEnabled), period_ns);
+    counters.events.emplace_back(std::string(meter::kHwpcTimeRunning),
                                  std::llround(double(period_ns) * running));
     std::sort(counters.events.begin(), counters.events.end());
     return counters;
   };
 
   // "all": rapl on each socket's first CPU, msr and core on every CPU.
-  HwpcReport all;
+  meter::HwpcReport all;
   all.timestamp_ms = end_ms;
   all.sensor = sim.sensor;
   all.target = "all";
@@ -426,13 +426,13 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
     double true_watts = model.idle_watts;
     for (size_t g = 0; g < groups; ++g) true_watts += dynamic[g][size_t(socket)];
     double reported = std::max(0.0, true_watts + sim.noise_watts * s.Gaussian());
-    HwpcCpuCounters rapl;
+    meter::HwpcCpuCounters rapl;
     rapl.group = "rapl";
     rapl.socket = socket;
     rapl.cpu = socket * sim.cpus_per_socket;
     rapl.events = {{"RAPL_ENERGY_PKG", std::llround(std::ldexp(reported * period, 32))},
-                   {std::string(kHwpcTimeEnabled), period_ns},
-                   {std::string(kHwpcTimeRunning), period_ns}};
+                   {std::string(meter::kHwpcTimeEnabled), period_ns},
+                   {std::string(meter::kHwpcTimeRunning), period_ns}};
     std::sort(rapl.events.begin(), rapl.events.end());
     all.counters.push_back(rapl);
 
@@ -450,7 +450,7 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
   for (int c = 0; c < cpus; ++c) {
     double total_busy = 0;
     for (size_t g = 0; g < groups; ++g) total_busy += busy[g][size_t(c)];
-    HwpcCpuCounters msr;
+    meter::HwpcCpuCounters msr;
     msr.group = "msr";
     msr.socket = c / sim.cpus_per_socket;
     msr.cpu = c;
@@ -458,8 +458,8 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
     msr.events = {{"APERF", std::llround(double(mperf) * hz / base_hz)},
                   {"MPERF", mperf},
                   {"TSC", std::llround(base_hz * period)},
-                  {std::string(kHwpcTimeEnabled), period_ns},
-                  {std::string(kHwpcTimeRunning), period_ns}};
+                  {std::string(meter::kHwpcTimeEnabled), period_ns},
+                  {std::string(meter::kHwpcTimeRunning), period_ns}};
     std::sort(msr.events.begin(), msr.events.end());
     all.counters.push_back(msr);
     all.counters.push_back(core_counters(everything, c));
@@ -467,7 +467,7 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
   (void)all.Normalize();
   reports->push_back(std::move(all));
   for (size_t g = 0; g < sim.cgroups.size(); ++g) {
-    HwpcReport r;
+    meter::HwpcReport r;
     r.timestamp_ms = end_ms;
     r.sensor = sim.sensor;
     r.target = sim.cgroups[g].name;
@@ -478,4 +478,4 @@ bool HwpcSimulator::Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth
   return true;
 }
 
-}  // namespace kwatt::meter
+}  // namespace kwatt::simulate

@@ -1,10 +1,10 @@
-#include "kwatt/server/node_model.h"
+#include "kwatt/simulate/node_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-namespace kwatt::server {
+namespace kwatt::simulate {
 namespace {
 
 constexpr double kRipple1Watts = 0.8, kRipple1Period = 37.0;
@@ -52,24 +52,25 @@ uint64_t HashText(std::string_view text, uint64_t seed) {
   return HashMix(h);
 }
 
-LoadProfile LoadProfile::ForNode(std::string_view site, std::string_view uid, const JobSet& jobs) {
+LoadProfile LoadProfile::ForNode(std::string_view site, std::string_view uid,
+                                 const jobs::JobSet& jobs) {
   struct Step {
     UnixNanos t;
     Levels levels;
   };
   std::vector<Step> steps;
-  std::vector<const Job*> mine;
-  for (const Job& job : jobs.jobs) {
+  std::vector<const jobs::Job*> mine;
+  for (const jobs::Job& job : jobs.jobs) {
     if (job.site == site && job.HasNode(uid)) mine.push_back(&job);
   }
   std::sort(mine.begin(), mine.end(),
-            [](const Job* a, const Job* b) { return a->started_at < b->started_at; });
-  for (const Job* job : mine) {
+            [](const jobs::Job* a, const jobs::Job* b) { return a->started_at < b->started_at; });
+  for (const jobs::Job* job : mine) {
     UnixNanos end = job->EffectiveEnd();
     UnixNanos t = job->started_at;
     size_t index = 0;
     while (t < end) {
-      const LoadPhase& phase = job->phases[index];
+      const jobs::LoadPhase& phase = job->phases[index];
       steps.push_back({t, {phase.cpu, phase.network, phase.gpu}});
       t += phase.duration_ns;
       if (++index == job->phases.size()) {
@@ -201,4 +202,4 @@ double NodeModel::EnergyJoules(UnixNanos a, UnixNanos b) const {
 
 double NodeModel::EnergySinceEpochJoules(UnixNanos t) const { return EnergyJoules(kModelEpoch, t); }
 
-}  // namespace kwatt::server
+}  // namespace kwatt::simulate

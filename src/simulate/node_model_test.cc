@@ -1,18 +1,19 @@
-#include "kwatt/server/node_model.h"
+#include "kwatt/simulate/node_model.h"
 
 #include <gtest/gtest.h>
 
-namespace kwatt::server::node_model_test {
+namespace kwatt::simulate::node_model_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1745000000LL * kNanosPerSecond;
 
-JobSet OneJob() {
-  auto jobs = JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":7,"nodes":["nova-1.lyon.grid5000.fr"],
+jobs::JobSet OneJob() {
+  auto jobs =
+      jobs::JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":7,"nodes":["nova-1.lyon.grid5000.fr"],
     "started_at":1745000000,"stopped_at":1745000600,
     "phases":[{"name":"idle","duration":100,"cpu":0},{"name":"busy","duration":200,"cpu":1,
               "network":0.5}], "repeat_phases":true}]})",
-                            "test");
+                          "test");
   EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
   return std::move(*jobs);
 }
@@ -56,19 +57,20 @@ TEST(NodeModel, EnergyIsTheIntegralOfPower) {
   EXPECT_GT(node.PowerWatts(kT0 + 200 * kNanosPerSecond), 170);
 }
 
-TEST(JobSet, ErrorsNameTheProblem) {
-  auto missing = JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":1,"started_at":1}]})", "f.json");
+TEST(jobs::JobSet, ErrorsNameTheProblem) {
+  auto missing =
+      jobs::JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":1,"started_at":1}]})", "f.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("jobs file f.json: jobs[0].nodes is required"),
             std::string::npos)
       << missing.status().message();
-  auto level = JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],
+  auto level = jobs::JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":1,"nodes":["nova-1"],
     "started_at":1,"phases":[{"duration":5,"cpu":2}]}]})",
-                             "f.json");
+                                   "f.json");
   ASSERT_FALSE(level.ok());
   EXPECT_NE(level.status().message().find("cpu must be between 0 and 1"), std::string::npos);
-  EXPECT_FALSE(JobSet::Parse("[", "f.json").ok());
+  EXPECT_FALSE(jobs::JobSet::Parse("[", "f.json").ok());
 }
 
 }  // namespace
-}  // namespace kwatt::server::node_model_test
+}  // namespace kwatt::simulate::node_model_test

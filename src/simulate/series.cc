@@ -1,4 +1,4 @@
-#include "src/server/series.h"
+#include "kwatt/simulate/series.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "kwatt/core/json_text.h"
 #include "src/server/row_stream.h"
 
-namespace kwatt::server::internal {
+namespace kwatt::simulate {
 namespace {
 
 constexpr UnixNanos kForever = std::numeric_limits<int64_t>::max() / 4;
@@ -352,7 +352,7 @@ struct Builder {
         entry.IsPrometheusGroup() && entry.name.find("default") != std::string::npos;
     std::vector<std::pair<UnixNanos, UnixNanos>> on;
     if (optional > 0) {
-      for (const Job* job : node.jobs) {
+      for (const jobs::Job* job : node.jobs) {
         if (MonitorEnables(job->types, entry.name) || MonitorEnables(job->types, metric_id) ||
             (exporter_default && JobRunsNodeExporter(job->types))) {
           UnixNanos begin = job->started_at, end = job->EffectiveEnd();
@@ -378,7 +378,7 @@ struct Builder {
   // Removes the samples of the outages that silence this series; marks those of the outages that
   // make it report NaN.
   void ApplyOutages(OutputSeries* series, const std::vector<std::string>& devices) const {
-    for (const Outage& outage : testbed.jobs().outages) {
+    for (const jobs::Outage& outage : testbed.jobs().outages) {
       if (outage.site != site.uid) continue;
       if (!outage.metric.empty() && outage.metric != series->metric_id) continue;
       if (std::find(devices.begin(), devices.end(), outage.device) == devices.end()) continue;
@@ -486,7 +486,7 @@ void AddPrometheus(const Builder& b, const CatalogueEntry& entry, const std::str
   const std::string& uid = b.node.uid;
   bool gpu_exporter = id.rfind("DCGM_", 0) == 0;
   std::string sampler = uid + (gpu_exporter ? "-dcgm" : "-exporter");
-  auto emit = [&](const LabelList& labels, internal::Source source) {
+  auto emit = [&](const LabelList& labels, Source source) {
     b.Emit(uid, metric_id, labels, {}, {source}, sampler, false, timeline);
   };
   if (gpu_exporter) {
@@ -685,4 +685,4 @@ std::vector<OutputSeries> SeriesOfDevice(const Testbed& testbed, const Site& sit
   return out;
 }
 
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::simulate

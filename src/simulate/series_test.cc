@@ -1,4 +1,4 @@
-#include "src/server/series.h"
+#include "kwatt/simulate/series.h"
 
 #include <gtest/gtest.h>
 
@@ -6,17 +6,17 @@
 
 #include "src/server/row_stream.h"
 
-namespace kwatt::server::internal::series_test {
+namespace kwatt::simulate::series_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1745000000LL * kNanosPerSecond;
 constexpr UnixNanos kNow = 1800000000LL * kNanosPerSecond;
 
 std::unique_ptr<Testbed> MakeTestbed() {
-  auto jobs = JobSet::Parse(R"({"jobs":[{"site":"grenoble","uid":1,"nodes":["yeti-1"],
+  auto jobs = jobs::JobSet::Parse(R"({"jobs":[{"site":"grenoble","uid":1,"nodes":["yeti-1"],
     "started_at":1745000000,"stopped_at":1745000600,"types":["monitor=wattmetre"],
     "phases":[{"duration":300,"cpu":1}]}]})",
-                            "test");
+                                  "test");
   EXPECT_TRUE(jobs.ok());
   auto testbed = Testbed::Build({}, std::move(*jobs));
   EXPECT_TRUE(testbed.ok()) << testbed.status().ToString();
@@ -103,4 +103,4 @@ TEST(RowStream, CountEqualsRowsAndOrderIsByTime) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::internal::series_test
+}  // namespace kwatt::simulate::series_test

@@ -1,5 +1,5 @@
 // The simulated RAPL machine (simulated_rapl.h).
-#include "src/meter/simulated_rapl.h"
+#include "kwatt/simulate/simulated_rapl.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,10 +15,10 @@
 
 #include "kwatt/core/output_file.h"
 
-namespace kwatt::meter {
+namespace kwatt::simulate {
 
 namespace fs = std::filesystem;
-using rapl_internal::Microjoules;
+using meter::rapl_internal::Microjoules;
 using i128 = __int128;
 
 namespace {
@@ -206,7 +206,7 @@ struct SimulatedRapl::State {
     const Zone& counter = z.mirror_of ? *z.mirror_of : z;
     if (z.malformed) return *z.malformed;
     uint64_t raw = CountSinceReset(counter) % counter.spec.counter_range;
-    uint64_t reported = rapl_internal::CountToMicrojoules(raw, counter.spec.unit.reported);
+    uint64_t reported = meter::rapl_internal::CountToMicrojoules(raw, counter.spec.unit.reported);
     std::string digits = std::to_string(reported);
     if (int(digits.size()) < z.width) digits.insert(0, size_t(z.width) - digits.size(), '0');
     return digits + "\n";
@@ -295,12 +295,12 @@ struct SimulatedRapl::State {
 
 namespace {
 
-class SimulatedPerfEvents : public PerfEvents {
+class SimulatedPerfEvents : public meter::PerfEvents {
  public:
   explicit SimulatedPerfEvents(std::weak_ptr<SimulatedRapl::State> state)
       : state_(std::move(state)) {}
 
-  Result<int> Open(const PerfEventSpec& spec) override {
+  Result<int> Open(const meter::PerfEventSpec& spec) override {
     auto state = state_.lock();
     if (!state) return Status::NotFound("the simulated machine is gone");
     const std::string what = "perf_event_open of " + spec.name + " (simulated)";
@@ -338,7 +338,7 @@ class SimulatedPerfEvents : public PerfEvents {
                             ")");
   }
 
-  Result<PerfCount> Read(int handle) override {
+  Result<meter::PerfCount> Read(int handle) override {
     auto state = state_.lock();
     if (!state || handle < 0 || size_t(handle) >= state->counters.size() ||
         !state->counters[size_t(handle)].open) {
@@ -348,7 +348,7 @@ class SimulatedPerfEvents : public PerfEvents {
     const auto& z = state->zones[c.zone];
     uint64_t counts = SimulatedRapl::State::CountSinceStart(z) - c.start_count;
     uint64_t enabled = uint64_t(state->now - c.opened_at);
-    return PerfCount{counts << z.spec.unit.perf_shift, enabled, enabled};
+    return meter::PerfCount{counts << z.spec.unit.perf_shift, enabled, enabled};
   }
 
   void Close(int handle) override {
@@ -421,7 +421,7 @@ Result<std::unique_ptr<SimulatedRapl>> SimulatedRapl::Create(const std::string& 
       return Status::InvalidArgument("two simulated zones are " + z.domain);
     }
     z.link = classes + "/" + z.id;
-    z.max_range = rapl_internal::MaxEnergyRange(spec.counter_range, spec.unit.reported);
+    z.max_range = meter::rapl_internal::MaxEnergyRange(spec.counter_range, spec.unit.reported);
     z.width = int(std::to_string(z.max_range).size());
     z.initial_fj = i128(std::llround(spec.initial_joules * 1e6)) * kFemtojoulesPerMicrojoule;
     state->zones.push_back(std::move(z));
@@ -623,10 +623,10 @@ Status SimulatedRapl::SetUnreadable(const std::string& domain, bool unreadable) 
   return state_->OpenEnergy(*z);
 }
 
-std::shared_ptr<PerfEvents> SimulatedRapl::perf_events() {
+std::shared_ptr<meter::PerfEvents> SimulatedRapl::perf_events() {
   return std::make_shared<SimulatedPerfEvents>(state_);
 }
 
 void SimulatedRapl::SetPerfOpenError(int error) { state_->perf_open_error = error; }
 
-}  // namespace kwatt::meter
+}  // namespace kwatt::simulate

@@ -1,4 +1,4 @@
-#include "src/meter/simulated_rapl.h"
+#include "kwatt/simulate/simulated_rapl.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 
 #include "src/testing/temp_dir.h"
 
-namespace kwatt::meter::simulated_rapl_test {
+namespace kwatt::simulate::simulated_rapl_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -224,4 +224,4 @@ TEST(SimulatedRapl, RefusesWrongLayouts) {
 }
 
 }  // namespace
-}  // namespace kwatt::meter::simulated_rapl_test
+}  // namespace kwatt::simulate::simulated_rapl_test

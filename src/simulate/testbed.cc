@@ -1,4 +1,4 @@
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/testbed.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,10 +8,9 @@
 #include <sstream>
 
 #include "src/core/yaml_json.h"
-#include "src/server/embedded_reference.h"
-#include "src/server/jobs_spelling.h"
+#include "src/simulate/embedded_reference.h"
 
-namespace kwatt::server {
+namespace kwatt::simulate {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
@@ -187,7 +186,7 @@ void AssignShares(std::vector<Feed>* feeds, uint64_t seed, const std::string& ui
 
 }  // namespace
 
-Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet jobs) {
+Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, jobs::JobSet jobs) {
   if (!options.description_file.empty() && !options.reference_dir.empty()) {
     return Status::InvalidArgument(
         "a testbed description replaces the reference data: give one of them, not both");
@@ -295,11 +294,12 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
         node->model = std::make_unique<NodeModel>(
             node->uid, node_hardware, LoadProfile::ForNode(site->uid, node->uid, testbed->jobs_),
             options.seed);
-        for (const Job& job : testbed->jobs_.jobs) {
+        for (const jobs::Job& job : testbed->jobs_.jobs) {
           if (job.site == site->uid && job.HasNode(node->uid)) node->jobs.push_back(&job);
         }
-        std::sort(node->jobs.begin(), node->jobs.end(),
-                  [](const Job* a, const Job* b) { return a->started_at < b->started_at; });
+        std::sort(node->jobs.begin(), node->jobs.end(), [](const jobs::Job* a, const jobs::Job* b) {
+          return a->started_at < b->started_at;
+        });
         cluster->nodes.push_back(node.get());
         testbed->nodes_.push_back(std::move(node));
       }
@@ -325,7 +325,7 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
   // Every job must name known nodes of a known site, every outage a known device: a typo would
   // otherwise load or silence nothing. Named by their place in the jobs file (jobs[i] is the
   // file's jobs[i], job.nodes[n] its nodes[n]).
-  const JobSet& file = testbed->jobs_;
+  const jobs::JobSet& file = testbed->jobs_;
   auto site_of = [&](const std::string& uid, const std::string& where) -> Result<const Site*> {
     if (const Site* site = testbed->FindSite(uid)) return site;
     std::string sites;
@@ -334,7 +334,7 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
                        "\" is not a site of the simulated testbed (sites: " + sites + ")");
   };
   for (size_t i = 0; i < file.jobs.size(); ++i) {
-    const Job& job = file.jobs[i];
+    const jobs::Job& job = file.jobs[i];
     std::string where = "jobs[" + std::to_string(i) + "]";
     Result<const Site*> site = site_of(job.site, where);
     if (!site.ok()) return site.status();
@@ -347,14 +347,14 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, JobSet j
     }
   }
   for (size_t i = 0; i < file.outages.size(); ++i) {
-    const Outage& outage = file.outages[i];
+    const jobs::Outage& outage = file.outages[i];
     std::string where = "outages[" + std::to_string(i) + "]";
     Result<const Site*> site = site_of(outage.site, where);
     if (!site.ok()) return site.status();
     if (testbed->FindDevice(**site, outage.device)) continue;
     std::vector<std::string_view> devices;
     for (const auto& [id, ref] : (*site)->devices) devices.push_back(id);
-    std::string nearest = internal::NearestSpelling(outage.device, devices);
+    std::string nearest = NearestSpelling(outage.device, devices);
     std::string example;
     for (const Cluster* cluster : (*site)->clusters) {
       if (!cluster->nodes.empty()) {
@@ -377,7 +377,7 @@ std::string Testbed::UnknownNode(const Site& site, std::string_view uid) const {
   for (const Cluster* cluster : site.clusters) {
     for (const Node* node : cluster->nodes) known.push_back(node->uid);
   }
-  std::string nearest = internal::NearestSpelling(uid, known);
+  std::string nearest = NearestSpelling(uid, known);
   return "no node \"" + std::string(uid) + "\" on site " + site.uid +
          (nearest.empty() ? "" : " (did you mean " + nearest + "?)");
 }
@@ -406,4 +406,4 @@ const DeviceRef* Testbed::FindDevice(const Site& site, std::string_view device_i
   return it == site.devices.end() ? nullptr : &it->second;
 }
 
-}  // namespace kwatt::server
+}  // namespace kwatt::simulate

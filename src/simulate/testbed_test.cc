@@ -1,6 +1,6 @@
 // Testbed::Build from a testbed description file (doc/store.md): what it serves, and what it
 // refuses, naming the file and the place.
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/testbed.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "src/testing/temp_dir.h"
 
-namespace kwatt::server::testbed_test {
+namespace kwatt::simulate::testbed_test {
 namespace {
 
 class DescriptionTest : public ::testing::Test {
@@ -19,7 +19,7 @@ class DescriptionTest : public ::testing::Test {
     std::ofstream(path_) << text;
     Testbed::Options options;
     options.description_file = path_;
-    return Testbed::Build(options, JobSet());
+    return Testbed::Build(options, jobs::JobSet());
   }
   std::string Error(const std::string& text) {
     Result<std::unique_ptr<Testbed>> built = Build(text);
@@ -100,14 +100,14 @@ TEST_F(DescriptionTest, WhatIsWrongIsNamedWithItsPlace) {
   EXPECT_NE(yaml.find("not YAML"), std::string::npos) << yaml;
   Testbed::Options missing;
   missing.description_file = (dir_.root() / "none.yaml").string();
-  EXPECT_EQ(Testbed::Build(missing, JobSet()).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(Testbed::Build(missing, jobs::JobSet()).status().code(), Status::Code::kNotFound);
 }
 
 // The jobs file's sites, nodes and outage devices must exist on the simulated testbed; what does
 // not is named by its place in the file. An outage on an unknown device silenced nothing.
 TEST(TestbedJobs, UnknownSitesNodesAndDevicesAreNamedByTheirPlace) {
   auto error = [](const std::string& text) -> std::string {
-    Result<JobSet> jobs = JobSet::Parse(text, "f.json");
+    Result<jobs::JobSet> jobs = jobs::JobSet::Parse(text, "f.json");
     EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
     if (!jobs.ok()) return "";
     Result<std::unique_ptr<Testbed>> built = Testbed::Build({}, std::move(*jobs));
@@ -156,4 +156,4 @@ TEST(TestbedJobs, UnknownSitesNodesAndDevicesAreNamedByTheirPlace) {
 }
 
 }  // namespace
-}  // namespace kwatt::server::testbed_test
+}  // namespace kwatt::simulate::testbed_test

@@ -3,8 +3,8 @@
 // Jobs give the simulation its load: during a job its nodes follow the job's load phases; outside
 // jobs nodes are idle. Their `types` switch on-demand metrics (`monitor`, `monitor=<regex>`).
 // Values; thread-compatible.
-#ifndef KWATT_SERVER_JOBS_H_
-#define KWATT_SERVER_JOBS_H_
+#ifndef KWATT_JOBS_JOB_H_
+#define KWATT_JOBS_JOB_H_
 
 #include <cstdint>
 #include <optional>
@@ -15,7 +15,7 @@
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 
-namespace kwatt::server {
+namespace kwatt::jobs {
 
 // The format version of the jobs file this kwatt reads (its optional "format_version").
 inline constexpr int kJobsFileFormatVersion = 1;
@@ -103,6 +103,6 @@ struct JobSet {
   Status Refuse(const std::string& what) const;
 };
 
-}  // namespace kwatt::server
+}  // namespace kwatt::jobs
 
-#endif  // KWATT_SERVER_JOBS_H_
+#endif  // KWATT_JOBS_JOB_H_

@@ -17,8 +17,8 @@
 // Deterministic: the same simulation (seed included) gives the same reports, byte for byte.
 //
 // Thread safety: a simulator is used by one thread at a time.
-#ifndef KWATT_METER_HWPC_SIMULATION_H_
-#define KWATT_METER_HWPC_SIMULATION_H_
+#ifndef KWATT_SIMULATE_HWPC_SIMULATION_H_
+#define KWATT_SIMULATE_HWPC_SIMULATION_H_
 
 #include <cstdint>
 #include <memory>
@@ -30,7 +30,7 @@
 #include "kwatt/core/status.h"
 #include "kwatt/meter/hwpc.h"
 
-namespace kwatt::meter {
+namespace kwatt::simulate {
 
 struct SimulatedPhase {
   double seconds = 60;   // how long it lasts
@@ -121,7 +121,7 @@ class HwpcSimulator {
 
   // The next tick: its reports ("all" first, then each cgroup) and the truth. False once the
   // duration is covered.
-  bool Next(std::vector<HwpcReport>* reports, std::vector<HwpcTruth>* truth);
+  bool Next(std::vector<meter::HwpcReport>* reports, std::vector<HwpcTruth>* truth);
 
   const HwpcSimulation& simulation() const;
   int64_t ticks() const;  // how many ticks the duration holds
@@ -132,6 +132,6 @@ class HwpcSimulator {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace kwatt::meter
+}  // namespace kwatt::simulate
 
-#endif  // KWATT_METER_HWPC_SIMULATION_H_
+#endif  // KWATT_SIMULATE_HWPC_SIMULATION_H_

@@ -8,8 +8,8 @@
 // ripple being two small sinusoids with node-specific phases; its integral is exact.
 //
 // Immutable after construction; thread-safe.
-#ifndef KWATT_SERVER_NODE_MODEL_H_
-#define KWATT_SERVER_NODE_MODEL_H_
+#ifndef KWATT_SIMULATE_NODE_MODEL_H_
+#define KWATT_SIMULATE_NODE_MODEL_H_
 
 #include <cstdint>
 #include <string>
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "kwatt/core/time.h"
-#include "kwatt/server/jobs.h"
+#include "kwatt/jobs/job.h"
 
-namespace kwatt::server {
+namespace kwatt::simulate {
 
 inline constexpr int64_t kRampNs = 1 * kNanosPerSecond;
 
@@ -33,7 +33,7 @@ class LoadProfile {
  public:
   LoadProfile() = default;  // idle forever
   // The load of node `uid` of `site` under `jobs`.
-  static LoadProfile ForNode(std::string_view site, std::string_view uid, const JobSet& jobs);
+  static LoadProfile ForNode(std::string_view site, std::string_view uid, const jobs::JobSet& jobs);
 
   Levels At(UnixNanos t) const;
   // Integral of each level over [a, b], in level-seconds. REQUIRES: a <= b.
@@ -103,6 +103,6 @@ uint64_t HashText(std::string_view text, uint64_t seed);
 // A uniform double in [0, 1) from a key.
 inline double UnitFromHash(uint64_t h) { return double(h >> 11) * 0x1.0p-53; }
 
-}  // namespace kwatt::server
+}  // namespace kwatt::simulate
 
-#endif  // KWATT_SERVER_NODE_MODEL_H_
+#endif  // KWATT_SIMULATE_NODE_MODEL_H_

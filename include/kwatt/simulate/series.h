@@ -1,7 +1,7 @@
 // The series a simulated device reports: which (device, metric, labels) exist, when each is
-// sampled, and its value at each sample. Internal to the server.
-#ifndef KWATT_SRC_SERVER_SERIES_H_
-#define KWATT_SRC_SERVER_SERIES_H_
+// sampled, and its value at each sample: what the server answers for the simulated testbed.
+#ifndef KWATT_SIMULATE_SERIES_H_
+#define KWATT_SIMULATE_SERIES_H_
 
 #include <cstdint>
 #include <memory>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kwatt/core/time.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/testbed.h"
 
-namespace kwatt::server::internal {
+namespace kwatt::simulate {
 
 enum class Quantity : uint8_t {
   kFeedPower,    // wattmeter port / PDU outlet: share of the node's AC power
@@ -130,6 +130,6 @@ std::vector<OutputSeries> SeriesOfDevice(const Testbed& testbed, const Site& sit
 // The labels object as Kwollect (PostgreSQL jsonb) writes it: keys by length, then bytes.
 std::string RenderLabels(LabelList labels, const std::vector<std::string>& device_orig);
 
-}  // namespace kwatt::server::internal
+}  // namespace kwatt::simulate
 
-#endif  // KWATT_SRC_SERVER_SERIES_H_
+#endif  // KWATT_SIMULATE_SERIES_H_

@@ -27,8 +27,8 @@
 // start of each AdvanceTo step and held over it; the true energy is that integral in femtojoules.
 //
 // Thread safety: a SimulatedRapl and its PerfEvents are used by one thread at a time.
-#ifndef KWATT_SRC_METER_SIMULATED_RAPL_H_
-#define KWATT_SRC_METER_SIMULATED_RAPL_H_
+#ifndef KWATT_SIMULATE_SIMULATED_RAPL_H_
+#define KWATT_SIMULATE_SIMULATED_RAPL_H_
 
 #include <cstdint>
 #include <functional>
@@ -39,14 +39,14 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/meter/environment.h"
-#include "src/meter/rapl_internal.h"
+#include "kwatt/meter/rapl_counter.h"
 
-namespace kwatt::meter {
+namespace kwatt::simulate {
 
 // A domain's counter unit.
 struct SimulatedRaplUnit {
-  rapl_internal::Microjoules hardware{15625, 256};   // the true energy of a count (2^-14 J)
-  rapl_internal::Microjoules reported{61035, 1000};  // what energy_uj multiplies counts by
+  meter::rapl_internal::Microjoules hardware{15625, 256};   // the true energy of a count (2^-14 J)
+  meter::rapl_internal::Microjoules reported{61035, 1000};  // what energy_uj multiplies counts by
   int perf_shift = 18;  // perf's counts are hardware counts << perf_shift (2^-32 J units)
 
   // A 2^-exponent J unit (0..19), reported as the kernel does (its unit in whole nanojoules,
@@ -144,7 +144,7 @@ class SimulatedRapl {
   Status SetUnreadable(const std::string& domain, bool unreadable);
 
   // perf_event_open(2) over the same energy, for MeterEnvironment::perf.
-  std::shared_ptr<PerfEvents> perf_events();
+  std::shared_ptr<meter::PerfEvents> perf_events();
   // Makes Open refuse every counter with this errno (EACCES, EPERM: PermissionDenied naming
   // kernel.perf_event_paranoid; ENOENT: NotFound); 0: opens again.
   void SetPerfOpenError(int error);
@@ -156,6 +156,6 @@ class SimulatedRapl {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace kwatt::meter
+}  // namespace kwatt::simulate
 
-#endif  // KWATT_SRC_METER_SIMULATED_RAPL_H_
+#endif  // KWATT_SIMULATE_SIMULATED_RAPL_H_

@@ -4,8 +4,8 @@
 // Built once from the reference data (embedded in the binary, a directory laid out like
 // data/reference/, or a testbed description file) and a JobSet; immutable afterwards, so it may be
 // shared by threads.
-#ifndef KWATT_SERVER_TESTBED_H_
-#define KWATT_SERVER_TESTBED_H_
+#ifndef KWATT_SIMULATE_TESTBED_H_
+#define KWATT_SIMULATE_TESTBED_H_
 
 #include <cstdint>
 #include <map>
@@ -17,10 +17,10 @@
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/status.h"
-#include "kwatt/server/jobs.h"
-#include "kwatt/server/node_model.h"
+#include "kwatt/jobs/job.h"
+#include "kwatt/simulate/node_model.h"
 
-namespace kwatt::server {
+namespace kwatt::simulate {
 
 using LabelList = std::vector<std::pair<std::string, std::string>>;
 
@@ -47,7 +47,7 @@ struct Node {
   std::string network_adapters_json;         // for the reference API node object
   std::string pdu_json;
   std::unique_ptr<NodeModel> model;
-  std::vector<const Job*> jobs;  // sorted by start
+  std::vector<const jobs::Job*> jobs;  // sorted by start
 };
 
 struct Cluster {
@@ -84,7 +84,7 @@ class Testbed {
     std::string description_file;
   };
 
-  static Result<std::unique_ptr<Testbed>> Build(const Options& options, JobSet jobs);
+  static Result<std::unique_ptr<Testbed>> Build(const Options& options, jobs::JobSet jobs);
 
   const std::vector<std::unique_ptr<Site>>& sites() const { return sites_; }
   const Site* FindSite(std::string_view uid) const;
@@ -94,18 +94,18 @@ class Testbed {
   // it looks like a typo: `no node "novaa-14" on site lyon (did you mean nova-14?)`.
   std::string UnknownNode(const Site& site, std::string_view uid) const;
   const DeviceRef* FindDevice(const Site& site, std::string_view device_id) const;
-  const JobSet& jobs() const { return jobs_; }
+  const jobs::JobSet& jobs() const { return jobs_; }
   uint64_t seed() const { return seed_; }
 
  private:
   Testbed() = default;
   uint64_t seed_ = 1;
-  JobSet jobs_;
+  jobs::JobSet jobs_;
   std::vector<std::unique_ptr<Site>> sites_;
   std::vector<std::unique_ptr<Cluster>> clusters_;
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
-}  // namespace kwatt::server
+}  // namespace kwatt::simulate
 
-#endif  // KWATT_SERVER_TESTBED_H_
+#endif  // KWATT_SIMULATE_TESTBED_H_
