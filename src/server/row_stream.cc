@@ -30,8 +30,6 @@ std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, U
   return {first, std::min(last, newest) + kSummaryBucketNs};
 }
 
-bool IsCounterMetric(std::string_view metric_id) { return metric_id.ends_with("_total"); }
-
 RowStream::RowStream(std::vector<simulate::OutputSeries> series, UnixNanos start, UnixNanos end,
                      UnixNanos now, bool summary)
     : series_(std::move(series)), lo_(start), summary_(summary) {

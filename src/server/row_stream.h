@@ -35,7 +35,6 @@ std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, U
 // A summary row's value: the mean of a bucket's values, their maximum for a counter (a metric id
 // ending in "_total"), as Kwollect's aggregate computes them: SQL's avg() and max() skip nulls
 // (NullValue, null_value.h), and a bucket of nulls only is null.
-bool IsCounterMetric(std::string_view metric_id);
 class SummaryAccumulator {
  public:
   void Add(double v) {

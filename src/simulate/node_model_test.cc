@@ -57,7 +57,7 @@ TEST(NodeModel, EnergyIsTheIntegralOfPower) {
   EXPECT_GT(node.PowerWatts(kT0 + 200 * kNanosPerSecond), 170);
 }
 
-TEST(jobs::JobSet, ErrorsNameTheProblem) {
+TEST(JobSet, ErrorsNameTheProblem) {
   auto missing =
       jobs::JobSet::Parse(R"({"jobs":[{"site":"lyon","uid":1,"started_at":1}]})", "f.json");
   ASSERT_FALSE(missing.ok());

@@ -5,16 +5,15 @@
 #include <limits>
 
 #include "kwatt/core/json_text.h"
-#include "src/server/row_stream.h"
 
 namespace kwatt::simulate {
 namespace {
 
+double ElapsedSeconds(int64_t ns) { return double(ns) / 1e9; }
+
 constexpr UnixNanos kForever = std::numeric_limits<int64_t>::max() / 4;
 constexpr UnixNanos kNever = -kForever;
 constexpr double kBmcGain = 0.96;  // BMCs read a few percent below the wall meter
-
-double Seconds(int64_t ns) { return double(ns) / 1e9; }
 
 double AverageCpu(const NodeModel& node, UnixNanos t, double window_s) {
   int64_t w = int64_t(window_s * 1e9);
@@ -34,192 +33,167 @@ double AveragePower(const NodeModel& node, UnixNanos t, double window_s) {
 double LinkBytes(const NodeModel& node, UnixNanos since, UnixNanos t, double rate_bps,
                  double direction) {
   double busy = node.profile().Integral(since, t).network;
-  return rate_bps / 8 * direction * (3e-5 * Seconds(t - since) + 0.9 * busy);
+  return rate_bps / 8 * direction * (3e-5 * ElapsedSeconds(t - since) + 0.9 * busy);
+}
+
+// A switch port's counters since the model's epoch: bytes, packets or discards, in or out
+// (`rate_bps`: the link's rate).
+double SwitchCounter(const NodeModel& n, Quantity quantity, uint64_t key, double rate_bps,
+                     UnixNanos t) {
+  bool in = quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchPacketsIn ||
+            quantity == Quantity::kSwitchDiscards;
+  double bytes =
+      1e10 * (1 + UnitFromHash(key)) + LinkBytes(n, kModelEpoch, t, rate_bps, in ? 1.0 : 0.7);
+  if (quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchBytesOut) {
+    return std::floor(bytes);
+  }
+  if (quantity == Quantity::kSwitchDiscards) return std::floor(bytes / 1100 * 2e-7);
+  return std::floor(bytes / (in ? 1100 : 900));
+}
+
+// node_cpu_seconds_total of one CPU (`share`: its factor of the node's busy time) in the mode
+// `mode` (idle, iowait, softirq, system, user; 0 for the others) since the boot.
+double CpuSeconds(const NodeModel& n, double share, int mode, UnixNanos t) {
+  UnixNanos boot = n.BootTimeSeconds() * kNanosPerSecond;
+  double up = ElapsedSeconds(t - boot);
+  double busy = n.profile().Integral(boot, t).cpu * share;
+  double user = 0.9 * busy, system = 0.06 * busy + 0.003 * up, iowait = 0.0008 * up,
+         softirq = 0.004 * busy + 0.0005 * up;
+  static constexpr int kIdle = 0, kIowait = 1, kSoftirq = 4, kSystem = 6, kUser = 7;
+  switch (mode) {
+    case kIdle:
+      return up - user - system - iowait - softirq;
+    case kIowait:
+      return iowait;
+    case kSoftirq:
+      return softirq;
+    case kSystem:
+      return system;
+    case kUser:
+      return user;
+    default:
+      return 0;
+  }
+}
+
+// The node exporter's memory figure `index`: total, free, available, buffers, cached, shared
+// bytes, then swap's total and free.
+double MemoryBytes(const NodeModel& n, int index, UnixNanos t) {
+  double total = std::floor(n.hardware().memory_bytes * 0.985 / 4096) * 4096;
+  double cpu = n.LoadAt(t).cpu;
+  double cached = total * (0.03 + 0.05 * cpu);
+  double free = total * (0.92 - 0.6 * cpu);
+  switch (index) {
+    case 0:
+      return total;
+    case 1:
+      return free;
+    case 2:
+      return free + cached;
+    case 3:
+      return total * 0.002;
+    case 4:
+      return cached;
+    case 5:
+      return total * 0.001;
+    default:
+      return 4294967296.0;  // swap total and free: 4 GiB, unused
+  }
+}
+
+// What the source's device would read without noise or rounding: a function of the node's
+// model at `t`.
+double TrueValue(const Source& s, UnixNanos t) {
+  const NodeModel& n = *s.node;
+  const NodeHardware& hw = n.hardware();
+  const double share = s.share, param = s.param;
+  switch (s.quantity) {
+    case Quantity::kFeedPower:
+      return share * n.PowerWatts(t);
+    case Quantity::kBmcPower:
+      return kBmcGain * AveragePower(n, t, 10);
+    case Quantity::kBmcEnergyWh:
+      return std::floor(kBmcGain * n.EnergySinceEpochJoules(t) / 3600);
+    case Quantity::kPsuPower:
+      return kBmcGain * share * AveragePower(n, t, 10);
+    case Quantity::kPsuCurrent:
+      return share * AveragePower(n, t, 10) / 230;
+    case Quantity::kPsuVoltage:
+      return 230;
+    case Quantity::kOtherPower:
+      return 0.9 * AveragePower(n, t, 10);
+    case Quantity::kOtherVoltage:
+      return param;
+    case Quantity::kOtherCurrent:
+      return AveragePower(n, t, 10) / param;
+    case Quantity::kTempAmbient:
+      return 20 + 3 * UnitFromHash(s.key);
+    case Quantity::kTempCpu:
+      return 32 + 43 * AverageCpu(n, t, 60);
+    case Quantity::kTempExhaust:
+      return 26 + 16 * AverageCpu(n, t, 120);
+    case Quantity::kTempOther:
+      return 30 + 14 * AverageCpu(n, t, 60);
+    case Quantity::kFanRpm:
+      return 3600 + 7200 * AverageCpu(n, t, 30);
+    case Quantity::kFanPercent:
+      return 15 + 50 * AverageCpu(n, t, 30);
+    case Quantity::kCpuUsagePercent:
+      return 100 * AverageCpu(n, t, 5);
+    case Quantity::kSwitchBytesIn:
+    case Quantity::kSwitchBytesOut:
+    case Quantity::kSwitchPacketsIn:
+    case Quantity::kSwitchPacketsOut:
+    case Quantity::kSwitchDiscards:
+      return SwitchCounter(n, s.quantity, s.key, param, t);
+    case Quantity::kSwitchErrors:
+      return 0;
+    case Quantity::kCpuSeconds:
+      return CpuSeconds(n, share, s.index, t);
+    case Quantity::kCpuFrequency:
+      return hw.cpu_base_hz * (0.55 + 0.45 * n.LoadAt(t).cpu);
+    case Quantity::kLoadAverage:
+      return 0.02 + hw.threads * AverageCpu(n, t, param);
+    case Quantity::kMemory:
+      return MemoryBytes(n, s.index, t);
+    case Quantity::kBootTime:
+      return double(n.BootTimeSeconds());
+    case Quantity::kFilesystem:
+      return s.index == 0 ? param : param * (0.8 - 0.1 * AverageCpu(n, t, 300));
+    case Quantity::kNodeNetBytes:
+    case Quantity::kNodeNetPackets: {
+      double bytes = LinkBytes(n, n.BootTimeSeconds() * kNanosPerSecond, t, hw.link_bps,
+                               s.index == 0 ? 1.0 : 0.7);
+      return std::floor(s.quantity == Quantity::kNodeNetBytes ? bytes : bytes / 1000);
+    }
+    case Quantity::kProcsRunning:
+      return 1 + std::round(hw.threads * n.LoadAt(t).cpu);
+    case Quantity::kProcsBlocked:
+      return 0;
+    case Quantity::kGpuPower:
+      return 32 + 215 * n.LoadAt(t).gpu;
+    case Quantity::kGpuTemp:
+      return 34 + 45 * AverageGpu(n, t, 60);
+    case Quantity::kGpuClock:
+      return 1380 * (0.3 + 0.7 * n.LoadAt(t).gpu);
+    case Quantity::kGpuUtil:
+      return 100 * n.LoadAt(t).gpu;
+    case Quantity::kGpuMemCopy:
+      return 60 * n.LoadAt(t).gpu;
+    case Quantity::kGpuMemUsed:
+      return 300 + 15000 * n.LoadAt(t).gpu;
+    case Quantity::kGpuTensor:
+      return 0.4 * n.LoadAt(t).gpu;
+    case Quantity::kConstant:
+      return param;
+  }
+  return 0;
 }
 
 }  // namespace
 
 double Source::ValueAt(UnixNanos t) const {
-  const NodeModel& n = *node;
-  const NodeHardware& hw = n.hardware();
-  double v = 0;
-  switch (quantity) {
-    case Quantity::kFeedPower:
-      v = share * n.PowerWatts(t);
-      break;
-    case Quantity::kBmcPower:
-      v = kBmcGain * AveragePower(n, t, 10);
-      break;
-    case Quantity::kBmcEnergyWh:
-      v = std::floor(kBmcGain * n.EnergySinceEpochJoules(t) / 3600);
-      break;
-    case Quantity::kPsuPower:
-      v = kBmcGain * share * AveragePower(n, t, 10);
-      break;
-    case Quantity::kPsuCurrent:
-      v = share * AveragePower(n, t, 10) / 230;
-      break;
-    case Quantity::kPsuVoltage:
-      v = 230;
-      break;
-    case Quantity::kOtherPower:
-      v = 0.9 * AveragePower(n, t, 10);
-      break;
-    case Quantity::kOtherVoltage:
-      v = param;
-      break;
-    case Quantity::kOtherCurrent:
-      v = AveragePower(n, t, 10) / param;
-      break;
-    case Quantity::kTempAmbient:
-      v = 20 + 3 * UnitFromHash(key);
-      break;
-    case Quantity::kTempCpu:
-      v = 32 + 43 * AverageCpu(n, t, 60);
-      break;
-    case Quantity::kTempExhaust:
-      v = 26 + 16 * AverageCpu(n, t, 120);
-      break;
-    case Quantity::kTempOther:
-      v = 30 + 14 * AverageCpu(n, t, 60);
-      break;
-    case Quantity::kFanRpm:
-      v = 3600 + 7200 * AverageCpu(n, t, 30);
-      break;
-    case Quantity::kFanPercent:
-      v = 15 + 50 * AverageCpu(n, t, 30);
-      break;
-    case Quantity::kCpuUsagePercent:
-      v = 100 * AverageCpu(n, t, 5);
-      break;
-    case Quantity::kSwitchBytesIn:
-    case Quantity::kSwitchBytesOut:
-    case Quantity::kSwitchPacketsIn:
-    case Quantity::kSwitchPacketsOut:
-    case Quantity::kSwitchDiscards: {
-      bool in = quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchPacketsIn ||
-                quantity == Quantity::kSwitchDiscards;
-      double bytes =
-          1e10 * (1 + UnitFromHash(key)) + LinkBytes(n, kModelEpoch, t, param, in ? 1.0 : 0.7);
-      if (quantity == Quantity::kSwitchBytesIn || quantity == Quantity::kSwitchBytesOut) {
-        v = std::floor(bytes);
-      } else if (quantity == Quantity::kSwitchDiscards) {
-        v = std::floor(bytes / 1100 * 2e-7);
-      } else {
-        v = std::floor(bytes / (in ? 1100 : 900));
-      }
-      break;
-    }
-    case Quantity::kSwitchErrors:
-      v = 0;
-      break;
-    case Quantity::kCpuSeconds: {
-      UnixNanos boot = n.BootTimeSeconds() * kNanosPerSecond;
-      double up = Seconds(t - boot);
-      double busy = n.profile().Integral(boot, t).cpu * share;  // share: this cpu's factor
-      double user = 0.9 * busy, system = 0.06 * busy + 0.003 * up, iowait = 0.0008 * up,
-             softirq = 0.004 * busy + 0.0005 * up;
-      static constexpr int kIdle = 0, kIowait = 1, kSoftirq = 4, kSystem = 6, kUser = 7;
-      switch (index) {
-        case kIdle:
-          v = up - user - system - iowait - softirq;
-          break;
-        case kIowait:
-          v = iowait;
-          break;
-        case kSoftirq:
-          v = softirq;
-          break;
-        case kSystem:
-          v = system;
-          break;
-        case kUser:
-          v = user;
-          break;
-        default:
-          v = 0;
-      }
-      break;
-    }
-    case Quantity::kCpuFrequency:
-      v = hw.cpu_base_hz * (0.55 + 0.45 * n.LoadAt(t).cpu);
-      break;
-    case Quantity::kLoadAverage:
-      v = 0.02 + hw.threads * AverageCpu(n, t, param);
-      break;
-    case Quantity::kMemory: {
-      double total = std::floor(hw.memory_bytes * 0.985 / 4096) * 4096;
-      double cpu = n.LoadAt(t).cpu;
-      double cached = total * (0.03 + 0.05 * cpu);
-      double free = total * (0.92 - 0.6 * cpu);
-      switch (index) {
-        case 0:
-          v = total;
-          break;
-        case 1:
-          v = free;
-          break;
-        case 2:
-          v = free + cached;
-          break;
-        case 3:
-          v = total * 0.002;
-          break;
-        case 4:
-          v = cached;
-          break;
-        case 5:
-          v = total * 0.001;
-          break;
-        default:
-          v = 4294967296.0;  // swap total and free: 4 GiB, unused
-      }
-      break;
-    }
-    case Quantity::kBootTime:
-      v = double(n.BootTimeSeconds());
-      break;
-    case Quantity::kFilesystem:
-      v = index == 0 ? param : param * (0.8 - 0.1 * AverageCpu(n, t, 300));
-      break;
-    case Quantity::kNodeNetBytes:
-    case Quantity::kNodeNetPackets: {
-      double bytes = LinkBytes(n, n.BootTimeSeconds() * kNanosPerSecond, t, hw.link_bps,
-                               index == 0 ? 1.0 : 0.7);
-      v = std::floor(quantity == Quantity::kNodeNetBytes ? bytes : bytes / 1000);
-      break;
-    }
-    case Quantity::kProcsRunning:
-      v = 1 + std::round(hw.threads * n.LoadAt(t).cpu);
-      break;
-    case Quantity::kProcsBlocked:
-      v = 0;
-      break;
-    case Quantity::kGpuPower:
-      v = 32 + 215 * n.LoadAt(t).gpu;
-      break;
-    case Quantity::kGpuTemp:
-      v = 34 + 45 * AverageGpu(n, t, 60);
-      break;
-    case Quantity::kGpuClock:
-      v = 1380 * (0.3 + 0.7 * n.LoadAt(t).gpu);
-      break;
-    case Quantity::kGpuUtil:
-      v = 100 * n.LoadAt(t).gpu;
-      break;
-    case Quantity::kGpuMemCopy:
-      v = 60 * n.LoadAt(t).gpu;
-      break;
-    case Quantity::kGpuMemUsed:
-      v = 300 + 15000 * n.LoadAt(t).gpu;
-      break;
-    case Quantity::kGpuTensor:
-      v = 0.4 * n.LoadAt(t).gpu;
-      break;
-    case Quantity::kConstant:
-      v = param;
-      break;
-  }
+  double v = TrueValue(*this, t);
   if (noise > 0) {
     uint64_t h = HashMix(key ^ uint64_t(t) * 0x9e3779b97f4a7c15ULL);
     v += noise * (2 * UnitFromHash(h) - 1);
@@ -269,6 +243,8 @@ int64_t OutputSeries::CountIn(UnixNanos lo, UnixNanos hi) const {
   }
   return count;
 }
+
+bool IsCounterMetric(std::string_view metric_id) { return metric_id.ends_with("_total"); }
 
 void OutputSeries::Derive() {
   counter = IsCounterMetric(metric_id);

@@ -83,7 +83,8 @@ TEST(RowStream, CountEqualsRowsAndOrderIsByTime) {
       series.push_back(std::move(s));
     }
   }
-  RowStream stream(series, kT0 - 20 * kNanosPerSecond, kT0 + 20 * kNanosPerSecond, kNow, false);
+  server::internal::RowStream stream(series, kT0 - 20 * kNanosPerSecond, kT0 + 20 * kNanosPerSecond,
+                                     kNow, false);
   int64_t expected = *stream.CountRows();
   std::string body;
   while (stream.Next(&body, 4096)) {

@@ -175,7 +175,7 @@ TEST(SimulatedRapl, PerfCountsInTwoToTheMinus32Joules) {
   ASSERT_TRUE(made.ok());
   SimulatedRapl& sim = **made;
   auto perf = sim.perf_events();
-  PerfEventSpec spec;
+  meter::PerfEventSpec spec;
   spec.type = layout.perf_type;
   spec.config = 2;
   spec.cpu = 4;  // package 1
@@ -183,7 +183,7 @@ TEST(SimulatedRapl, PerfCountsInTwoToTheMinus32Joules) {
   Result<int> handle = perf->Open(spec);
   ASSERT_TRUE(handle.ok()) << handle.status().ToString();
   ASSERT_TRUE(sim.AdvanceTo(2'000'000'000).ok());
-  Result<PerfCount> count = perf->Read(*handle);
+  Result<meter::PerfCount> count = perf->Read(*handle);
   ASSERT_TRUE(count.ok());
   // 16 J = 262144 counts of 2^-14 J, << 18.
   EXPECT_EQ(count->value, uint64_t(262144) << 18);

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "kwatt/core/text.h"
 #include "src/core/yaml_json.h"
 #include "src/simulate/embedded_reference.h"
 

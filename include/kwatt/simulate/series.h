@@ -96,6 +96,9 @@ struct RecordedSample {
   double value;
 };
 
+// Whether a metric is a counter: its id ends in "_total" (Kwollect's convention).
+bool IsCounterMetric(std::string_view metric_id);
+
 // What one (device_id, metric_id, labels) returns: the sum of its sources at each sample time,
 // or, when `recorded` is set, those samples (then sources, grid and segments are unused).
 struct OutputSeries {
