@@ -85,20 +85,12 @@ ordered_json Collection(ordered_json items, const std::string& self, const std::
   return out;
 }
 
-// A store's job as the OAR API shows it. The store keeps no walltime: a running job's is the time
-// it has run so far, plus a second (so that it shows as running).
-jobs::Job FromStoredJob(const store::Job& stored, UnixNanos now) {
-  jobs::Job job;
-  job.site = stored.site;
-  job.uid = stored.id;
-  job.user = stored.user;
-  job.nodes = stored.nodes;
-  job.started_at = stored.start;
-  job.submitted_at = stored.start;
-  job.stopped_at = stored.stop;
-  job.types = stored.types;
-  UnixNanos end = stored.stop ? *stored.stop : std::max(now, stored.start);
-  job.walltime_s = CeilDiv(end - stored.start, kNanosPerSecond) + (stored.stop ? 0 : 1);
+// A store's job as the OAR API shows it: submitted when it started; the store keeps no walltime,
+// so a running job's is the time it has run so far, plus a second (so that it shows as running).
+jobs::Job FromStoredJob(jobs::Job job, UnixNanos now) {
+  job.submitted_at = job.started_at;
+  UnixNanos end = job.stopped_at ? *job.stopped_at : std::max(now, job.started_at);
+  job.walltime_s = CeilDiv(end - job.started_at, kNanosPerSecond) + (job.stopped_at ? 0 : 1);
   return job;
 }
 
@@ -167,7 +159,7 @@ struct Server::Impl {
       return *job;
     }
     KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
-    KWATT_ASSIGN_OR_RETURN(store::Job stored, lease->GetJob(site, uid));
+    KWATT_ASSIGN_OR_RETURN(jobs::Job stored, lease->GetJob(site, uid));
     return FromStoredJob(stored, Now());
   }
 
@@ -181,11 +173,11 @@ struct Server::Impl {
       return jobs;
     }
     KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
-    KWATT_ASSIGN_OR_RETURN(std::vector<store::Job> stored,
+    KWATT_ASSIGN_OR_RETURN(std::vector<jobs::Job> stored,
                            lease->Jobs(site, std::numeric_limits<UnixNanos>::min(),
                                        std::numeric_limits<UnixNanos>::max()));
     UnixNanos now = Now();
-    for (const store::Job& job : stored) jobs.push_back(FromStoredJob(job, now));
+    for (const jobs::Job& job : stored) jobs.push_back(FromStoredJob(job, now));
     return jobs;
   }
 
