@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -56,11 +57,30 @@ class TestPostgres {
   // Stops the server (`mode`: pg_ctl's fast, immediate...) and starts it again on the same data
   // directory and socket: what a restart does to the clients' connections.
   Status Restart(const std::string& mode = "fast") {
+    KWATT_RETURN_IF_ERROR(StopServer(mode));
+    return StartServer();
+  }
+
+  // Stops the server (a peer down); its data and socket directory stay.
+  Status StopServer(const std::string& mode = "fast") {
     if (Run("pg_ctl -D " + (dir_ / "data").string() + " -w -m " + mode + " stop") != 0) {
       return Status::IOError("pg_ctl stop failed: see " + (dir_ / "log").string());
     }
     started_ = false;
-    return StartServer();
+    return Status::OK();
+  }
+
+  // Starts the server (again, after StopServer) on the same data directory and socket.
+  Status StartServer() {
+    // fsync off for tests: a test cluster does not outlive the test (the store's guarantees are
+    // PostgreSQL's, with fsync on).
+    if (Run("pg_ctl -D " + (dir_ / "data").string() + " -w -l " + (dir_ / "server.log").string() +
+            " -o \"-k " + dir_.string() + " -c listen_addresses=''" + (durable_ ? "" : " -F") +
+            "\" start") != 0) {
+      return Status::IOError("pg_ctl start failed: see " + (dir_ / "server.log").string());
+    }
+    started_ = true;
+    return Status::OK();
   }
 
   ~TestPostgres() {
@@ -92,6 +112,15 @@ class TestPostgres {
   }
 
   const std::filesystem::path& dir() const { return dir_; }
+  // PostgreSQL's programs' directory (/usr/lib/postgresql/VERSION/bin).
+  const std::string& bin() const { return bin_; }
+  // The postmaster's process id (0 when it is not running).
+  long Pid() const {
+    std::ifstream pid_file(dir_ / "data" / "postmaster.pid");
+    long pid = 0;
+    pid_file >> pid;
+    return started_ ? pid : 0;
+  }
 
  private:
   TestPostgres() = default;
@@ -108,18 +137,6 @@ class TestPostgres {
       if (std::filesystem::exists(bin + "/initdb", error)) return bin;
     }
     return "";
-  }
-
-  Status StartServer() {
-    // fsync off for tests: a test cluster does not outlive the test (the store's guarantees are
-    // PostgreSQL's, with fsync on).
-    if (Run("pg_ctl -D " + (dir_ / "data").string() + " -w -l " + (dir_ / "server.log").string() +
-            " -o \"-k " + dir_.string() + " -c listen_addresses=''" + (durable_ ? "" : " -F") +
-            "\" start") != 0) {
-      return Status::IOError("pg_ctl start failed: see " + (dir_ / "server.log").string());
-    }
-    started_ = true;
-    return Status::OK();
   }
 
   int Run(const std::string& command) const {

@@ -2,7 +2,6 @@
 `kwatt serve --store`, `kwatt fetch` and the store's rows: what a lab running kwatt's collector
 gets (doc/collect.md)."""
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -12,7 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import KWATT, RunningPostgres, run_kwatt, start_server
+from conftest import KWATT, PEERS, RunningPostgres, run_kwatt, start_server
+from throwaway_peer import ThrowawayPeer
 
 
 def free_port():
@@ -232,10 +232,7 @@ def test_kill_9_loses_at_most_the_last_second_and_a_restart_goes_on(tmp_path, ex
 
 
 def test_rows_wait_while_postgresql_is_down_and_none_is_lost(tmp_path, exporter):
-    import shutil
-    import tempfile
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_collect_")
-    postgres = RunningPostgres(directory)
+    postgres = RunningPostgres()
     try:
         uri = postgres.new_database()
         config = write_config(tmp_path / "conf", [
@@ -263,37 +260,23 @@ def test_rows_wait_while_postgresql_is_down_and_none_is_lost(tmp_path, exporter)
         gaps = [b - a for a, b in zip(times, times[1:])]
         assert max(gaps) < 1.0, max(gaps)
     finally:
-        try:
-            postgres.stop()
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(directory, ignore_errors=True)
+        postgres.close()
 
 
-class Peer:
-    """A real SNMP agent or BMC (tests/peers/collect_peers.cc: Debian's snmpd, OpenIPMI's
+class Peer(ThrowawayPeer):
+    """A real SNMP agent or BMC (kwatt_test_peers snmpd or ipmi_sim: Debian's snmpd, OpenIPMI's
     ipmi_sim, configured as the C++ tests configure them)."""
 
     def __init__(self, kind):
-        self.process = subprocess.Popen([PEERS, kind], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{kind} did not start: {self.process.stderr.read()}")
-        self.where = json.loads(line)
+        super().__init__(PEERS, kind)
 
     def set(self, *words):
-        self.process.stdin.write("set " + " ".join(map(str, words)) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()
+        answer = self.command("set " + " ".join(map(str, words)))
         assert answer == "ok", answer
 
     def stop(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
+        self.close()
 
-
-PEERS = os.environ.get("KWATT_PEERS_BIN", str(Path(KWATT).parent / "kwatt_collect_peers"))
 
 LAB = {"sites": [{"uid": "lab", "clusters": [{
     "uid": "rack", "nodes": ["rack-1", "rack-2"],
