@@ -3,7 +3,6 @@
 gets (doc/collect.md)."""
 import json
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,32 +14,15 @@ from conftest import KWATT, PEERS, RunningPostgres, run_kwatt, start_server
 from throwaway_peer import ThrowawayPeer
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class NodeExporter:
-    """Debian's prometheus-node-exporter on 127.0.0.1, with a textfile directory the test writes
-    series into."""
+class NodeExporter(ThrowawayPeer):
+    """Debian's prometheus-node-exporter on 127.0.0.1 (kwatt_test_peers node_exporter), with a
+    textfile directory the test writes series into."""
 
     def __init__(self, directory):
         self.textfiles = Path(directory) / "textfiles"
         self.textfiles.mkdir()
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--no-collector.systemd", f"--collector.textfile.directory={self.textfiles}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(100):
-            try:
-                if requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=1).ok:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.05)
-        self.process.kill()
-        raise RuntimeError("prometheus-node-exporter did not start: run make deps")
+        super().__init__(PEERS, "node_exporter", self.textfiles)
+        self.port = self.where["port"]
 
     def write(self, text):
         partial = self.textfiles / "test.prom.partial"
@@ -48,8 +30,7 @@ class NodeExporter:
         partial.rename(self.textfiles / "test.prom")  # the exporter reads *.prom files whole
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        self.close()
 
 
 @pytest.fixture

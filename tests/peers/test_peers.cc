@@ -1,11 +1,12 @@
 // The throwaway peers of the Python tests and the benchmarks, started exactly as the C++ tests
-// start them (src/testing/: postgres.h, influxd.h, snmpd.h, ipmi_sim.h), so that how each is
-// configured and started is written once:
+// start them (src/testing/: postgres.h, influxd.h, snmpd.h, ipmi_sim.h, node_exporter.h), so that
+// how each is configured and started is written once:
 //
 //   kwatt_test_peers postgres [--durable]
 //   kwatt_test_peers influxd [--auth]
 //   kwatt_test_peers snmpd [--ports N] [--override OID TYPE VALUE]...
 //   kwatt_test_peers ipmi_sim
+//   kwatt_test_peers node_exporter TEXTFILE_DIR
 //
 // Each starts its peer, prints one JSON line saying where it is, then reads commands on its
 // standard input, answering one line to each ("ok", the answer, or "error: ..."), and stops the
@@ -36,6 +37,9 @@
 // ipmi_sim: {"power_url": ..., "temperature_url": ..., "power_sensor": ...,
 // "temperature_sensor": ...}.
 //   set SENSOR VALUE        sensor 1 (CPU Temp) or 2 (PSU1 Power), raw 0..255
+//
+// node_exporter: Debian's prometheus-node-exporter on a free 127.0.0.1 port, its default
+// collectors and the *.prom files of TEXTFILE_DIR. Its line: {"port": ..., "url": ...}.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -61,6 +65,7 @@
 
 #include "src/testing/influxd.h"
 #include "src/testing/ipmi_sim.h"
+#include "src/testing/node_exporter.h"
 #include "src/testing/postgres.h"
 #include "src/testing/snmpd.h"
 
@@ -148,6 +153,21 @@ int Postgres(int argc, char** argv) {
         if (command == "start") return Reply(pg.StartServer());
         return Reply(kwatt::Status::InvalidArgument("unknown command"));
       });
+  return 0;
+}
+
+int NodeExporter(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: kwatt_test_peers node_exporter TEXTFILE_DIR\n");
+    return 2;
+  }
+  using kwatt::testing::TestNodeExporter;
+  auto started = TestNodeExporter::Start({.textfile_dir = argv[2], .default_collectors = true});
+  if (!started.ok()) return Fail(started.status());
+  ServeCommands({{"port", (*started)->port()}, {"url", (*started)->url()}},
+                [](const std::string&) -> std::string {
+                  return Reply(kwatt::Status::InvalidArgument("unknown command"));
+                });
   return 0;
 }
 
@@ -293,6 +313,7 @@ int main(int argc, char** argv) {
   std::string peer = argc >= 2 ? argv[1] : "";
   if (peer == "postgres") return Postgres(argc, argv);
   if (peer == "influxd") return Influxd(argc, argv);
+  if (peer == "node_exporter") return NodeExporter(argc, argv);
   if (peer == "snmpd") return Snmpd(argc, argv);
   if (argc == 2 && peer == "ipmi_sim") {
     using kwatt::testing::TestIpmiSim;
@@ -316,6 +337,6 @@ int main(int argc, char** argv) {
   std::fprintf(
       stderr,
       "usage: kwatt_test_peers postgres [--durable] | influxd [--auth] | snmpd [--ports N] "
-      "[--override OID TYPE VALUE]... | ipmi_sim\n");
+      "[--override OID TYPE VALUE]... | ipmi_sim | node_exporter TEXTFILE_DIR\n");
   return 2;
 }
