@@ -220,7 +220,7 @@ ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_server.py test_col
   test_edges.py
 RELEASE_INTEGRATION := $(filter-out $(ASAN_INTEGRATION),$(notdir $(wildcard tests/integration/test_*.py)))
 PYTEST := $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider -n $(JOBS)
-PEERS_ENV := KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_collect_peers
+PEERS_ENV := KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_test_peers
 test-integration: build-tests build-asan $(POWERAPI_STAMP)
 	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
 	  $(PYTEST) $(ASAN_INTEGRATION)

@@ -7,7 +7,7 @@ BENCHMARKS.md, which states the method, and bench/out/collect_bench.json.
 
 Usage: python3 bench/collect_bench.py [KWATT_BINARY] [--seconds 60] [--warmup 5] [--no-write]
                                       [--cases prometheus,mix,wattmetre]
-Needs kwatt_collect_peer and kwatt_collect_peers beside the kwatt binary (built with it),
+Needs kwatt_collect_peer and kwatt_test_peers beside the kwatt binary (built with it),
 /usr/sbin/snmpd (`make deps`) and, for Kwollect's side, bench/.venv-kwollect (`make bench-deps`;
 without it that side is reported as not run).
 """
@@ -202,7 +202,7 @@ class Peer:
 
 
 class SnmpAgents:
-    """kwatt_collect_peers snmpd --ports N: Debian's snmpd on `count` UDP ports of 127.0.0.1
+    """kwatt_test_peers snmpd --ports N: Debian's snmpd on `count` UDP ports of 127.0.0.1
     (several snmpd processes, 125 ports each: snmpd binds no more than that of one
     `agentAddress` list), serving the fixed values `overrides` (OID, type, value); pinned to
     `core` (its snmpd processes inherit it). Stopped by closing its standard input (it then
@@ -224,12 +224,12 @@ class SnmpAgents:
         if not line:
             self.stop()
             with open(self.err_path, errors="replace") as f:
-                raise sb.BenchError(f"kwatt_collect_peers snmpd did not start: {f.read()}")
+                raise sb.BenchError(f"kwatt_test_peers snmpd did not start: {f.read()}")
         where = json.loads(line)
         self.ports, self.pids = where["ports"], where["pids"]
         if len(self.ports) != count:
             self.stop()
-            raise sb.BenchError(f"kwatt_collect_peers snmpd listens on {len(self.ports)} ports, "
+            raise sb.BenchError(f"kwatt_test_peers snmpd listens on {len(self.ports)} ports, "
                                 f"not {count}")
 
     def stop(self) -> None:
@@ -256,13 +256,11 @@ class Postgres:
     """serve_store_bench's throwaway PostgreSQL cluster (Unix socket, as `nobody` when root),
     its processes pinned to `core` (the backends forked later inherit the postmaster's)."""
 
-    def __init__(self, tmp: str, core: int | None):
-        uri, self.stop_command = ssb.postgres_cluster(tmp)
-        self.socket_dir = uri.split("host=", 1)[1].split("&", 1)[0]
-        bins = sorted(d for d in os.listdir("/usr/lib/postgresql") if d.isdigit())
-        self.bin_dir = f"/usr/lib/postgresql/{bins[-1]}/bin"
-        with open(os.path.join(self.socket_dir, "data", "postmaster.pid")) as f:
-            self.postmaster = int(f.readline())
+    def __init__(self, kwatt: str, core: int | None):
+        self.peer = ssb.postgres_cluster(kwatt)
+        self.socket_dir = self.peer.dir
+        self.bin_dir = self.peer.bin
+        self.postmaster = self.peer.pid
         if core is not None:
             for pid in process_tree(self.postmaster):
                 os.sched_setaffinity(pid, {core})
@@ -286,8 +284,7 @@ class Postgres:
         return tree_cpu(self.postmaster)
 
     def stop(self) -> None:
-        subprocess.run(self.stop_command, capture_output=True)
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        self.peer.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,7 +422,7 @@ class Bench:
         self.args = args
         self.kwatt = kwatt
         self.peer_binary = peer_binary
-        self.peers_binary = os.path.join(os.path.dirname(kwatt), "kwatt_collect_peers")
+        self.peers_binary = os.path.join(os.path.dirname(kwatt), "kwatt_test_peers")
         self.snmpd_version = snmpd_version()
         self.wattmetre_command: list[str] = []  # set by wattmetre_case
         self.tmp = tmp
@@ -697,8 +694,8 @@ def mix_case(bench: Bench) -> dict:
         "setup": f"{prom_count:,} exporters of `kwatt_collect_peer` as in the case above, and "
                  f"{snmp_count:,} SNMP v2c agents: Debian's snmpd "
                  f"({bench.snmpd_version}), {snmpd_processes} processes of up to 125 UDP ports "
-                 "of 127.0.0.1 each (`kwatt_collect_peers snmpd --ports N`, "
-                 "tests/peers/collect_peers.cc: TestSnmpd's configuration and a second "
+                 "of 127.0.0.1 each (`kwatt_test_peers snmpd --ports N`, "
+                 "tests/peers/test_peers.cc: TestSnmpd's configuration and a second "
                  "`agentAddress` line; one snmpd binds no more ports than fit in 2,560 "
                  "characters of `agentAddress`, 128 `udp:127.0.0.1:PORT`, and ignores the rest "
                  "without a word), pinned to core "
@@ -1156,7 +1153,7 @@ def main() -> int:
     kwatt = os.path.abspath(args.kwatt)
     peer_binary = os.path.join(os.path.dirname(kwatt), "kwatt_collect_peer")
     cases = [CASES[CASE_KEYS.index(k)] for k in args.cases.split(",") if k in CASE_KEYS]
-    for path in (kwatt, peer_binary, os.path.join(os.path.dirname(kwatt), "kwatt_collect_peers"),
+    for path in (kwatt, peer_binary, os.path.join(os.path.dirname(kwatt), "kwatt_test_peers"),
                  "/usr/sbin/snmpd"):
         if not os.access(path, os.X_OK):
             log(f"no executable {path} (make build; snmpd: make deps)")
@@ -1177,7 +1174,7 @@ def main() -> int:
         kwollect = kwollect_versions()
         if kwollect is None:
             log(f"Kwollect is not installed in {KWOLLECT_VENV} (make bench-deps): kwatt only")
-        pg = Postgres(tmp, PEER_CORE)
+        pg = Postgres(kwatt, PEER_CORE)
         bench = Bench(args, kwatt, peer_binary, tmp, pg, kwollect)
         results = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -24,7 +24,7 @@
 
 #include "kwatt/meter/activity.h"
 #include "kwatt/meter/attribution.h"
-#include "src/meter/fake_procfs.h"
+#include "src/testing/fake_procfs.h"
 
 namespace {
 

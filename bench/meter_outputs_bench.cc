@@ -4,7 +4,7 @@
 //   kwatt_meter_outputs_bench --targets T --domains D --reports N [--churn] [--max-targets M]
 //                             [--prometheus] [--output SPEC]...
 //
-// Reports are made first (src/meter/test_reports.h: the real cputime attribution), then written
+// Reports are made first (src/testing/meter_reports.h: the real cputime attribution), then written
 // to each output in turn: Begin, N x Write, Finish. --prometheus also renders the exposition and
 // takes its text at each report (a scrape per interval). --churn gives every report new targets
 // (short-lived processes). Prints one JSON object per output on standard output.
@@ -18,7 +18,7 @@
 
 #include "kwatt/core/json_text.h"
 #include "kwatt/meter/outputs.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/meter_reports.h"
 
 namespace {
 

@@ -23,16 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_bench as sb  # noqa: E402  (the shared helpers; importing runs nothing)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "peers"))
+import throwaway_peer  # noqa: E402  (kwatt_test_peers' client)
 
 ROOT = sb.ROOT
 SECTION_TITLE = "## Meter: outputs"
@@ -67,41 +68,13 @@ def powerapi(targets: int, domains: int, reports: int, churn: bool, tmp: str) ->
     return {row["output"]: row for row in map(json.loads, out.stdout.splitlines())}
 
 
-class Influxd:
-    """Debian's influxd 1.6 on 127.0.0.1, data in a temporary directory (as src/meter/test_influxd.h
-    starts it for the unit tests)."""
+class Influxd(throwaway_peer.ThrowawayPeer):
+    """Debian's influxd 1.6 on 127.0.0.1, data in a directory of its own (kwatt_test_peers influxd,
+    as src/testing/influxd.h starts it for the unit tests)."""
 
-    def __init__(self, tmp: str):
-        self.dir = tempfile.mkdtemp(dir=tmp)
-        with open(os.path.join(self.dir, "influxdb.conf"), "w") as f:
-            f.write(f"""reporting-disabled = true
-bind-address = "127.0.0.1:0"
-[meta]
-  dir = "{self.dir}/meta"
-[data]
-  dir = "{self.dir}/data"
-  wal-dir = "{self.dir}/wal"
-  query-log-enabled = false
-[http]
-  bind-address = "127.0.0.1:0"
-  log-enabled = false
-[monitor]
-  store-enabled = false
-""")
-        self.log = open(os.path.join(self.dir, "influxd.log"), "w+")
-        self.process = subprocess.Popen(
-            ["influxd", "run", "-config", os.path.join(self.dir, "influxdb.conf")],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            with open(self.log.name) as f:
-                match = re.search(r"Listening on HTTP.* addr=127\.0\.0\.1:(\d+)", f.read())
-            if match:
-                self.url = f"http://127.0.0.1:{match.group(1)}"
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("influxd did not start (Debian's influxdb: make deps)")
+    def __init__(self, kwatt: str):
+        super().__init__(throwaway_peer.peers_binary(kwatt), "influxd")
+        self.url = self.where["url"]
 
     def count(self, db: str) -> int:
         query = urllib.parse.urlencode({"db": db, "q": "SELECT count(energy_uj) FROM "
@@ -111,9 +84,7 @@ bind-address = "127.0.0.1:0"
         return doc["results"][0]["series"][0]["values"][0][1]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
+        self.close()
 
 
 def per_interval_ms(row: dict) -> float:
@@ -149,7 +120,7 @@ def main() -> int:
         churn_peer = powerapi(100, 4, 600, True, tmp)
         # HTTP outputs against their real peers, every target's rows.
         sb.log("InfluxDB and Kwollect, against influxd and kwatt serve")
-        influxd = Influxd(tmp)
+        influxd = Influxd(kwatt)
         servers.append(influxd)
         serve = subprocess.Popen([kwatt, "serve", "--simulate", "--port", "0", "--auth",
                                   "bench:bench"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,5 +1,5 @@
 // The PostgreSQL engine of the store (kwatt/store/postgres_store.h), in one run on a PostgreSQL 15
-// cluster of its own (src/store/test_postgres.h; fsync on, as in production):
+// cluster of its own (src/testing/postgres.h; fsync on, as in production):
 //
 //  1. ingest, side by side: the same rows (NODES wattmeters at HZ values a second for SECONDS,
 //     power as random walks of 0.1 W steps in 95.0..250.0 W, one batch per second of data as a
@@ -30,7 +30,7 @@
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/store/postgres_store.h"
-#include "src/store/test_postgres.h"
+#include "src/testing/postgres.h"
 
 namespace {
 

@@ -14,13 +14,15 @@ import datetime
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "peers"))
+import throwaway_peer  # noqa: E402  (kwatt_test_peers' client)
 
 ROOT = sb.ROOT
 SECTION_TITLE = "## Serving a store (`kwatt serve --store` to `kwatt fetch`)"
@@ -40,30 +42,10 @@ def jobs_file(path: str) -> None:
         json.dump(jobs, f)
 
 
-def postgres_cluster(tmp: str) -> tuple[str, list[str]]:
-    """A throwaway PostgreSQL 15 cluster on a Unix socket (as the tests start one); its URI and
-    the command that stops it."""
-    bins = sorted(d for d in os.listdir("/usr/lib/postgresql") if d.isdigit())
-    if not bins:
-        raise sb.BenchError("no PostgreSQL in /usr/lib/postgresql: run make deps")
-    bin_dir = f"/usr/lib/postgresql/{bins[-1]}/bin"
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_bench_", dir="/tmp")
-    prefix = []
-    if os.geteuid() == 0:
-        import pwd
-        nobody = pwd.getpwnam("nobody")
-        os.chown(directory, nobody.pw_uid, nobody.pw_gid)
-        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    data = os.path.join(directory, "data")
-    subprocess.run(prefix + [f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres",
-                             "-E", "UTF8", "--locale=C"], check=True, capture_output=True,
-                   cwd=directory)
-    subprocess.run(prefix + [f"{bin_dir}/pg_ctl", "-D", data, "-w", "-l",
-                             os.path.join(directory, "log"), "-o",
-                             f"-k {directory} -c listen_addresses=''", "start"],
-                   check=True, capture_output=True, cwd=directory)
-    stop = prefix + [f"{bin_dir}/pg_ctl", "-D", data, "-m", "fast", "stop"]
-    return f"postgresql:///postgres?host={directory}&user=postgres", stop
+def postgres_cluster(kwatt: str) -> throwaway_peer.Postgres:
+    """A throwaway PostgreSQL 15 cluster on a Unix socket, fsync on (kwatt_test_peers postgres
+    --durable, as the tests start one); close() stops it and removes it."""
+    return throwaway_peer.Postgres(throwaway_peer.peers_binary(kwatt), durable=True)
 
 
 def count_lines(path: str) -> int:
@@ -81,7 +63,7 @@ def main() -> int:
     load = sb.loadavg()
     tmp = tempfile.mkdtemp(prefix="kwatt_serve_store_bench_")
     env = dict(os.environ)
-    stop_postgres: list[str] = []
+    postgres = None
     try:
         jobs = os.path.join(tmp, "jobs.json")
         jobs_file(jobs)
@@ -94,8 +76,8 @@ def main() -> int:
             if backup["returncode"] != 0:
                 raise sb.BenchError(f"kwatt backup failed: {backup['stderr']}")
         stores = {"embedded": os.path.join(tmp, "store.kwatt")}
-        pg_uri, stop_postgres = postgres_cluster(tmp)
-        stores["PostgreSQL"] = pg_uri
+        postgres = postgres_cluster(kwatt)
+        stores["PostgreSQL"] = postgres.uri()
         imports = {}
         for name, uri in stores.items():
             imported = sb.run_measured([kwatt, "import", archive, "--store", uri], env, tmp,
@@ -140,8 +122,8 @@ def main() -> int:
                 }
     finally:
         sb.stop_all_servers()
-        if stop_postgres:
-            subprocess.run(stop_postgres, capture_output=True)
+        if postgres:
+            postgres.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
     simulated_fetch = results["simulated (`--simulate`)"]["fetch_s"]

@@ -14,7 +14,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "kwatt/meter/rapl.h"
-#include "src/meter/simulated_rapl.h"
+#include "kwatt/simulate/simulated_rapl.h"
 #include "src/meter/sources/rapl_internal.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "kwatt/core/yaml_json.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/testbed.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

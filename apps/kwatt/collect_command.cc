@@ -16,8 +16,8 @@
 #include "kwatt/collect/config.h"
 #include "kwatt/collect/metrics_endpoint.h"
 #include "kwatt/core/text.h"
-#include "kwatt/server/jobs.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/jobs/job.h"
+#include "kwatt/simulate/testbed.h"
 #include "kwatt/store/open_store.h"
 #include "kwatt/store/writer_lock.h"
 
@@ -54,9 +54,9 @@ struct JobsArgs {
 // The nodes of a job of `site` as `--nodes` names them (nova-1, nova-1.lyon,
 // nova-1.lyon.grid5000.fr): their uids, each once, each a node of the site in `testbed`.
 Result<std::vector<std::string>> JobNodes(const std::string& list, const std::string& site,
-                                          const server::Testbed& testbed,
+                                          const simulate::Testbed& testbed,
                                           const std::string& testbed_file) {
-  const server::Site* known = testbed.FindSite(site);
+  const simulate::Site* known = testbed.FindSite(site);
   if (!known) {
     std::string sites;
     for (const auto& other : testbed.sites()) sites += (sites.empty() ? "" : ", ") + other->uid;
@@ -70,7 +70,7 @@ Result<std::vector<std::string>> JobNodes(const std::string& list, const std::st
   std::vector<std::string> uids;
   for (const std::string& text : SplitCommaList(list)) {
     std::string quoted = "--nodes: \"" + text + "\"";
-    std::optional<server::JobNodeName> name = server::SplitJobNodeName(text);
+    std::optional<jobs::JobNodeName> name = jobs::SplitJobNodeName(text);
     if (!name) {
       return Status::InvalidArgument(quoted +
                                      " is not a node name: give a node uid (nova-1) or FQDN "
@@ -95,34 +95,26 @@ Result<std::vector<std::string>> JobNodes(const std::string& list, const std::st
 
 // The jobs `kwatt jobs add` is asked to add, checked (ids, times, nodes) before the store is
 // opened.
-Result<std::vector<store::Job>> JobsToAdd(const JobsArgs& args, bool id_given, UnixNanos now) {
-  server::Testbed::Options testbed_options;
+Result<std::vector<jobs::Job>> JobsToAdd(const JobsArgs& args, bool id_given, UnixNanos now) {
+  simulate::Testbed::Options testbed_options;
   testbed_options.description_file = args.testbed;
-  std::vector<store::Job> jobs;
+  std::vector<jobs::Job> jobs;
   if (!args.from.empty()) {
     if (id_given || !args.nodes.empty() || !args.site.empty()) {
       return Status::InvalidArgument(
           "--from takes its jobs' sites, ids and nodes from the file: "
           "give no --site, --id or --nodes with it");
     }
-    KWATT_ASSIGN_OR_RETURN(server::JobSet set, server::JobSet::Load(args.from));
+    KWATT_ASSIGN_OR_RETURN(jobs::JobSet set, jobs::JobSet::Load(args.from));
     // Its sites and nodes checked against the testbed's, as the server checks a jobs file.
-    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<server::Testbed> testbed,
-                           server::Testbed::Build(testbed_options, set));
-    for (const server::Job& simulated : testbed->jobs().jobs) {
-      store::Job job;
-      job.site = simulated.site;
-      job.id = simulated.uid;
-      job.user = simulated.user;
-      job.nodes = simulated.nodes;
-      job.start = simulated.started_at;
-      job.stop = simulated.stopped_at;
-      job.types = simulated.types;
+    KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> testbed,
+                           simulate::Testbed::Build(testbed_options, set));
+    for (const jobs::Job& job : testbed->jobs().jobs) {
       for (const std::string& type : job.types) {
         KWATT_RETURN_IF_ERROR(collect::CheckJobType(type).WithContext(
-            args.from + ": job " + job.site + "/" + std::to_string(job.id)));
+            args.from + ": job " + job.site + "/" + std::to_string(job.uid)));
       }
-      jobs.push_back(std::move(job));
+      jobs.push_back(job);
     }
     return jobs;
   }
@@ -137,30 +129,30 @@ Result<std::vector<store::Job>> JobsToAdd(const JobsArgs& args, bool id_given, U
   if (args.replace && !id_given) {
     return Status::InvalidArgument("--replace replaces the job of an --id: give it");
   }
-  store::Job job;
+  jobs::Job job;
   job.site = args.site;
   job.user = args.user;
-  job.id = args.id;
-  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<server::Testbed> testbed,
-                         server::Testbed::Build(testbed_options, server::JobSet()));
+  job.uid = args.id;
+  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> testbed,
+                         simulate::Testbed::Build(testbed_options, jobs::JobSet()));
   KWATT_ASSIGN_OR_RETURN(job.nodes, JobNodes(args.nodes, args.site, *testbed, args.testbed));
   job.types = SplitCommaList(args.types);
   for (const std::string& type : job.types) {
     KWATT_RETURN_IF_ERROR(collect::CheckJobType(type).WithContext("--types"));
   }
-  job.start = now;
+  job.started_at = now;
   auto time_of = [&](const std::string& text, const char* option) -> Result<UnixNanos> {
     Result<UnixNanos> t = ParseUserTime(text, now);
     if (!t.ok()) return Status::InvalidArgument(std::string(option) + ": " + t.status().message());
     return t;
   };
   if (!args.start.empty()) {
-    KWATT_ASSIGN_OR_RETURN(job.start, time_of(args.start, "--start"));
+    KWATT_ASSIGN_OR_RETURN(job.started_at, time_of(args.start, "--start"));
   }
   if (!args.stop.empty()) {
     KWATT_ASSIGN_OR_RETURN(UnixNanos stop, time_of(args.stop, "--stop"));
-    if (stop <= job.start) return Status::InvalidArgument("--stop is not after --start");
-    job.stop = stop;
+    if (stop <= job.started_at) return Status::InvalidArgument("--stop is not after --start");
+    job.stopped_at = stop;
   }
   jobs.push_back(std::move(job));
   return jobs;
@@ -409,13 +401,13 @@ Runner RegisterJobs(CLI::App* app) {
     };
     if (add->parsed()) {
       bool id_given = id_option->count() > 0;
-      Result<std::vector<store::Job>> jobs = JobsToAdd(*args, id_given, now);
+      Result<std::vector<jobs::Job>> jobs = JobsToAdd(*args, id_given, now);
       if (!jobs.ok()) return Fail("jobs add", jobs.status());
       Result<std::unique_ptr<store::Store>> opened = store::OpenStore(args->store, true);
       if (!opened.ok()) return Fail("jobs add", opened.status());
-      for (const store::Job& job : *jobs) {
+      for (const jobs::Job& job : *jobs) {
         // One transaction each: processes adding jobs at once get distinct ids, keep every job.
-        Result<int64_t> id = job.id;
+        Result<int64_t> id = job.uid;
         if (args->replace) {
           Status put = (*opened)->PutJob(job);
           if (!put.ok()) id = put;
@@ -431,7 +423,7 @@ Runner RegisterJobs(CLI::App* app) {
     if (!opened.ok()) return Fail("jobs", opened.status());
     store::Store& target = **opened;
     if (end->parsed()) {
-      Result<store::Job> job = target.GetJob(args->site, args->id);
+      Result<jobs::Job> job = target.GetJob(args->site, args->id);
       if (!job.ok()) return Fail("jobs end", job.status());
       UnixNanos at = now;
       if (!args->at.empty()) {
@@ -439,43 +431,45 @@ Runner RegisterJobs(CLI::App* app) {
         if (!t.ok()) return Fail("jobs end", t.status());
         at = *t;
       }
-      if (job->stop) {
+      if (job->stopped_at) {
         return Fail("jobs end", Status::InvalidArgument("job " + std::to_string(args->id) +
                                                         " ended already, at " +
-                                                        FormatParisTimestamp(*job->stop)));
+                                                        FormatParisTimestamp(*job->stopped_at)));
       }
-      if (at <= job->start) {
-        return Fail("jobs end", Status::InvalidArgument("the end is not after the job's start (" +
-                                                        FormatParisTimestamp(job->start) + ")"));
+      if (at <= job->started_at) {
+        return Fail("jobs end",
+                    Status::InvalidArgument("the end is not after the job's start (" +
+                                            FormatParisTimestamp(job->started_at) + ")"));
       }
-      job->stop = at;
+      job->stopped_at = at;
       Status put = target.PutJob(*job);
       if (!put.ok()) return Fail("jobs end", put);
       return kExitOk;
     }
-    Result<std::vector<store::Job>> jobs = target.Jobs(args->site, INT64_MIN, INT64_MAX);
+    Result<std::vector<jobs::Job>> jobs = target.Jobs(args->site, INT64_MIN, INT64_MAX);
     if (!jobs.ok()) return Fail("jobs list", jobs.status());
-    for (const store::Job& job : *jobs) {
-      bool running = job.start <= now && (!job.stop || *job.stop > now);
+    for (const jobs::Job& job : *jobs) {
+      bool running = job.started_at <= now && (!job.stopped_at || *job.stopped_at > now);
       if (args->running && !running) continue;
       if (args->json) {
-        nlohmann::json object = {{"site", job.site},
-                                 {"id", job.id},
-                                 {"user", job.user},
-                                 {"nodes", job.nodes},
-                                 {"types", job.types},
-                                 {"start", FormatParisTimestamp(job.start)},
-                                 {"stop", job.stop ? nlohmann::json(FormatParisTimestamp(*job.stop))
-                                                   : nlohmann::json()}};
+        nlohmann::json object = {
+            {"site", job.site},
+            {"id", job.uid},
+            {"user", job.user},
+            {"nodes", job.nodes},
+            {"types", job.types},
+            {"start", FormatParisTimestamp(job.started_at)},
+            {"stop", job.stopped_at ? nlohmann::json(FormatParisTimestamp(*job.stopped_at))
+                                    : nlohmann::json()}};
         std::printf("%s\n", object.dump().c_str());
       } else {
         std::string nodes, types;
         for (const auto& node : job.nodes) nodes += (nodes.empty() ? "" : ",") + node;
         for (const auto& type : job.types) types += (types.empty() ? "" : ",") + type;
-        std::printf("%lld\t%s\t%s\t%s\t%s\t%s\n", (long long)job.id, job.user.c_str(),
-                    FormatParisTimestamp(job.start).c_str(),
-                    job.stop ? FormatParisTimestamp(*job.stop).c_str() : "running", nodes.c_str(),
-                    types.empty() ? "-" : types.c_str());
+        std::printf("%lld\t%s\t%s\t%s\t%s\t%s\n", (long long)job.uid, job.user.c_str(),
+                    FormatParisTimestamp(job.started_at).c_str(),
+                    job.stopped_at ? FormatParisTimestamp(*job.stopped_at).c_str() : "running",
+                    nodes.c_str(), types.empty() ? "-" : types.c_str());
       }
     }
     return kExitOk;

@@ -8,7 +8,7 @@
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/kwollect_power.h"
 #include "kwatt/meter/replay.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/testbed.h"
 
 namespace kwatt::cli {
 
@@ -446,24 +446,24 @@ Runner RegisterSimulate(CLI::App* app) {
         return kExitUsage;
       }
     }
-    server::JobSet jobs;
+    jobs::JobSet jobs;
     if (!args->jobs.empty()) {
-      Result<server::JobSet> loaded = server::JobSet::Load(args->jobs);
+      Result<jobs::JobSet> loaded = jobs::JobSet::Load(args->jobs);
       if (!loaded.ok()) {
         std::fprintf(stderr, "kwatt simulate energy: %s\n", loaded.status().message().c_str());
         return ExitCodeOf(loaded.status());
       }
       jobs = std::move(*loaded);
     }
-    server::Testbed::Options options;
+    simulate::Testbed::Options options;
     options.seed = args->seed;
-    auto testbed = server::Testbed::Build(options, std::move(jobs));
+    auto testbed = simulate::Testbed::Build(options, std::move(jobs));
     if (!testbed.ok()) {
       std::fprintf(stderr, "kwatt simulate energy: %s\n", testbed.status().message().c_str());
       return ExitCodeOf(testbed.status());
     }
-    const server::Site* site = (*testbed)->FindSite(node->site);
-    const server::Node* simulated = site ? (*testbed)->FindNode(*site, node->uid) : nullptr;
+    const simulate::Site* site = (*testbed)->FindSite(node->site);
+    const simulate::Node* simulated = site ? (*testbed)->FindNode(*site, node->uid) : nullptr;
     if (!simulated) {
       std::fprintf(stderr, "kwatt simulate energy: no simulated node %s\n", node->Fqdn().c_str());
       return kExitUsage;

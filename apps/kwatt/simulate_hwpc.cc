@@ -1,5 +1,5 @@
 // `kwatt simulate hwpc`: hwpc-sensor's reports for a simulated machine and set of cgroups, from a
-// known power model (kwatt/meter/hwpc_simulation.h), with the true power of every target beside
+// known power model (kwatt/simulate/hwpc_simulation.h), with the true power of every target beside
 // them: CSV files as hwpc-sensor's CSV output writes them, JSON lines as its socket output sends
 // them, or a live stream to HOST:PORT (kwatt meter smartwatts --input listen:, or PowerAPI's
 // socket input) at real time.
@@ -25,7 +25,7 @@
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/time.h"
 #include "kwatt/meter/hwpc.h"
-#include "kwatt/meter/hwpc_simulation.h"
+#include "kwatt/simulate/hwpc_simulation.h"
 
 namespace kwatt::cli {
 
@@ -95,13 +95,13 @@ int RunHwpcSimulation(const HwpcArgs& args) {
         Status::InvalidArgument("nothing to write: give --csv DIR, --json FILE and/or "
                                 "--connect HOST:PORT"));
   }
-  meter::HwpcSimulation simulation = meter::DefaultHwpcSimulation();
+  simulate::HwpcSimulation simulation = simulate::DefaultHwpcSimulation();
   if (!args.scenario.empty()) {
     std::ifstream in(args.scenario);
     if (!in) return fail(Status::NotFound(args.scenario + ": cannot be read"));
     std::stringstream text;
     text << in.rdbuf();
-    Result<meter::HwpcSimulation> parsed = meter::ParseHwpcSimulation(text.str());
+    Result<simulate::HwpcSimulation> parsed = simulate::ParseHwpcSimulation(text.str());
     if (!parsed.ok()) return fail(parsed.status().WithContext(args.scenario));
     simulation = *parsed;
   }
@@ -121,8 +121,8 @@ int RunHwpcSimulation(const HwpcArgs& args) {
     if (!start.ok()) return fail(start.status().WithContext("--start"));
     simulation.start_ms = FloorDiv(*start, 1000000);
   }
-  Result<std::unique_ptr<meter::HwpcSimulator>> simulator =
-      meter::HwpcSimulator::Create(simulation);
+  Result<std::unique_ptr<simulate::HwpcSimulator>> simulator =
+      simulate::HwpcSimulator::Create(simulation);
   if (!simulator.ok()) return fail(simulator.status());
 
   std::unique_ptr<meter::HwpcCsvWriter> csv;
@@ -156,7 +156,7 @@ int RunHwpcSimulation(const HwpcArgs& args) {
 
   Status status;
   std::vector<meter::HwpcReport> reports;
-  std::vector<meter::HwpcTruth> truths;
+  std::vector<simulate::HwpcTruth> truths;
   std::string text, line;
   int64_t ticks = 0;
   while (status.ok() && !g_hwpc_stop.load() && (*simulator)->Next(&reports, &truths)) {
@@ -184,7 +184,7 @@ int RunHwpcSimulation(const HwpcArgs& args) {
     }
     if (status.ok() && stream >= 0) status = SendAll(stream, text);
     if (truth) {
-      for (const meter::HwpcTruth& t : truths) {
+      for (const simulate::HwpcTruth& t : truths) {
         line =
             std::to_string(t.timestamp_ms) + "," + std::to_string(t.socket) + "," + t.target + ",";
         AppendJsonNumber(&line, t.watts);

@@ -24,7 +24,7 @@
 #include "apps/kwatt/commands.h"
 #include "kwatt/core/output_file.h"
 #include "kwatt/core/text.h"
-#include "src/meter/simulated_rapl.h"
+#include "kwatt/simulate/simulated_rapl.h"
 
 namespace kwatt::cli {
 
@@ -113,7 +113,7 @@ int64_t MonotonicNow() {
 }
 
 Status WriteTruthJson(const std::string& path, const RaplArgs& args,
-                      const meter::SimulatedRapl& sim, int64_t updates) {
+                      const simulate::SimulatedRapl& sim, int64_t updates) {
   nlohmann::ordered_json truth;
   truth["root"] = sim.root();
   truth["layout"] = args.layout;
@@ -136,16 +136,16 @@ int RunRaplSimulation(const RaplArgs& args) {
     std::fprintf(stderr, "kwatt %s: %s\n", kCommand, message.c_str());
     return kExitUsage;
   };
-  meter::SimulatedRaplLayout layout;
+  simulate::SimulatedRaplLayout layout;
   int sockets = args.sockets.value_or(args.layout == "intel-server" ? 2 : 1);
   if (sockets < 1 || sockets > 64) return usage("--sockets: 1 to 64");
   if (args.layout == "intel-server") {
-    layout = meter::SimulatedRaplLayout::IntelServer(sockets);
+    layout = simulate::SimulatedRaplLayout::IntelServer(sockets);
   } else if (args.layout == "intel-client") {
     if (sockets != 1) return usage("--sockets: an intel-client layout has one package");
-    layout = meter::SimulatedRaplLayout::IntelClient(args.mmio_duplicate);
+    layout = simulate::SimulatedRaplLayout::IntelClient(args.mmio_duplicate);
   } else if (args.layout == "amd") {
-    layout = meter::SimulatedRaplLayout::Amd(sockets);
+    layout = simulate::SimulatedRaplLayout::Amd(sockets);
   } else {
     return usage("--layout: intel-server, intel-client or amd");
   }
@@ -159,7 +159,7 @@ int RunRaplSimulation(const RaplArgs& args) {
   }
   for (auto& zone : layout.zones) {
     int exponent = zone.kind == "dram" || args.layout == "amd" ? 16 : 14;
-    zone.unit = meter::SimulatedRaplUnit::PowerOfTwo(exponent, !args.exact_units);
+    zone.unit = simulate::SimulatedRaplUnit::PowerOfTwo(exponent, !args.exact_units);
     zone.counter_range = uint64_t(1) << args.counter_bits;
   }
   layout.perf_pmu = args.perf_pmu;
@@ -179,7 +179,7 @@ int RunRaplSimulation(const RaplArgs& args) {
   auto busy = std::make_shared<double>(0.0);
   std::map<std::string, double> idle_watts = *idle, dynamic_watts = *dynamic;
   bool follow = args.follow_cpu;
-  meter::SimulatedPowerTrace trace = [=](const std::string& domain, int64_t) {
+  simulate::SimulatedPowerTrace trace = [=](const std::string& domain, int64_t) {
     std::string kind = KindOf(domain);
     return idle_watts.at(kind) + (follow ? dynamic_watts.at(kind) * *busy : 0.0);
   };
@@ -191,9 +191,9 @@ int RunRaplSimulation(const RaplArgs& args) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
-  auto made = meter::SimulatedRapl::Create(args.root, std::move(layout), trace);
+  auto made = simulate::SimulatedRapl::Create(args.root, std::move(layout), trace);
   if (!made.ok()) return Fail("simulate rapl", made.status());
-  meter::SimulatedRapl& sim = **made;
+  simulate::SimulatedRapl& sim = **made;
   Status enabled = sim.EnableTruthFile();
   if (!enabled.ok()) return Fail("simulate rapl", enabled);
   BusyFraction cpu;

@@ -51,17 +51,17 @@ Status Import(const std::string& dir, const std::string& uri, bool allow_incompl
         cluster.cluster.substr(0, slash), cluster.cluster.substr(slash + 1), cluster.catalogue));
   }
   if (!manifest.query.job_site.empty()) {
-    Result<store::Job> known = target->GetJob(manifest.query.job_site, manifest.query.job_id);
+    Result<jobs::Job> known = target->GetJob(manifest.query.job_site, manifest.query.job_id);
     if (!known.ok() && known.status().code() == Status::Code::kNotFound) {
-      store::Job job;  // as the archive tells it: the job as OAR told it, or its window
+      jobs::Job job;  // as the archive tells it: the job as OAR told it, or its window
       job.site = manifest.query.job_site;
-      job.id = manifest.query.job_id;
+      job.uid = manifest.query.job_id;
       for (const archive::ManifestNode& node : manifest.nodes) {
         if (node.site == job.site) job.nodes.push_back(node.uid);
       }
       job.user = manifest.job_user;
-      job.start = manifest.has_job ? manifest.job_started : manifest.window_start;
-      job.stop = manifest.has_job ? manifest.job_stopped : std::optional(manifest.window_end);
+      job.started_at = manifest.has_job ? manifest.job_started : manifest.window_start;
+      job.stopped_at = manifest.has_job ? manifest.job_stopped : std::optional(manifest.window_end);
       job.types = manifest.job_types;
       KWATT_RETURN_IF_ERROR(target->PutJob(job));
     } else if (!known.ok()) {

@@ -19,7 +19,7 @@
 
 #include "kwatt/archive/format.h"
 #include "kwatt/core/time.h"
-#include "src/archive/test_files.h"
+#include "src/testing/archive_files.h"
 
 namespace kwatt::archive::reader_test {
 namespace {

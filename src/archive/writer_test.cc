@@ -17,8 +17,8 @@
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/row_parser.h"
 #include "kwatt/core/time.h"
-#include "src/archive/test_files.h"
-#include "src/core/test_temp_dir.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::archive::writer_test {
 namespace {

@@ -631,22 +631,22 @@ class Collector::Impl {
   void ReadJobs() {
     if (options.site.empty() || !store) return;
     UnixNanos now = options.wall_clock();
-    Result<std::vector<store::Job>> jobs = store->Jobs(options.site, now, now + 1);
+    Result<std::vector<jobs::Job>> jobs = store->Jobs(options.site, now, now + 1);
     if (!jobs.ok()) {
       Log("the jobs of " + options.site + " cannot be read: " + jobs.status().message());
       return;
     }
     auto table = std::make_shared<Promotions>();
-    for (const store::Job& job : jobs.value()) {
-      if (job.start > now || (job.stop && *job.stop <= now)) continue;
+    for (const jobs::Job& job : jobs.value()) {
+      if (job.started_at > now || (job.stopped_at && *job.stopped_at <= now)) continue;
       for (const std::string& type : job.types) {
         std::optional<std::string> regex = MonitorRegex(type);
         if (!regex) continue;
         Result<std::regex> compiled = CompileMonitorRegex(type, *regex);
         if (!compiled.ok()) {
           // Said once per job and type, not at every reading of the jobs.
-          if (reported_job_types.insert(std::to_string(job.id) + '\n' + type).second) {
-            Log("job " + std::to_string(job.id) + ": " + compiled.status().message() +
+          if (reported_job_types.insert(std::to_string(job.uid) + '\n' + type).second) {
+            Log("job " + std::to_string(job.uid) + ": " + compiled.status().message() +
                 ": the type is ignored");
           }
           continue;

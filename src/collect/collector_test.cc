@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "kwatt/store/open_store.h"
-#include "src/core/test_ports.h"
-#include "src/core/test_temp_dir.h"
+#include "src/testing/ports.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::collect::collector_test {
 namespace {
@@ -223,11 +223,11 @@ TEST(Collector, OptionalMetricsAreReadWhileAMonitorJobOfTheirNodeRuns) {
   {
     auto store = store::OpenStore(path, false);
     ASSERT_TRUE(store.ok());
-    store::Job job;
+    jobs::Job job;
     job.site = "lab";
-    job.id = 1;
+    job.uid = 1;
     job.nodes = {"nova-7"};
-    job.start = promoted_from;
+    job.started_at = promoted_from;
     job.types = {"monitor=prom_pow"};  // a prefix: re.match
     ASSERT_TRUE((*store)->PutJob(job).ok());
   }
@@ -258,14 +258,14 @@ class FaultyStore : public store::Store {
   Status Query(const store::StoreQuery& q, const store::QueryCallback& c) override {
     return store_->Query(q, c);
   }
-  Status PutJob(const store::Job& job) override { return store_->PutJob(job); }
-  Result<int64_t> AddJob(const store::Job& job, bool next_id) override {
+  Status PutJob(const jobs::Job& job) override { return store_->PutJob(job); }
+  Result<int64_t> AddJob(const jobs::Job& job, bool next_id) override {
     return store_->AddJob(job, next_id);
   }
-  Result<store::Job> GetJob(const std::string& site, int64_t id) override {
+  Result<jobs::Job> GetJob(const std::string& site, int64_t id) override {
     return store_->GetJob(site, id);
   }
-  Result<std::vector<store::Job>> Jobs(const std::string& site, UnixNanos a, UnixNanos b) override {
+  Result<std::vector<jobs::Job>> Jobs(const std::string& site, UnixNanos a, UnixNanos b) override {
     return store_->Jobs(site, a, b);
   }
   Status PutCatalogue(const std::string& s, const std::string& c, const Catalogue& k) override {

@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::collect::config_test {
 namespace {

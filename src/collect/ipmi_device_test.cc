@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "src/collect/test_ipmi_sim.h"
-#include "src/core/test_temp_dir.h"
+#include "src/testing/ipmi_sim.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::collect::ipmi_device_test {
 namespace {

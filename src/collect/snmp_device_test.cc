@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kwatt/core/time.h"
-#include "src/collect/test_snmpd.h"
+#include "src/testing/snmpd.h"
 
 namespace kwatt::collect::snmp_device_test {
 namespace {

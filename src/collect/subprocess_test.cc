@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::collect::subprocess_test {
 namespace {

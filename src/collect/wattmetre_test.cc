@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::collect::wattmetre_test {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kwatt/core/json_text.h"
@@ -138,6 +139,23 @@ size_t EditDistance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+std::string NearestSpelling(std::string_view word, std::span<const std::string_view> known) {
+  std::string nearest;
+  size_t best = std::numeric_limits<size_t>::max();
+  bool tied = false;  // another candidate is as near: no guess (wattmetre1-port99: 19 or 29?)
+  for (std::string_view candidate : known) {
+    size_t distance = EditDistance(word, candidate);
+    if (distance < best) {
+      best = distance;
+      nearest = std::string(candidate);
+      tied = false;
+    } else if (distance == best) {
+      tied = true;
+    }
+  }
+  return best <= 2 && best < word.size() && !tied ? nearest : std::string();
 }
 
 void AppendCsvNumber(std::string* out, double value) {

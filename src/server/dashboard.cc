@@ -93,7 +93,7 @@ struct JobWindow {
   bool running = false;
   bool waiting = false;
 };
-JobWindow WindowOf(const Job& job, UnixNanos now) {
+JobWindow WindowOf(const jobs::Job& job, UnixNanos now) {
   JobWindow w;
   UnixNanos end = job.EffectiveEnd();
   w.waiting = now < job.started_at;
@@ -147,19 +147,20 @@ class Dashboard {
   static void Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http);
 
  private:
-  const Site* SiteOr404(const std::string& uid, httplib::Response& res) {
-    const Site* site = c_.testbed->FindSite(uid);
+  const simulate::Site* SiteOr404(const std::string& uid, httplib::Response& res) {
+    const simulate::Site* site = c_.testbed->FindSite(uid);
     if (!site) Error(res, 404, "Site '" + uid + "' does not exist");
     return site;
   }
   // The job of the request's `id` (path) or `job_id` (parameter); an answer written when none.
-  std::optional<Job> JobOr404(const Site& site, const std::string& id, httplib::Response& res) {
+  std::optional<jobs::Job> JobOr404(const simulate::Site& site, const std::string& id,
+                                    httplib::Response& res) {
     std::optional<int64_t> uid = ParseInteger(id);
     if (!uid) {
       Error(res, 400, "job id '" + id + "' is not an integer");
       return std::nullopt;
     }
-    Result<Job> job = c_.find_job(site.uid, *uid);
+    Result<jobs::Job> job = c_.find_job(site.uid, *uid);
     if (!job.ok()) {
       if (job.status().code() == Status::Code::kNotFound) {
         Error(res, 404, "Job " + id + " not found on site " + site.uid);
@@ -204,19 +205,19 @@ class Dashboard {
   void Rows(const httplib::Request& req, httplib::Response& res);
   void NodeMetrics(const httplib::Request& req, httplib::Response& res);
 
-  ordered_json JobSummary(const Job& job, UnixNanos now);
+  ordered_json JobSummary(const jobs::Job& job, UnixNanos now);
   // Each of `devices`' latest power (the site page's and the node page's): for the first power
   // metric, in the order `kwatt energy` prefers, with a value over the last minute, the newest
   // value (summed over the series: a node on two PDU outlets); absent for a node without one.
-  Result<std::map<std::string, ordered_json>> LatestPower(const Site& site,
+  Result<std::map<std::string, ordered_json>> LatestPower(const simulate::Site& site,
                                                           const std::vector<std::string>& devices,
                                                           UnixNanos now);
-  std::vector<std::string> MetricsOfNode(const Node& node);
+  std::vector<std::string> MetricsOfNode(const simulate::Node& node);
 
   // The query of a series or rows request: devices, metrics and window (from `job_id` when
   // given, explicit values overriding). False when an error answer was written.
   struct Query {
-    const Site* site = nullptr;
+    const simulate::Site* site = nullptr;
     std::vector<std::string> devices, metrics;
     UnixNanos start = 0, end = 0, now = 0;
   };
@@ -225,7 +226,7 @@ class Dashboard {
   DashboardContext c_;
 };
 
-std::vector<std::string> Dashboard::MetricsOfNode(const Node& node) {
+std::vector<std::string> Dashboard::MetricsOfNode(const simulate::Node& node) {
   std::vector<std::string> out;
   Result<Catalogue> catalogue = c_.catalogue(*node.cluster);
   const Catalogue& cat = catalogue.ok() ? *catalogue : node.cluster->catalogue;
@@ -236,7 +237,7 @@ std::vector<std::string> Dashboard::MetricsOfNode(const Node& node) {
   return out;
 }
 
-ordered_json Dashboard::JobSummary(const Job& job, UnixNanos now) {
+ordered_json Dashboard::JobSummary(const jobs::Job& job, UnixNanos now) {
   JobWindow w = WindowOf(job, now);
   ordered_json out;
   out["uid"] = job.uid;
@@ -260,7 +261,7 @@ void Dashboard::SiteList(const httplib::Request& req, httplib::Response& res) {
     item["uid"] = site->uid;
     item["name"] = site->name;
     size_t nodes = 0;
-    for (const Cluster* cluster : site->clusters) nodes += cluster->nodes.size();
+    for (const simulate::Cluster* cluster : site->clusters) nodes += cluster->nodes.size();
     item["nodes"] = nodes;
     sites.push_back(item);
   }
@@ -272,7 +273,7 @@ void Dashboard::SiteList(const httplib::Request& req, httplib::Response& res) {
 }
 
 Result<std::map<std::string, ordered_json>> Dashboard::LatestPower(
-    const Site& site, const std::vector<std::string>& devices, UnixNanos now) {
+    const simulate::Site& site, const std::vector<std::string>& devices, UnixNanos now) {
   // node -> metric -> labels -> newest (time, value).
   std::map<std::string, std::map<std::string, std::map<std::string, std::pair<UnixNanos, double>>>>
       latest;
@@ -308,26 +309,26 @@ Result<std::map<std::string, ordered_json>> Dashboard::LatestPower(
 }
 
 void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
-  const Site* site = SiteOr404(req.matches[1], res);
+  const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   UnixNanos now = c_.now();
   std::vector<std::string> devices;
-  for (const Cluster* cluster : site->clusters) {
-    for (const Node* node : cluster->nodes) devices.push_back(node->uid);
+  for (const simulate::Cluster* cluster : site->clusters) {
+    for (const simulate::Node* node : cluster->nodes) devices.push_back(node->uid);
   }
   Result<std::map<std::string, ordered_json>> latest = LatestPower(*site, devices, now);
   if (!latest.ok()) return ErrorOf(res, latest.status());
-  Result<std::vector<Job>> jobs = c_.jobs_of(site->uid);
+  Result<std::vector<jobs::Job>> jobs = c_.jobs_of(site->uid);
   if (!jobs.ok()) return ErrorOf(res, jobs.status());
   std::map<std::string, std::vector<int64_t>> running;
-  for (const Job& job : *jobs) {
+  for (const jobs::Job& job : *jobs) {
     if (!WindowOf(job, now).running) continue;
     for (const std::string& node : job.nodes) running[node].push_back(job.uid);
   }
   ordered_json clusters = ordered_json::array();
-  for (const Cluster* cluster : site->clusters) {
+  for (const simulate::Cluster* cluster : site->clusters) {
     ordered_json nodes = ordered_json::array();
-    for (const Node* node : cluster->nodes) {
+    for (const simulate::Node* node : cluster->nodes) {
       ordered_json item;
       item["uid"] = node->uid;
       auto power = latest->find(node->uid);
@@ -350,14 +351,15 @@ void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Dashboard::JobList(const httplib::Request& req, httplib::Response& res) {
-  const Site* site = SiteOr404(req.matches[1], res);
+  const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
-  Result<std::vector<Job>> jobs = c_.jobs_of(site->uid);
+  Result<std::vector<jobs::Job>> jobs = c_.jobs_of(site->uid);
   if (!jobs.ok()) return ErrorOf(res, jobs.status());
-  std::sort(jobs->begin(), jobs->end(), [](const Job& a, const Job& b) { return a.uid > b.uid; });
+  std::sort(jobs->begin(), jobs->end(),
+            [](const jobs::Job& a, const jobs::Job& b) { return a.uid > b.uid; });
   UnixNanos now = c_.now();
   ordered_json items = ordered_json::array();
-  for (const Job& job : *jobs) items.push_back(JobSummary(job, now));
+  for (const jobs::Job& job : *jobs) items.push_back(JobSummary(job, now));
   ordered_json out;
   out["site"] = site->uid;
   out["now"] = Seconds(now);
@@ -366,9 +368,9 @@ void Dashboard::JobList(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
-  const Site* site = SiteOr404(req.matches[1], res);
+  const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
-  std::optional<Job> job = JobOr404(*site, req.matches[2], res);
+  std::optional<jobs::Job> job = JobOr404(*site, req.matches[2], res);
   if (!job) return;
   UnixNanos now = c_.now();
   ordered_json out = JobSummary(*job, now);
@@ -379,7 +381,7 @@ void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
   for (const std::string& uid : job->nodes) {
     ordered_json item;
     item["uid"] = uid;
-    const Node* node = c_.testbed->FindNode(*site, uid);
+    const simulate::Node* node = c_.testbed->FindNode(*site, uid);
     item["cluster"] = node ? ordered_json(node->cluster->uid) : ordered_json(nullptr);
     item["metrics"] = node ? MetricsOfNode(*node) : std::vector<std::string>();
     nodes.push_back(item);
@@ -389,14 +391,14 @@ void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
   // the job's end.
   ordered_json phases = ordered_json::array();
   int64_t cycle = 0;
-  for (const LoadPhase& phase : job->phases) cycle += phase.duration_ns;
+  for (const jobs::LoadPhase& phase : job->phases) cycle += phase.duration_ns;
   UnixNanos t = job->started_at, end = job->EffectiveEnd();
   for (size_t i = 0; cycle > 0 && t < end && phases.size() < 1000; ++i) {
     if (i == job->phases.size()) {
       if (!job->repeat_phases) break;
       i = 0;
     }
-    const LoadPhase& phase = job->phases[i];
+    const jobs::LoadPhase& phase = job->phases[i];
     phases.push_back({{"name", phase.name},
                       {"start", Seconds(t)},
                       {"end", Seconds(std::min(t + phase.duration_ns, end))},
@@ -418,9 +420,9 @@ void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Dashboard::Energy(const httplib::Request& req, httplib::Response& res) {
-  const Site* site = SiteOr404(req.matches[1], res);
+  const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
-  std::optional<Job> job = JobOr404(*site, req.matches[2], res);
+  std::optional<jobs::Job> job = JobOr404(*site, req.matches[2], res);
   if (!job) return;
   UnixNanos now = c_.now();
   JobWindow w = WindowOf(*job, now);
@@ -437,7 +439,7 @@ void Dashboard::Energy(const httplib::Request& req, httplib::Response& res) {
   std::set<std::string> clusters;
   for (const std::string& uid : job->nodes) {
     resolved.nodes.push_back(NodeName{uid, site->uid});
-    const Node* node = c_.testbed->FindNode(*site, uid);
+    const simulate::Node* node = c_.testbed->FindNode(*site, uid);
     if (!node || !clusters.insert(node->cluster->uid).second) continue;
     Result<Catalogue> catalogue = c_.catalogue(*node->cluster);
     resolved.catalogues.push_back(
@@ -483,7 +485,7 @@ bool Dashboard::ParseQuery(const httplib::Request& req, httplib::Response& res, 
     *slot = *t;
   }
   if (req.has_param("job_id")) {
-    std::optional<Job> job = JobOr404(*q->site, req.get_param_value("job_id"), res);
+    std::optional<jobs::Job> job = JobOr404(*q->site, req.get_param_value("job_id"), res);
     if (!job) return false;
     JobWindow w = WindowOf(*job, q->now);
     if (q->devices.empty()) q->devices = job->nodes;
@@ -612,10 +614,10 @@ void Dashboard::Rows(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res) {
-  const Site* site = SiteOr404(req.matches[1], res);
+  const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   std::string uid = req.matches[2];
-  const Node* node = c_.testbed->FindNode(*site, uid);
+  const simulate::Node* node = c_.testbed->FindNode(*site, uid);
   if (!node) return Error(res, 404, "Node '" + uid + "' does not exist on site " + site->uid);
   ordered_json out;
   out["uid"] = node->uid;
@@ -630,20 +632,20 @@ void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res)
   out["power"] = power == latest->end() ? ordered_json(nullptr) : power->second;
   // The jobs that ran on it, newest first: the page offers their windows, where a store of past
   // experiments has the node's rows.
-  Result<std::vector<Job>> jobs = c_.jobs_of(site->uid);
+  Result<std::vector<jobs::Job>> jobs = c_.jobs_of(site->uid);
   if (!jobs.ok()) return ErrorOf(res, jobs.status());
-  std::vector<const Job*> its;
-  for (const Job& job : *jobs) {
+  std::vector<const jobs::Job*> its;
+  for (const jobs::Job& job : *jobs) {
     if (std::find(job.nodes.begin(), job.nodes.end(), node->uid) != job.nodes.end()) {
       its.push_back(&job);
     }
   }
-  std::sort(its.begin(), its.end(), [](const Job* a, const Job* b) {
+  std::sort(its.begin(), its.end(), [](const jobs::Job* a, const jobs::Job* b) {
     return a->started_at != b->started_at ? a->started_at > b->started_at : a->uid > b->uid;
   });
   if (its.size() > kNodeJobs) its.resize(kNodeJobs);
   ordered_json items = ordered_json::array();
-  for (const Job* job : its) {
+  for (const jobs::Job* job : its) {
     ordered_json item = JobSummary(*job, now);
     item.erase("nodes");
     JobWindow w = WindowOf(*job, now);

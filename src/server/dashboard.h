@@ -18,8 +18,8 @@
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/server/jobs.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/jobs/job.h"
+#include "kwatt/simulate/testbed.h"
 #include "src/server/row_stream.h"
 
 namespace kwatt::http {
@@ -38,20 +38,20 @@ inline constexpr int64_t kMaxRowsRead = 30'000'000;
 inline constexpr int64_t kMaxSeriesCells = 2'000'000;
 
 struct DashboardContext {
-  const Testbed* testbed = nullptr;
+  const simulate::Testbed* testbed = nullptr;
   std::string api_prefix = "/stable";  // where the Kwollect API is (for the pages' links)
   std::function<UnixNanos()> now;      // the server's (simulated) now
-  std::function<Result<std::vector<Job>>(const std::string& site)> jobs_of;
+  std::function<Result<std::vector<jobs::Job>>(const std::string& site)> jobs_of;
   // NotFound when the site has no such job.
-  std::function<Result<Job>(const std::string& site, int64_t uid)> find_job;
+  std::function<Result<jobs::Job>(const std::string& site, int64_t uid)> find_job;
   // The rows the metrics API would answer for devices x metrics (all when empty) over
   // [start, end] seen at `now` (raw rows, not summaries).
   std::function<Result<std::shared_ptr<MetricsAnswer>>(
-      const Site& site, std::vector<std::string> devices, std::vector<std::string> metrics,
-      UnixNanos start, UnixNanos end, UnixNanos now)>
+      const simulate::Site& site, std::vector<std::string> devices,
+      std::vector<std::string> metrics, UnixNanos start, UnixNanos end, UnixNanos now)>
       open_rows;
   // A cluster's metric catalogue (a store's own when it has one).
-  std::function<Result<Catalogue>(const Cluster& cluster)> catalogue;
+  std::function<Result<Catalogue>(const simulate::Cluster& cluster)> catalogue;
 };
 
 // Adds the dashboard's routes to `http`.

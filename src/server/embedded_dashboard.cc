@@ -3,7 +3,7 @@
 #include <vector>
 
 // Each file is pulled in by the assembler (.incbin), as the reference data is
-// (src/server/embedded_reference.cc). The directories come from CMake: KWATT_DASHBOARD_DIR (the
+// (src/simulate/embedded_reference.cc). The directories come from CMake: KWATT_DASHBOARD_DIR (the
 // pages, src/server/dashboard/) and KWATT_UPLOT_DIR (uPlot's dist/, unpacked by `make deps`).
 #define KWATT_STRINGIFY2(x) #x
 #define KWATT_STRINGIFY(x) KWATT_STRINGIFY2(x)

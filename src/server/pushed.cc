@@ -199,7 +199,7 @@ Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos 
 
 Status PushedMetrics::Add(const std::string& site, const std::vector<PushedRow>& rows) {
   // Copy-on-write: a series being served keeps the samples it was given.
-  std::map<Key, std::vector<RecordedSample>> added;
+  std::map<Key, std::vector<simulate::RecordedSample>> added;
   for (const PushedRow& row : rows) {
     added[Key{site, row.device_id, row.metric_id, row.labels_json}].push_back({row.t, row.value});
   }
@@ -212,26 +212,30 @@ Status PushedMetrics::Add(const std::string& site, const std::vector<PushedRow>&
   }
   for (auto& [key, samples] : added) {
     auto& slot = series_[key];
-    auto merged = std::make_shared<std::vector<RecordedSample>>();
+    auto merged = std::make_shared<std::vector<simulate::RecordedSample>>();
     if (slot) merged->reserve(slot->size() + samples.size());
     if (slot) *merged = *slot;
     // Stable: equal times keep the order they came in.
     std::stable_sort(samples.begin(), samples.end(),
-                     [](const RecordedSample& a, const RecordedSample& b) { return a.t < b.t; });
+                     [](const simulate::RecordedSample& a, const simulate::RecordedSample& b) {
+                       return a.t < b.t;
+                     });
     size_t middle = merged->size();
     merged->insert(merged->end(), samples.begin(), samples.end());
     std::inplace_merge(merged->begin(), merged->begin() + ptrdiff_t(middle), merged->end(),
-                       [](const RecordedSample& a, const RecordedSample& b) { return a.t < b.t; });
+                       [](const simulate::RecordedSample& a, const simulate::RecordedSample& b) {
+                         return a.t < b.t;
+                       });
     slot = std::move(merged);
   }
   rows_ += int64_t(rows.size());
   return Status::OK();
 }
 
-std::vector<OutputSeries> PushedMetrics::SeriesOf(const std::string& site,
-                                                  const std::string& device_id,
-                                                  const std::vector<std::string>& metrics) const {
-  std::vector<OutputSeries> out;
+std::vector<simulate::OutputSeries> PushedMetrics::SeriesOf(
+    const std::string& site, const std::string& device_id,
+    const std::vector<std::string>& metrics) const {
+  std::vector<simulate::OutputSeries> out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = series_.lower_bound(Key{site, device_id, "", ""});
        it != series_.end() && std::get<0>(it->first) == site && std::get<1>(it->first) == device_id;
@@ -240,7 +244,7 @@ std::vector<OutputSeries> PushedMetrics::SeriesOf(const std::string& site,
     if (!metrics.empty() && std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) {
       continue;
     }
-    OutputSeries series;
+    simulate::OutputSeries series;
     series.device_id = device_id;
     series.metric_id = metric;
     series.labels_json = std::get<3>(it->first);

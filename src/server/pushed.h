@@ -18,7 +18,7 @@
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "src/server/series.h"
+#include "kwatt/simulate/series.h"
 
 namespace kwatt::server::internal {
 
@@ -62,8 +62,9 @@ class PushedMetrics {
   Status Add(const std::string& site, const std::vector<PushedRow>& rows);
   // The series of `device_id` on `site` whose metric is in `metrics` (all when empty), as they
   // are now (later pushes do not change them).
-  std::vector<OutputSeries> SeriesOf(const std::string& site, const std::string& device_id,
-                                     const std::vector<std::string>& metrics) const;
+  std::vector<simulate::OutputSeries> SeriesOf(const std::string& site,
+                                               const std::string& device_id,
+                                               const std::vector<std::string>& metrics) const;
   int64_t rows() const;
 
  private:
@@ -71,7 +72,7 @@ class PushedMetrics {
                                                                                // metric, labels
   const int64_t max_rows_;
   mutable std::mutex mutex_;
-  std::map<Key, std::shared_ptr<const std::vector<RecordedSample>>> series_;
+  std::map<Key, std::shared_ptr<const std::vector<simulate::RecordedSample>>> series_;
   int64_t rows_ = 0;
 };
 

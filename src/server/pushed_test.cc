@@ -178,7 +178,7 @@ TEST(PushedMetrics, ASeriesBeingServedKeepsItsSamples) {
   auto one = ParsePushedRows(
       R"([{"timestamp": 1713441601, "device_id": "nova-1", "metric_id": "m", "value": 1}])", kNow);
   ASSERT_TRUE(pushed.Add("lyon", *one).ok());
-  std::vector<OutputSeries> snapshot = pushed.SeriesOf("lyon", "nova-1", {});
+  std::vector<simulate::OutputSeries> snapshot = pushed.SeriesOf("lyon", "nova-1", {});
   ASSERT_TRUE(pushed.Add("lyon", *one).ok());
   EXPECT_EQ(snapshot[0].recorded->size(), 1u);
   EXPECT_EQ(pushed.SeriesOf("lyon", "nova-1", {})[0].recorded->size(), 2u);

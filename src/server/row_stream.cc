@@ -30,9 +30,7 @@ std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, U
   return {first, std::min(last, newest) + kSummaryBucketNs};
 }
 
-bool IsCounterMetric(std::string_view metric_id) { return metric_id.ends_with("_total"); }
-
-RowStream::RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNanos end,
+RowStream::RowStream(std::vector<simulate::OutputSeries> series, UnixNanos start, UnixNanos end,
                      UnixNanos now, bool summary)
     : series_(std::move(series)), lo_(start), summary_(summary) {
   if (summary_) {
@@ -51,7 +49,7 @@ RowStream::RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNano
 }
 
 bool RowStream::Advance(size_t index) {
-  const OutputSeries& s = series_[index];
+  const simulate::OutputSeries& s = series_[index];
   Cursor& c = cursors_[index];
   if (s.recorded) {  // k indexes the samples; one "segment", entered on the first call
     if (c.segment == 0) {
@@ -72,7 +70,7 @@ bool RowStream::Advance(size_t index) {
     }
     // Enter the next segment that overlaps [lo, hi).
     while (c.segment < s.segments.size()) {
-      const Segment& seg = s.segments[c.segment++];
+      const simulate::Segment& seg = s.segments[c.segment++];
       UnixNanos a = std::max(lo_, seg.begin), b = std::min(hi_, seg.end);
       if (a >= b) continue;
       c.k = s.grid.FirstIndexAtOrAfter(a, seg.period);
@@ -86,16 +84,17 @@ bool RowStream::Advance(size_t index) {
 Result<int64_t> RowStream::CountRows() {
   int64_t rows = 0;
   if (!summary_) {
-    for (const OutputSeries& s : series_) rows += s.CountIn(lo_, hi_);
+    for (const simulate::OutputSeries& s : series_) rows += s.CountIn(lo_, hi_);
     return rows;
   }
   for (UnixNanos b = bucket_; b < bucket_end_; b += kSummaryBucketNs) {
-    for (const OutputSeries& s : series_) rows += s.CountIn(b, b + kSummaryBucketNs) > 0;
+    for (const simulate::OutputSeries& s : series_) rows += s.CountIn(b, b + kSummaryBucketNs) > 0;
   }
   return rows;
 }
 
-void RowStream::WriteRow(std::string* out, const OutputSeries& series, UnixNanos t, double value) {
+void RowStream::WriteRow(std::string* out, const simulate::OutputSeries& series, UnixNanos t,
+                         double value) {
   int64_t second = FloorDiv(t, kNanosPerSecond);
   if (second != cached_second_) {
     size_t n = FormatParisTimestamp(second * kNanosPerSecond, cached_text_);
@@ -127,7 +126,7 @@ bool RowStream::Next(std::string* out, size_t target_bytes) {
   while (!heap_.empty() && out->size() < limit) {
     std::pop_heap(heap_.begin(), heap_.end(), HeapGreater());
     auto [t, index] = heap_.back();
-    const OutputSeries& s = series_[index];
+    const simulate::OutputSeries& s = series_[index];
     WriteRow(out, s, t,
              s.recorded ? (*s.recorded)[size_t(cursors_[index].k - 1)].value : s.ValueAt(t));
     if (Advance(index)) {
@@ -153,7 +152,7 @@ bool RowStream::NextRows(RowBatch* batch, const StringInterner** interner, size_
   }
   if (!status_.ok() || finished_) return false;
   if (ids_.empty()) {
-    for (const OutputSeries& s : series_) {
+    for (const simulate::OutputSeries& s : series_) {
       ids_.push_back({interner_.Intern(s.device_id), interner_.Intern(s.metric_id),
                       interner_.Intern(s.labels_json)});
     }
@@ -162,7 +161,7 @@ bool RowStream::NextRows(RowBatch* batch, const StringInterner** interner, size_
   while (!heap_.empty() && batch->size() < max_rows) {
     std::pop_heap(heap_.begin(), heap_.end(), HeapGreater());
     auto [t, index] = heap_.back();
-    const OutputSeries& s = series_[index];
+    const simulate::OutputSeries& s = series_[index];
     int64_t second = FloorDiv(t, kNanosPerSecond);
     if (second != offset_second_) {
       offset_ = ParisUtcOffsetSeconds(second);
@@ -190,13 +189,13 @@ bool RowStream::NextRows(RowBatch* batch, const StringInterner** interner, size_
 bool RowStream::NextSummary(std::string* out, size_t limit) {
   while (bucket_ < bucket_end_ && out->size() < limit) {
     UnixNanos b = bucket_, e = bucket_ + kSummaryBucketNs;
-    for (const OutputSeries& s : series_) {
+    for (const simulate::OutputSeries& s : series_) {
       SummaryAccumulator summary;
       if (s.recorded) {
         auto [first, last] = s.RecordedIn(b, e);
         for (size_t i = first; i < last; ++i) summary.Add((*s.recorded)[i].value);
       }
-      for (const Segment& seg : s.segments) {  // none for a recorded series
+      for (const simulate::Segment& seg : s.segments) {  // none for a recorded series
         UnixNanos a = std::max(b, seg.begin), z = std::min(e, seg.end);
         if (a >= z) continue;
         int64_t k_end = s.grid.FirstIndexAtOrAfter(z, seg.period);

@@ -16,7 +16,7 @@
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "src/server/series.h"
+#include "kwatt/simulate/series.h"
 
 namespace kwatt::server::internal {
 
@@ -35,7 +35,6 @@ std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, U
 // A summary row's value: the mean of a bucket's values, their maximum for a counter (a metric id
 // ending in "_total"), as Kwollect's aggregate computes them: SQL's avg() and max() skip nulls
 // (NullValue, null_value.h), and a bucket of nulls only is null.
-bool IsCounterMetric(std::string_view metric_id);
 class SummaryAccumulator {
  public:
   void Add(double v) {
@@ -86,8 +85,8 @@ class RowStream : public MetricsAnswer {
  public:
   // Rows of `series` with start <= timestamp <= end and timestamp <= now; in summary mode, one
   // row per series and 5-minute bucket whose start is within [start, end].
-  RowStream(std::vector<OutputSeries> series, UnixNanos start, UnixNanos end, UnixNanos now,
-            bool summary);
+  RowStream(std::vector<simulate::OutputSeries> series, UnixNanos start, UnixNanos end,
+            UnixNanos now, bool summary);
 
   // Computed without generating the rows.
   Result<int64_t> CountRows() override;
@@ -106,10 +105,10 @@ class RowStream : public MetricsAnswer {
     UnixNanos t = 0;    // time of sample k
   };
   bool Advance(size_t series_index);  // moves cursor to its next sample; false when exhausted
-  void WriteRow(std::string* out, const OutputSeries& series, UnixNanos t, double value);
+  void WriteRow(std::string* out, const simulate::OutputSeries& series, UnixNanos t, double value);
   bool NextSummary(std::string* out, size_t limit);  // until out->size() >= limit
 
-  std::vector<OutputSeries> series_;
+  std::vector<simulate::OutputSeries> series_;
   UnixNanos lo_, hi_;  // [lo, hi)
   bool summary_;
   bool started_ = false, finished_ = false;

@@ -14,11 +14,11 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/http/hardened_server.h"
-#include "kwatt/server/testbed.h"
+#include "kwatt/simulate/series.h"
+#include "kwatt/simulate/testbed.h"
 #include "src/server/dashboard.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
-#include "src/server/series.h"
 #include "src/server/store_rows.h"
 
 namespace kwatt::server {
@@ -85,20 +85,12 @@ ordered_json Collection(ordered_json items, const std::string& self, const std::
   return out;
 }
 
-// A store's job as the OAR API shows it. The store keeps no walltime: a running job's is the time
-// it has run so far, plus a second (so that it shows as running).
-Job FromStoredJob(const store::Job& stored, UnixNanos now) {
-  Job job;
-  job.site = stored.site;
-  job.uid = stored.id;
-  job.user = stored.user;
-  job.nodes = stored.nodes;
-  job.started_at = stored.start;
-  job.submitted_at = stored.start;
-  job.stopped_at = stored.stop;
-  job.types = stored.types;
-  UnixNanos end = stored.stop ? *stored.stop : std::max(now, stored.start);
-  job.walltime_s = CeilDiv(end - stored.start, kNanosPerSecond) + (stored.stop ? 0 : 1);
+// A store's job as the OAR API shows it: submitted when it started; the store keeps no walltime,
+// so a running job's is the time it has run so far, plus a second (so that it shows as running).
+jobs::Job FromStoredJob(jobs::Job job, UnixNanos now) {
+  job.submitted_at = job.started_at;
+  UnixNanos end = job.stopped_at ? *job.stopped_at : std::max(now, job.started_at);
+  job.walltime_s = CeilDiv(end - job.started_at, kNanosPerSecond) + (job.stopped_at ? 0 : 1);
   return job;
 }
 
@@ -126,7 +118,7 @@ struct Server::Impl {
   explicit Impl(const ServerOptions& o) : options(o), http(LimitsOf(o)) {}
 
   ServerOptions options;
-  std::unique_ptr<Testbed> testbed;
+  std::unique_ptr<simulate::Testbed> testbed;
   internal::PushedMetrics pushed;              // custom metrics (POST), kept in memory
   std::unique_ptr<internal::StorePool> store;  // --store: rows, jobs, catalogues and pushes
   kwatt::http::HardenedServer http;
@@ -160,38 +152,38 @@ struct Server::Impl {
   }
 
   // The job `uid` of `site`: the simulated one, or the store's. NotFound when there is none.
-  Result<Job> FindJob(const std::string& site, int64_t uid) {
+  Result<jobs::Job> FindJob(const std::string& site, int64_t uid) {
     if (!store) {
-      const Job* job = testbed->jobs().Find(site, uid);
+      const jobs::Job* job = testbed->jobs().Find(site, uid);
       if (!job) return Status::NotFound("no such job");
       return *job;
     }
     KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
-    KWATT_ASSIGN_OR_RETURN(store::Job stored, lease->GetJob(site, uid));
+    KWATT_ASSIGN_OR_RETURN(jobs::Job stored, lease->GetJob(site, uid));
     return FromStoredJob(stored, Now());
   }
 
   // Every job of `site`.
-  Result<std::vector<Job>> JobsOf(const std::string& site) {
-    std::vector<Job> jobs;
+  Result<std::vector<jobs::Job>> JobsOf(const std::string& site) {
+    std::vector<jobs::Job> jobs;
     if (!store) {
-      for (const Job& job : testbed->jobs().jobs) {
+      for (const jobs::Job& job : testbed->jobs().jobs) {
         if (job.site == site) jobs.push_back(job);
       }
       return jobs;
     }
     KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
-    KWATT_ASSIGN_OR_RETURN(std::vector<store::Job> stored,
+    KWATT_ASSIGN_OR_RETURN(std::vector<jobs::Job> stored,
                            lease->Jobs(site, std::numeric_limits<UnixNanos>::min(),
                                        std::numeric_limits<UnixNanos>::max()));
     UnixNanos now = Now();
-    for (const store::Job& job : stored) jobs.push_back(FromStoredJob(job, now));
+    for (const jobs::Job& job : stored) jobs.push_back(FromStoredJob(job, now));
     return jobs;
   }
 
-  const Site* SiteOr404(const httplib::Request& req, httplib::Response& res) {
+  const simulate::Site* SiteOr404(const httplib::Request& req, httplib::Response& res) {
     std::string uid = req.matches[2];
-    const Site* site = testbed->FindSite(uid);
+    const simulate::Site* site = testbed->FindSite(uid);
     if (!site) {
       std::string known;
       for (const auto& s : testbed->sites()) known += (known.empty() ? "" : ", ") + s->uid;
@@ -200,7 +192,7 @@ struct Server::Impl {
     return site;
   }
 
-  ordered_json SiteJson(const Site& site, const std::string& prefix) {
+  ordered_json SiteJson(const simulate::Site& site, const std::string& prefix) {
     std::string self = prefix + "/sites/" + site.uid;
     ordered_json out;
     out["uid"] = site.uid;
@@ -213,7 +205,7 @@ struct Server::Impl {
   }
 
   // A cluster object; with a store, its catalogue is the store's when it has one for the cluster.
-  Result<ordered_json> ClusterJson(const Cluster& cluster, const std::string& prefix) {
+  Result<ordered_json> ClusterJson(const simulate::Cluster& cluster, const std::string& prefix) {
     ordered_json out = ordered_json::parse(cluster.document_json);
     if (store) {
       KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
@@ -235,7 +227,7 @@ struct Server::Impl {
     return out;
   }
 
-  ordered_json NodeJson(const Node& node, const std::string& prefix) {
+  ordered_json NodeJson(const simulate::Node& node, const std::string& prefix) {
     std::string parent = prefix + "/sites/" + node.site->uid + "/clusters/" + node.cluster->uid;
     ordered_json out;
     out["uid"] = node.uid;
@@ -249,7 +241,7 @@ struct Server::Impl {
   }
 
   // A job as the OAR API shows it at the simulated instant `now`.
-  ordered_json JobJson(const Job& job, const std::string& prefix, UnixNanos now) {
+  ordered_json JobJson(const jobs::Job& job, const std::string& prefix, UnixNanos now) {
     auto seconds = [](UnixNanos t) { return FloorDiv(t, kNanosPerSecond); };
     UnixNanos end = job.EffectiveEnd();
     std::string state = now < job.started_at ? "waiting" : now < end ? "running" : "terminated";
@@ -281,7 +273,7 @@ struct Server::Impl {
 
   // The rows of `devices` x `metrics` (all when empty) over [start, end] seen at `now`: the
   // store's, or the simulated ones with the pushed ones.
-  Result<std::shared_ptr<internal::MetricsAnswer>> OpenAnswer(const Site& site,
+  Result<std::shared_ptr<internal::MetricsAnswer>> OpenAnswer(const simulate::Site& site,
                                                               std::vector<std::string> devices,
                                                               std::vector<std::string> metrics,
                                                               UnixNanos start, UnixNanos end,
@@ -293,16 +285,16 @@ struct Server::Impl {
       KWATT_RETURN_IF_ERROR(rows->Begin());  // before the status: a failing store is a 500
       return std::shared_ptr<internal::MetricsAnswer>(std::move(rows));
     }
-    std::vector<internal::OutputSeries> series;
+    std::vector<simulate::OutputSeries> series;
     for (const std::string& id : devices) {
-      std::vector<internal::OutputSeries> of_device;
-      if (const DeviceRef* device = testbed->FindDevice(site, id)) {
-        of_device = internal::SeriesOfDevice(*testbed, site, *device, metrics);
+      std::vector<simulate::OutputSeries> of_device;
+      if (const simulate::DeviceRef* device = testbed->FindDevice(site, id)) {
+        of_device = simulate::SeriesOfDevice(*testbed, site, *device, metrics);
       }
-      for (internal::OutputSeries& s : pushed.SeriesOf(site.uid, id, metrics)) {
+      for (simulate::OutputSeries& s : pushed.SeriesOf(site.uid, id, metrics)) {
         of_device.push_back(std::move(s));
       }
-      for (internal::OutputSeries& s : of_device) series.push_back(std::move(s));
+      for (simulate::OutputSeries& s : of_device) series.push_back(std::move(s));
     }
     return std::shared_ptr<internal::MetricsAnswer>(
         std::make_shared<internal::RowStream>(std::move(series), start, end, now, summary));
@@ -377,14 +369,14 @@ void Server::Impl::Routes() {
     SendJson(res, Collection(items, prefix + "/sites", prefix));
   });
   http.Get(site + "/?", [this](const httplib::Request& req, httplib::Response& res) {
-    if (const Site* s = SiteOr404(req, res)) SendJson(res, SiteJson(*s, Prefix(req)));
+    if (const simulate::Site* s = SiteOr404(req, res)) SendJson(res, SiteJson(*s, Prefix(req)));
   });
   http.Get(site + "/clusters/?", [this](const httplib::Request& req, httplib::Response& res) {
-    const Site* s = SiteOr404(req, res);
+    const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string prefix = Prefix(req);
     ordered_json items = ordered_json::array();
-    for (const Cluster* cluster : s->clusters) {
+    for (const simulate::Cluster* cluster : s->clusters) {
       Result<ordered_json> item = ClusterJson(*cluster, prefix);
       if (!item.ok()) return StoreError(res, item.status());
       items.push_back(std::move(*item));
@@ -393,12 +385,12 @@ void Server::Impl::Routes() {
                              prefix + "/sites/" + s->uid));
   });
   auto cluster_or_404 = [this](const httplib::Request& req, httplib::Response& res,
-                               const Site& s) -> const Cluster* {
+                               const simulate::Site& s) -> const simulate::Cluster* {
     std::string uid = req.matches[3];
-    const Cluster* cluster = testbed->FindCluster(s, uid);
+    const simulate::Cluster* cluster = testbed->FindCluster(s, uid);
     if (!cluster) {
       std::string known;
-      for (const Cluster* c : s.clusters) known += (known.empty() ? "" : ", ") + c->uid;
+      for (const simulate::Cluster* c : s.clusters) known += (known.empty() ? "" : ", ") + c->uid;
       NotFound(res, "Cluster '" + uid + "' does not exist on site " + s.uid +
                         " (simulated clusters: " + known + ")");
     }
@@ -406,9 +398,9 @@ void Server::Impl::Routes() {
   };
   http.Get(site + "/clusters/([^/]+)/?",
            [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
-             const Site* s = SiteOr404(req, res);
+             const simulate::Site* s = SiteOr404(req, res);
              if (!s) return;
-             if (const Cluster* c = cluster_or_404(req, res, *s)) {
+             if (const simulate::Cluster* c = cluster_or_404(req, res, *s)) {
                Result<ordered_json> cluster = ClusterJson(*c, Prefix(req));
                if (!cluster.ok()) return StoreError(res, cluster.status());
                SendJson(res, *cluster);
@@ -416,24 +408,24 @@ void Server::Impl::Routes() {
            });
   http.Get(site + "/clusters/([^/]+)/nodes/?",
            [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
-             const Site* s = SiteOr404(req, res);
+             const simulate::Site* s = SiteOr404(req, res);
              if (!s) return;
-             const Cluster* c = cluster_or_404(req, res, *s);
+             const simulate::Cluster* c = cluster_or_404(req, res, *s);
              if (!c) return;
              std::string prefix = Prefix(req);
              ordered_json items = ordered_json::array();
-             for (const Node* node : c->nodes) items.push_back(NodeJson(*node, prefix));
+             for (const simulate::Node* node : c->nodes) items.push_back(NodeJson(*node, prefix));
              std::string self = prefix + "/sites/" + s->uid + "/clusters/" + c->uid;
              SendJson(res, Collection(items, self + "/nodes", self));
            });
   http.Get(site + "/clusters/([^/]+)/nodes/([^/]+)/?",
            [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
-             const Site* s = SiteOr404(req, res);
+             const simulate::Site* s = SiteOr404(req, res);
              if (!s) return;
-             const Cluster* c = cluster_or_404(req, res, *s);
+             const simulate::Cluster* c = cluster_or_404(req, res, *s);
              if (!c) return;
              std::string uid = req.matches[4];
-             const Node* node = testbed->FindNode(*s, uid);
+             const simulate::Node* node = testbed->FindNode(*s, uid);
              if (!node || node->cluster != c) {
                NotFound(res,
                         "Node '" + uid + "' does not exist in cluster " + c->uid + " of " + s->uid);
@@ -442,7 +434,7 @@ void Server::Impl::Routes() {
              SendJson(res, NodeJson(*node, Prefix(req)));
            });
   http.Get(site + "/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
-    const Site* s = SiteOr404(req, res);
+    const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string prefix = Prefix(req);
     UnixNanos now = Now();
@@ -457,11 +449,12 @@ void Server::Impl::Routes() {
       res.set_content(ApiError(400, "Bad Request", "offset and limit must be integers"), kJson);
       return;
     }
-    Result<std::vector<Job>> jobs = JobsOf(s->uid);
+    Result<std::vector<jobs::Job>> jobs = JobsOf(s->uid);
     if (!jobs.ok()) return StoreError(res, jobs.status());
-    std::sort(jobs->begin(), jobs->end(), [](const Job& a, const Job& b) { return a.uid > b.uid; });
+    std::sort(jobs->begin(), jobs->end(),
+              [](const jobs::Job& a, const jobs::Job& b) { return a.uid > b.uid; });
     ordered_json matching = ordered_json::array();
-    for (const Job& job : *jobs) {
+    for (const jobs::Job& job : *jobs) {
       ordered_json item = JobJson(job, prefix, now);
       if (!states.empty() && std::find(states.begin(), states.end(),
                                        item["state"].get<std::string>()) == states.end()) {
@@ -479,7 +472,7 @@ void Server::Impl::Routes() {
                              prefix + "/sites/" + s->uid, int64_t(matching.size()), offset));
   });
   http.Get(site + "/jobs/([^/]+)/?", [this](const httplib::Request& req, httplib::Response& res) {
-    const Site* s = SiteOr404(req, res);
+    const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string id = req.matches[3];
     std::optional<int64_t> uid;
@@ -489,7 +482,8 @@ void Server::Impl::Routes() {
       if (used == id.size()) uid = parsed;
     } catch (const std::exception&) {
     }
-    Result<Job> job = uid ? FindJob(s->uid, *uid) : Result<Job>(Status::NotFound("not a job id"));
+    Result<jobs::Job> job =
+        uid ? FindJob(s->uid, *uid) : Result<jobs::Job>(Status::NotFound("not a job id"));
     if (!job.ok() && job.status().code() != Status::Code::kNotFound) {
       return StoreError(res, job.status());
     }
@@ -509,12 +503,12 @@ void Server::Impl::Routes() {
   dashboard.now = [this] { return Now(); };
   dashboard.jobs_of = [this](const std::string& site) { return JobsOf(site); };
   dashboard.find_job = [this](const std::string& site, int64_t uid) { return FindJob(site, uid); };
-  dashboard.open_rows = [this](const Site& site, std::vector<std::string> devices,
+  dashboard.open_rows = [this](const simulate::Site& site, std::vector<std::string> devices,
                                std::vector<std::string> metrics, UnixNanos start, UnixNanos end,
                                UnixNanos now) {
     return OpenAnswer(site, std::move(devices), std::move(metrics), start, end, now, false);
   };
-  dashboard.catalogue = [this](const Cluster& cluster) -> Result<Catalogue> {
+  dashboard.catalogue = [this](const simulate::Cluster& cluster) -> Result<Catalogue> {
     if (store) {
       KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
       Result<Catalogue> stored = lease->GetCatalogue(cluster.site->uid, cluster.uid);
@@ -538,7 +532,7 @@ void Server::Impl::Routes() {
 }
 
 void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) {
-  const Site* site = SiteOr404(req, res);
+  const simulate::Site* site = SiteOr404(req, res);
   if (!site) return;
   UnixNanos now = Now();
   auto bad = [&](int status, std::string_view code, std::string_view message,
@@ -597,7 +591,7 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
       bad(400, "22P02", "invalid input syntax for type integer: \"" + id + "\"");
       return;
     }
-    Result<Job> job = FindJob(site->uid, uid);
+    Result<jobs::Job> job = FindJob(site->uid, uid);
     if (!job.ok() && job.status().code() != Status::Code::kNotFound) {
       return StoreError(res, job.status());
     }
@@ -746,7 +740,7 @@ void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
     return;
   }
   if (!PushIsFromThisOrigin(req, res)) return;
-  const Site* site = SiteOr404(req, res);
+  const simulate::Site* site = SiteOr404(req, res);
   if (!site) return;
   Result<std::vector<internal::PushedRow>> rows = internal::ParsePushedRows(req.body, Now());
   if (!rows.ok()) {
@@ -773,14 +767,14 @@ void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
 }
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
-  JobSet jobs;
+  jobs::JobSet jobs;
   if (!options.store_uri.empty() && !options.jobs_file.empty()) {
     return Status::InvalidArgument(
         "--jobs describes simulated jobs: with --store, the jobs are the store's (kwatt import "
         "puts an archive's job there)");
   }
   if (!options.jobs_file.empty()) {
-    Result<JobSet> loaded = JobSet::Load(options.jobs_file);
+    Result<jobs::JobSet> loaded = jobs::JobSet::Load(options.jobs_file);
     if (!loaded.ok()) return loaded.status();
     jobs = std::move(*loaded);
   }
@@ -806,11 +800,12 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       (options.auth.find(':') == std::string::npos || options.auth.find(':') == 0)) {
     return Status::InvalidArgument("--auth must be USER:PASSWORD, with a user before the ':'");
   }
-  Testbed::Options testbed_options;
+  simulate::Testbed::Options testbed_options;
   testbed_options.seed = options.seed;
   testbed_options.reference_dir = options.reference_dir;
   testbed_options.description_file = options.testbed_file;
-  Result<std::unique_ptr<Testbed>> testbed = Testbed::Build(testbed_options, std::move(jobs));
+  Result<std::unique_ptr<simulate::Testbed>> testbed =
+      simulate::Testbed::Build(testbed_options, std::move(jobs));
   if (!testbed.ok()) return testbed.status();
 
   auto impl = std::make_unique<Impl>(options);

@@ -207,7 +207,8 @@ Status StoreRowStream::Read(UnixNanos lo, UnixNanos hi, Slice* slice, int64_t* r
       slice->rows.utc_offset.push_back(offset);
       slice->rows.device.push_back(series[s].device);
       slice->rows.metric.push_back(series[s].metric);
-      slice->rows.value.push_back(summary.Value(IsCounterMetric(interner.Get(series[s].metric))));
+      slice->rows.value.push_back(
+          summary.Value(simulate::IsCounterMetric(interner.Get(series[s].metric))));
       slice->rows.labels.push_back(series[s].labels);
     }
   }

@@ -10,10 +10,10 @@
 
 #include "kwatt/core/null_value.h"
 #include "kwatt/store/sqlite_store.h"
-#include "src/core/test_temp_dir.h"
 #include "src/server/pushed.h"
 #include "src/server/row_stream.h"
-#include "src/store/test_postgres.h"
+#include "src/testing/postgres.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::server::internal::store_rows_test {
 namespace {
@@ -92,9 +92,9 @@ class StoreRowsTest : public ::testing::Test {
   std::string Simulated(const std::vector<std::string>& devices,
                         const std::vector<std::string>& metrics, UnixNanos start, UnixNanos end,
                         bool summary, UnixNanos now = kLater) {
-    std::vector<OutputSeries> series;
+    std::vector<simulate::OutputSeries> series;
     for (const std::string& device : devices) {
-      for (OutputSeries& s : pushed_.SeriesOf("lyon", device, metrics)) {
+      for (simulate::OutputSeries& s : pushed_.SeriesOf("lyon", device, metrics)) {
         series.push_back(std::move(s));
       }
     }
@@ -104,9 +104,10 @@ class StoreRowsTest : public ::testing::Test {
 
   std::unique_ptr<RowStream> SimulatedStream(const std::vector<std::string>& devices,
                                              UnixNanos start, UnixNanos end) {
-    std::vector<OutputSeries> series;
+    std::vector<simulate::OutputSeries> series;
     for (const std::string& device : devices) {
-      for (OutputSeries& s : pushed_.SeriesOf("lyon", device, {})) series.push_back(std::move(s));
+      for (simulate::OutputSeries& s : pushed_.SeriesOf("lyon", device, {}))
+        series.push_back(std::move(s));
     }
     return std::make_unique<RowStream>(std::move(series), start, end, kLater, false);
   }
@@ -264,7 +265,7 @@ TEST_F(StoreRowsTest, NextRowsGivesTheRowsOfTheText) {
     }
   }
   // A summary answer is text only in the simulator.
-  std::vector<OutputSeries> series = pushed_.SeriesOf("lyon", "nova-1", {});
+  std::vector<simulate::OutputSeries> series = pushed_.SeriesOf("lyon", "nova-1", {});
   RowStream summary(std::move(series), start, end, kLater, true);
   RowBatch batch;
   const StringInterner* interner = nullptr;

@@ -186,15 +186,15 @@ class PostgresStore : public Store {
     return status.ok() ? end : status;
   }
 
-  Status PutJob(const Job& job) override {
+  Status PutJob(const jobs::Job& job) override {
     return Exec(std::string(kInsertJob) +
                     " ON CONFLICT (site, id) DO UPDATE SET \"user\" = excluded.\"user\", nodes = "
                     "excluded.nodes, start_time = excluded.start_time, stop_time = "
                     "excluded.stop_time, types = excluded.types",
-                JobParams(job, job.id));
+                JobParams(job, job.uid));
   }
 
-  Result<int64_t> AddJob(const Job& job, bool next_id) override {
+  Result<int64_t> AddJob(const jobs::Job& job, bool next_id) override {
     KWATT_RETURN_IF_ERROR(Exec("BEGIN"));
     Result<int64_t> id = AddJobInTransaction(job, next_id);
     Status end = Exec(id.ok() ? "COMMIT" : "ROLLBACK");
@@ -203,16 +203,18 @@ class PostgresStore : public Store {
     return id;
   }
 
-  Result<Job> GetJob(const std::string& site, int64_t id) override {
-    KWATT_ASSIGN_OR_RETURN(std::vector<Job> jobs, SelectJobs("WHERE site = $1 AND id = $2::bigint",
-                                                             {site, std::to_string(id)}));
+  Result<jobs::Job> GetJob(const std::string& site, int64_t id) override {
+    KWATT_ASSIGN_OR_RETURN(
+        std::vector<jobs::Job> jobs,
+        SelectJobs("WHERE site = $1 AND id = $2::bigint", {site, std::to_string(id)}));
     if (jobs.empty()) {
       return Status::NotFound("the store has no job " + std::to_string(id) + " on site " + site);
     }
     return std::move(jobs.front());
   }
 
-  Result<std::vector<Job>> Jobs(const std::string& site, UnixNanos start, UnixNanos end) override {
+  Result<std::vector<jobs::Job>> Jobs(const std::string& site, UnixNanos start,
+                                      UnixNanos end) override {
     return SelectJobs(
         "WHERE site = $1 AND start_time < to_timestamp(0) + $2::bigint * interval '1 microsecond' "
         "AND (stop_time IS NULL OR stop_time > to_timestamp(0) + $3::bigint * "
@@ -460,22 +462,22 @@ class PostgresStore : public Store {
       "to_timestamp(0) + $5::bigint * interval '1 microsecond', "
       "to_timestamp(0) + $6::bigint * interval '1 microsecond', $7::text[])";
 
-  static std::vector<std::optional<std::string>> JobParams(const Job& job, int64_t id) {
+  static std::vector<std::optional<std::string>> JobParams(const jobs::Job& job, int64_t id) {
     return {job.site,
             std::to_string(id),
             job.user,
             TextArray(job.nodes),
-            MicrosText(job.start),
-            job.stop ? std::optional<std::string>(MicrosText(*job.stop)) : std::nullopt,
+            MicrosText(job.started_at),
+            job.stopped_at ? std::optional<std::string>(MicrosText(*job.stopped_at)) : std::nullopt,
             TextArray(job.types)};
   }
 
   // AddJob's work, in its transaction: the lock makes concurrent adds wait for each other (it
   // conflicts with itself and with every insert, not with readers), so that the highest id read
   // is still the highest when the job is inserted.
-  Result<int64_t> AddJobInTransaction(const Job& job, bool next_id) {
+  Result<int64_t> AddJobInTransaction(const jobs::Job& job, bool next_id) {
     KWATT_RETURN_IF_ERROR(Exec("LOCK TABLE kwatt_jobs IN SHARE ROW EXCLUSIVE MODE"));
-    int64_t id = job.id;
+    int64_t id = job.uid;
     if (next_id) {
       KWATT_ASSIGN_OR_RETURN(PgResult r,
                              Select("SELECT max(id) FROM kwatt_jobs WHERE site = $1", {job.site}));
@@ -487,15 +489,15 @@ class PostgresStore : public Store {
     } else {
       KWATT_ASSIGN_OR_RETURN(PgResult r,
                              Select("SELECT 1 FROM kwatt_jobs WHERE site = $1 AND id = $2::bigint",
-                                    {job.site, std::to_string(job.id)}));
-      if (PQntuples(r.get()) > 0) return internal::JobExists(job.site, job.id);
+                                    {job.site, std::to_string(job.uid)}));
+      if (PQntuples(r.get()) > 0) return internal::JobExists(job.site, job.uid);
     }
     KWATT_RETURN_IF_ERROR(Exec(kInsertJob, JobParams(job, id)));
     return id;
   }
 
-  Result<std::vector<Job>> SelectJobs(const std::string& where,
-                                      const std::vector<std::string>& params) {
+  Result<std::vector<jobs::Job>> SelectJobs(const std::string& where,
+                                            const std::vector<std::string>& params) {
     KWATT_ASSIGN_OR_RETURN(
         PgResult r,
         Select("SELECT site, id, \"user\", array_to_json(nodes)::text, "
@@ -504,16 +506,16 @@ class PostgresStore : public Store {
                "FROM kwatt_jobs " +
                    where,
                params));
-    std::vector<Job> jobs;
+    std::vector<jobs::Job> jobs;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
-      Job job;
+      jobs::Job job;
       job.site = PQgetvalue(r.get(), i, 0);
-      job.id = std::atoll(PQgetvalue(r.get(), i, 1));
+      job.uid = std::atoll(PQgetvalue(r.get(), i, 1));
       job.user = PQgetvalue(r.get(), i, 2);
       job.nodes = Json::parse(PQgetvalue(r.get(), i, 3)).get<std::vector<std::string>>();
-      job.start = std::atoll(PQgetvalue(r.get(), i, 4)) * kNanosPerMicro;
+      job.started_at = std::atoll(PQgetvalue(r.get(), i, 4)) * kNanosPerMicro;
       if (!PQgetisnull(r.get(), i, 5)) {
-        job.stop = std::atoll(PQgetvalue(r.get(), i, 5)) * kNanosPerMicro;
+        job.stopped_at = std::atoll(PQgetvalue(r.get(), i, 5)) * kNanosPerMicro;
       }
       job.types = Json::parse(PQgetvalue(r.get(), i, 6)).get<std::vector<std::string>>();
       jobs.push_back(std::move(job));

@@ -1,5 +1,5 @@
 // The PostgreSQL engine, against a real PostgreSQL 15 cluster started for these tests
-// (src/store/test_postgres.h): one database per test.
+// (src/testing/postgres.h): one database per test.
 #include "kwatt/store/postgres_store.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/time.h"
 #include "kwatt/store/writer_lock.h"
-#include "src/store/test_postgres.h"
-#include "src/store/test_rows.h"
+#include "src/testing/postgres.h"
+#include "src/testing/store_rows.h"
 
 namespace kwatt::store::postgres_store_test {
 namespace {
@@ -245,15 +245,15 @@ TEST_F(PostgresStoreTest, CheckNamesAPartitionWhoseIndexIsNotValid) {
 }
 
 TEST_F(PostgresStoreTest, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
-  Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
+  jobs::Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
   EXPECT_EQ(*store_->AddJob(job, /*next_id=*/true), 1);
   EXPECT_EQ(*store_->AddJob(job, true), 2);
-  job.id = 2;
+  job.uid = 2;
   Result<int64_t> again = store_->AddJob(job, /*next_id=*/false);
   EXPECT_EQ(again.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(again.status().message().find("job 2 on site lyon already"), std::string::npos)
       << again.status().message();
-  job.id = INT64_MAX;
+  job.uid = INT64_MAX;
   job.user = "top";
   EXPECT_EQ(*store_->AddJob(job, false), INT64_MAX);
   Result<int64_t> wrapped = store_->AddJob(job, true);
@@ -281,14 +281,14 @@ TEST_F(PostgresStoreTest, AWriterLockIsHeldByOneAndTheNextIsToldWho) {
 }
 
 TEST_F(PostgresStoreTest, JobsAndCataloguesAsTheEmbeddedEngineKeepsThem) {
-  Job running{"lyon", 7, "alice", {"nova-1", "nova-2"}, kT0, std::nullopt, {"monitor"}};
-  Job done{"lyon", 8, "bob", {"nova-3"}, kT0 - 3600 * kNanosPerSecond, kT0, {}};
+  jobs::Job running{"lyon", 7, "alice", {"nova-1", "nova-2"}, kT0, std::nullopt, {"monitor"}};
+  jobs::Job done{"lyon", 8, "bob", {"nova-3"}, kT0 - 3600 * kNanosPerSecond, kT0, {}};
   ASSERT_TRUE(store_->PutJob(running).ok());
   ASSERT_TRUE(store_->PutJob(done).ok());
   auto got = store_->GetJob("lyon", 7);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, running);
-  running.stop = kT0 + 60 * kNanosPerSecond;  // replaced
+  running.stopped_at = kT0 + 60 * kNanosPerSecond;  // replaced
   ASSERT_TRUE(store_->PutJob(running).ok());
   EXPECT_EQ(*store_->GetJob("lyon", 7), running);
   EXPECT_EQ(store_->GetJob("nancy", 7).status().code(), Status::Code::kNotFound);

@@ -530,19 +530,19 @@ class SqliteStore final : public Store {
     return emit();
   }
 
-  Status PutJob(const Job& job) override {
+  Status PutJob(const jobs::Job& job) override {
     KWATT_RETURN_IF_ERROR(CheckJobLists(job));
     Statement& put = Get(kPutJob);
-    BindJob(put, job, job.id);
+    BindJob(put, job, job.uid);
     return WriteNow(put);
   }
 
-  Result<int64_t> AddJob(const Job& job, bool next_id) override {
+  Result<int64_t> AddJob(const jobs::Job& job, bool next_id) override {
     KWATT_RETURN_IF_ERROR(CheckJobLists(job));
     // BEGIN IMMEDIATE takes the write lock: no other process reads the highest id or inserts
     // until this transaction ends.
     KWATT_RETURN_IF_ERROR(BeginIfNeeded());
-    Result<int64_t> id = job.id;
+    Result<int64_t> id = job.uid;
     bool row = false;
     if (next_id) {
       Statement& highest = Get(kHighestJobId);
@@ -555,11 +555,11 @@ class SqliteStore final : public Store {
       highest.Reset();
     } else {
       Statement& existing = Get(kGetJob);
-      existing.Reset().Bind(1, job.site).Bind(2, job.id);
+      existing.Reset().Bind(1, job.site).Bind(2, job.uid);
       Status read = existing.Step(&row);
       existing.Reset();
       if (!read.ok()) id = read;
-      if (read.ok() && row) id = internal::JobExists(job.site, job.id);
+      if (read.ok() && row) id = internal::JobExists(job.site, job.uid);
     }
     Status inserted = id.status();
     if (inserted.ok()) {
@@ -573,22 +573,23 @@ class SqliteStore final : public Store {
     return *id;
   }
 
-  Result<Job> GetJob(const std::string& site, int64_t id) override {
+  Result<jobs::Job> GetJob(const std::string& site, int64_t id) override {
     Statement& get = Get(kGetJob);
     get.Reset().Bind(1, site).Bind(2, id);
     bool row;
     KWATT_RETURN_IF_ERROR(get.Step(&row));
     if (!row)
       return Status::NotFound("no job " + site + "/" + std::to_string(id) + " in the store");
-    Job job = ReadJob(get);
+    jobs::Job job = ReadJob(get);
     get.Reset();
     return job;
   }
 
-  Result<std::vector<Job>> Jobs(const std::string& site, UnixNanos start, UnixNanos end) override {
+  Result<std::vector<jobs::Job>> Jobs(const std::string& site, UnixNanos start,
+                                      UnixNanos end) override {
     Statement& list = Get(kListJobs);
     list.Reset().Bind(1, site).Bind(2, end).Bind(3, start);
-    std::vector<Job> jobs;
+    std::vector<jobs::Job> jobs;
     bool row;
     while (true) {
       KWATT_RETURN_IF_ERROR(list.Step(&row));
@@ -969,11 +970,11 @@ class SqliteStore final : public Store {
     return Status::OK();
   }
 
-  static Status CheckJobLists(const Job& job) {
+  static Status CheckJobLists(const jobs::Job& job) {
     for (const auto& list : {job.nodes, job.types}) {
       for (const std::string& item : list) {
         if (item.empty() || item.find('\n') != std::string::npos) {
-          return Status::InvalidArgument("job " + job.site + "/" + std::to_string(job.id) +
+          return Status::InvalidArgument("job " + job.site + "/" + std::to_string(job.uid) +
                                          ": a node or type that is empty or holds a newline");
         }
       }
@@ -981,20 +982,20 @@ class SqliteStore final : public Store {
     return Status::OK();
   }
 
-  static void BindJob(Statement& put, const Job& job, int64_t id) {
+  static void BindJob(Statement& put, const jobs::Job& job, int64_t id) {
     put.Reset().Bind(1, job.site).Bind(2, id).Bind(3, job.user).Bind(4, JoinLines(job.nodes));
-    put.Bind(5, job.start).Bind(7, JoinLines(job.types));
-    if (job.stop) put.Bind(6, *job.stop);
+    put.Bind(5, job.started_at).Bind(7, JoinLines(job.types));
+    if (job.stopped_at) put.Bind(6, *job.stopped_at);
   }
 
-  static Job ReadJob(const Statement& s) {
-    Job job;
+  static jobs::Job ReadJob(const Statement& s) {
+    jobs::Job job;
     job.site = std::string(s.Text(0));
-    job.id = s.Int(1);
+    job.uid = s.Int(1);
     job.user = std::string(s.Text(2));
     job.nodes = SplitLines(s.Text(3));
-    job.start = s.Int(4);
-    if (!s.IsNull(5)) job.stop = s.Int(5);
+    job.started_at = s.Int(4);
+    if (!s.IsNull(5)) job.stopped_at = s.Int(5);
     job.types = SplitLines(s.Text(6));
     return job;
   }

@@ -20,9 +20,9 @@
 
 #include "kwatt/core/null_value.h"
 #include "kwatt/store/writer_lock.h"
-#include "src/archive/test_files.h"
-#include "src/core/test_temp_dir.h"
-#include "src/store/test_rows.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/store_rows.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::store::sqlite_store_test {
 namespace {
@@ -327,16 +327,17 @@ TEST(SqliteStore, AppendCommitsByItselfAfterTheFlushInterval) {
 TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
   TempDir temp("kwatt_store_test");
   auto store = Open(temp.root() / "s.db");
-  Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
+  jobs::Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {}};
   EXPECT_EQ(*store->AddJob(job, /*next_id=*/true), 1);
   EXPECT_EQ(*store->AddJob(job, true), 2);
-  EXPECT_EQ(*store->AddJob(Job{"nancy", 0, "bob", {"grisou-1"}, kT0, std::nullopt, {}}, true), 1);
-  job.id = 2;
+  EXPECT_EQ(*store->AddJob(jobs::Job{"nancy", 0, "bob", {"grisou-1"}, kT0, std::nullopt, {}}, true),
+            1);
+  job.uid = 2;
   Result<int64_t> again = store->AddJob(job, /*next_id=*/false);
   EXPECT_EQ(again.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(again.status().message().find("job 2 on site lyon already"), std::string::npos)
       << again.status().message();
-  job.id = INT64_MAX;
+  job.uid = INT64_MAX;
   job.user = "top";
   EXPECT_EQ(*store->AddJob(job, false), INT64_MAX);
   Result<int64_t> wrapped = store->AddJob(job, true);
@@ -367,14 +368,14 @@ TEST(SqliteStore, AWriterLockIsHeldByOneAndTheNextIsToldWho) {
 TEST(SqliteStore, JobsAndCatalogues) {
   TempDir temp("kwatt_store_test");
   auto store = Open(temp.root() / "s.db");
-  Job job{"lyon",
-          42,
-          "alice",
-          {"nova-1", "nova-2"},
-          kT0,
-          kT0 + 3600 * kNanosPerSecond,
-          {"monitor=wattmetre_power_watt", "deploy"}};
-  Job running{"lyon", 43, "bob", {"nova-3"}, kT0 + 7200 * kNanosPerSecond, std::nullopt, {}};
+  jobs::Job job{"lyon",
+                42,
+                "alice",
+                {"nova-1", "nova-2"},
+                kT0,
+                kT0 + 3600 * kNanosPerSecond,
+                {"monitor=wattmetre_power_watt", "deploy"}};
+  jobs::Job running{"lyon", 43, "bob", {"nova-3"}, kT0 + 7200 * kNanosPerSecond, std::nullopt, {}};
   ASSERT_TRUE(store->PutJob(job).ok());
   ASSERT_TRUE(store->PutJob(running).ok());
   auto got = store->GetJob("lyon", 42);
@@ -384,13 +385,13 @@ TEST(SqliteStore, JobsAndCatalogues) {
   EXPECT_EQ(store->GetJob("nancy", 42).status().code(), Status::Code::kNotFound);
   auto jobs = store->Jobs("lyon", kT0, kT0 + 86400 * kNanosPerSecond);
   ASSERT_TRUE(jobs.ok());
-  EXPECT_EQ(*jobs, (std::vector<Job>{job, running}));
+  EXPECT_EQ(*jobs, (std::vector<jobs::Job>{job, running}));
   EXPECT_EQ(*store->Jobs("lyon", kT0 + 3600 * kNanosPerSecond, kT0 + 7200 * kNanosPerSecond),
-            std::vector<Job>{});
+            std::vector<jobs::Job>{});
   job.user = "carol";
   ASSERT_TRUE(store->PutJob(job).ok());
   EXPECT_EQ(store->GetJob("lyon", 42)->user, "carol");
-  Job bad = job;
+  jobs::Job bad = job;
   bad.nodes = {"a\nb"};
   EXPECT_EQ(store->PutJob(bad).code(), Status::Code::kInvalidArgument);
 

@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,6 +12,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KWATT = os.environ.get("KWATT_BIN", str(ROOT / "build" / "kwatt"))
+sys.path.insert(0, str(ROOT / "tests" / "peers"))
+import throwaway_peer  # noqa: E402  (kwatt_test_peers' client)
+
+# kwatt_test_peers (tests/peers/test_peers.cc): the throwaway peers' one starter.
+PEERS = throwaway_peer.peers_binary(KWATT)
 
 
 class RunningServer:
@@ -96,59 +102,19 @@ def port_is_free(port):
             return False
 
 
-class RunningPostgres:
-    """A throwaway PostgreSQL cluster (Debian's, from `make deps`) listening on a Unix socket in
-    its own directory only, as src/store/test_postgres.h starts one for the C++ tests: initdb
-    refuses root, so as root it runs as `nobody`."""
+class RunningPostgres(throwaway_peer.Postgres):
+    """A throwaway PostgreSQL cluster (kwatt_test_peers postgres, as src/testing/postgres.h starts
+    one for the C++ tests): Debian's, on a Unix socket in its own directory, as `nobody` when root
+    (initdb refuses root). close() stops it and removes its directory."""
 
-    def __init__(self, directory):
-        self.dir = Path(directory)
-        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-        if not bins:
-            raise RuntimeError("PostgreSQL's initdb is not in /usr/lib/postgresql/*/bin: run make deps")
-        self.bin = bins[-1].parent
-        self.prefix = []
-        if os.geteuid() == 0:
-            import pwd
-            nobody = pwd.getpwnam("nobody")
-            os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
-            self.prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-        self._run("initdb", "-D", self.dir / "data", "-A", "trust", "-U", "postgres", "--no-sync",
-                  "-E", "UTF8", "--locale=C")
-        self.start()
-        self.databases = 0
-
-    def start(self):
-        """Starts the server (again, after stop())."""
-        self._run("pg_ctl", "-D", self.dir / "data", "-w", "-l", self.dir / "server.log", "-o",
-                  f"-k {self.dir} -c listen_addresses='' -F", "start")
-
-    def _run(self, program, *args):
-        subprocess.run([*self.prefix, str(self.bin / program), *map(str, args)], check=True,
-                       cwd=self.dir, capture_output=True, timeout=120)
-
-    def uri(self, db="postgres"):
-        return f"postgresql:///{db}?host={self.dir}&user=postgres"
-
-    def new_database(self):
-        self.databases += 1
-        name = f"kwatt_{self.databases}"
-        subprocess.run([str(self.bin / "psql"), "-q", "-d", self.uri(), "-c",
-                        f"CREATE DATABASE {name}"], check=True, capture_output=True, timeout=60)
-        return self.uri(name)
-
-    def stop(self):
-        self._run("pg_ctl", "-D", self.dir / "data", "-m", "immediate", "stop")
+    def __init__(self):
+        super().__init__(PEERS)
+        self.dir = Path(self.dir)
+        self.bin = Path(self.bin)
 
 
 @pytest.fixture(scope="session")
 def postgres():
-    # Not under pytest's temporary directory: its parents are private to root, and the cluster
-    # runs as nobody.
-    import shutil
-    import tempfile
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_")
-    running = RunningPostgres(directory)
+    running = RunningPostgres()
     yield running
-    running.stop()
-    shutil.rmtree(directory, ignore_errors=True)
+    running.close()

@@ -2,9 +2,7 @@
 `kwatt serve --store`, `kwatt fetch` and the store's rows: what a lab running kwatt's collector
 gets (doc/collect.md)."""
 import json
-import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,35 +10,19 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import KWATT, RunningPostgres, run_kwatt, start_server
+from conftest import KWATT, PEERS, RunningPostgres, run_kwatt, start_server
+from throwaway_peer import ThrowawayPeer
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class NodeExporter:
-    """Debian's prometheus-node-exporter on 127.0.0.1, with a textfile directory the test writes
-    series into."""
+class NodeExporter(ThrowawayPeer):
+    """Debian's prometheus-node-exporter on 127.0.0.1 (kwatt_test_peers node_exporter), with a
+    textfile directory the test writes series into."""
 
     def __init__(self, directory):
         self.textfiles = Path(directory) / "textfiles"
         self.textfiles.mkdir()
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--no-collector.systemd", f"--collector.textfile.directory={self.textfiles}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(100):
-            try:
-                if requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=1).ok:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.05)
-        self.process.kill()
-        raise RuntimeError("prometheus-node-exporter did not start: run make deps")
+        super().__init__(PEERS, "node_exporter", self.textfiles)
+        self.port = self.where["port"]
 
     def write(self, text):
         partial = self.textfiles / "test.prom.partial"
@@ -48,8 +30,7 @@ class NodeExporter:
         partial.rename(self.textfiles / "test.prom")  # the exporter reads *.prom files whole
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        self.close()
 
 
 @pytest.fixture
@@ -232,10 +213,7 @@ def test_kill_9_loses_at_most_the_last_second_and_a_restart_goes_on(tmp_path, ex
 
 
 def test_rows_wait_while_postgresql_is_down_and_none_is_lost(tmp_path, exporter):
-    import shutil
-    import tempfile
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_collect_")
-    postgres = RunningPostgres(directory)
+    postgres = RunningPostgres()
     try:
         uri = postgres.new_database()
         config = write_config(tmp_path / "conf", [
@@ -263,37 +241,23 @@ def test_rows_wait_while_postgresql_is_down_and_none_is_lost(tmp_path, exporter)
         gaps = [b - a for a, b in zip(times, times[1:])]
         assert max(gaps) < 1.0, max(gaps)
     finally:
-        try:
-            postgres.stop()
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(directory, ignore_errors=True)
+        postgres.close()
 
 
-class Peer:
-    """A real SNMP agent or BMC (tests/peers/collect_peers.cc: Debian's snmpd, OpenIPMI's
+class Peer(ThrowawayPeer):
+    """A real SNMP agent or BMC (kwatt_test_peers snmpd or ipmi_sim: Debian's snmpd, OpenIPMI's
     ipmi_sim, configured as the C++ tests configure them)."""
 
     def __init__(self, kind):
-        self.process = subprocess.Popen([PEERS, kind], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{kind} did not start: {self.process.stderr.read()}")
-        self.where = json.loads(line)
+        super().__init__(PEERS, kind)
 
     def set(self, *words):
-        self.process.stdin.write("set " + " ".join(map(str, words)) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()
+        answer = self.command("set " + " ".join(map(str, words)))
         assert answer == "ok", answer
 
     def stop(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
+        self.close()
 
-
-PEERS = os.environ.get("KWATT_PEERS_BIN", str(Path(KWATT).parent / "kwatt_collect_peers"))
 
 LAB = {"sites": [{"uid": "lab", "clusters": [{
     "uid": "rack", "nodes": ["rack-1", "rack-2"],

@@ -3,9 +3,7 @@ ids the API could never serve, cross-site POSTs, passwords in store URIs, a Post
 restarts under `kwatt serve`, two processes creating one store, a store that cannot be opened.
 Real processes, a real PostgreSQL cluster (run as nobody), real files."""
 import json
-import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -35,14 +33,9 @@ def pushing(tmp_path):
 @pytest.fixture
 def own_postgres():
     """A PostgreSQL cluster of the test's own, which it may stop, restart or change."""
-    directory = tempfile.mkdtemp(prefix="kwatt_pg_own_")
-    running = RunningPostgres(directory)
+    running = RunningPostgres()
     yield running
-    try:
-        running.stop()
-    except subprocess.CalledProcessError:
-        pass  # stopped already
-    shutil.rmtree(directory, ignore_errors=True)
+    running.close()
 
 
 def push(server, rows, **kwargs):

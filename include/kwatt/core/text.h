@@ -3,6 +3,7 @@
 #define KWATT_CORE_TEXT_H_
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ std::string ForTerminal(std::string_view text);
 // Edits (insertions, deletions, substitutions: Levenshtein) that turn `a` into `b`, for the "did
 // you mean" of messages.
 size_t EditDistance(std::string_view a, std::string_view b);
+
+// The word of `known` fewest edits away from `word`, when that is a plausible typo: at most 2
+// edits, fewer than `word` has letters, and no other word as near. Empty otherwise.
+std::string NearestSpelling(std::string_view word, std::span<const std::string_view> known);
 
 // `text` as one word of a POSIX shell command: as it is when it holds only characters no shell
 // treats specially (letters, digits and _ - . / : @ % + = ,), else in single quotes, an inner

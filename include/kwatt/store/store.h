@@ -22,6 +22,7 @@
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
+#include "kwatt/jobs/job.h"
 
 namespace kwatt::store {
 
@@ -42,19 +43,6 @@ struct StoreQuery {
 // stay valid for the whole query. `batch.raw` is empty (a store keeps fields, not text). A non-OK
 // status stops the query, which returns it.
 using QueryCallback = std::function<Status(const RowBatch& batch, const StringInterner& interner)>;
-
-// An OAR job as Kwollect knows it.
-struct Job {
-  std::string site;  // "lyon"
-  int64_t id = 0;
-  std::string user;
-  std::vector<std::string> nodes;  // device ids ("nova-1"), in the job's order
-  UnixNanos start = 0;
-  std::optional<UnixNanos> stop;   // none while the job runs
-  std::vector<std::string> types;  // OAR job types, e.g. "monitor=wattmetre_power_watt"
-
-  bool operator==(const Job&) const = default;
-};
 
 // What a store holds.
 struct StoreInfo {
@@ -107,19 +95,20 @@ class Store {
   // whatever the size of the store or of the window.
   [[nodiscard]] virtual Status Query(const StoreQuery& query, const QueryCallback& callback) = 0;
 
-  // Jobs: one per (site, id); PutJob replaces an earlier one.
-  [[nodiscard]] virtual Status PutJob(const Job& job) = 0;
+  // Jobs: one per (site, uid); PutJob replaces an earlier one. A store keeps a job's first seven
+  // fields (site to types, kwatt/jobs/job.h); a job read back has the others' defaults.
+  [[nodiscard]] virtual Status PutJob(const jobs::Job& job) = 0;
   // Adds a job that the site does not have yet, in one transaction, so that processes adding jobs
-  // at once each get their own id and keep their job. With `next_id`, job.id is ignored and the
+  // at once each get their own id and keep their job. With `next_id`, job.uid is ignored and the
   // job gets one more than the site's highest id (1 on a site without jobs); InvalidArgument when
   // that highest id is INT64_MAX (no id wraps). Without, InvalidArgument when the site has a job
-  // of job.id already (PutJob is what replaces one). Returns the id the job was stored under.
-  [[nodiscard]] virtual Result<int64_t> AddJob(const Job& job, bool next_id) = 0;
+  // of job.uid already (PutJob is what replaces one). Returns the id the job was stored under.
+  [[nodiscard]] virtual Result<int64_t> AddJob(const jobs::Job& job, bool next_id) = 0;
   // NotFound when the store has no such job.
-  [[nodiscard]] virtual Result<Job> GetJob(const std::string& site, int64_t id) = 0;
+  [[nodiscard]] virtual Result<jobs::Job> GetJob(const std::string& site, int64_t id) = 0;
   // The jobs of `site` that overlap [start, end), by start then id.
-  [[nodiscard]] virtual Result<std::vector<Job>> Jobs(const std::string& site, UnixNanos start,
-                                                      UnixNanos end) = 0;
+  [[nodiscard]] virtual Result<std::vector<jobs::Job>> Jobs(const std::string& site,
+                                                            UnixNanos start, UnixNanos end) = 0;
 
   // The metric catalogue of a cluster (kept as its `metrics` array's JSON, Catalogue::json()).
   [[nodiscard]] virtual Status PutCatalogue(const std::string& site, const std::string& cluster,

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "src/core/test_temp_dir.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::procfs::activity_procfs_test {
 namespace {

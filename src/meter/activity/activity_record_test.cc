@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/test_temp_dir.h"
-#include "src/meter/fake_procfs.h"
+#include "src/testing/fake_procfs.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::activity_record_test {
 namespace {

@@ -1,4 +1,4 @@
-// The activity reader on fake procfs and cgroup trees (src/meter/fake_procfs.h), and hardware
+// The activity reader on fake procfs and cgroup trees (src/testing/fake_procfs.h), and hardware
 // counters through a PerfEvents that replays counts.
 #include "kwatt/meter/activity.h"
 
@@ -12,8 +12,8 @@
 #include <random>
 #include <set>
 
-#include "src/core/test_temp_dir.h"
-#include "src/meter/fake_procfs.h"
+#include "src/testing/fake_procfs.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::activity_test {
 namespace {

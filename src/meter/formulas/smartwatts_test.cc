@@ -6,7 +6,7 @@
 #include <map>
 #include <numeric>
 
-#include "kwatt/meter/hwpc_simulation.h"
+#include "kwatt/simulate/hwpc_simulation.h"
 
 namespace kwatt::meter::smartwatts_test {
 namespace {
@@ -36,8 +36,8 @@ constexpr const char* kInstructions = "INSTRUCTIONS_RETIRED";
 constexpr const char* kLlc = "LLC_MISSES";
 
 // One socket, three identifiable events, two cgroups whose phases vary IPC and misses apart.
-HwpcSimulation KnownModel() {
-  HwpcSimulation s;
+simulate::HwpcSimulation KnownModel() {
+  simulate::HwpcSimulation s;
   s.sockets = 1;
   s.cpus_per_socket = 8;
   s.duration_seconds = 400;
@@ -60,16 +60,16 @@ struct FormulaRun {
   int64_t total_units = 0;
 };
 
-void RunFormula(const HwpcSimulation& simulation, const SmartWattsOptions& options,
+void RunFormula(const simulate::HwpcSimulation& simulation, const SmartWattsOptions& options,
                 FormulaRun* run) {
-  auto sim = HwpcSimulator::Create(simulation);
+  auto sim = simulate::HwpcSimulator::Create(simulation);
   ASSERT_TRUE(sim.ok()) << sim.status().ToString();
   auto formula = SmartWattsFormula::Create(options, &run->sink);
   ASSERT_TRUE(formula.ok()) << formula.status().ToString();
   std::vector<HwpcReport> reports;
-  std::vector<HwpcTruth> truth;
+  std::vector<simulate::HwpcTruth> truth;
   while ((*sim)->Next(&reports, &truth)) {
-    for (const HwpcTruth& t : truth) {
+    for (const simulate::HwpcTruth& t : truth) {
       run->truth[{t.timestamp_ms, t.socket, t.target}] = t.dynamic_watts;
     }
     for (const HwpcCpuCounters& c : reports[0].counters) {
@@ -120,7 +120,7 @@ double TargetError(const FormulaRun& run, double from_seconds, int64_t start_ms)
 
 TEST(SmartWatts, RecoversAKnownLinearModel) {
   FormulaRun run;
-  HwpcSimulation s = KnownModel();
+  simulate::HwpcSimulation s = KnownModel();
   SmartWattsOptions options;
   options.cpu_error_threshold_watts = 0.3;
   RunFormula(s, options, &run);
@@ -171,7 +171,7 @@ TEST(SmartWatts, LearnsOnlyOnceItHasTheMinimumOfSamples) {
 }
 
 TEST(SmartWatts, RelearnsWhenTheMachinesModelChanges) {
-  HwpcSimulation s = KnownModel();
+  simulate::HwpcSimulation s = KnownModel();
   s.duration_seconds = 600;
   // At 300 s the machine's model changes (a new firmware, say): more idle, dearer cycles.
   s.power_models.push_back(
@@ -194,7 +194,8 @@ TEST(SmartWatts, RelearnsWhenTheMachinesModelChanges) {
 }
 
 TEST(SmartWatts, AModelPerFrequencyLayer) {
-  HwpcSimulation s = DefaultHwpcSimulation();  // 2100 MHz, then 2600 MHz from 300 s
+  simulate::HwpcSimulation s =
+      simulate::DefaultHwpcSimulation();  // 2100 MHz, then 2600 MHz from 300 s
   FormulaRun run;
   RunFormula(s, SmartWattsOptions(), &run);
   ExpectConservation(run.sink);
@@ -212,7 +213,7 @@ TEST(SmartWatts, AModelPerFrequencyLayer) {
 }
 
 TEST(SmartWatts, ScalesMultiplexedCounts) {
-  HwpcSimulation s = KnownModel();
+  simulate::HwpcSimulation s = KnownModel();
   s.multiplexing = 0.5;  // counters run 50-100 % of each tick
   FormulaRun scaled, unscaled;
   SmartWattsOptions options;
@@ -234,7 +235,7 @@ TEST(SmartWatts, PerSecondRatesGiveOneModelAtTwoSamplingPeriods) {
   std::vector<std::map<std::string, double>> coefficients;
   std::vector<double> intercepts;
   for (int64_t period : {500, 2000}) {
-    HwpcSimulation s = KnownModel();
+    simulate::HwpcSimulation s = KnownModel();
     s.period_ms = period;
     s.duration_seconds = 800;
     SmartWattsOptions options;
@@ -255,13 +256,13 @@ TEST(SmartWatts, PerSecondRatesGiveOneModelAtTwoSamplingPeriods) {
 }
 
 TEST(SmartWatts, LateReportsAndTicksWithoutAllAreCountedNotLost) {
-  HwpcSimulation s = KnownModel();
+  simulate::HwpcSimulation s = KnownModel();
   s.duration_seconds = 30;
-  auto sim = HwpcSimulator::Create(s);
+  auto sim = simulate::HwpcSimulator::Create(s);
   ASSERT_TRUE(sim.ok());
   std::vector<std::vector<HwpcReport>> ticks;
   std::vector<HwpcReport> reports;
-  std::vector<HwpcTruth> truth;
+  std::vector<simulate::HwpcTruth> truth;
   while ((*sim)->Next(&reports, &truth)) ticks.push_back(reports);
   MemorySink sink;
   SmartWattsOptions options;

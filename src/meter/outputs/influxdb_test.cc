@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/meter/outputs.h"
-#include "src/meter/test_influxd.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/influxd.h"
+#include "src/testing/meter_reports.h"
 
 namespace kwatt::meter::outputs_influxdb_test {
 namespace {

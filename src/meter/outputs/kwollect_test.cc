@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "kwatt/meter/outputs.h"
-#include "src/meter/test_kwatt_binary.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/kwatt_binary.h"
+#include "src/testing/meter_reports.h"
 
 namespace kwatt::meter::outputs_kwollect_test {
 namespace {

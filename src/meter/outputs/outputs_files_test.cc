@@ -17,11 +17,12 @@
 #include "kwatt/collect/prometheus_text.h"
 #include "kwatt/http/client.h"
 #include "kwatt/meter/outputs.h"
-#include "src/archive/test_files.h"
-#include "src/core/test_ports.h"
-#include "src/core/test_temp_dir.h"
-#include "src/meter/test_kwatt_binary.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/kwatt_binary.h"
+#include "src/testing/meter_reports.h"
+#include "src/testing/node_exporter.h"
+#include "src/testing/ports.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::outputs_files_test {
 namespace {
@@ -86,25 +87,10 @@ TEST(TextfileOutput, KwollectCustomLinesWrittenWholeAtEachReportAndRemovedAtTheE
 
 TEST(TextfileOutput, ANodeExporterServesItAndKwollectsScrapeReadsTheMetersRows) {
   TempDir dir;
-  int port = kwatt::testing::FreeTcpPort();
-  ASSERT_GT(port, 0);
-  Result<collect::ChildProcess> exporter = collect::ChildProcess::Start(
-      {"prometheus-node-exporter", "--web.listen-address=127.0.0.1:" + std::to_string(port),
-       "--collector.disable-defaults", "--collector.textfile",
-       "--collector.textfile.directory=" + dir.root().string()});
-  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString()
-                             << " (Debian's prometheus-node-exporter: make deps)";
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
-  http::ClientSettings client_options;
-  client_options.timeout_s = 5;
-  http::SmallClient client(client_options);
-  bool up = false;
-  for (int i = 0; i < 200 && !up; ++i) {
-    Result<http::Response> answer = client.Get(url);
-    up = answer.ok() && answer->status == 200;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  ASSERT_TRUE(up) << exporter->stderr_tail();
+  auto exporter = kwatt::testing::TestNodeExporter::Start(
+      {.textfile_dir = dir.root(), .default_collectors = false});
+  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
+  const int port = (*exporter)->port();
 
   Result<std::unique_ptr<OutputSink>> output = OpenOutput("textfile:" + dir.root().string(), {});
   ASSERT_TRUE(output.ok());
@@ -152,7 +138,6 @@ TEST(TextfileOutput, ANodeExporterServesItAndKwollectsScrapeReadsTheMetersRows) 
   }();
   EXPECT_EQ(it->second.value, 30.0);
   ASSERT_TRUE((*output)->Finish().ok());
-  (void)exporter->Stop();
 }
 
 // -- archive ------------------------------------------------------------------------------------

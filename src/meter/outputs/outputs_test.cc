@@ -12,13 +12,13 @@
 #include <set>
 #include <sstream>
 
-#include "src/archive/test_files.h"
 #include "src/collect/subprocess.h"
-#include "src/core/test_temp_dir.h"
-#include "src/core/test_unprivileged.h"
 #include "src/meter/outputs/output_series.h"
 #include "src/meter/outputs/output_spec.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/archive_files.h"
+#include "src/testing/meter_reports.h"
+#include "src/testing/temp_dir.h"
+#include "src/testing/unprivileged.h"
 
 namespace kwatt::meter::outputs_test {
 namespace {

@@ -11,8 +11,8 @@
 #include "kwatt/http/client.h"
 #include "kwatt/meter/outputs.h"
 #include "src/collect/subprocess.h"
-#include "src/core/test_temp_dir.h"
-#include "src/meter/test_reports.h"
+#include "src/testing/meter_reports.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::outputs_prometheus_test {
 namespace {

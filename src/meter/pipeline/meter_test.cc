@@ -10,9 +10,9 @@
 #include <thread>
 #include <utility>
 
-#include "src/core/test_temp_dir.h"
-#include "src/meter/manual_clock.h"
-#include "src/meter/test_sources.h"
+#include "src/testing/manual_clock.h"
+#include "src/testing/meter_sources.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::meter_test {
 namespace {

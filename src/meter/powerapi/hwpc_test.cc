@@ -9,8 +9,8 @@
 #include <fstream>
 #include <thread>
 
-#include "kwatt/meter/hwpc_simulation.h"
-#include "src/core/test_temp_dir.h"
+#include "kwatt/simulate/hwpc_simulation.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::hwpc_test {
 namespace {
@@ -259,13 +259,13 @@ TEST(JsonDocumentSplitter, ByteByByteEqualsWhole) {
 }
 
 std::vector<HwpcReport> SimulatedReports(int ticks) {
-  HwpcSimulation s = DefaultHwpcSimulation();
+  simulate::HwpcSimulation s = simulate::DefaultHwpcSimulation();
   s.duration_seconds = ticks;
   s.multiplexing = 0.3;
-  auto sim = HwpcSimulator::Create(s);
+  auto sim = simulate::HwpcSimulator::Create(s);
   EXPECT_TRUE(sim.ok());
   std::vector<HwpcReport> all, reports;
-  std::vector<HwpcTruth> truth;
+  std::vector<simulate::HwpcTruth> truth;
   while ((*sim)->Next(&reports, &truth)) all.insert(all.end(), reports.begin(), reports.end());
   return all;
 }
@@ -336,7 +336,7 @@ TEST(HwpcWriters, CsvNamesThatNeedQuotingReadBackAndLineBreaksAreRefused) {
 }
 
 TEST(HwpcSimulationScenario, ReadsAFileAndNamesWhatIsWrong) {
-  Result<HwpcSimulation> s = ParseHwpcSimulation(
+  Result<simulate::HwpcSimulation> s = simulate::ParseHwpcSimulation(
       R"({"version": 1, "sockets": 1, "period_ms": 500, "events": ["LLC_MISSES"],
           "cgroups": [{"name": "/x", "phases": [{"seconds": 5, "busy_cpus": 2}]}],
           "power_models": [{"idle_watts": 10, "watts_per_event": {"LLC_MISSES": 1e-7}}]})");
@@ -360,7 +360,7 @@ TEST(HwpcSimulationScenario, ReadsAFileAndNamesWhatIsWrong) {
       {"not json", "not JSON"},
   };
   for (const auto& [text, expected] : bad) {
-    Status status = ParseHwpcSimulation(text).status();
+    Status status = simulate::ParseHwpcSimulation(text).status();
     EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << text;
     EXPECT_NE(status.message().find(expected), std::string::npos)
         << text << ": " << status.message();

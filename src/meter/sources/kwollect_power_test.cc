@@ -13,16 +13,17 @@
 #include <mutex>
 #include <thread>
 
+#include "kwatt/archive/writer.h"
 #include "kwatt/backup/backup.h"
+#include "kwatt/jobs/job.h"
 #include "kwatt/kwollect/fetch.h"
 #include "kwatt/meter/meter.h"
 #include "kwatt/meter/replay.h"
-#include "kwatt/server/jobs.h"
 #include "kwatt/server/server.h"
-#include "kwatt/server/testbed.h"
-#include "src/core/test_temp_dir.h"
-#include "src/meter/manual_clock.h"
-#include "src/meter/test_sources.h"
+#include "kwatt/simulate/testbed.h"
+#include "src/testing/manual_clock.h"
+#include "src/testing/meter_sources.h"
+#include "src/testing/temp_dir.h"
 
 namespace kwatt::meter::kwollect_power_test {
 namespace {
@@ -50,9 +51,9 @@ class KwollectPowerTest : public ::testing::Test {
     auto server = server::Server::Start(options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
-    auto jobs = server::JobSet::Load(jobs_file_);
+    auto jobs = jobs::JobSet::Load(jobs_file_);
     ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
-    auto testbed = server::Testbed::Build({}, std::move(*jobs));
+    auto testbed = simulate::Testbed::Build({}, std::move(*jobs));
     ASSERT_TRUE(testbed.ok()) << testbed.status().ToString();
     testbed_ = std::move(*testbed);
     node_ = testbed_->FindNode(*testbed_->FindSite("lyon"), "nova-1");
@@ -76,8 +77,8 @@ class KwollectPowerTest : public ::testing::Test {
   UnixNanos now_ = 0;
   std::string jobs_file_;
   std::unique_ptr<server::Server> server_;
-  std::unique_ptr<server::Testbed> testbed_;
-  const server::Node* node_ = nullptr;
+  std::unique_ptr<simulate::Testbed> testbed_;
+  const simulate::Node* node_ = nullptr;
 };
 
 // The energy over [a, b], which must be known already.
@@ -436,7 +437,7 @@ TEST_F(KwollectPowerTest, ATwoPsuNodesOutletsAreSummed) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ((*source)->domains()[0].origin.rfind("pdu_outlet_power_watt of ecotype-7", 0), 0u)
       << (*source)->domains()[0].origin;
-  const server::Node* ecotype = testbed_->FindNode(*testbed_->FindSite("nantes"), "ecotype-7");
+  const simulate::Node* ecotype = testbed_->FindNode(*testbed_->FindSite("nantes"), "ecotype-7");
   ASSERT_NE(ecotype, nullptr);
   const UnixNanos a = now_ - 40 * kS, b = now_ - 5 * kS;
   IntervalEnergy e = Known(**source, a, b);

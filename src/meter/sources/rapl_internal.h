@@ -14,15 +14,10 @@
 #include "kwatt/core/status.h"
 #include "kwatt/meter/environment.h"
 #include "kwatt/meter/rapl.h"
+#include "kwatt/meter/rapl_counter.h"
 #include "kwatt/meter/source.h"
 
 namespace kwatt::meter::rapl_internal {
-
-// A non-negative rational number of microjoules: numerator / denominator.
-struct Microjoules {
-  uint64_t numerator = 1;
-  uint64_t denominator = 1;
-};
 
 // What a powercap zone's energy_uj counts, inferred from its max_energy_range_uj.
 //
@@ -50,14 +45,8 @@ struct CounterLayout {
 // unknown (above).
 CounterLayout InferCounterLayout(uint64_t max_energy_range_uj);
 
-// max_energy_range_uj of a layout: floor((range - 1) * reported_unit).
-uint64_t MaxEnergyRange(uint64_t range, Microjoules reported_unit);
-
 // The raw count that energy_uj = `reported` stands for: ceil(reported / reported_unit).
 uint64_t RawCount(uint64_t reported, const CounterLayout& layout);
-
-// floor(count * unit) in microjoules, exact (128-bit), saturating at INT64_MAX.
-int64_t CountToMicrojoules(uint64_t count, Microjoules unit);
 
 // The energy of one whole range, in microjoules (the modulus of a wrap), rounded down.
 int64_t RangeMicrojoules(const CounterLayout& layout);

@@ -13,11 +13,11 @@
 #include <random>
 
 #include "kwatt/meter/meter.h"
-#include "src/core/test_temp_dir.h"
-#include "src/core/test_unprivileged.h"
-#include "src/meter/manual_clock.h"
-#include "src/meter/simulated_rapl.h"
+#include "kwatt/simulate/simulated_rapl.h"
 #include "src/meter/sources/rapl_internal.h"
+#include "src/testing/manual_clock.h"
+#include "src/testing/temp_dir.h"
+#include "src/testing/unprivileged.h"
 
 namespace kwatt::meter::rapl_test {
 namespace {
@@ -60,7 +60,8 @@ TEST(RaplUnits, InfersTheKernelsUnitsFromTheRange) {
   for (int bits : {8, 12, 16, 20, 24, 31}) {
     for (int exponent : {14, 16}) {
       for (bool truncated : {true, false}) {
-        SimulatedRaplUnit unit = SimulatedRaplUnit::PowerOfTwo(exponent, truncated);
+        simulate::SimulatedRaplUnit unit =
+            simulate::SimulatedRaplUnit::PowerOfTwo(exponent, truncated);
         uint64_t range = uint64_t(1) << bits;
         CounterLayout layout = InferCounterLayout(MaxEnergyRange(range, unit.reported));
         EXPECT_TRUE(layout.known) << bits << " " << exponent;
@@ -132,12 +133,13 @@ TEST(RaplParsers, SysfsNumbersPerfEventsScalesAndCpuLists) {
 // A simulated machine, a manual clock on the same time, and an environment over them.
 struct Machine {
   kwatt::testing::TempDir temp{"kwatt_rapl"};
-  std::unique_ptr<SimulatedRapl> sim;
+  std::unique_ptr<simulate::SimulatedRapl> sim;
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
   MeterEnvironment environment;
 
-  Machine(SimulatedRaplLayout layout, SimulatedPowerTrace trace) {
-    auto made = SimulatedRapl::Create(temp.root().string(), std::move(layout), std::move(trace));
+  Machine(simulate::SimulatedRaplLayout layout, simulate::SimulatedPowerTrace trace) {
+    auto made =
+        simulate::SimulatedRapl::Create(temp.root().string(), std::move(layout), std::move(trace));
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     sim = std::move(*made);
     environment.sysfs_root = temp.root().string();
@@ -159,7 +161,7 @@ struct Machine {
 };
 
 // Power that changes at every step: 20..100 W, the same for a seed.
-SimulatedPowerTrace Varying(int64_t step) {
+simulate::SimulatedPowerTrace Varying(int64_t step) {
   return [step](const std::string& domain, int64_t t) {
     uint64_t k = uint64_t(t / step) * 2654435761u + std::hash<std::string>()(domain);
     k ^= k >> 13;
@@ -168,7 +170,7 @@ SimulatedPowerTrace Varying(int64_t step) {
   };
 }
 
-SimulatedPowerTrace Constant(double watts) {
+simulate::SimulatedPowerTrace Constant(double watts) {
   return [watts](const std::string&, int64_t) { return watts; };
 }
 
@@ -197,9 +199,10 @@ class PowercapTotals : public ::testing::TestWithParam<PeriodCase> {};
 // the read period, across hundreds of wraps.
 TEST_P(PowercapTotals, MatchTheTruthAcrossManyWraps) {
   const PeriodCase& c = GetParam();
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(2);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(2);
   for (auto& z : layout.zones) {
-    z.unit = SimulatedRaplUnit::PowerOfTwo(z.kind == "dram" ? 16 : 14, c.kernel_truncated);
+    z.unit =
+        simulate::SimulatedRaplUnit::PowerOfTwo(z.kind == "dram" ? 16 : 14, c.kernel_truncated);
     z.max_power_watts = 100;
   }
   // The same range in joules for every domain: dram's unit is 4 times smaller.
@@ -243,8 +246,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PeriodCase{kMilli, 13, false}, PeriodCase{kSecond, 23, false}));
 
 TEST(Powercap, XeonDramFixedUnitWrapsExactlyOnTheFullRange) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
-  layout.zones[1].unit = SimulatedRaplUnit::FixedNanojoules(15300);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
+  layout.zones[1].unit = simulate::SimulatedRaplUnit::FixedNanojoules(15300);
   layout.zones[1].initial_joules = 60000;  // 5.7 kJ below the top of its 65.7 kJ range
   layout.zones[1].max_power_watts = 150;
   Machine m(layout, Varying(kSecond));
@@ -265,7 +268,7 @@ TEST(Powercap, XeonDramFixedUnitWrapsExactlyOnTheFullRange) {
 }
 
 TEST(Powercap, DomainsNamesOriginsAndTheReadPeriod) {
-  Machine m(SimulatedRaplLayout::IntelServer(2), Constant(10));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(2), Constant(10));
   auto source = m.Open();
   ASSERT_TRUE(source.ok());
   const auto& d = (*source)->domains();
@@ -293,7 +296,7 @@ TEST(Powercap, DomainsNamesOriginsAndTheReadPeriod) {
 }
 
 TEST(Powercap, KindDefaultsWhenTheZoneGivesNoPower) {
-  Machine m(SimulatedRaplLayout::IntelClient(), Constant(3));
+  Machine m(simulate::SimulatedRaplLayout::IntelClient(), Constant(3));
   RaplOptions options;
   options.path = RaplPath::kPowercap;
   options.largest_power.core_watts = 400;
@@ -309,7 +312,7 @@ TEST(Powercap, KindDefaultsWhenTheZoneGivesNoPower) {
 }
 
 TEST(Powercap, ResetIsToldApartFromAWrap) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
   // package-0 at 1 kJ below the top of its range: wraps within 20 s at 60 W.
   layout.zones[0].initial_joules = 262144.0 - 1000;
   Machine m(layout, Constant(60));
@@ -341,7 +344,7 @@ TEST(Powercap, ResetIsToldApartFromAWrap) {
 // issue 22, item 10: a counter that jumps forward by more than the domain's largest power allows
 // (200 kJ in 0.5 s) is no energy the package used: flagged and not counted, as a reset.
 TEST(Powercap, AJumpBeyondTheLargestPowerIsFlaggedAndNotCounted) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
   Machine m(layout, Constant(60));
   auto source = m.Open();
   ASSERT_TRUE(source.ok());
@@ -362,7 +365,7 @@ TEST(Powercap, AJumpBeyondTheLargestPowerIsFlaggedAndNotCounted) {
 // issue 22, item 10: a counter that cannot be read when the source opens stops the meter (and
 // --check) naming the file and the error, rather than reporting 0 J without a word.
 TEST(Powercap, ACounterThatCannotBeReadAtOpenIsAnErrorNamingTheFile) {
-  Machine m(SimulatedRaplLayout::IntelServer(1), Constant(60));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(1), Constant(60));
   ASSERT_TRUE(m.sim->SetUnreadable("dram-0", true).ok());
   auto source = m.Open();
   ASSERT_FALSE(source.ok());
@@ -373,7 +376,7 @@ TEST(Powercap, ACounterThatCannotBeReadAtOpenIsAnErrorNamingTheFile) {
 }
 
 TEST(Powercap, MaybeMissedWrapWhenTheReadsAreTooFarApart) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
   layout.SetCounterRange(1 << 16);  // 4 J (package), 1 J (dram)
   layout.SetMaxPower(50);           // largest 100 W: wraps at least 10 ms apart for dram
   Machine m(layout, Constant(30));
@@ -391,7 +394,7 @@ TEST(Powercap, MaybeMissedWrapWhenTheReadsAreTooFarApart) {
 }
 
 TEST(Powercap, HotUnplugIsAGapThenAReset) {
-  Machine m(SimulatedRaplLayout::IntelServer(2), Constant(40));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(2), Constant(40));
   auto source = m.Open();
   ASSERT_TRUE(source.ok());
   std::vector<DomainReading> r;
@@ -420,7 +423,7 @@ TEST(Powercap, HotUnplugIsAGapThenAReset) {
 }
 
 TEST(Powercap, MalformedAndUnreadableFilesAreGaps) {
-  Machine m(SimulatedRaplLayout::IntelServer(1), Constant(20));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(1), Constant(20));
   auto source = m.Open();
   ASSERT_TRUE(source.ok());
   std::vector<DomainReading> r;
@@ -458,7 +461,7 @@ TEST(Powercap, MalformedAndUnreadableFilesAreGaps) {
 }
 
 TEST(Powercap, AZoneWhoseRangeChangedIsAReset) {
-  Machine m(SimulatedRaplLayout::IntelServer(1), Constant(20));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(1), Constant(20));
   auto source = m.Open();
   ASSERT_TRUE(source.ok());
   std::vector<DomainReading> r;
@@ -474,7 +477,7 @@ TEST(Powercap, AZoneWhoseRangeChangedIsAReset) {
 }
 
 TEST(Powercap, SavedCountersResumeAcrossARestart) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
   layout.zones[0].initial_joules = 262144.0 - 100;  // wraps while the meter is down
   Machine m(layout, Constant(50));
   std::string saved;
@@ -521,7 +524,7 @@ TEST(Powercap, SavedCountersResumeAcrossARestart) {
 }
 
 TEST(Powercap, AnMmioDuplicateIsReadOnce) {
-  Machine m(SimulatedRaplLayout::IntelClient(/*mmio_duplicate=*/true), Constant(5));
+  Machine m(simulate::SimulatedRaplLayout::IntelClient(/*mmio_duplicate=*/true), Constant(5));
   auto source = m.Open();
   ASSERT_TRUE(source.ok());
   std::vector<std::string> names;
@@ -556,7 +559,7 @@ TEST(Powercap, MalformedTreesAreRefusedNamingTheFile) {
 // ---- perf ----
 
 TEST(Perf, ExactTotalsFrom64BitCounts) {
-  Machine m(SimulatedRaplLayout::IntelServer(2), Varying(10 * kMilli));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(2), Varying(10 * kMilli));
   auto source = m.Open(RaplPath::kPerf);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ((*source)->MaxReadPeriod(), std::chrono::nanoseconds::max());
@@ -598,7 +601,7 @@ class MissingEvent : public PerfEvents {
 };
 
 TEST(Perf, ACounterThatDoesNotOpenIsLeftOutWithANote) {
-  Machine m(SimulatedRaplLayout::IntelServer(2), Constant(10));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(2), Constant(10));
   m.environment.perf = std::make_shared<MissingEvent>(m.environment.perf);
   auto source = m.Open(RaplPath::kPerf);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
@@ -625,7 +628,7 @@ class FailingReads : public PerfEvents {
 };
 
 TEST(Perf, AFailedReadIsAGap) {
-  Machine m(SimulatedRaplLayout::IntelServer(1), Constant(10));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(1), Constant(10));
   auto failing = std::make_shared<FailingReads>(m.environment.perf);
   m.environment.perf = failing;
   auto source = m.Open(RaplPath::kPerf);
@@ -650,7 +653,7 @@ TEST(Perf, AFailedReadIsAGap) {
 // ---- the path chosen ----
 
 TEST(OpenRapl, AutoPrefersPerfAndCrossChecksPowercap) {
-  Machine m(SimulatedRaplLayout::IntelServer(2), Constant(10));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(2), Constant(10));
   auto source = m.Open(RaplPath::kAuto);
   ASSERT_TRUE(source.ok());
   std::vector<std::string> notes = (*source)->Notes();
@@ -663,7 +666,7 @@ TEST(OpenRapl, AutoPrefersPerfAndCrossChecksPowercap) {
 }
 
 TEST(OpenRapl, AmdLayoutsNameWhatOnePathLacks) {
-  Machine m(SimulatedRaplLayout::Amd(1), Constant(10));
+  Machine m(simulate::SimulatedRaplLayout::Amd(1), Constant(10));
   auto source = m.Open(RaplPath::kAuto);
   ASSERT_TRUE(source.ok());
   EXPECT_TRUE(Has((*source)->Notes(), "powercap has core-0 that perf's power PMU lacks"))
@@ -679,7 +682,7 @@ TEST(OpenRapl, AmdLayoutsNameWhatOnePathLacks) {
 }
 
 TEST(OpenRapl, AutoFallsBackToPowercapWhenPerfIsRefused) {
-  Machine m(SimulatedRaplLayout::IntelServer(1), Constant(10));
+  Machine m(simulate::SimulatedRaplLayout::IntelServer(1), Constant(10));
   m.sim->SetPerfOpenError(EACCES);
   auto source = m.Open(RaplPath::kAuto);
   ASSERT_TRUE(source.ok());
@@ -711,7 +714,7 @@ TEST(OpenRapl, NeitherPathIsNotFoundNamingBoth) {
 // What a user who is not root sees on Linux 5.10+: energy_uj mode 0400. The check runs in a child
 // that drops to `nobody` (the tests run as root, which reads any file).
 TEST(OpenRapl, RootOnlyEnergyIsPermissionDeniedNamingTheFixes) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
   layout.root_only_energy = true;
   Machine m(layout, Constant(10));
   m.sim->SetPerfOpenError(EACCES);
@@ -744,7 +747,7 @@ TEST(OpenRapl, RootOnlyEnergyIsPermissionDeniedNamingTheFixes) {
 // The meter's sampler reads RAPL as often as its wraps need (MaxReadPeriod), its totals are the
 // simulated truth across wraps, and a restart with the state file neither loses nor double-counts.
 TEST(RaplInTheMeter, TotalsMatchTheTruthAcrossWrapsAndARestart) {
-  SimulatedRaplLayout layout = SimulatedRaplLayout::IntelServer(1);
+  simulate::SimulatedRaplLayout layout = simulate::SimulatedRaplLayout::IntelServer(1);
   layout.SetCounterRange(uint64_t(1) << 24);  // package 1 kJ, dram 256 J
   layout.SetMaxPower(50);                     // read at least every 1.28 s (dram at 100 W)
   Machine m(layout, Varying(10 * kMilli));

@@ -1,0 +1,115 @@
+// Rows as the store's tests see them (every field by value), and the helpers every engine's
+// tests share: batches from rows, rows from queries, what a query must give.
+#ifndef KWATT_SRC_TESTING_STORE_ROWS_H_
+#define KWATT_SRC_TESTING_STORE_ROWS_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kwatt/core/row_batch.h"
+#include "kwatt/store/store.h"
+
+namespace kwatt::store::testing {
+
+// A row as the tests see it: every field by value.
+struct Row {
+  UnixNanos time = 0;
+  int32_t utc_offset = 7200;
+  std::string device, metric;
+  double value = 0;
+  std::string labels = "{}";
+
+  auto Key() const { return std::tie(time, utc_offset, device, metric, labels); }
+  bool operator==(const Row& o) const {
+    return Key() == o.Key() && std::bit_cast<uint64_t>(value) == std::bit_cast<uint64_t>(o.value);
+  }
+};
+
+inline std::ostream& operator<<(std::ostream& out, const Row& r) {
+  return out << r.device << " " << r.metric << " " << r.labels << " @" << r.time << "+"
+             << r.utc_offset << " = " << r.value;
+}
+
+inline RowBatch ToBatch(const std::vector<Row>& rows, StringInterner* interner) {
+  RowBatch batch;
+  for (const Row& r : rows) {
+    batch.time.push_back(r.time);
+    batch.utc_offset.push_back(r.utc_offset);
+    batch.device.push_back(interner->Intern(r.device));
+    batch.metric.push_back(interner->Intern(r.metric));
+    batch.value.push_back(r.value);
+    batch.labels.push_back(interner->Intern(r.labels));
+  }
+  return batch;
+}
+
+inline void Append(Store& store, const std::vector<Row>& rows) {
+  StringInterner interner;
+  RowBatch batch = ToBatch(rows, &interner);
+  Status status = store.Append(batch, interner);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+}
+
+inline std::vector<Row> QueryRows(Store& store, StoreQuery query, size_t* batches = nullptr) {
+  std::vector<Row> rows;
+  size_t count = 0;
+  Status status = store.Query(query, [&](const RowBatch& batch, const StringInterner& interner) {
+    ++count;
+    EXPECT_LE(batch.size(), query.batch_rows);
+    EXPECT_TRUE(batch.raw.empty());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      rows.push_back(Row{batch.time[i], batch.utc_offset[i],
+                         std::string(interner.Get(batch.device[i])),
+                         std::string(interner.Get(batch.metric[i])), batch.value[i],
+                         std::string(interner.Get(batch.labels[i]))});
+    }
+    return Status::OK();
+  });
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  if (batches) *batches = count;
+  return rows;
+}
+
+inline std::vector<Row> QueryAll(Store& store) {
+  StoreQuery query;
+  query.start = std::numeric_limits<int64_t>::min();
+  query.end = std::numeric_limits<int64_t>::max();
+  return QueryRows(store, query);
+}
+
+// What a query must give: the rows in the window, by device, time, metric, labels, then in the
+// order they were appended (a stable sort of the appended rows).
+inline std::vector<Row> Expected(std::vector<Row> rows, UnixNanos start, UnixNanos end,
+                                 const std::vector<std::string>& devices = {},
+                                 const std::vector<std::string>& metrics = {}) {
+  std::erase_if(rows, [&](const Row& r) {
+    return r.time < start || r.time >= end ||
+           (!devices.empty() &&
+            std::find(devices.begin(), devices.end(), r.device) == devices.end()) ||
+           (!metrics.empty() &&
+            std::find(metrics.begin(), metrics.end(), r.metric) == metrics.end());
+  });
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::tie(a.device, a.time, a.metric, a.labels) <
+           std::tie(b.device, b.time, b.metric, b.labels);
+  });
+  return rows;
+}
+
+inline void ExpectSound(Store& store) {
+  auto report = store.Check();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  for (const auto& problem : report->problems) ADD_FAILURE() << problem;
+}
+
+}  // namespace kwatt::store::testing
+
+#endif  // KWATT_SRC_TESTING_STORE_ROWS_H_
