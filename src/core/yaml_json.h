@@ -1,6 +1,6 @@
 // YAML documents read as JSON: for the description files kwatt reads (a store's testbed; later
 // Kwollect's metric description files), which people write in YAML and kwatt checks as JSON.
-// Internal to kwatt (yaml-cpp stays out of the public headers).
+// Internal to kwatt (libyaml stays out of the public headers).
 #ifndef KWATT_SRC_CORE_YAML_JSON_H_
 #define KWATT_SRC_CORE_YAML_JSON_H_
 
@@ -18,7 +18,12 @@ namespace kwatt::internal {
 // scalar is always a string. InvalidArgument naming `where`, the line and the column when the
 // text is not YAML, holds several documents, a key that is not a scalar or that is given twice,
 // an alias to no anchor, more than 64 levels or more than 1,000,000 values (aliases of aliases).
-Result<std::string> YamlToJson(std::string_view yaml, const std::string& where);
+//
+// With kText, a plain scalar other than null is the string of its text as written instead ("0123",
+// "1.50" and "yes" kept as they are), for a reader that decides each value's type itself.
+enum class YamlScalars { kTyped, kText };
+Result<std::string> YamlToJson(std::string_view yaml, const std::string& where,
+                               YamlScalars scalars = YamlScalars::kTyped);
 
 }  // namespace kwatt::internal
 
