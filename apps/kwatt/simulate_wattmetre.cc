@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/stop_signals.h"
 #include "kwatt/kwollect/node_name.h"
 #include "kwatt/server/node_model.h"
 #include "kwatt/server/testbed.h"
@@ -34,22 +34,6 @@ namespace kwatt::cli {
 using nlohmann::ordered_json;
 
 namespace {
-
-std::atomic<int> g_signal{0};
-
-extern "C" void OnStopSignal(int signal_number) { g_signal.store(signal_number); }
-
-void InstallStopHandlers() {
-  struct sigaction action;
-  std::memset(&action, 0, sizeof action);
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = 0;  // no SA_RESTART: the sleep returns EINTR at once
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-  // A closed pipe is seen as EPIPE on the write, which ends the stream cleanly.
-  signal(SIGPIPE, SIG_IGN);
-}
 
 // Writes `value` with 3 decimals, rounded half away from zero (as printf, but without its
 // locale and cost). Returns the characters written (at most 24).
@@ -229,7 +213,9 @@ int Run(const Args& args) {
   if (args.duration) samples_wanted = int64_t(std::floor(*args.duration * 1e9 / double(period)));
   const bool micro = period % kNanosPerMicro == 0;
 
-  InstallStopHandlers();
+  StopSignals stop(StopSignals::How::kCatch);
+  // A closed pipe is seen as EPIPE on the write, which ends the stream cleanly.
+  signal(SIGPIPE, SIG_IGN);
   // Our own buffer on fd 1 rather than stdio's, so that the lines counted in --truth are those
   // that reached the reader whole: written when full (--fast) or at each line (real time).
   std::string out;
@@ -258,7 +244,7 @@ int Run(const Args& args) {
   line.reserve(64 + ports.size() * 24);
   char text[48];
   for (int64_t k = 0; samples_wanted < 0 || k < samples_wanted; ++k) {
-    if (g_signal.load()) break;
+    if (stop.requested()) break;
     UnixNanos t = first + k * period;
     UnixNanos end = t + period;
     if (!args.fast) {
@@ -266,9 +252,9 @@ int Run(const Args& args) {
       timespec until{time_t(FloorDiv(end, kNanosPerSecond)), long(NanosOfSecond(end))};
       int slept;
       while ((slept = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr)) == EINTR) {
-        if (g_signal.load()) break;
+        if (stop.requested()) break;
       }
-      if (g_signal.load()) break;
+      if (stop.requested()) break;
     }
     for (size_t n = 0; n < nodes.size(); ++n) {
       node_watts[n] = nodes[n]->model->EnergyJoules(t, end) / period_s;
