@@ -165,7 +165,7 @@ build-asan: $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt \
 	  $(addsuffix _fuzzer,$(FUZZERS))
 
-# ThreadSanitizer over the threaded parts: their unit tests alone (CMakeLists.txt,
+# ThreadSanitizer over the unit tests that run threads, alone (each part's THREADED list,
 # KWATT_THREADED_TESTS). tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache,
 # Debian's uninstrumented cpp-httplib).
 TSAN_CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
