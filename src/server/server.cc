@@ -309,6 +309,10 @@ struct Server::Impl {
   }
 
   void Routes();
+  void GuardAndLogRoutes();
+  void TestbedRoutes(const std::string& p, const std::string& site);
+  void JobRoutes(const std::string& site);
+  void DashboardRoutes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
   void Push(const httplib::Request& req, httplib::Response& res);
   bool PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res);
@@ -327,10 +331,23 @@ Status Server::Impl::PushToStore(const std::string& site,
   return lease->Flush();
 }
 
+// The API's paths: /stable or /sid (matches[1]), then a site (matches[2]).
 void Server::Impl::Routes() {
   const std::string p = R"(/(stable|sid))";
   const std::string site = p + R"(/sites/([^/]+))";
+  GuardAndLogRoutes();
+  TestbedRoutes(p, site);
+  JobRoutes(site);
+  http.Get(site + "/metrics/?",
+           [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
+  http.Post(site + "/metrics/?",
+            [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
+  DashboardRoutes();
+}
 
+// Before every route: the simulated latency and the HTTP Basic check; after: the log line and
+// the API's error bodies for 404 and 414.
+void Server::Impl::GuardAndLogRoutes() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options.latency_ms > 0 &&
         !SleepUnlessAbandoned(std::chrono::steady_clock::now() +
@@ -362,6 +379,22 @@ void Server::Impl::Routes() {
     });
   }
 
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
+    } else if (res.status == 414) {  // cpp-httplib refuses the request line, before any handler
+      res.set_content(ApiError(414, "URI Too Long",
+                               "the request's URL is longer than " +
+                                   std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+                                   " bytes: ask for fewer nodes or metrics at a time"),
+                      kJson);
+    }
+  });
+}
+
+// The reference API's testbed: the grid, sites, clusters, nodes.
+void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) {
   http.Get(p + "/?", [this](const httplib::Request& req, httplib::Response& res) {
     std::string prefix = Prefix(req);
     ordered_json out;
@@ -441,6 +474,10 @@ void Server::Impl::Routes() {
              }
              SendJson(res, NodeJson(*node, Prefix(req)));
            });
+}
+
+// A site's jobs: the list (state, user, offset, limit) and one job.
+void Server::Impl::JobRoutes(const std::string& site) {
   http.Get(site + "/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
     const Site* s = SiteOr404(req, res);
     if (!s) return;
@@ -499,10 +536,10 @@ void Server::Impl::Routes() {
     }
     SendJson(res, JobJson(*job, Prefix(req), Now()));
   });
-  http.Get(site + "/metrics/?",
-           [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
-  http.Post(site + "/metrics/?",
-            [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
+}
+
+// The dashboard, on what the API serves.
+void Server::Impl::DashboardRoutes() {
   internal::DashboardContext dashboard;
   dashboard.testbed = testbed.get();
   dashboard.api_prefix = prefix;
@@ -523,18 +560,6 @@ void Server::Impl::Routes() {
     return cluster.catalogue;
   };
   internal::AddDashboardRoutes(&http, std::move(dashboard));
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) {
-      res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
-    } else if (res.status == 414) {  // cpp-httplib refuses the request line, before any handler
-      res.set_content(ApiError(414, "URI Too Long",
-                               "the request's URL is longer than " +
-                                   std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
-                                   " bytes: ask for fewer nodes or metrics at a time"),
-                      kJson);
-    }
-  });
 }
 
 void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) {
