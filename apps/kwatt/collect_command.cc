@@ -44,17 +44,172 @@ void RaiseOpenFileLimit(size_t devices) {
   }
 }
 
+// `kwatt collect`'s options.
+struct CollectArgs {
+  std::string config, store = "kwatt.store", site, id = "kwatt-collect", listen, spool;
+  std::string duration;
+  int flush_ms = 500;
+  int64_t memory_rows = 1'000'000;
+  bool check = false, quiet = false;
+};
+
+// --check: each device read once. A sensor or OID it does not have is a mistake of the
+// configuration (exit 2); a device that cannot be reached now may only be down (a warning).
+int CheckConfiguration(collect::Collector& collector, const collect::CollectConfig& config,
+                       size_t devices, const std::string& summary) {
+  collect::Collector::ProbeReport probe = collector.Probe();
+  for (const std::string& line : probe.failed) {
+    std::fprintf(stderr, "kwatt collect: warning: %s\n", line.c_str());
+  }
+  if (!probe.missing.empty()) {
+    for (const std::string& line : probe.missing) {
+      std::fprintf(stderr, "kwatt collect: %s\n", line.c_str());
+    }
+    std::fprintf(stderr,
+                 "kwatt collect: %zu values the configuration names are not on their "
+                 "devices: fix the descriptions\n",
+                 probe.missing.size());
+    return kExitUsage;
+  }
+  std::printf("%zu metrics from %zu files, %zu devices (%s): the configuration is valid\n",
+              config.metrics.size(), config.files.size(), devices, summary.c_str());
+  return kExitOk;
+}
+
+// The end line: rows written, polls and how they went, rows spooled and dropped.
+void PrintCollectStats(const collect::CollectorStats& stats) {
+  int64_t errors = 0, overruns = 0, polls = 0, late = 0;
+  for (const auto& device : stats.devices) {
+    errors += device.errors;
+    overruns += device.overruns;
+    polls += device.polls;
+    late += device.late;
+  }
+  std::fprintf(stderr,
+               "kwatt collect: %lld rows written, %lld polls (%lld late, %lld overruns, %lld "
+               "failed), %lld rows spooled, %lld dropped\n",
+               (long long)stats.rows_written, (long long)polls, (long long)late,
+               (long long)overruns, (long long)errors, (long long)stats.rows_spooled,
+               (long long)stats.rows_dropped);
+}
+
+// Runs `kwatt collect` until a stop signal or --duration.
+int RunCollect(const CollectArgs& args) {
+  Result<collect::CollectConfig> config = collect::ReadCollectConfig(args.config);
+  if (!config.ok()) return Fail("collect", config.status());
+  std::optional<double> duration;
+  if (!args.duration.empty()) {
+    Result<double> seconds = ParseDuration(args.duration, "--duration");
+    if (!seconds.ok()) return Fail("collect", seconds.status());
+    duration = *seconds;
+  }
+  std::string listen_host;
+  int listen_port = 0;
+  if (!args.listen.empty()) {
+    Status parsed = ParseListen(args.listen, &listen_host, &listen_port);
+    if (!parsed.ok()) return Fail("collect", parsed);
+  }
+  bool optional = false;
+  std::map<std::string, int> schemes;
+  std::set<std::string> devices;
+  for (const auto& metric : config->metrics) {
+    optional = optional || metric.optional;
+    if (devices.insert(metric.url.DeviceKey()).second) ++schemes[metric.url.scheme];
+  }
+  if (optional && args.site.empty() && !args.check) {
+    return Fail("collect",
+                Status::InvalidArgument(
+                    "the configuration has optional metrics, which the monitor jobs of a site "
+                    "switch on: give --site (the site of the jobs in the store)"));
+  }
+  if (!args.check) RaiseOpenFileLimit(devices.size());
+  collect::CollectorOptions options;
+  options.site = args.site;
+  options.collector_id = args.id;
+  options.spool_dir = args.spool;
+  options.memory_rows = size_t(std::max<int64_t>(args.memory_rows, 1));
+  options.flush_interval = std::chrono::milliseconds(args.flush_ms);
+  // A database server may be down when the collector starts: rows wait for it. A file that
+  // cannot be opened is a mistake to say at once.
+  options.start_without_store = store::IsPostgresUri(args.store);
+  // The embedded store's file: its deletion or replacement seen.
+  if (!options.start_without_store && !args.check) options.store_file = args.store;
+  std::string uri = args.store;
+  collect::StoreOpener opener = [uri]() { return store::OpenStore(uri, /*create=*/true); };
+  if (args.check) {
+    // Devices are made (their paths checked) without touching the store.
+    opener = []() -> Result<std::unique_ptr<store::Store>> {
+      return std::unique_ptr<store::Store>();
+    };
+  }
+  // Signals are taken by this thread alone: every other thread, started after, blocks them.
+  StopSignals stop(StopSignals::How::kBlock);
+  // One collector per store: a second one would write every row again.
+  std::unique_ptr<store::WriterLock> lock;
+  if (!args.check) {
+    Result<std::unique_ptr<store::WriterLock>> taken =
+        store::TakeWriterLock(uri, ShownStoreUri(uri), "collector");
+    if (taken.ok()) {
+      lock = std::move(taken).value();
+    } else if (taken.status().code() == Status::Code::kUnavailable) {
+      // PostgreSQL down: rows wait for it (below); the lock cannot be asked now.
+      std::fprintf(stderr,
+                   "kwatt collect: warning: no other collector can be ruled out on %s: %s\n",
+                   ShownStoreUri(uri).c_str(), taken.status().message().c_str());
+    } else {
+      return Fail("collect", taken.status());
+    }
+  }
+  Result<std::unique_ptr<collect::Collector>> collector =
+      collect::Collector::Create(*config, opener, options);
+  if (!collector.ok()) return Fail("collect", collector.status());
+  std::string summary;
+  for (const auto& [scheme, count] : schemes) {
+    summary += (summary.empty() ? "" : ", ") + std::to_string(count) + " " + scheme;
+  }
+  if (args.check) return CheckConfiguration(**collector, *config, devices.size(), summary);
+  http::HardenedServer http;
+  if (!args.listen.empty()) {
+    collect::Collector* c = collector->get();
+    http.Get("/metrics", [c](const httplib::Request&, httplib::Response& response) {
+      response.set_content(c->PrometheusText(), "text/plain; version=0.0.4");
+    });
+    Result<int> bound = http.Bind(listen_host, listen_port);
+    if (!bound.ok()) return Fail("collect", bound.status());
+    listen_port = *bound;
+    Status serving = http.Serve();
+    if (!serving.ok()) return Fail("collect", serving);
+  }
+  (*collector)->Start();
+  if (!args.quiet) {
+    std::fprintf(stderr, "kwatt collect: %zu metrics, %zu devices (%s) into %s%s\n",
+                 config->metrics.size(), devices.size(), summary.c_str(),
+                 ShownStoreUri(uri).c_str(),
+                 args.listen.empty() ? ""
+                                     : (", metrics on http://" + listen_host + ":" +
+                                        std::to_string(listen_port) + "/metrics")
+                                           .c_str());
+  }
+  if (!args.listen.empty()) {
+    std::printf("http://%s:%d/metrics\n", listen_host.c_str(), listen_port);
+    std::fflush(stdout);
+  }
+  if (duration) {
+    stop.Wait(std::chrono::nanoseconds(int64_t(*duration * 1e9)));
+  } else {
+    stop.Wait();
+  }
+  Status stopped = (*collector)->Stop();
+  http.Shutdown();
+  if (!args.quiet) PrintCollectStats((*collector)->Stats());
+  if (!stopped.ok()) return Fail("collect", stopped);
+  return kExitOk;
+}
+
 }  // namespace
 
 Runner RegisterCollect(CLI::App* app) {
-  struct Args {
-    std::string config, store = "kwatt.store", site, id = "kwatt-collect", listen, spool;
-    std::string duration;
-    int flush_ms = 500;
-    int64_t memory_rows = 1'000'000;
-    bool check = false, quiet = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<CollectArgs>();
   CLI::App* command = app->add_subcommand(
       "collect",
       "Poll the devices of Kwollect's metric description files (Prometheus, SNMP, IPMI, JSON, "
@@ -88,150 +243,7 @@ Runner RegisterCollect(CLI::App* app) {
   command->add_flag("--quiet", args->quiet, "No start and end lines");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    Result<collect::CollectConfig> config = collect::ReadCollectConfig(args->config);
-    if (!config.ok()) return Fail("collect", config.status());
-    std::optional<double> duration;
-    if (!args->duration.empty()) {
-      Result<double> seconds = ParseDuration(args->duration, "--duration");
-      if (!seconds.ok()) return Fail("collect", seconds.status());
-      duration = *seconds;
-    }
-    std::string listen_host;
-    int listen_port = 0;
-    if (!args->listen.empty()) {
-      Status parsed = ParseListen(args->listen, &listen_host, &listen_port);
-      if (!parsed.ok()) return Fail("collect", parsed);
-    }
-    bool optional = false;
-    std::map<std::string, int> schemes;
-    std::set<std::string> devices;
-    for (const auto& metric : config->metrics) {
-      optional = optional || metric.optional;
-      if (devices.insert(metric.url.DeviceKey()).second) ++schemes[metric.url.scheme];
-    }
-    if (optional && args->site.empty() && !args->check) {
-      return Fail("collect",
-                  Status::InvalidArgument(
-                      "the configuration has optional metrics, which the monitor jobs of a site "
-                      "switch on: give --site (the site of the jobs in the store)"));
-    }
-    if (!args->check) RaiseOpenFileLimit(devices.size());
-    collect::CollectorOptions options;
-    options.site = args->site;
-    options.collector_id = args->id;
-    options.spool_dir = args->spool;
-    options.memory_rows = size_t(std::max<int64_t>(args->memory_rows, 1));
-    options.flush_interval = std::chrono::milliseconds(args->flush_ms);
-    // A database server may be down when the collector starts: rows wait for it. A file that
-    // cannot be opened is a mistake to say at once.
-    options.start_without_store = store::IsPostgresUri(args->store);
-    // The embedded store's file: its deletion or replacement seen.
-    if (!options.start_without_store && !args->check) options.store_file = args->store;
-    std::string uri = args->store;
-    collect::StoreOpener opener = [uri]() { return store::OpenStore(uri, /*create=*/true); };
-    if (args->check) {
-      // Devices are made (their paths checked) without touching the store.
-      opener = []() -> Result<std::unique_ptr<store::Store>> {
-        return std::unique_ptr<store::Store>();
-      };
-    }
-    // Signals are taken by this thread alone: every other thread, started after, blocks them.
-    StopSignals stop(StopSignals::How::kBlock);
-    // One collector per store: a second one would write every row again.
-    std::unique_ptr<store::WriterLock> lock;
-    if (!args->check) {
-      Result<std::unique_ptr<store::WriterLock>> taken =
-          store::TakeWriterLock(uri, ShownStoreUri(uri), "collector");
-      if (taken.ok()) {
-        lock = std::move(taken).value();
-      } else if (taken.status().code() == Status::Code::kUnavailable) {
-        // PostgreSQL down: rows wait for it (below); the lock cannot be asked now.
-        std::fprintf(stderr,
-                     "kwatt collect: warning: no other collector can be ruled out on %s: %s\n",
-                     ShownStoreUri(uri).c_str(), taken.status().message().c_str());
-      } else {
-        return Fail("collect", taken.status());
-      }
-    }
-    Result<std::unique_ptr<collect::Collector>> collector =
-        collect::Collector::Create(*config, opener, options);
-    if (!collector.ok()) return Fail("collect", collector.status());
-    std::string summary;
-    for (const auto& [scheme, count] : schemes) {
-      summary += (summary.empty() ? "" : ", ") + std::to_string(count) + " " + scheme;
-    }
-    if (args->check) {
-      // Each device read once: a sensor or OID it does not have is a mistake of the
-      // configuration; a device that cannot be reached now may only be down.
-      collect::Collector::ProbeReport probe = (*collector)->Probe();
-      for (const std::string& line : probe.failed) {
-        std::fprintf(stderr, "kwatt collect: warning: %s\n", line.c_str());
-      }
-      if (!probe.missing.empty()) {
-        for (const std::string& line : probe.missing) {
-          std::fprintf(stderr, "kwatt collect: %s\n", line.c_str());
-        }
-        std::fprintf(stderr,
-                     "kwatt collect: %zu values the configuration names are not on their "
-                     "devices: fix the descriptions\n",
-                     probe.missing.size());
-        return kExitUsage;
-      }
-      std::printf("%zu metrics from %zu files, %zu devices (%s): the configuration is valid\n",
-                  config->metrics.size(), config->files.size(), devices.size(), summary.c_str());
-      return kExitOk;
-    }
-    http::HardenedServer http;
-    if (!args->listen.empty()) {
-      collect::Collector* c = collector->get();
-      http.Get("/metrics", [c](const httplib::Request&, httplib::Response& response) {
-        response.set_content(c->PrometheusText(), "text/plain; version=0.0.4");
-      });
-      Result<int> bound = http.Bind(listen_host, listen_port);
-      if (!bound.ok()) return Fail("collect", bound.status());
-      listen_port = *bound;
-      Status serving = http.Serve();
-      if (!serving.ok()) return Fail("collect", serving);
-    }
-    (*collector)->Start();
-    if (!args->quiet) {
-      std::fprintf(stderr, "kwatt collect: %zu metrics, %zu devices (%s) into %s%s\n",
-                   config->metrics.size(), devices.size(), summary.c_str(),
-                   ShownStoreUri(uri).c_str(),
-                   args->listen.empty() ? ""
-                                        : (", metrics on http://" + listen_host + ":" +
-                                           std::to_string(listen_port) + "/metrics")
-                                              .c_str());
-    }
-    if (!args->listen.empty()) {
-      std::printf("http://%s:%d/metrics\n", listen_host.c_str(), listen_port);
-      std::fflush(stdout);
-    }
-    if (duration) {
-      stop.Wait(std::chrono::nanoseconds(int64_t(*duration * 1e9)));
-    } else {
-      stop.Wait();
-    }
-    Status stopped = (*collector)->Stop();
-    http.Shutdown();
-    collect::CollectorStats stats = (*collector)->Stats();
-    int64_t errors = 0, overruns = 0, polls = 0, late = 0;
-    for (const auto& device : stats.devices) {
-      errors += device.errors;
-      overruns += device.overruns;
-      polls += device.polls;
-      late += device.late;
-    }
-    if (!args->quiet) {
-      std::fprintf(stderr,
-                   "kwatt collect: %lld rows written, %lld polls (%lld late, %lld overruns, %lld "
-                   "failed), %lld rows spooled, %lld dropped\n",
-                   (long long)stats.rows_written, (long long)polls, (long long)late,
-                   (long long)overruns, (long long)errors, (long long)stats.rows_spooled,
-                   (long long)stats.rows_dropped);
-    }
-    if (!stopped.ok()) return Fail("collect", stopped);
-    return kExitOk;
+    return RunCollect(*args);
   };
 }
 
