@@ -225,7 +225,7 @@ class SnmpAgents:
         if len(self.ports) != count:
             self.stop()
             raise h.BenchError(f"kwatt_collect_peers snmpd listens on {len(self.ports)} ports, "
-                                f"not {count}")
+                               f"not {count}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -224,7 +224,7 @@ def main():
         jobs = os.path.join(tmp, "jobs.json")
         write_jobs(jobs)
         with h.Server(args.binary, jobs, tmp, None, "dashboard",
-                       extra_args=["--now", str(NOW)]) as server:
+                      extra_args=["--now", str(NOW)]) as server:
             results["endpoints"] = endpoint_cases(server)
             driver = browser()
             try:

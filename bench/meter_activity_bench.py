@@ -183,7 +183,7 @@ def main() -> int:
     helper = os.path.join(build, "kwatt_meter_activity_bench")
     if not os.access(helper, os.X_OK):
         raise h.BenchError(f"no {helper}: build it (cmake --build build --target "
-                            "kwatt_meter_activity_bench)")
+                           "kwatt_meter_activity_bench)")
     venv = os.environ.get("PSUTIL_VENV", os.path.join(ROOT, "bench", ".venv-psutil"))
     python = os.path.join(venv, "bin", "python")
     if not os.access(python, os.X_OK):

@@ -300,7 +300,7 @@ def main() -> int:
     for path in (args.kwatt, helper):
         if not os.access(path, os.X_OK):
             h.log(f"missing {path}: build it first (cmake --build build --target kwatt "
-                   "kwatt_meter_rapl_bench)")
+                  "kwatt_meter_rapl_bench)")
             return 1
     results = {"date": time.strftime("%Y-%m-%d"), "machine": "", "load": h.loadavg(),
                "kwatt": {}, "python": {}}
@@ -336,7 +336,7 @@ def main() -> int:
     print(section)
     if not args.no_write:
         h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE, results,
-                   "meter_rapl")
+                  "meter_rapl")
     return 0
 
 

@@ -270,7 +270,7 @@ class Children:
             argv = [self.python, "-c", CHILD, op, self.tools.base_url, str(start), str(end),
                     METRIC, ",".join(FQDNS), str(limit + AS_BACKSTOP_BYTES)]
             run = h.run_measured(argv, h.child_env(self.tools.home), self.tmpdir,
-                                  f"{op}-{self.n}", mem_limit=limit, timeout_s=self.timeout_s)
+                                 f"{op}-{self.n}", mem_limit=limit, timeout_s=self.timeout_s)
             out = {}
             for line in run["stdout"].strip().splitlines():  # later lines complete earlier ones
                 try:

@@ -98,7 +98,7 @@ def main() -> int:
         imports = {}
         for name, uri in stores.items():
             imported = h.run_measured([kwatt, "import", archive, "--store", uri], env, tmp,
-                                       f"import-{name}")
+                                      f"import-{name}")
             if imported["returncode"] != 0:
                 raise h.BenchError(f"kwatt import into {name} failed: {imported['stderr']}")
             imports[name] = imported
@@ -107,11 +107,11 @@ def main() -> int:
         servers = {"simulated (`--simulate`)": h.Server(kwatt, jobs, tmp, None, "sim")}
         for name, uri in stores.items():
             servers[f"{name} store (`--store`)"] = h.Server(kwatt, jobs, tmp, None, name,
-                                                             store=uri)
+                                                            store=uri)
         for label, server in servers.items():
             with server:
                 url = h.metrics_url(server.base_url, h.NODES, h.JOB_START_EPOCH,
-                                     h.JOB_START_EPOCH + SECONDS) + f"&metrics={h.METRIC}"
+                                    h.JOB_START_EPOCH + SECONDS) + f"&metrics={h.METRIC}"
                 rows, _ = h.curl_count_rows(url, None)
                 expected = expected or rows
                 if rows != expected:
@@ -127,7 +127,7 @@ def main() -> int:
                     got = count_lines(out)
                     if got != expected:
                         raise h.BenchError(f"{label}: kwatt fetch wrote {got} rows, not "
-                                            f"{expected}")
+                                           f"{expected}")
                     os.unlink(out)
                     fetch_times.append(run["wall_s"])
                     curl_times.append(h.curl_timed(url, None)["seconds"])
@@ -188,7 +188,7 @@ def main() -> int:
     print(section)
     if not args.no_write:
         h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE,
-                   {"results": results, "rows": expected}, "serve_store_bench")
+                  {"results": results, "rows": expected}, "serve_store_bench")
     return 0
 
 

@@ -131,7 +131,7 @@ def main() -> int:
     print(section)
     if not args.no_write:
         h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE,
-                   {"embedded": embedded, "postgres": postgres}, "store_bench")
+                  {"embedded": embedded, "postgres": postgres}, "store_bench")
     return 0
 
 
