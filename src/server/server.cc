@@ -314,6 +314,7 @@ struct Server::Impl {
   void JobRoutes(const std::string& site);
   void DashboardRoutes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
+  bool InjectFailure(int64_t rows, httplib::Response& res, int64_t* cut_after);
   void Push(const httplib::Request& req, httplib::Response& res);
   bool PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res);
   Status PushToStore(const std::string& site, const std::vector<internal::PushedRow>& rows);
@@ -562,6 +563,38 @@ void Server::Impl::DashboardRoutes() {
   internal::AddDashboardRoutes(&http, std::move(dashboard));
 }
 
+// --fail-rate: a failed answer now and then, as a loaded API gives. True when `res` is the
+// failure (an error status page); else the answer goes on, maybe cut after *cut_after rows.
+bool Server::Impl::InjectFailure(int64_t rows, httplib::Response& res, int64_t* cut_after) {
+  std::lock_guard<std::mutex> lock(random_mutex);
+  std::uniform_real_distribution<double> unit(0, 1);
+  if (unit(random) < options.fail_rate) {
+    if (options.fail_status > 0) {
+      res.status = options.fail_status;
+      int code = options.fail_status;
+      std::string line = std::to_string(code) + (code == 500   ? " Internal Server Error"
+                                                 : code == 502 ? " Bad Gateway"
+                                                 : code == 503 ? " Service Unavailable"
+                                                 : code == 504 ? " Gateway Timeout"
+                                                               : " Error");
+      res.set_content("<html><head><title>" + line + "</title></head><body><h1>" + line +
+                          "</h1>\n</body></html>\n",
+                      "text/html");
+      return true;
+    }
+    if (rows < 2 || unit(random) < 0.5) {
+      res.status = 503;
+      res.set_content(
+          "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
+          "request.\n</body></html>\n",
+          "text/html");
+      return true;
+    }
+    *cut_after = std::uniform_int_distribution<int64_t>(1, rows - 1)(random);
+  }
+  return false;
+}
+
 void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) {
   const Site* site = SiteOr404(req, res);
   if (!site) return;
@@ -661,34 +694,7 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
     return;
   }
   int64_t cut_after = -1;  // rows after which the connection is cut
-  if (options.fail_rate > 0) {
-    std::lock_guard<std::mutex> lock(random_mutex);
-    std::uniform_real_distribution<double> unit(0, 1);
-    if (unit(random) < options.fail_rate) {
-      if (options.fail_status > 0) {
-        res.status = options.fail_status;
-        int code = options.fail_status;
-        std::string line = std::to_string(code) + (code == 500   ? " Internal Server Error"
-                                                   : code == 502 ? " Bad Gateway"
-                                                   : code == 503 ? " Service Unavailable"
-                                                   : code == 504 ? " Gateway Timeout"
-                                                                 : " Error");
-        res.set_content("<html><head><title>" + line + "</title></head><body><h1>" + line +
-                            "</h1>\n</body></html>\n",
-                        "text/html");
-        return;
-      }
-      if (rows < 2 || unit(random) < 0.5) {
-        res.status = 503;
-        res.set_content(
-            "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
-            "request.\n</body></html>\n",
-            "text/html");
-        return;
-      }
-      cut_after = std::uniform_int_distribution<int64_t>(1, rows - 1)(random);
-    }
-  }
+  if (options.fail_rate > 0 && InjectFailure(rows, res, &cut_after)) return;
   int64_t pace = options.rows_per_second;
   auto began = std::chrono::steady_clock::now();
   res.set_chunked_content_provider(kJson, [stream, cut_after, pace, began, buffer = std::string()](
