@@ -22,7 +22,7 @@ LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # Debian packages that building and running kwatt needs (make demo, make wheel, and what `pip
 # install` of the source needs: doc/install.md).
 BUILD_PACKAGES := build-essential cmake ninja-build pkg-config ccache ca-certificates \
-  libcurl4-openssl-dev libzstd-dev libcli11-dev libsqlite3-dev libpq-dev libyaml-dev libyaml-cpp-dev \
+  libcurl4-openssl-dev libzstd-dev libcli11-dev libsqlite3-dev libpq-dev libyaml-dev \
   libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libsnmp-dev zlib1g-dev \
   python3 python3-dev python3-venv
 # What the tests need besides (make test-deps): GoogleTest, clang for the sanitized and fuzzing
@@ -165,7 +165,7 @@ build-asan: $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target kwatt_unit_tests kwatt \
 	  $(addsuffix _fuzzer,$(FUZZERS))
 
-# ThreadSanitizer over the threaded parts: their unit tests alone (CMakeLists.txt,
+# ThreadSanitizer over the unit tests that run threads, alone (each part's THREADED list,
 # KWATT_THREADED_TESTS). tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache,
 # Debian's uninstrumented cpp-httplib).
 TSAN_CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \

@@ -11,7 +11,7 @@ binary, `curl`, GNU `time` (/usr/bin/time) and, for EnOSlib, the project's .venv
 What it does:
   0. waits (up to 20 min, polling every 30 s) until no other bench/*_bench.py runs and the
      1-minute load average is below 1.5 (--no-wait: does not wait); what it found is reported;
-  1. starts `kwatt serve --simulate` with server_bench.py's jobs file (one Lyon job, uid 4242,
+  1. starts `kwatt serve --simulate` with harness.py's jobs file (one Lyon job, uid 4242,
      over the 20 nova nodes, type monitor=wattmetre_power_watt: 50 rows/s/node, 1000 rows/s);
   2. the API's answers, counted untimed with curl (rows and bytes): wattmetre_power_watt of the
      20 nodes over 1000 s (~1 M rows) and 20000 s (~20 M rows), and every metric of the 20
@@ -49,17 +49,16 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+import harness as h
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Backup and archive loading (`kwatt backup`, `LoadArchive`)"
 
-SITE = sb.SITE
-NODES = sb.NODES
-METRIC = sb.METRIC
-T0 = sb.JOB_START_EPOCH
-JOB_UID = 4242  # the job of server_bench.write_jobs_file
+SITE = h.SITE
+NODES = h.NODES
+METRIC = h.METRIC
+T0 = h.JOB_START_EPOCH
+JOB_UID = 4242  # the job of harness.write_jobs_file
 
 SMALL_ROWS = 1_000_000
 LARGE_ROWS = 20_000_000
@@ -76,11 +75,7 @@ PY_MEM_LIMIT = int(18e9)
 TOOL_TIMEOUT_S = 900.0
 
 
-BenchError = sb.BenchError  # what sb.Server raises too
-
-
-def log(msg: str) -> None:
-    print(f"[backup_bench] {msg}", file=sys.stderr, flush=True)
+BenchError = h.BenchError  # what h.Server raises too
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,10 +116,10 @@ def wait_for_quiet() -> dict:
         if not others and load1 < WAIT_LOAD:
             return {"waited_s": waited, "quiet": True, "load1": load1}
         if waited >= WAIT_MAX_S:
-            log(f"WARNING: still not quiet after {waited:.0f} s (load {load1:.2f}, "
+            h.log(f"WARNING: still not quiet after {waited:.0f} s (load {load1:.2f}, "
                 f"{len(others)} other benchmark(s)): measuring anyway")
             return {"waited_s": waited, "quiet": False, "load1": load1, "others": others}
-        log(f"waiting: load {load1:.2f}" + (f", running: {others[0][:100]}" if others else ""))
+        h.log(f"waiting: load {load1:.2f}" + (f", running: {others[0][:100]}" if others else ""))
         time.sleep(WAIT_POLL_S)
 
 
@@ -160,7 +155,7 @@ class Tools:
         self.base_url = ""
         self.n = 0
 
-    def use_server(self, server: sb.Server) -> None:
+    def use_server(self, server: h.Server) -> None:
         self.base_url = server.base_url
         self.home = os.path.join(self.tmpdir, "home")
         os.makedirs(self.home, exist_ok=True)
@@ -175,8 +170,8 @@ class Tools:
 
     def load(self, archive: str, runs: int = 1, extra: list[str] | None = None) -> dict:
         """kwatt_load_bench ARCHIVE --runs N [extra], under GNU time."""
-        run = sb.run_measured([self.load_bench, archive, "--runs", str(runs)] + (extra or []),
-                           sb.child_env(self.home or self.tmpdir), self.tmpdir,
+        run = h.run_measured([self.load_bench, archive, "--runs", str(runs)] + (extra or []),
+                           h.child_env(self.home or self.tmpdir), self.tmpdir,
                            self._name("load"), timeout_s=TOOL_TIMEOUT_S)
         if run["returncode"] != 0:
             raise BenchError(f"kwatt_load_bench {' '.join(extra or [])} exited "
@@ -191,7 +186,7 @@ class Tools:
         out = os.path.join(self.tmpdir, name)
         argv = [self.binary, "backup", "--api", self.base_url] + args + ["-o", out]
         try:
-            run = sb.run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
+            run = h.run_measured(argv, h.child_env(self.home), self.tmpdir, name,
                                timeout_s=TOOL_TIMEOUT_S)
             if run["returncode"] != 0:
                 last = (run["stderr"].strip().splitlines() or ["?"])[-1]
@@ -222,8 +217,8 @@ class Tools:
         name = self._name("enoslib")
         out = os.path.join(self.tmpdir, name)
         try:
-            run = sb.run_measured([self.python, "-c", ENOSLIB_CHILD, ",".join(hosts), str(start),
-                                str(end), METRIC, out], sb.child_env(self.home), self.tmpdir,
+            run = h.run_measured([self.python, "-c", ENOSLIB_CHILD, ",".join(hosts), str(start),
+                                str(end), METRIC, out], h.child_env(self.home), self.tmpdir,
                                name, mem_limit=PY_MEM_LIMIT, timeout_s=TOOL_TIMEOUT_S)
             if run["killed"]:
                 raise BenchError(f"EnOSlib backup killed: {run['killed']}")
@@ -268,7 +263,7 @@ os._exit(0)
 def api_reference(base: str, query: str) -> dict:
     """Rows and bytes of one API answer (`curl -s URL | wc -c`), untimed."""
     url = f"{base}/sites/{SITE}/metrics?{query}"
-    rows, size = sb.curl_count_rows(url, None)
+    rows, size = h.curl_count_rows(url, None)
     return {"query": query, "rows": rows, "bytes": size}
 
 
@@ -294,17 +289,17 @@ def check_archive(tools: Tools, run: dict, ref: dict, label: str, problems: list
 def summarize(runs: list[dict], seconds_key: str = "wall_s") -> dict:
     return {
         "runs": len(runs),
-        "seconds_runs": [r[seconds_key] for r in runs],
-        "seconds": statistics.median(r[seconds_key] for r in runs),
-        "wall_s": statistics.median(r["wall_s"] for r in runs),
-        "cpu_s": statistics.median(r["cpu_s"] for r in runs),
-        "peak_mb": max(r["peak_mb"] for r in runs),
-        "peak_mb_runs": [r["peak_mb"] for r in runs],
+        "seconds_runs": h.runs_of(runs, seconds_key),
+        "seconds": h.median_of(runs, seconds_key),
+        "wall_s": h.median_of(runs, "wall_s"),
+        "cpu_s": h.median_of(runs, "cpu_s"),
+        "peak_mb": max(h.runs_of(runs, "peak_mb")),
+        "peak_mb_runs": h.runs_of(runs, "peak_mb"),
         "rows": runs[-1]["rows"],
         "data_bytes": runs[-1]["data_bytes"],
         "manifest_bytes": runs[-1].get("manifest_bytes"),
         "files": runs[-1]["files"],
-        "import_s": statistics.median(r["import_s"] for r in runs) if "import_s" in runs[0]
+        "import_s": h.median_of(runs, "import_s") if "import_s" in runs[0]
         else None,
     }
 
@@ -314,8 +309,8 @@ def measure(tools: Tools, repeats: int, enoslib: bool, problems: list[str],
     base = tools.base_url
     nodes_short = ",".join(f"{u}.{SITE}" for u in NODES)
     hosts = [f"{u}.{SITE}.grid5000.fr" for u in NODES]
-    small_w = sb.window_for_rows(small_rows)
-    large_w = sb.window_for_rows(large_rows)
+    small_w = h.window_for_rows(small_rows)
+    large_w = h.window_for_rows(large_rows)
     res: dict = {"small_window_s": small_w, "large_window_s": large_w,
                  "small_rows": small_rows, "large_rows": large_rows}
 
@@ -323,14 +318,14 @@ def measure(tools: Tools, repeats: int, enoslib: bool, problems: list[str],
         q = f"nodes={','.join(NODES)}&start_time={T0}&end_time={T0 + window}"
         return q + (f"&metrics={METRIC}" if metric else "")
 
-    log("the API's answers (untimed, for rows and bytes)")
+    h.log("the API's answers (untimed, for rows and bytes)")
     refs = {"small": api_reference(base, nodes_query(small_w)),
             "large": api_reference(base, nodes_query(large_w)),
             "job": api_reference(base, nodes_query(small_w, metric=False))}
     for key, ref in refs.items():
-        log(f"API {key}: {ref['rows']:,} rows, {ref['bytes'] / 1e6:,.1f} MB")
+        h.log(f"API {key}: {ref['rows']:,} rows, {ref['bytes'] / 1e6:,.1f} MB")
     for key, window in (("small", small_w), ("large", large_w)):
-        want = sb.expected_rows(len(NODES), window)
+        want = h.expected_rows(len(NODES), window)
         if refs[key]["rows"] != want:
             problems.append(f"API {key}: {refs[key]['rows']:,} rows, {want:,} expected")
     res["api"] = refs
@@ -342,17 +337,17 @@ def measure(tools: Tools, repeats: int, enoslib: bool, problems: list[str],
     sl, ll = rows_label(small_rows), rows_label(large_rows)
     # 1 M rows: kwatt and EnOSlib interleaved.
     runs: dict[str, list[dict]] = {"kwatt": [], "enoslib": []}
-    res["loadavg_small"] = sb.loadavg()
+    res["loadavg_small"] = h.loadavg()
     for i in range(repeats):
         run = tools.kwatt_backup(backup_args(small_w), keep=(i == repeats - 1))
         runs["kwatt"].append(run)
-        log(f"{sl}: run {i + 1}: kwatt backup {run['wall_s']:.3f} s (CPU {run['cpu_s']:.2f} "
+        h.log(f"{sl}: run {i + 1}: kwatt backup {run['wall_s']:.3f} s (CPU {run['cpu_s']:.2f} "
             f"s), peak {run['peak_mb']:,.1f} MB, {run['rows']:,} rows, "
             f"{run['data_bytes'] / 1e6:.2f} MB")
         if enoslib:
             run = tools.enoslib_backup(hosts, T0, T0 + small_w)
             runs["enoslib"].append(run)
-            log(f"{sl}: run {i + 1}: EnOSlib backup {run['call_s']:.2f} s (process "
+            h.log(f"{sl}: run {i + 1}: EnOSlib backup {run['call_s']:.2f} s (process "
                 f"{run['wall_s']:.2f} s, CPU {run['cpu_s']:.2f} s), peak {run['peak_mb']:,.0f} "
                 f"MB, {run['rows']:,} rows, {run['data_bytes'] / 1e6:.1f} MB")
             if run["rows"] != refs["small"]["rows"]:
@@ -369,7 +364,7 @@ def measure(tools: Tools, repeats: int, enoslib: bool, problems: list[str],
     # Every metric of the job, the first 1000 s (information).
     run = tools.kwatt_backup(["--job", f"{SITE}:{JOB_UID}", "--start", str(T0),
                               "--end", str(T0 + small_w)], keep=True)
-    log(f"job, all metrics: kwatt backup {run['wall_s']:.3f} s, peak {run['peak_mb']:,.1f} MB, "
+    h.log(f"job, all metrics: kwatt backup {run['wall_s']:.3f} s, peak {run['peak_mb']:,.1f} MB, "
         f"{run['rows']:,} rows, {run['data_bytes'] / 1e6:.2f} MB")
     check_archive(tools, run, refs["job"], "kwatt backup --job", problems)
     shutil.rmtree(run.pop("dir"), ignore_errors=True)
@@ -377,12 +372,12 @@ def measure(tools: Tools, repeats: int, enoslib: bool, problems: list[str],
     res["job"]["text_bytes"] = run.get("text_bytes")
 
     # 20 M rows; the last archive is kept for the loading benchmark.
-    res["loadavg_large"] = sb.loadavg()
+    res["loadavg_large"] = h.loadavg()
     big_runs = []
     for i in range(repeats):
         run = tools.kwatt_backup(backup_args(large_w), keep=(i == repeats - 1))
         big_runs.append(run)
-        log(f"{ll}: run {i + 1}: kwatt backup {run['wall_s']:.3f} s (CPU "
+        h.log(f"{ll}: run {i + 1}: kwatt backup {run['wall_s']:.3f} s (CPU "
             f"{run['cpu_s']:.2f} s), peak {run['peak_mb']:,.1f} MB, {run['rows']:,} rows, "
             f"{run['data_bytes'] / 1e6:.2f} MB")
     check_archive(tools, big_runs[-1], refs["large"], f"kwatt backup {ll}", problems)
@@ -397,7 +392,7 @@ def measure(tools: Tools, repeats: int, enoslib: bool, problems: list[str],
     for key, window, label in (("small", small_w, sl), ("large", large_w, ll)):
         run = tools.kwatt_backup(["--job", f"{SITE}:{JOB_UID}", "--start", str(T0),
                                   "--end", str(T0 + window), "--metrics", METRIC])
-        log(f"{label}, --job: kwatt backup {run['wall_s']:.3f} s (CPU {run['cpu_s']:.2f} s), "
+        h.log(f"{label}, --job: kwatt backup {run['wall_s']:.3f} s (CPU {run['cpu_s']:.2f} s), "
             f"peak {run['peak_mb']:,.1f} MB, {run['rows']:,} rows, "
             f"{run['data_bytes'] / 1e6:.2f} MB")
         if run["rows"] != refs[key]["rows"]:
@@ -422,8 +417,8 @@ def load_case(tools: Tools, archive: str, repeats: int, problems: list[str]) -> 
                 "compressed_bytes": runs[0]["compressed_bytes"],
                 "text_bytes": runs[0]["text_bytes"], "raw_bytes": runs[0]["raw_bytes"],
                 "process_peak_mb": run["peak_mb"], "process_wall_s": run["wall_s"],
-                "process_cpu_s": run["cpu_s"], "loadavg": sb.loadavg()}
-        log(f"LoadArchive, {batch} batch, keep_raw {keep_raw}: "
+                "process_cpu_s": run["cpu_s"], "loadavg": h.loadavg()}
+        h.log(f"LoadArchive, {batch} batch, keep_raw {keep_raw}: "
             + ", ".join(f"{s:.3f} s" for s in secs)
             + f" ({case['median_rows_per_s'] / 1e6:.2f} M rows/s median), process peak "
             f"{run['peak_mb']:,.0f} MB")
@@ -439,10 +434,6 @@ def load_case(tools: Tools, archive: str, repeats: int, problems: list[str]) -> 
 
 def rows_label(n: int) -> str:
     return f"{n / 1e6:g} M rows" if n >= 1e6 else f"{n / 1e3:g} k rows"
-
-
-def fmt_s(x: float) -> str:
-    return f"{x:.3f}" if x < 10 else f"{x:.2f}"
 
 
 def fmt_mb(x: float) -> str:
@@ -531,7 +522,7 @@ def render(results: dict) -> str:
     ]
 
     def backup_row(case: str, tool: str, s: dict) -> str:
-        return (f"| {case} | {tool} | {s['rows']:,} | {fmt_s(s['seconds'])} | "
+        return (f"| {case} | {tool} | {s['rows']:,} | {h.seconds_text(s['seconds'])} | "
                 f"{s['rows'] / s['seconds']:,.0f} | {s['cpu_s']:.2f} | {fmt_mb(s['peak_mb'])} | "
                 f"{s['data_bytes'] / 1e6:,.2f} | {s['runs']} |")
 
@@ -566,8 +557,8 @@ def render(results: dict) -> str:
         lines += [
             "",
             f"EnOSlib beside kwatt, {sl}: EnOSlib takes {en['seconds'] / small['seconds']:.1f}× "
-            f"kwatt's time ({fmt_s(en['seconds'])} s for the call alone, "
-            f"{fmt_s(en['wall_s'])} s for its process, against {fmt_s(small['seconds'])} s), "
+            f"kwatt's time ({h.seconds_text(en['seconds'])} s for the call alone, "
+            f"{h.seconds_text(en['wall_s'])} s for its process, against {h.seconds_text(small['seconds'])} s), "
             f"{en['peak_mb'] / small['peak_mb']:.1f}× its peak memory "
             f"({fmt_mb(en['peak_mb'])} MB against {fmt_mb(small['peak_mb'])} MB), and writes "
             f"{en['data_bytes'] / small['data_bytes']:.0f}× its bytes "
@@ -707,30 +698,30 @@ def main() -> int:
             section = render(json.load(f))
         print(section)
         if not args.no_write:
-            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
+            h.write_section(args.benchmarks_md, section, SECTION_TITLE)
         return 0
 
     binary = os.path.abspath(args.binary)
     load_bench = os.path.join(os.path.dirname(binary), "kwatt_load_bench")
     for path, what in ((binary, "kwatt"), (load_bench, "kwatt_load_bench")):
         if not os.access(path, os.X_OK):
-            log(f"no executable {what} at {path} (build it with `make build`)")
+            h.log(f"no executable {what} at {path} (build it with `make build`)")
             return 2
-    if shutil.which("curl") is None or not os.access(sb.TIME, os.X_OK):
-        log(f"`curl` or {sb.TIME} is missing (apt-get install curl time)")
+    if shutil.which("curl") is None or not os.access(h.TIME, os.X_OK):
+        h.log(f"`curl` or {h.TIME} is missing (apt-get install curl time)")
         return 2
     small_rows, large_rows = (int(x) for x in args.sizes.split(","))
-    if sb.window_for_rows(large_rows) > sb.JOB_SECONDS:
-        log(f"the job lasts {sb.JOB_SECONDS} s: at most {sb.JOB_SECONDS * 1000:,} rows")
+    if h.window_for_rows(large_rows) > h.JOB_SECONDS:
+        h.log(f"the job lasts {h.JOB_SECONDS} s: at most {h.JOB_SECONDS * 1000:,} rows")
         return 2
     use_enoslib = not args.no_enoslib
     enos_version = enoslib_version(args.python) if use_enoslib else None
     if use_enoslib and enos_version is None:
-        log(f"{args.python} cannot import enoslib (make deps): EnOSlib skipped")
+        h.log(f"{args.python} cannot import enoslib (make deps): EnOSlib skipped")
         use_enoslib = False
 
-    signal.signal(signal.SIGTERM, sb.on_signal)
-    signal.signal(signal.SIGHUP, sb.on_signal)
+    signal.signal(signal.SIGTERM, h.on_signal)
+    signal.signal(signal.SIGHUP, h.on_signal)
     t_start = time.monotonic()
     wait = {"waited_s": 0.0} if args.no_wait else wait_for_quiet()
     tmpdir = tempfile.mkdtemp(prefix="kwatt-backup-bench-")
@@ -744,20 +735,20 @@ def main() -> int:
         shutil.copy2(load_bench, load_copy)
         results: dict = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": sb.machine_info(),
-            "version": sb.kwatt_version(binary),
+            "machine": h.machine_info(),
+            "version": h.kwatt_version(binary),
             "binary": built,
-            "binary_sha256": sb.sha256_of(binary),
+            "binary_sha256": h.sha256_of(binary),
             "enoslib_version": enos_version or "not run",
             "repeats": args.repeats,
             "wait": wait,
-            "loadavg_start": sb.loadavg(),
+            "loadavg_start": h.loadavg(),
         }
-        log(f"load average {results['loadavg_start']}")
+        h.log(f"load average {results['loadavg_start']}")
         tools = Tools(binary, load_copy, args.python, tmpdir)
         jobs_file = os.path.join(tmpdir, "jobs.json")
-        sb.write_jobs_file(jobs_file)
-        with sb.Server(binary, jobs_file, tmpdir, None, "serve") as server:
+        h.write_jobs_file(jobs_file)
+        with h.Server(binary, jobs_file, tmpdir, None, "serve") as server:
             tools.use_server(server)
             results.update(measure(tools, args.repeats, use_enoslib, problems, small_rows,
                                    large_rows))
@@ -770,20 +761,20 @@ def main() -> int:
 
         results["problems"] = problems
         for p in problems:
-            log(f"WARNING: {p}")
-        results["loadavg_end"] = sb.loadavg()
+            h.log(f"WARNING: {p}")
+        results["loadavg_end"] = h.loadavg()
         results["elapsed_s"] = time.monotonic() - t_start
         section = render(results)
         print(section)
         if not args.no_write:
-            sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "backup_bench")
-        log(f"done in {results['elapsed_s']:.0f} s")
+            h.publish(args.benchmarks_md, section, SECTION_TITLE, results, "backup_bench")
+        h.log(f"done in {results['elapsed_s']:.0f} s")
         return 0
     except BenchError as e:
-        log(f"FAILED: {e}")
+        h.log(f"FAILED: {e}")
         return 1
     finally:
-        sb.stop_all_servers()
+        h.stop_all_servers()
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 

@@ -29,11 +29,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (the shared helpers; importing runs nothing)
+import harness as h
 import serve_store_bench as ssb  # noqa: E402  (its throwaway PostgreSQL cluster)
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Collector (`kwatt collect`)"
 # Where `make bench-deps` installs Kwollect (the Makefile's KWOLLECT_VENV, relative to the root).
 KWOLLECT_VENV = os.path.join(ROOT, os.environ.get("KWOLLECT_VENV", "bench/.venv-kwollect"))
@@ -63,10 +62,6 @@ WATTMETRE_SHOWN = ["nova-1", "nova-4", "nova-25", "nova-50"]  # the energy check
 BAR_WATTMETRE_CPU = 10.0  # "100 wattmeter ports at 50 Hz into the store on one core, ≤ 10 %"
 
 
-def log(message: str) -> None:
-    print(f"[collect_bench] {message}", file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Processes
 
@@ -86,7 +81,7 @@ def core_busy_seconds(core: int) -> float:
             if line.startswith(f"cpu{core} "):
                 ticks = [int(x) for x in line.split()[1:9]]
                 return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-    raise sb.BenchError(f"no cpu{core} in /proc/stat")
+    raise h.BenchError(f"no cpu{core} in /proc/stat")
 
 
 def runqueue_wait_seconds(pid: int) -> float:
@@ -120,7 +115,7 @@ def tree_cpu(pid: int) -> dict[int, float]:
     out = {}
     for p in process_tree(pid):
         try:
-            out[p] = sb.cpu_seconds(p)
+            out[p] = h.cpu_seconds(p)
         except OSError:
             pass
     return out
@@ -163,7 +158,7 @@ class Process:
             try:
                 self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                log(f"{self.name} (pid {self.pid}) ignored SIGTERM for {grace:.0f} s: SIGKILL")
+                h.log(f"{self.name} (pid {self.pid}) ignored SIGTERM for {grace:.0f} s: SIGKILL")
                 self.proc.kill()
                 self.proc.wait()
         Process.running.discard(self)
@@ -181,7 +176,7 @@ class Peer:
     """kwatt_collect_peer: `count` simulated Prometheus exporters on 127.0.0.1, pinned."""
 
     def __init__(self, binary: str, count: int, directory: str, core: int | None):
-        self.process = Process(sb.pinned(core, [binary, "--ports", str(count)]), directory, "peer")
+        self.process = Process(h.pinned(core, [binary, "--ports", str(count)]), directory, "peer")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             line = self.process.stdout()
@@ -189,12 +184,12 @@ class Peer:
                 self.ports = [int(p) for p in line.split()]
                 break
             if not self.process.alive():
-                raise sb.BenchError(f"kwatt_collect_peer exited: {self.process.stderr()}")
+                raise h.BenchError(f"kwatt_collect_peer exited: {self.process.stderr()}")
             time.sleep(0.05)
         else:
-            raise sb.BenchError("kwatt_collect_peer printed no ports in 30 s")
+            raise h.BenchError("kwatt_collect_peer printed no ports in 30 s")
         if len(self.ports) != count:
-            raise sb.BenchError(f"kwatt_collect_peer bound {len(self.ports)} ports, not {count}")
+            raise h.BenchError(f"kwatt_collect_peer bound {len(self.ports)} ports, not {count}")
 
     def stop(self) -> str:
         self.process.stop()
@@ -217,19 +212,19 @@ class SnmpAgents:
             argv += ["--override", oid, kind, value]
         self.err_path = os.path.join(directory, "snmpd-peers.stderr")
         with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(sb.pinned(core, argv), stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen(h.pinned(core, argv), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=err, text=True)
         SnmpAgents.running.add(self)
         line = self.proc.stdout.readline()  # snmpd writes its PID file once it listens
         if not line:
             self.stop()
             with open(self.err_path, errors="replace") as f:
-                raise sb.BenchError(f"kwatt_test_peers snmpd did not start: {f.read()}")
+                raise h.BenchError(f"kwatt_test_peers snmpd did not start: {f.read()}")
         where = json.loads(line)
         self.ports, self.pids = where["ports"], where["pids"]
         if len(self.ports) != count:
             self.stop()
-            raise sb.BenchError(f"kwatt_test_peers snmpd listens on {len(self.ports)} ports, "
+            raise h.BenchError(f"kwatt_test_peers snmpd listens on {len(self.ports)} ports, "
                                 f"not {count}")
 
     def stop(self) -> None:
@@ -274,7 +269,7 @@ class Postgres:
                                "ON_ERROR_STOP=1", "-h", self.socket_dir, "-U", "postgres", "-d",
                                db, "-c", command], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise sb.BenchError(f"psql on {db}: {done.stderr.strip()}")
+            raise h.BenchError(f"psql on {db}: {done.stderr.strip()}")
         return done.stdout
 
     def create_database(self, db: str) -> None:
@@ -332,7 +327,7 @@ def store_rows(kwatt: str, path: str):
     done = subprocess.run([kwatt, "store", "cat", path], capture_output=True, text=True,
                           timeout=300)
     if done.returncode != 0:
-        raise sb.BenchError(f"kwatt store cat: {done.stderr.strip()}")
+        raise h.BenchError(f"kwatt store cat: {done.stderr.strip()}")
     for line in done.stdout.splitlines():
         row = json.loads(line)
         yield row, datetime.datetime.fromisoformat(row["timestamp"]).timestamp()
@@ -446,13 +441,13 @@ class Bench:
         self.runs += 1
         name = f"run{self.runs}-" + "".join(c if c.isalnum() else "-" for c in label.lower())
         warmup = self.args.warmup if warmup is None else warmup
-        log(f"{label}: starting, warm-up {warmup:g} s")
+        h.log(f"{label}: starting, warm-up {warmup:g} s")
         collector = Process(argv, self.tmp, name, env)
         time.sleep(warmup)
         if not collector.alive():
             return {"label": label, "failed": f"exited with {collector.proc.returncode} during "
                     f"the warm-up: {collector.stderr()[-1500:]}"}
-        load = sb.loadavg()
+        load = h.loadavg()
         peer_pids = {k: find(collector.pid) for k, find in peers.items()}
 
         def peer_cpu() -> dict[str, dict[int, float]]:
@@ -461,18 +456,18 @@ class Bench:
                 out[k] = {}
                 for pid in pids:
                     try:
-                        out[k][pid] = sb.cpu_seconds(pid)
+                        out[k][pid] = h.cpu_seconds(pid)
                     except OSError:
                         pass
             return out
 
         t0 = time.time()
-        cpu0, pg0, peer0 = sb.cpu_seconds(collector.pid), self.pg.cpu(), peer_cpu()
+        cpu0, pg0, peer0 = h.cpu_seconds(collector.pid), self.pg.cpu(), peer_cpu()
         core0, wait0 = core_busy_seconds(COLLECTOR_CORE), runqueue_wait_seconds(collector.pid)
         time.sleep(self.args.seconds)
         t1 = time.time()
         alive = collector.alive()
-        cpu1 = sb.cpu_seconds(collector.pid) if alive else None
+        cpu1 = h.cpu_seconds(collector.pid) if alive else None
         core1 = core_busy_seconds(COLLECTOR_CORE)
         wait1 = runqueue_wait_seconds(collector.pid) if alive else None
         pg1, peer1 = self.pg.cpu(), peer_cpu()
@@ -484,7 +479,7 @@ class Bench:
         if not alive:
             return {"label": label, "failed": f"exited with {code} during the measured "
                     f"interval: {stderr[-1500:]}"}
-        log(f"{label}: stopped ({code}); reading its rows")
+        h.log(f"{label}: stopped ({code}); reading its rows")
         seconds = t1 - t0
         result = analyse(t0, t1)
         peers_cpu = {k: 100 * sum(c - peer0[k][p] for p, c in peer1[k].items() if p in peer0[k])
@@ -518,7 +513,7 @@ class Bench:
                 result["kwatt_summary"] = line[len("kwatt collect: "):]
         said = (f"on time {100 * result['on_time_ratio']:.2f} %, polls "
                 f"{100 * result['polls_ratio']:.2f} %, " if "on_time_ratio" in result else "")
-        log(f"{label}: {said}{result['rows_per_s']:,.0f} rows/s, CPU "
+        h.log(f"{label}: {said}{result['rows_per_s']:,.0f} rows/s, CPU "
             f"{result['cpu_percent']:.1f} %, peak RSS {rss:.1f} MB, PostgreSQL CPU "
             f"{result['postgres_cpu_percent']:.1f} %, peers' CPU "
             + ", ".join(f"{k} {v:.1f} %" for k, v in peers_cpu.items()))
@@ -535,7 +530,7 @@ class Bench:
         """kwatt collect into an embedded store (a file), then into PostgreSQL."""
         runs = []
         store = os.path.join(self.tmp, f"collect-{self.runs + 1}.kwatt")
-        argv = sb.pinned(COLLECTOR_CORE, [self.kwatt, "collect", "--config", config, "--store",
+        argv = h.pinned(COLLECTOR_CORE, [self.kwatt, "collect", "--config", config, "--store",
                                           store])
         runs.append(self.poll_run("kwatt, embedded store", argv,
                                   lambda: polls_from_store(self.kwatt, store, prefix), devices,
@@ -543,7 +538,7 @@ class Bench:
         if not postgres:
             return runs
         db = self.new_database("kwatt")
-        argv = sb.pinned(COLLECTOR_CORE, [self.kwatt, "collect", "--config", config, "--store",
+        argv = h.pinned(COLLECTOR_CORE, [self.kwatt, "collect", "--config", config, "--store",
                                           self.pg.uri(db)])
         runs.append(self.poll_run("kwatt, PostgreSQL", argv,
                                   lambda: polls_from_postgres(self.pg, db, prefix), devices,
@@ -558,7 +553,7 @@ class Bench:
             return {"label": label, "failed": f"not run: no {KWOLLECT_VENV} (make bench-deps)"}
         db = self.new_database("kwdb")
         self.pg.sql(db, KWOLLECT_TABLES)
-        argv = sb.pinned(COLLECTOR_CORE, [
+        argv = h.pinned(COLLECTOR_CORE, [
             os.path.join(KWOLLECT_VENV, "bin", "kwollector"), "--metrics_dir", config,
             "--db_host", self.pg.socket_dir, "--db_name", db, "--db_user", "postgres",
             "--db_password", "unused", "--log_level", "warning"])
@@ -675,7 +670,7 @@ def mix_case(bench: Bench) -> dict:
                     "labels": {"_device_alias": f"{prefix}node-{i + 1:04d}"}})
         config = write_descriptions(os.path.join(bench.tmp, "mix.d"), descriptions)
         store = os.path.join(bench.tmp, f"collect-{bench.runs + 1}.kwatt")
-        argv = sb.pinned(COLLECTOR_CORE, [bench.kwatt, "collect", "--config", config, "--store",
+        argv = h.pinned(COLLECTOR_CORE, [bench.kwatt, "collect", "--config", config, "--store",
                                           store])
         peers = {"kwatt_collect_peer": lambda _: [peer.process.pid],
                  "snmpd": lambda _: list(agents.pids)}
@@ -757,7 +752,7 @@ def wattmetre_figures(bench: Bench, store: str, truth_path: str, nodes: list[str
                                    str(end_s - first_s), "--truth", window_truth],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
     if done.returncode != 0:
-        raise sb.BenchError(f"kwatt simulate wattmetre --truth: {done.stderr.strip()}")
+        raise h.BenchError(f"kwatt simulate wattmetre --truth: {done.stderr.strip()}")
     with open(window_truth) as f:
         window = json.load(f)
     errors = {n: (energy[n] - window["nodes"][n]["joules"]) / window["nodes"][n]["joules"]
@@ -797,7 +792,7 @@ def wattmetre_case(bench: Bench) -> dict:
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           timeout=60)
     if done.returncode != 0:
-        raise sb.BenchError(f"kwatt simulate wattmetre --mapping-out: {done.stderr.strip()}")
+        raise h.BenchError(f"kwatt simulate wattmetre --mapping-out: {done.stderr.strip()}")
     runs = []
     for promoted in (False, True):
         label = ("kwatt, embedded store, every node promoted (monitor job)" if promoted
@@ -805,7 +800,7 @@ def wattmetre_case(bench: Bench) -> dict:
         n = bench.runs + 1
         truth = os.path.join(bench.tmp, f"truth-{n}.json")
         store = os.path.join(bench.tmp, f"collect-{n}.kwatt")
-        command = sb.pinned(PEER_CORE, bench.wattmetre_command + ["--truth", truth])
+        command = h.pinned(PEER_CORE, bench.wattmetre_command + ["--truth", truth])
         config = write_descriptions(os.path.join(bench.tmp, f"wattmetre-{n}.d"), [{
             "name": "wattmetre_power_watt", "device_id": "wattmetre1",
             "url": "wattmetre://wattmetre1/", "command": command, "mapping": mapping}])
@@ -822,12 +817,12 @@ def wattmetre_case(bench: Bench) -> dict:
                                     "--types", "monitor=wattmetre_power_watt"],
                                    capture_output=True, text=True, timeout=60)
             if added.returncode != 0:
-                raise sb.BenchError(f"kwatt jobs add: {added.stderr.strip()}")
+                raise h.BenchError(f"kwatt jobs add: {added.stderr.strip()}")
             argv += ["--site", "lyon"]
         # The simulator: the collector's child (taskset execs it).
         peers = {"simulator": lambda pid: process_tree(pid)[1:]}
         runs.append(bench.measure(
-            label, sb.pinned(COLLECTOR_CORE, argv),
+            label, h.pinned(COLLECTOR_CORE, argv),
             lambda t0, t1, s=store, t=truth, p=promoted: wattmetre_figures(
                 bench, s, t, nodes, ports, p, t0, t1), peers))
         runs[-1]["promoted"] = promoted
@@ -1148,7 +1143,7 @@ def main() -> int:
         section = render(results)
         print(section)
         if not args.no_write:
-            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
+            h.write_section(args.benchmarks_md, section, SECTION_TITLE)
         return 0
     kwatt = os.path.abspath(args.kwatt)
     peer_binary = os.path.join(os.path.dirname(kwatt), "kwatt_collect_peer")
@@ -1156,42 +1151,42 @@ def main() -> int:
     for path in (kwatt, peer_binary, os.path.join(os.path.dirname(kwatt), "kwatt_test_peers"),
                  "/usr/sbin/snmpd"):
         if not os.access(path, os.X_OK):
-            log(f"no executable {path} (make build; snmpd: make deps)")
+            h.log(f"no executable {path} (make build; snmpd: make deps)")
             return 2
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
-        log("needs taskset and 2 cores (the collector on core 0, the devices on core 1)")
+        h.log("needs taskset and 2 cores (the collector on core 0, the devices on core 1)")
         return 2
     # Every collector holds one connection a device: raise the soft limit of open files.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    signal.signal(signal.SIGTERM, sb.on_signal)
-    signal.signal(signal.SIGHUP, sb.on_signal)
+    signal.signal(signal.SIGTERM, h.on_signal)
+    signal.signal(signal.SIGHUP, h.on_signal)
     started = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="kwatt_collect_bench_")
     pg = None
     try:
         kwollect = kwollect_versions()
         if kwollect is None:
-            log(f"Kwollect is not installed in {KWOLLECT_VENV} (make bench-deps): kwatt only")
+            h.log(f"Kwollect is not installed in {KWOLLECT_VENV} (make bench-deps): kwatt only")
         pg = Postgres(kwatt, PEER_CORE)
         bench = Bench(args, kwatt, peer_binary, tmp, pg, kwollect)
         results = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": sb.machine_info(),
-            "version": sb.kwatt_version(kwatt),
+            "machine": h.machine_info(),
+            "version": h.kwatt_version(kwatt),
             "postgres": pg.version,
             "kwollect": kwollect,
             "seconds": args.seconds,
             "warmup_s": args.warmup,
             "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-            "loadavg_start": sb.loadavg(),
+            "loadavg_start": h.loadavg(),
             "cases": [case(bench) for case in cases],
-            "loadavg_end": sb.loadavg(),
+            "loadavg_end": h.loadavg(),
             "elapsed_s": time.monotonic() - started,
         }
-    except sb.BenchError as error:
-        log(f"FAILED: {error}")
+    except h.BenchError as error:
+        h.log(f"FAILED: {error}")
         return 1
     finally:
         stop_all()
@@ -1201,8 +1196,8 @@ def main() -> int:
     section = render(results)
     print(section)
     if not args.no_write:
-        sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "collect_bench")
-    log(f"done in {results['elapsed_s']:.0f} s")
+        h.publish(args.benchmarks_md, section, SECTION_TITLE, results, "collect_bench")
+    h.log(f"done in {results['elapsed_s']:.0f} s")
     return 0
 
 

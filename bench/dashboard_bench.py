@@ -2,7 +2,7 @@
 """Benchmark of the dashboard (doc/dashboard.md): the job page of a job of 20 nodes at 50 Hz for
 1 h (3.6 M wattmeter rows), in a real browser, beside the same data as raw rows through the API.
 
-  1. `kwatt serve --simulate` (bench/server_bench.py's Server) with one Lyon job over the 20 nova
+  1. `kwatt serve --simulate` (bench/harness.py's Server) with one Lyon job over the 20 nova
      nodes of type monitor=wattmetre_power_watt, started 1 h before the server's now (`--now`)
      and still running (walltime 2 h);
   2. the series endpoint alone (the power plot's query: 3.6 M rows into ~1300 buckets) and the raw
@@ -28,22 +28,17 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402
+import harness as h
 
 TITLE = "## Dashboard"
 SITE = "lyon"
 JOB = 4343
-NODES = sb.NODES  # the 20 nova nodes
+NODES = h.NODES  # the 20 nova nodes
 METRIC = "wattmetre_power_watt"
 JOB_START = 1765000000  # epoch seconds
 NOW = JOB_START + 3600  # the server's now when it starts: 1 h of the job
 LIVE_SECONDS = 30
 REPEATS = 3
-
-
-def log(msg):
-    sb.log(msg)
 
 
 def write_jobs(path):
@@ -82,7 +77,7 @@ def endpoint_cases(server):
             times.append(t)
         out[name] = {"url": url, "seconds": statistics.median(times), "bytes": size,
                      "server_cpu_s": statistics.median(cpus)}
-        log(f"{name}: {out[name]['seconds']:.3f} s, {size / 1e6:.3f} MB")
+        h.log(f"{name}: {out[name]['seconds']:.3f} s, {size / 1e6:.3f} MB")
     with urllib.request.urlopen(series) as answer:
         out["series"]["rows"] = json.load(answer)["rows"]
     return out
@@ -117,7 +112,7 @@ def page_case(server, driver):
         while not driver.execute_script("return !!(window.kwattDashboard && "
                                         "window.kwattDashboard.energyShownMs)"):
             if time.monotonic() - began > 120:
-                raise sb.BenchError("the job page did not load in 120 s")
+                raise h.BenchError("the job page did not load in 120 s")
             time.sleep(0.02)
         state = driver.execute_script(
             "const s = window.kwattDashboard; return {paint: s.plotsDrawnMs, "
@@ -128,7 +123,7 @@ def page_case(server, driver):
         runs.append({"first_paint_ms": state["paint"], "energy_ms": state["energy"],
                      "bytes": total, "power_rows": state["power"], "buckets": state["buckets"],
                      "resources": sent["resources"]})
-        log(f"page: first paint {state['paint']:.0f} ms, energy {state['energy']:.0f} ms, "
+        h.log(f"page: first paint {state['paint']:.0f} ms, energy {state['energy']:.0f} ms, "
             f"{total / 1e6:.3f} MB, {state['power']} rows")
     best = sorted(runs, key=lambda r: r["first_paint_ms"])[len(runs) // 2]
     return {"median": best, "runs": runs}
@@ -220,16 +215,16 @@ def render(r):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("binary", nargs="?", default=os.path.join(sb.ROOT, "build", "kwatt"))
-    ap.add_argument("--benchmarks-md", default=os.path.join(sb.ROOT, "BENCHMARKS.md"))
+    ap.add_argument("binary", nargs="?", default=os.path.join(h.ROOT, "build", "kwatt"))
+    ap.add_argument("--benchmarks-md", default=os.path.join(h.ROOT, "BENCHMARKS.md"))
     args = ap.parse_args()
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "load": sb.loadavg(), "machine": machine_text()}
+               "load": h.loadavg(), "machine": machine_text()}
     with tempfile.TemporaryDirectory() as tmp:
         jobs = os.path.join(tmp, "jobs.json")
         write_jobs(jobs)
-        with sb.Server(args.binary, jobs, tmp, None, "dashboard",
-                       extra_args=["--now", str(NOW)]) as server:
+        with h.Server(args.binary, jobs, tmp, None, "dashboard",
+                      extra_args=["--now", str(NOW)]) as server:
             results["endpoints"] = endpoint_cases(server)
             driver = browser()
             try:
@@ -238,8 +233,8 @@ def main():
             finally:
                 driver.quit()
     section = render(results)
-    sb.write_section(args.benchmarks_md, section, TITLE)
-    out = os.path.join(sb.ROOT, "bench", "out")
+    h.write_section(args.benchmarks_md, section, TITLE)
+    out = os.path.join(h.ROOT, "bench", "out")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "dashboard.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -248,7 +243,7 @@ def main():
 
 
 def machine_text():
-    info = sb.machine_info()
+    info = h.machine_info()
     return f"{info['cpu_model']}, {info['nproc']} cores"
 
 

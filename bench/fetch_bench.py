@@ -7,7 +7,7 @@ Usage: python3 bench/fetch_bench.py [KWATT_BINARY] [--repeats N] [--sizes N,N,..
 
 What it does (the standard library, `curl`, GNU `time` (/usr/bin/time), and the project's
 .venv for EnOSlib and python-grid5000):
-  1. one site: a `kwatt serve --simulate` with server_bench.py's jobs file (one Lyon job over the
+  1. one site: a `kwatt serve --simulate` with harness.py's jobs file (one Lyon job over the
      20 nova nodes, type monitor=wattmetre_power_watt: 50 rows/s/node, 1000 rows/s in all);
      for ~100 k, ~1 M and ~10 M rows (windows of 100, 1000 and 10000 s), metric
      wattmetre_power_watt, it times, on the same data:
@@ -49,17 +49,16 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+import harness as h
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Fetch (`kwatt fetch`)"
 
-SITE = sb.SITE
-NODES = sb.NODES
-METRIC = sb.METRIC
-T0 = sb.JOB_START_EPOCH
-MAIN_JOB_UID = 4242  # the job of server_bench.write_jobs_file
+SITE = h.SITE
+NODES = h.NODES
+METRIC = h.METRIC
+T0 = h.JOB_START_EPOCH
+MAIN_JOB_UID = 4242  # the job of harness.write_jobs_file
 
 # The four-site case: site, cluster, node uids, rows/s/node under monitor=wattmetre, job uid.
 FOUR_SITES = [
@@ -87,11 +86,7 @@ PY_REPEAT_MAX_ROWS = 1_000_000  # Python tools are repeated up to this size, run
 MEM_HEADROOM_BYTES = int(1.5e9)
 
 
-BenchError = sb.BenchError  # what sb.Server raises too
-
-
-def log(msg: str) -> None:
-    print(f"[fetch_bench] {msg}", file=sys.stderr, flush=True)
+BenchError = h.BenchError  # what h.Server raises too
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,12 +170,12 @@ class Tools:
         self.timeout_s = timeout_s
         self.home = ""
         self.base_url = ""
-        self.server: sb.Server | None = None
+        self.server: h.Server | None = None
         self.server_name = ""
         self.n = 0
         self.restarts: list[str] = []
 
-    def use_server(self, server: sb.Server, name: str) -> None:
+    def use_server(self, server: h.Server, name: str) -> None:
         """A HOME whose .python-grid5000.yaml points at `server` (uri only, no credentials)."""
         self.server, self.server_name = server, name
         self.base_url = server.base_url
@@ -212,7 +207,7 @@ class Tools:
                 self.server.stop()
                 self.server.start()
                 self.use_server(self.server, self.server_name)
-            log(f"WARNING: {note}; running it again")
+            h.log(f"WARNING: {note}; running it again")
             self.restarts.append(note)
         raise AssertionError("unreachable")
 
@@ -227,7 +222,7 @@ class Tools:
         argv = [self.binary, "fetch", "--api", self.base_url] + args + [
             "--metrics", METRIC, "-o", out]
         try:
-            run = sb.run_measured(argv, sb.child_env(self.home), self.tmpdir, name,
+            run = h.run_measured(argv, h.child_env(self.home), self.tmpdir, name,
                                timeout_s=self.timeout_s)
             if run["returncode"] != 0:
                 last = (run["stderr"].strip().splitlines() or ["?"])[-1]
@@ -244,8 +239,8 @@ class Tools:
         name = self._name("curl")
         out = os.path.join(self.tmpdir, f"{name}.json")
         try:
-            run = sb.run_measured(["curl", "-s", url, "-o", out, "-w", "%{http_code}"],
-                               sb.child_env(self.home), self.tmpdir, name, timeout_s=self.timeout_s)
+            run = h.run_measured(["curl", "-s", url, "-o", out, "-w", "%{http_code}"],
+                               h.child_env(self.home), self.tmpdir, name, timeout_s=self.timeout_s)
             if run["returncode"] != 0 or run["stdout"].strip() != "200":
                 raise BenchError(f"curl exited {run['returncode']}, HTTP {run['stdout']!r}")
             run["rows"], run["bytes"] = count_rows_in_array(out)
@@ -257,18 +252,18 @@ class Tools:
     def _python(self, tool: str, code: str, args: list[str]) -> dict:
         name = self._name(tool)
         limit = min(self.mem_limit, max(0, mem_available_bytes() - MEM_HEADROOM_BYTES))
-        run = sb.run_measured([self.python, "-c", code] + args, sb.child_env(self.home), self.tmpdir,
+        run = h.run_measured([self.python, "-c", code] + args, h.child_env(self.home), self.tmpdir,
                            name, mem_limit=limit, timeout_s=self.timeout_s)
         run["mem_limit_mb"] = limit / 1e6
         if run["killed"]:
-            log(f"{tool}: killed: {run['killed']} (peak RSS {run['peak_mb']:,.0f} MB)")
+            h.log(f"{tool}: killed: {run['killed']} (peak RSS {run['peak_mb']:,.0f} MB)")
             run.update(rows=None, call_s=None)
             return run
         if run["returncode"] != 0:
             tail = run["stderr"].strip().splitlines()[-1:] or ["?"]
             if self.server is not None and not self.server.alive():
                 raise BenchError(f"{tool} exited {run['returncode']}: {tail[0]}")
-            log(f"{tool}: exited {run['returncode']}: {tail[0]}")
+            h.log(f"{tool}: exited {run['returncode']}: {tail[0]}")
             run.update(rows=None, call_s=None, failed=tail[0][:200])
             return run
         out = json.loads(run["stdout"].strip().splitlines()[-1])
@@ -370,15 +365,15 @@ def fqdn_list(site: str, uids: list[str], short: bool) -> list[str]:
 
 
 def single_site_case(tools: Tools, target_rows: int, repeats: int, python_tools: bool) -> dict:
-    window = sb.window_for_rows(target_rows)
+    window = h.window_for_rows(target_rows)
     start, end = T0, T0 + window
     label = (f"{target_rows / 1e6:g} M rows" if target_rows >= 1e6
              else f"{target_rows / 1e3:g} k rows")
     case = {"label": label, "target_rows": target_rows, "window_s": window,
-            "expected_rows": sb.expected_rows(len(NODES), window),
+            "expected_rows": h.expected_rows(len(NODES), window),
             "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "mem_available_mb": mem_available_bytes() / 1e6}
-    log(f"{label} ({window} s window): load average {case['loadavg']}, "
+    h.log(f"{label} ({window} s window): load average {case['loadavg']}, "
         f"{case['mem_available_mb']:,.0f} MB available")
     nodes_args = ["--nodes", ",".join(fqdn_list(SITE, NODES, True)),
                   "--start", str(start), "--end", str(end)]
@@ -390,7 +385,7 @@ def single_site_case(tools: Tools, target_rows: int, repeats: int, python_tools:
     for i in range(repeats):
         # Interleaved, so that a slow spell of the machine does not fall on one tool only.
         steps = [("curl",
-                  lambda: tools.curl(sb.metrics_url(tools.base_url, NODES, start, end))),
+                  lambda: tools.curl(h.metrics_url(tools.base_url, NODES, start, end))),
                  ("kwatt", lambda: tools.kwatt(nodes_args)),
                  ("kwatt_job", lambda: tools.kwatt(job_args))]
         if python_tools and i < py_repeats:
@@ -400,7 +395,7 @@ def single_site_case(tools: Tools, target_rows: int, repeats: int, python_tools:
             run = tools.attempt(f"{label}, run {i + 1}, {key}", fn)
             runs[key].append(run)
             secs = tool_seconds(run)
-            log(f"{label}: run {i + 1}: {key}: "
+            h.log(f"{label}: run {i + 1}: {key}: "
                 + (f"{secs:.3f} s" if secs is not None else "no time")
                 + f" (process {run['wall_s']:.2f} s, CPU {run['cpu_s']:.2f} s), "
                 f"peak {run['peak_mb']:,.1f} MB, rows {run.get('rows')}"
@@ -412,7 +407,7 @@ def single_site_case(tools: Tools, target_rows: int, repeats: int, python_tools:
     if t["curl"].get("bytes") and t["kwatt"].get("bytes") and isinstance(t["curl"]["rows"], int):
         # JSON Lines = the array's rows, "\n" instead of ",\n", without the brackets.
         if t["kwatt"]["bytes"] != t["curl"]["bytes"] - t["curl"]["rows"]:
-            log(f"WARNING: {label}: kwatt wrote {t['kwatt']['bytes']} bytes, curl's answer "
+            h.log(f"WARNING: {label}: kwatt wrote {t['kwatt']['bytes']} bytes, curl's answer "
                 f"minus separators is {t['curl']['bytes'] - t['curl']['rows']}")
     return case
 
@@ -425,9 +420,9 @@ def check_rows(case: dict, reference) -> None:
         if s["rows_ok"] is False:
             mismatches.append(f"{key}: {s['rows']}")
     if mismatches:
-        log(f"WARNING: {case['label']}: rows differ from {reference}: " + ", ".join(mismatches))
+        h.log(f"WARNING: {case['label']}: rows differ from {reference}: " + ", ".join(mismatches))
     if "expected_rows" in case and reference != case["expected_rows"]:
-        log(f"WARNING: {case['label']}: {reference} rows, {case['expected_rows']} expected")
+        h.log(f"WARNING: {case['label']}: {reference} rows, {case['expected_rows']} expected")
 
 
 def write_four_sites_jobs(path: str) -> tuple[int, dict]:
@@ -452,7 +447,7 @@ def four_sites_case(tools: Tools, window: int, durations: dict, repeats: int,
     case = {"label": "4 sites", "window_s": window, "job_seconds": durations,
             "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "mem_available_mb": mem_available_bytes() / 1e6}
-    log(f"4 sites ({window} s window): load average {case['loadavg']}")
+    h.log(f"4 sites ({window} s window): load average {case['loadavg']}")
     sites = {}
     for site, cluster, uids, rate, uid in FOUR_SITES:
         def url(site=site, uids=uids):
@@ -460,7 +455,7 @@ def four_sites_case(tools: Tools, window: int, durations: dict, repeats: int,
                     f"&start_time={start}&end_time={end}&metrics={METRIC}")
         # The reference rows; one run, paced as the others.
         ref = tools.attempt(f"4 sites, {site}, curl", lambda: tools.curl(url()))
-        log(f"4 sites: {site}: curl {ref['wall_s']:.2f} s, {ref['rows']:,} rows")
+        h.log(f"4 sites: {site}: curl {ref['wall_s']:.2f} s, {ref['rows']:,} rows")
         sites[site] = {"cluster": cluster, "nodes": len(uids), "rows_per_s_per_node": rate,
                        "job_uid": uid, "curl": summarize([ref]), "reference_rows": ref["rows"],
                        "nodes_args": ["--nodes", ",".join(fqdn_list(site, uids, True)),
@@ -477,12 +472,12 @@ def four_sites_case(tools: Tools, window: int, durations: dict, repeats: int,
                 run = tools.attempt(f"4 sites, run {i + 1}, {site}, {key}",
                                     lambda: tools.kwatt(args))
                 s["runs"][key].append(run)
-                log(f"4 sites: run {i + 1}: {site} alone ({key}): {run['wall_s']:.3f} s, "
+                h.log(f"4 sites: run {i + 1}: {site} alone ({key}): {run['wall_s']:.3f} s, "
                     f"peak {run['peak_mb']:,.1f} MB, {run['rows']:,} rows, "
                     f"{run['requests']} requests")
         run = tools.attempt(f"4 sites, run {i + 1}, all", lambda: tools.kwatt(all_args))
         all_runs.append(run)
-        log(f"4 sites: run {i + 1}: all 4 in one call: {run['wall_s']:.3f} s, "
+        h.log(f"4 sites: run {i + 1}: all 4 in one call: {run['wall_s']:.3f} s, "
             f"peak {run['peak_mb']:,.1f} MB, {run['rows']:,} rows, {run['requests']} requests")
     total_ref = sum(s["reference_rows"] for s in sites.values())
     for site, s in sites.items():
@@ -490,23 +485,23 @@ def four_sites_case(tools: Tools, window: int, durations: dict, repeats: int,
         s["kwatt_job"] = summarize(s["runs"]["kwatt_job"])
         for key in ("kwatt", "kwatt_job"):
             if s[key]["rows"] != s["reference_rows"]:
-                log(f"WARNING: 4 sites: {site} ({key}): {s[key]['rows']} rows, curl "
+                h.log(f"WARNING: 4 sites: {site} ({key}): {s[key]['rows']} rows, curl "
                     f"{s['reference_rows']}")
         del s["runs"], s["nodes_args"], s["job_args"]
     case["sites"] = sites
     case["all"] = summarize(all_runs)
     case["reference_rows"] = total_ref
     if case["all"]["rows"] != total_ref:
-        log(f"WARNING: 4 sites in one call: {case['all']['rows']} rows, curl {total_ref}")
+        h.log(f"WARNING: 4 sites in one call: {case['all']['rows']} rows, curl {total_ref}")
     if python_tools:
         hosts = [h for site, _, uids, _, _ in FOUR_SITES for h in fqdn_list(site, uids, False)]
         run = tools.attempt("4 sites, EnOSlib", lambda: tools.enoslib(hosts, start, end))
-        log(f"4 sites: EnOSlib: {tool_seconds(run) or 0:.2f} s (process {run['wall_s']:.2f} s), "
+        h.log(f"4 sites: EnOSlib: {tool_seconds(run) or 0:.2f} s (process {run['wall_s']:.2f} s), "
             f"peak {run['peak_mb']:,.0f} MB, rows {run.get('rows')}")
         case["enoslib"] = summarize([run])
         case["enoslib"]["per_site"] = run.get("per_site")
         if case["enoslib"]["rows"] not in (None, total_ref):
-            log(f"WARNING: 4 sites: EnOSlib {case['enoslib']['rows']} rows, curl {total_ref}")
+            h.log(f"WARNING: 4 sites: EnOSlib {case['enoslib']['rows']} rows, curl {total_ref}")
     slowest = max(sites, key=lambda s: sites[s]["kwatt"]["seconds"])
     case["slowest_site"] = slowest
     case["ratio"] = case["all"]["seconds"] / sites[slowest]["kwatt"]["seconds"]
@@ -693,7 +688,7 @@ def render(results: dict) -> str:
                     f"CPU in {kw['seconds']:.1f} s (one thread: {bound}), `--job` "
                     f"{kj['cpu_s_median']:.1f} s in {kj['seconds']:.1f} s.")
             text += (f" Both plan for the densest data a node can report, every on-demand "
-                     f"metric on ({sb.ROWS_PER_SECOND_PER_NODE} rows/s/node for {METRIC}, its rate "
+                     f"metric on ({h.ROWS_PER_SECOND_PER_NODE} rows/s/node for {METRIC}, its rate "
                      f"under a monitor job, which `--nodes` does not know of), in "
                      f"requests of at most {KWATT_BUDGET:,} rows, {KWATT_CONCURRENCY} in flight "
                      f"in all and {KWATT_PER_SITE} per site, and merge or cut the requests not "
@@ -890,29 +885,29 @@ def main() -> int:
             section = render(json.load(f))
         print(section)
         if not args.no_write:
-            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
+            h.write_section(args.benchmarks_md, section, SECTION_TITLE)
         return 0
 
     binary = os.path.abspath(args.binary)
     if not os.access(binary, os.X_OK):
-        log(f"no executable kwatt at {binary} (build it with `make build`)")
+        h.log(f"no executable kwatt at {binary} (build it with `make build`)")
         return 2
-    if shutil.which("curl") is None or not os.access(sb.TIME, os.X_OK):
-        log(f"`curl` or {sb.TIME} is missing (apt-get install curl time)")
+    if shutil.which("curl") is None or not os.access(h.TIME, os.X_OK):
+        h.log(f"`curl` or {h.TIME} is missing (apt-get install curl time)")
         return 2
     cases = set(args.cases.split(","))
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    if sizes and sb.window_for_rows(max(sizes)) > sb.JOB_SECONDS:
-        log(f"the job lasts {sb.JOB_SECONDS} s: at most {sb.JOB_SECONDS * 1000:,} rows")
+    if sizes and h.window_for_rows(max(sizes)) > h.JOB_SECONDS:
+        h.log(f"the job lasts {h.JOB_SECONDS} s: at most {h.JOB_SECONDS * 1000:,} rows")
         return 2
     python_tools = not args.no_python
     versions = python_versions(args.python) if python_tools else None
     if python_tools and versions is None:
-        log(f"{args.python} cannot import enoslib and grid5000 (make deps): Python tools skipped")
+        h.log(f"{args.python} cannot import enoslib and grid5000 (make deps): Python tools skipped")
         python_tools = False
 
-    signal.signal(signal.SIGTERM, sb.on_signal)
-    signal.signal(signal.SIGHUP, sb.on_signal)
+    signal.signal(signal.SIGTERM, h.on_signal)
+    signal.signal(signal.SIGHUP, h.on_signal)
     t_start = time.monotonic()
     tmpdir = tempfile.mkdtemp(prefix="kwatt-fetch-bench-")
     try:
@@ -922,32 +917,32 @@ def main() -> int:
         shutil.copy2(built, binary)
         results: dict = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": sb.machine_info(),
-            "version": sb.kwatt_version(binary),
+            "machine": h.machine_info(),
+            "version": h.kwatt_version(binary),
             "enoslib_version": versions[0] if versions else "not run",
             "pg5k_version": versions[1] if versions else "not run",
             "curl_version": curl_version(),
             "binary": built,
-            "binary_sha256": sb.sha256_of(binary),
+            "binary_sha256": h.sha256_of(binary),
             "repeats": args.repeats,
             "mem_limit_gb": args.mem_limit_gb,
             "tool_timeout_s": args.tool_timeout,
-            "loadavg_start": sb.loadavg(),
+            "loadavg_start": h.loadavg(),
             "mem_available_mb_start": mem_available_bytes() / 1e6,
         }
-        log(f"{results['mem_available_mb_start']:,.0f} MB available; load average "
+        h.log(f"{results['mem_available_mb_start']:,.0f} MB available; load average "
             f"{results['loadavg_start']}")
         if shutil.which("dd"):
             results["write_probe_s"] = write_probe(tmpdir)
-            log("writing 1,600 MB to a new file: {:.2f} s, then {:.2f} s".format(
+            h.log("writing 1,600 MB to a new file: {:.2f} s, then {:.2f} s".format(
                 *results["write_probe_s"]))
         tools = Tools(binary, args.python, tmpdir, int(args.mem_limit_gb * 1e9),
                       args.tool_timeout)
 
         if "single" in cases and sizes:
             jobs_file = os.path.join(tmpdir, "jobs.json")
-            sb.write_jobs_file(jobs_file)
-            with sb.Server(binary, jobs_file, tmpdir, None, "single") as server:
+            h.write_jobs_file(jobs_file)
+            with h.Server(binary, jobs_file, tmpdir, None, "single") as server:
                 tools.use_server(server, "single")
                 results["single"] = [single_site_case(tools, n, args.repeats, python_tools)
                                      for n in sizes]
@@ -962,7 +957,7 @@ def main() -> int:
             # Grid'5000): the server's default (8) would cap a client sending more at once.
             server_args = ["--rows-per-second", str(PACED_ROWS_PER_SECOND),
                            "--threads", str(FOUR_SITES_SERVER_THREADS)]
-            with sb.Server(binary, jobs_file, tmpdir, None, "four", server_args) as server:
+            with h.Server(binary, jobs_file, tmpdir, None, "four", server_args) as server:
                 tools.use_server(server, "four")
                 results["four"] = four_sites_case(tools, window, durations, args.repeats,
                                                   python_tools)
@@ -971,19 +966,19 @@ def main() -> int:
                     raise BenchError(f"the server died: {server.stderr()}")
 
         results["restarts"] = tools.restarts
-        results["loadavg_end"] = sb.loadavg()
+        results["loadavg_end"] = h.loadavg()
         results["elapsed_s"] = time.monotonic() - t_start
         section = render(results)
         print(section)
         if not args.no_write:
-            sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "fetch_bench")
-        log(f"done in {results['elapsed_s']:.0f} s")
+            h.publish(args.benchmarks_md, section, SECTION_TITLE, results, "fetch_bench")
+        h.log(f"done in {results['elapsed_s']:.0f} s")
         return 0
     except BenchError as e:
-        log(f"FAILED: {e}")
+        h.log(f"FAILED: {e}")
         return 1
     finally:
-        sb.stop_all_servers()
+        h.stop_all_servers()
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 

@@ -24,10 +24,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+import harness as h
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Meter: activity"
 PROCESSES = 10_000
 REAL_PROCESSES = 2_000
@@ -74,19 +73,19 @@ def percentile(values: list[float], p: float) -> float:
 
 def run_kwatt(helper: str, args: list[str]) -> dict:
     argv = [helper] + args
-    sb.log("running " + " ".join(argv))
+    h.log("running " + " ".join(argv))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
-        raise sb.BenchError(f"{helper} failed ({done.returncode}): {done.stderr[-2000:]}")
+        raise h.BenchError(f"{helper} failed ({done.returncode}): {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run_psutil(python: str, procfs: str, reads: int) -> dict:
-    sb.log(f"psutil on {procfs}: {reads} passes at 1 Hz")
+    h.log(f"psutil on {procfs}: {reads} passes at 1 Hz")
     done = subprocess.run([python, "-c", PSUTIL_CODE, procfs, str(reads), str(PERIOD_MS / 1000)],
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
-        raise sb.BenchError(f"psutil failed ({done.returncode}): {done.stderr[-2000:]}")
+        raise h.BenchError(f"psutil failed ({done.returncode}): {done.stderr[-2000:]}")
     result = json.loads(done.stdout)
     wall, cpu = result["wall_ms"], result["cpu_ms"]
     return {"targets": result["targets"], "version": result["version"],
@@ -96,7 +95,7 @@ def run_psutil(python: str, procfs: str, reads: int) -> dict:
 
 
 def spawn_sleepers(count: int) -> list[subprocess.Popen]:
-    sb.log(f"starting {count} real sleeping processes")
+    h.log(f"starting {count} real sleeping processes")
     return [subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(count)]
@@ -183,16 +182,16 @@ def main() -> int:
     build = os.path.dirname(os.path.abspath(args.kwatt))
     helper = os.path.join(build, "kwatt_meter_activity_bench")
     if not os.access(helper, os.X_OK):
-        raise sb.BenchError(f"no {helper}: build it (cmake --build build --target "
-                            "kwatt_meter_activity_bench)")
+        raise h.BenchError(f"no {helper}: build it (cmake --build build --target "
+                           "kwatt_meter_activity_bench)")
     venv = os.environ.get("PSUTIL_VENV", os.path.join(ROOT, "bench", ".venv-psutil"))
     python = os.path.join(venv, "bin", "python")
     if not os.access(python, os.X_OK):
-        raise sb.BenchError(f"no psutil virtualenv at {venv}: make bench-deps")
+        raise h.BenchError(f"no psutil virtualenv at {venv}: make bench-deps")
     base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
     tree = os.path.join(base, f"kwatt_meter_activity_bench_{os.getpid()}")
     results = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               "machine": sb.machine_info(), "load": sb.loadavg(), "reads": args.reads}
+               "machine": h.machine_info(), "load": h.loadavg(), "reads": args.reads}
     try:
         results["fake"] = run_kwatt(helper, ["fake", "--root", tree, "--processes",
                                              str(PROCESSES), "--reads", str(args.reads),
@@ -211,13 +210,13 @@ def main() -> int:
     section = render(results)
     print(section)
     if not args.no_write:
-        sb.write_section(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE)
+        h.write_section(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE)
     return 0 if results["fake"]["total_max_ms"] < PERIOD_MS else 1
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except sb.BenchError as error:
-        sb.log(f"error: {error}")
+    except h.BenchError as error:
+        h.log(f"error: {error}")
         sys.exit(2)

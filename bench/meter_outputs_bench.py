@@ -29,13 +29,12 @@ import sys
 import tempfile
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (the shared helpers; importing runs nothing)
+import harness as h
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "peers"))
 import throwaway_peer  # noqa: E402  (kwatt_test_peers' client)
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Meter: outputs"
 DRIVER = os.path.join(ROOT, "build", "kwatt_meter_outputs_bench")  # beside the kwatt binary
 POWERAPI_VENV = os.environ.get("POWERAPI_VENV", os.path.join(ROOT, "bench", ".venv-powerapi"))
@@ -102,24 +101,24 @@ def main() -> int:
     DRIVER = os.path.join(os.path.dirname(kwatt), "kwatt_meter_outputs_bench")
     tmp = tempfile.mkdtemp(prefix="kwatt_outputs_bench_")
     servers = []
-    results: dict = {"machine": sb.machine_info(), "loadavg": sb.loadavg()}
+    results: dict = {"machine": h.machine_info(), "loadavg": h.loadavg()}
     try:
         # A node of 1,000 processes, 4 domains, 100 intervals.
         big = ["--targets", "1000", "--domains", "4", "--reports", "100"]
-        sb.log("kwatt's file outputs and the exposition, 1,000 processes")
+        h.log("kwatt's file outputs and the exposition, 1,000 processes")
         files = driver(big + ["--prometheus", "--output", f"csv:{tmp}/m.csv", "--output",
                               f"jsonl:{tmp}/m.jsonl", "--output", f"textfile:{tmp}", "--output",
                               f"archive:{tmp}/archive"])
         every = driver(big + ["--max-targets", "0", "--prometheus"])
-        sb.log("PowerAPI's outputs, 1,000 processes")
+        h.log("PowerAPI's outputs, 1,000 processes")
         peer = powerapi(1000, 4, 100, False, tmp)
         # Short-lived processes: 100 new ones every interval, 600 intervals.
         churn = ["--targets", "100", "--domains", "4", "--reports", "600", "--churn"]
-        sb.log("churn: kwatt's exposition, then PowerAPI's")
+        h.log("churn: kwatt's exposition, then PowerAPI's")
         churn_kwatt = driver(churn + ["--prometheus"])
         churn_peer = powerapi(100, 4, 600, True, tmp)
         # HTTP outputs against their real peers, every target's rows.
-        sb.log("InfluxDB and Kwollect, against influxd and kwatt serve")
+        h.log("InfluxDB and Kwollect, against influxd and kwatt serve")
         influxd = Influxd(kwatt)
         servers.append(influxd)
         serve = subprocess.Popen([kwatt, "serve", "--simulate", "--port", "0", "--auth",
@@ -147,7 +146,7 @@ def main() -> int:
     section = render(results)
     print(section)
     if not args.no_write:
-        sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "meter_outputs")
+        h.publish(args.benchmarks_md, section, SECTION_TITLE, results, "meter_outputs")
     return 0
 
 

@@ -34,10 +34,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (the shared helpers; importing runs nothing)
+import harness as h
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Meter: RAPL sampling"
 RATES = [1, 10, 100, 1000]
 # Counter bits per rate: 2^bits counts of 2^-14 J (package; dram's 2^-16 J is 4 times smaller).
@@ -185,10 +184,10 @@ def meter_case(kwatt: str, seconds: float, tmpdir: str, fifo: bool = False) -> d
                            "1s", "--read-period", "1ms", "-o", "jsonl:/dev/null"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
-        before = sb.cpu_seconds(meter.pid)
+        before = h.cpu_seconds(meter.pid)
         started = time.monotonic()
         time.sleep(seconds)
-        used = sb.cpu_seconds(meter.pid) - before
+        used = h.cpu_seconds(meter.pid) - before
         wall = time.monotonic() - started
         meter.send_signal(signal.SIGTERM)
         _, err = meter.communicate(timeout=60)
@@ -300,44 +299,44 @@ def main() -> int:
     helper = os.path.join(os.path.dirname(args.kwatt), "kwatt_meter_rapl_bench")
     for path in (args.kwatt, helper):
         if not os.access(path, os.X_OK):
-            sb.log(f"missing {path}: build it first (cmake --build build --target kwatt "
-                   "kwatt_meter_rapl_bench)")
+            h.log(f"missing {path}: build it first (cmake --build build --target kwatt "
+                  "kwatt_meter_rapl_bench)")
             return 1
-    results = {"date": time.strftime("%Y-%m-%d"), "machine": "", "load": sb.loadavg(),
+    results = {"date": time.strftime("%Y-%m-%d"), "machine": "", "load": h.loadavg(),
                "kwatt": {}, "python": {}}
-    info = sb.machine_info()
+    info = h.machine_info()
     results["machine"] = f"{info['nproc']} CPUs, {info['cpu_model']}"
     with tempfile.TemporaryDirectory(prefix="kwatt-rapl-bench-") as tmpdir:
         for rate in RATES:
-            sb.log(f"kwatt at {rate} Hz for {args.seconds:g} s")
+            h.log(f"kwatt at {rate} Hz for {args.seconds:g} s")
             results["kwatt"][str(rate)] = kwatt_case(helper, args.kwatt, rate, args.seconds, tmpdir)
-            sb.log(f"  {summary(results['kwatt'][str(rate)])}")
-            sb.log(f"Python loop at {rate} Hz")
+            h.log(f"  {summary(results['kwatt'][str(rate)])}")
+            h.log(f"Python loop at {rate} Hz")
             results["python"][str(rate)] = python_case(args.kwatt, rate, args.seconds, tmpdir)
-            sb.log(f"  {summary(results['python'][str(rate)])}")
+            h.log(f"  {summary(results['python'][str(rate)])}")
         if shutil.which("chrt"):
-            sb.log("kwatt at 1000 Hz under SCHED_FIFO")
+            h.log("kwatt at 1000 Hz under SCHED_FIFO")
             results["kwatt"]["1000-fifo"] = kwatt_case(helper, args.kwatt, 1000, args.seconds,
                                                        tmpdir, fifo=True)
-            sb.log(f"  {summary(results['kwatt']['1000-fifo'])}")
-            sb.log("Python loop at 1000 Hz under SCHED_FIFO")
+            h.log(f"  {summary(results['kwatt']['1000-fifo'])}")
+            h.log("Python loop at 1000 Hz under SCHED_FIFO")
             results["python"]["1000-fifo"] = python_case(args.kwatt, 1000, args.seconds, tmpdir,
                                                          fifo=True)
-            sb.log(f"  {summary(results['python']['1000-fifo'])}")
+            h.log(f"  {summary(results['python']['1000-fifo'])}")
     with tempfile.TemporaryDirectory(prefix="kwatt-rapl-bench-") as tmpdir:
         results["meter"] = {}
-        sb.log("kwatt meter reading at 1 kHz")
+        h.log("kwatt meter reading at 1 kHz")
         results["meter"]["1000"] = meter_case(args.kwatt, args.seconds, tmpdir)
-        sb.log(f"  {results['meter']['1000']['line']}")
+        h.log(f"  {results['meter']['1000']['line']}")
         if shutil.which("chrt"):
-            sb.log("kwatt meter reading at 1 kHz under SCHED_FIFO")
+            h.log("kwatt meter reading at 1 kHz under SCHED_FIFO")
             results["meter"]["1000-fifo"] = meter_case(args.kwatt, args.seconds, tmpdir, fifo=True)
-            sb.log(f"  {results['meter']['1000-fifo']['line']}")
+            h.log(f"  {results['meter']['1000-fifo']['line']}")
     section = render(results, args.seconds)
     print(section)
     if not args.no_write:
-        sb.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE, results,
-                   "meter_rapl")
+        h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE, results,
+                  "meter_rapl")
     return 0
 
 

@@ -26,9 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import server_bench as sb
+import harness as h
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Meter: SmartWatts formula"
 POWERAPI_VENV = os.path.join(ROOT, os.environ.get("POWERAPI_VENV", "bench/.venv-powerapi"))
 CGROUPS = ("/kwatt/web", "/kwatt/batch", "/kwatt/db")
@@ -62,7 +62,7 @@ def errors(rows, truth, which, keys):
         diffs.append(abs(rows[key] - true))
         trues.append(true)
     if not diffs:
-        raise sb.BenchError("no value to compare: give a --duration of more than 3 minutes")
+        raise h.BenchError("no value to compare: give a --duration of more than 3 minutes")
     mae = sum(diffs) / len(diffs)
     return {"mae_w": mae, "relative": mae / (sum(trues) / len(trues)), "n": len(diffs)}
 
@@ -73,7 +73,7 @@ def run_case(kwatt, tmp, key, label, duration, sim_args, options):
                              "--truth", os.path.join(trace, "truth.csv"), "--duration",
                              str(duration), *sim_args], capture_output=True, text=True)
     if result.returncode != 0:
-        raise sb.BenchError(f"simulate hwpc: {result.stderr}")
+        raise h.BenchError(f"simulate hwpc: {result.stderr}")
     truth = read_truth(os.path.join(trace, "truth.csv"))
     files = ",".join(os.path.join(trace, "csv", g + ".csv") for g in ("rapl", "msr", "core"))
     # "kwatt simulate hwpc: N ticks of ...": a report for "all" and each cgroup per tick.
@@ -83,11 +83,11 @@ def run_case(kwatt, tmp, key, label, duration, sim_args, options):
     case = {"label": label, "duration_s": duration, "hwpc_reports": reports, "sim_args": sim_args}
 
     kw_out = os.path.join(trace, "kwatt-out")
-    sb.log(f"{label}: kwatt meter smartwatts on {reports} reports")
-    kw = sb.run_measured([kwatt, "meter", "smartwatts", "--input", f"csv:{trace}/csv",
+    h.log(f"{label}: kwatt meter smartwatts on {reports} reports")
+    kw = h.run_measured([kwatt, "meter", "smartwatts", "--input", f"csv:{trace}/csv",
                           "-o", f"powerapi-csv:{kw_out}", *options], env, tmp, "kwatt")
     if kw["returncode"] != 0:
-        raise sb.BenchError(f"kwatt meter smartwatts: {kw['stderr']}")
+        raise h.BenchError(f"kwatt meter smartwatts: {kw['stderr']}")
     case["kwatt"] = {k: kw[k] for k in ("wall_s", "cpu_s", "peak_mb")}
     kw_rows = read_power_reports(kw_out)
 
@@ -105,8 +105,8 @@ def run_case(kwatt, tmp, key, label, duration, sim_args, options):
     case["powerapi_reads_kwatt"] = (check.stdout.strip() if check.returncode == 0
                                     else f"FAILED: {check.stderr[-300:]}")
     sw_out = os.path.join(trace, "smartwatts-out")
-    sb.log(f"{label}: SmartWatts on the same trace")
-    sw = sb.run_measured([python, "-m", "smartwatts", "--input", "csv", "--model", "HWPCReport",
+    h.log(f"{label}: SmartWatts on the same trace")
+    sw = h.run_measured([python, "-m", "smartwatts", "--input", "csv", "--model", "HWPCReport",
                           "--files", files, "--output", "csv", "--model", "PowerReport",
                           "--directory", sw_out, "--disable-dram-formula",
                           "--sensor-reports-frequency", "1000", *options],
@@ -188,8 +188,8 @@ def main() -> int:
             [python, "-c", "from importlib.metadata import version as v; "
              "print(f\"powerapi {v('powerapi')}, smartwatts {v('smartwatts')}\")"],
             capture_output=True, text=True).stdout.strip()
-    results = {"machine": sb.machine_info(), "version": sb.kwatt_version(kwatt), "peer": peer,
-               "loadavg": sb.loadavg(), "cases": []}
+    results = {"machine": h.machine_info(), "version": h.kwatt_version(kwatt), "peer": peer,
+               "loadavg": h.loadavg(), "cases": []}
     with tempfile.TemporaryDirectory(prefix="kwatt-sw-bench-") as tmp:
         results["cases"].append(run_case(kwatt, tmp, "default", "default scenario, 1 s ticks", args.duration,
                                          [], []))
@@ -198,7 +198,7 @@ def main() -> int:
     section = render(results)
     print(section)
     if not args.no_write:
-        sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "meter_smartwatts_bench")
+        h.publish(args.benchmarks_md, section, SECTION_TITLE, results, "meter_smartwatts_bench")
     return 0
 
 

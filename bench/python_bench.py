@@ -13,7 +13,7 @@ ones the interpreter of --python (default: the project's .venv) imports. Needs G
 What it does:
   0. waits (up to 20 min) until no other bench/*_bench.py runs and the 1-minute load average is
      below 1.5 (backup_bench.wait_for_quiet; --no-wait: does not wait);
-  1. starts `kwatt serve --simulate` with server_bench.py's jobs file (one Lyon job over the 20
+  1. starts `kwatt serve --simulate` with harness.py's jobs file (one Lyon job over the 20
      nova nodes, type monitor=wattmetre_power_watt: 50 rows/s/node, 1000 rows/s) and writes a
      HOME holding `.python-grid5000.yaml` with `uri: URL` for every child;
   2. per size (~1 M and ~10 M rows: windows of 1000 s and 10000 s from the job's start), counts
@@ -65,19 +65,18 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+import harness as h
 import backup_bench as bb  # noqa: E402  (waiting, server, measured children; runs nothing)
 import fetch_bench as fb  # noqa: E402  (mem_available_bytes, MEM_HEADROOM_BYTES; runs nothing)
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Python: get_metrics and to_pandas"
 
-SITE = sb.SITE
-NODES = sb.NODES
+SITE = h.SITE
+NODES = h.NODES
 FQDNS = [f"{uid}.{SITE}.grid5000.fr" for uid in NODES]
-METRIC = sb.METRIC
-T0 = sb.JOB_START_EPOCH
+METRIC = h.METRIC
+T0 = h.JOB_START_EPOCH
 
 SMALL_ROWS = 1_000_000
 LARGE_ROWS = 10_000_000
@@ -99,10 +98,6 @@ OPS = {
 # (what is compared, kwatt's operation, EnOSlib's)
 PAIRS = [("get_metrics", "kwatt_get_metrics", "enoslib_get_metrics"),
          ("DataFrame", "kwatt_to_pandas", "enoslib_get_metrics_pandas")]
-
-
-def log(msg: str) -> None:
-    print(f"[python_bench] {msg}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +256,7 @@ class Children:
         self.n = 0
         self.cores: set[tuple[str, float]] = set()  # kwatt's _core seen by the children
 
-    def use_server(self, server: sb.Server) -> None:
+    def use_server(self, server: h.Server) -> None:
         self.tools = bb.Tools("", "", self.python, self.tmpdir)
         self.tools.use_server(server)
 
@@ -274,8 +269,8 @@ class Children:
                         max(0, fb.mem_available_bytes() - fb.MEM_HEADROOM_BYTES))
             argv = [self.python, "-c", CHILD, op, self.tools.base_url, str(start), str(end),
                     METRIC, ",".join(FQDNS), str(limit + AS_BACKSTOP_BYTES)]
-            run = sb.run_measured(argv, sb.child_env(self.tools.home), self.tmpdir,
-                                  f"{op}-{self.n}", mem_limit=limit, timeout_s=self.timeout_s)
+            run = h.run_measured(argv, h.child_env(self.tools.home), self.tmpdir,
+                                 f"{op}-{self.n}", mem_limit=limit, timeout_s=self.timeout_s)
             out = {}
             for line in run["stdout"].strip().splitlines():  # later lines complete earlier ones
                 try:
@@ -283,7 +278,7 @@ class Children:
                 except ValueError:
                     continue
             if "import_error" in out and waited < IMPORT_RETRY_MAX_S:
-                log(f"{op}: {out['import_error']} (package being reinstalled?): retrying in "
+                h.log(f"{op}: {out['import_error']} (package being reinstalled?): retrying in "
                     f"{IMPORT_RETRY_S} s")
                 time.sleep(IMPORT_RETRY_S)
                 waited += IMPORT_RETRY_S
@@ -294,7 +289,7 @@ class Children:
         run.update(out)
         run["op"] = op
         run["mem_limit_mb"] = limit / 1e6
-        run["loadavg"] = sb.loadavg()
+        run["loadavg"] = h.loadavg()
         if "core" in out:
             self.cores.add((out["core"], out["core_mtime"]))
         if run["killed"] or out.get("memory_error"):
@@ -356,18 +351,18 @@ def summarize(runs: list[dict]) -> dict:
 
 def size_case(kids: Children, key: str, target_rows: int, kwatt_repeats: int,
               enoslib_repeats: int, problems: list[str]) -> dict:
-    window = sb.window_for_rows(target_rows)
+    window = h.window_for_rows(target_rows)
     start, end = T0, T0 + window
     label = bb.rows_label(target_rows)
     query = f"nodes={','.join(NODES)}&start_time={start}&end_time={end}&metrics={METRIC}"
-    log(f"{label}: the API's answer (untimed, curl)")
+    h.log(f"{label}: the API's answer (untimed, curl)")
     api = bb.api_reference(kids.tools.base_url, query)
-    log(f"{label}: {api['rows']:,} rows, {api['bytes'] / 1e6:,.1f} MB of JSON")
-    want = sb.expected_rows(len(NODES), window)
+    h.log(f"{label}: {api['rows']:,} rows, {api['bytes'] / 1e6:,.1f} MB of JSON")
+    want = h.expected_rows(len(NODES), window)
     if api["rows"] != want:
         problems.append(f"{label}: the API sent {api['rows']:,} rows, {want:,} expected")
     case: dict = {"key": key, "target_rows": target_rows, "window_s": window, "api": api,
-                  "loadavg": sb.loadavg(), "runs": {op: [] for op in OPS}}
+                  "loadavg": h.loadavg(), "runs": {op: [] for op in OPS}}
     rounds = max(kwatt_repeats, enoslib_repeats)
     for i in range(rounds):
         order = []
@@ -380,7 +375,7 @@ def size_case(kids: Children, key: str, target_rows: int, kwatt_repeats: int,
         for op in (op for group in order for op in group):
             run = kids.run(op, start, end)
             case["runs"][op].append(run)
-            log(f"{label}: round {i + 1}/{rounds}: {op}: {describe(run)}")
+            h.log(f"{label}: round {i + 1}/{rounds}: {op}: {describe(run)}")
             if run["status"] == "ok" and run.get("rows") != api["rows"]:
                 problems.append(f"{label}: {op} returned {run.get('rows')} rows, the API sent "
                                 f"{api['rows']:,}")
@@ -390,7 +385,7 @@ def size_case(kids: Children, key: str, target_rows: int, kwatt_repeats: int,
     case["summary"] = {op: summarize(runs) for op, runs in case["runs"].items() if runs}
 
     run = kids.run("kwatt_breakdown", start, end)
-    log(f"{label}: breakdown: {describe(run)}"
+    h.log(f"{label}: breakdown: {describe(run)}"
         + (f": fetch {run['fetch_s']:.2f} s, rows_by_node {run['rows_by_node_s']:.2f} s, "
            f"table_frame {run['table_frame_s']:.3f} s" if run["status"] == "ok" else ""))
     if run["status"] == "ok" and run.get("rows") != api["rows"]:
@@ -407,7 +402,7 @@ def check_case(kids: Children, window: int, problems: list[str]) -> dict:
     elif not run["equal"]:
         problems.append(f"kwatt's get_metrics differs from EnOSlib's regrouped by node: "
                         f"{json.dumps(run.get('first_difference'))[:400]}")
-    log(f"check: {describe(run)}: equal={run.get('equal')}")
+    h.log(f"check: {describe(run)}: equal={run.get('equal')}")
     return run
 
 
@@ -416,7 +411,7 @@ def check_case(kids: Children, window: int, problems: list[str]) -> dict:
 
 
 def fmt_s(x: float | None) -> str:
-    return "?" if x is None else bb.fmt_s(x)
+    return "?" if x is None else h.seconds_text(x)
 
 
 def time_cell(s: dict) -> str:
@@ -646,17 +641,17 @@ def package_versions(python: str) -> dict | None:
             res = subprocess.run([python, "-c", code], capture_output=True, text=True,
                                  timeout=120)
         except (OSError, subprocess.SubprocessError) as e:
-            log(f"{python}: {e}")
+            h.log(f"{python}: {e}")
             return None
         if res.returncode == 0:
             out = json.loads(res.stdout.strip().splitlines()[-1])
-            out["kwatt_core_sha256"] = sb.sha256_of(out["kwatt_core"])
+            out["kwatt_core_sha256"] = h.sha256_of(out["kwatt_core"])
             return out
         if waited >= IMPORT_RETRY_MAX_S:
-            log(f"{python} cannot import pandas, kwatt and enoslib: "
+            h.log(f"{python} cannot import pandas, kwatt and enoslib: "
                 f"{(res.stderr.strip().splitlines() or ['?'])[-1]}")
             return None
-        log(f"cannot import the packages yet ({(res.stderr.strip().splitlines() or ['?'])[-1]}"
+        h.log(f"cannot import the packages yet ({(res.stderr.strip().splitlines() or ['?'])[-1]}"
             f"): retrying in {IMPORT_RETRY_S} s")
         time.sleep(IMPORT_RETRY_S)
         waited += IMPORT_RETRY_S
@@ -695,27 +690,27 @@ def main() -> int:
             section = render(json.load(f))
         print(section)
         if not args.no_write:
-            sb.write_section(args.benchmarks_md, section, SECTION_TITLE)
+            h.write_section(args.benchmarks_md, section, SECTION_TITLE)
         return 0
 
     binary = os.path.abspath(args.binary)
     if not os.access(binary, os.X_OK):
-        log(f"no executable kwatt at {binary} (build it with `make build`)")
+        h.log(f"no executable kwatt at {binary} (build it with `make build`)")
         return 2
-    if shutil.which("curl") is None or not os.access(sb.TIME, os.X_OK):
-        log(f"`curl` or {sb.TIME} is missing (apt-get install curl time)")
+    if shutil.which("curl") is None or not os.access(h.TIME, os.X_OK):
+        h.log(f"`curl` or {h.TIME} is missing (apt-get install curl time)")
         return 2
     small_rows, large_rows = (int(x) for x in args.sizes.split(","))
-    if sb.window_for_rows(large_rows) > sb.JOB_SECONDS:
-        log(f"the job lasts {sb.JOB_SECONDS} s: at most {sb.JOB_SECONDS * 1000:,} rows")
+    if h.window_for_rows(large_rows) > h.JOB_SECONDS:
+        h.log(f"the job lasts {h.JOB_SECONDS} s: at most {h.JOB_SECONDS * 1000:,} rows")
         return 2
     packages = package_versions(args.python)
     if packages is None:
         return 2
     use_enoslib = not args.no_enoslib
 
-    signal.signal(signal.SIGTERM, sb.on_signal)
-    signal.signal(signal.SIGHUP, sb.on_signal)
+    signal.signal(signal.SIGTERM, h.on_signal)
+    signal.signal(signal.SIGHUP, h.on_signal)
     t_start = time.monotonic()
     wait = {"waited_s": 0.0} if args.no_wait else bb.wait_for_quiet()
     if wait["waited_s"] > 0:  # the package may have been reinstalled meanwhile
@@ -731,31 +726,31 @@ def main() -> int:
             "command": " ".join([os.path.relpath(sys.executable, ROOT)
                                  if sys.executable.startswith(ROOT + os.sep) else sys.executable,
                                  "bench/python_bench.py"] + sys.argv[1:]),
-            "machine": sb.machine_info(),
-            "version": sb.kwatt_version(binary),
+            "machine": h.machine_info(),
+            "version": h.kwatt_version(binary),
             "binary": built,
-            "binary_sha256": sb.sha256_of(binary),
+            "binary_sha256": h.sha256_of(binary),
             "packages": packages,
             "repeats": {"small": args.repeats, "large_kwatt": args.large_repeats,
                         "large_enoslib": args.enoslib_large_repeats if use_enoslib else 0},
             "mem_limit_gb": args.mem_limit_gb,
             "timeout_s": args.timeout,
             "wait": wait,
-            "loadavg_start": sb.loadavg(),
+            "loadavg_start": h.loadavg(),
             "platform": platform.platform(),
         }
-        log(f"load average {results['loadavg_start']}, {results['machine']['nproc']} cores")
+        h.log(f"load average {results['loadavg_start']}, {results['machine']['nproc']} cores")
         kids = Children(args.python, tmpdir, int(args.mem_limit_gb * 1e9), args.timeout)
         jobs_file = os.path.join(tmpdir, "jobs.json")
-        sb.write_jobs_file(jobs_file)
-        with sb.Server(binary, jobs_file, tmpdir, None, "serve") as server:
+        h.write_jobs_file(jobs_file)
+        with h.Server(binary, jobs_file, tmpdir, None, "serve") as server:
             kids.use_server(server)
             results["imports"] = {}
             for tool, op in (("kwatt", "kwatt_import"), ("EnOSlib", "enoslib_import")):
                 if tool == "EnOSlib" and not use_enoslib:
                     continue
                 run = kids.run(op, T0, T0)
-                log(f"imports only, {tool}: {describe(run)}")
+                h.log(f"imports only, {tool}: {describe(run)}")
                 results["imports"][tool] = run
             cases = []
             for key, rows, kw_rep, en_rep in (
@@ -769,7 +764,7 @@ def main() -> int:
                 if not server.alive():
                     raise BenchError(f"the server died: {server.stderr()}")
             results["cases"] = cases
-        core_now = sb.sha256_of(packages["kwatt_core"])
+        core_now = h.sha256_of(packages["kwatt_core"])
         if len(kids.cores) > 1 or core_now != packages["kwatt_core_sha256"]:
             problems.append(f"the kwatt package changed during the run (reinstalled?): "
                             f"_core sha256 {packages['kwatt_core_sha256'][:12]} at the start, "
@@ -778,20 +773,20 @@ def main() -> int:
         results["kwatt_cores_seen"] = sorted(kids.cores)
         results["problems"] = problems
         for p in problems:
-            log(f"WARNING: {p}")
-        results["loadavg_end"] = sb.loadavg()
+            h.log(f"WARNING: {p}")
+        results["loadavg_end"] = h.loadavg()
         results["elapsed_s"] = time.monotonic() - t_start
         section = render(results)
         print(section)
         if not args.no_write:
-            sb.publish(args.benchmarks_md, section, SECTION_TITLE, results, "python_bench")
-        log(f"done in {results['elapsed_s']:.0f} s")
+            h.publish(args.benchmarks_md, section, SECTION_TITLE, results, "python_bench")
+        h.log(f"done in {results['elapsed_s']:.0f} s")
         return 0
     except BenchError as e:
-        log(f"FAILED: {e}")
+        h.log(f"FAILED: {e}")
         return 1
     finally:
-        sb.stop_all_servers()
+        h.stop_all_servers()
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 

@@ -3,7 +3,7 @@
 from `kwatt serve --simulate`, imported into the embedded store and into PostgreSQL, then fetched
 through `kwatt serve --store` by `kwatt fetch --job` and by one curl request, side by side with the
 same fetches from the simulated server. Rewrites the section "## Serving a store" of BENCHMARKS.md
-(the method: BENCHMARKS.md's header and bench/server_bench.py's helpers).
+(the method: BENCHMARKS.md's header and bench/harness.py).
 
 Usage: python3 bench/serve_store_bench.py [KWATT_BINARY] [--repeats N] [--no-write]
 """
@@ -18,25 +18,24 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+import harness as h
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "peers"))
 import throwaway_peer  # noqa: E402  (kwatt_test_peers' client)
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Serving a store (`kwatt serve --store` to `kwatt fetch`)"
 SECONDS = 3600
 BAR_ROWS_PER_S = 1_000_000  # issue 11: a job's window through serve --store to kwatt fetch
 
 
 def jobs_file(path: str) -> None:
-    """The benchmark's job: server_bench's 20 nova nodes at 50 Hz, for one hour."""
-    sb.write_jobs_file(path)
+    """The benchmark's job: harness.py's 20 nova nodes at 50 Hz, for one hour."""
+    h.write_jobs_file(path)
     import json
     with open(path) as f:
         jobs = json.load(f)
-    jobs["jobs"][0]["stopped_at"] = sb.JOB_START_EPOCH + SECONDS
+    jobs["jobs"][0]["stopped_at"] = h.JOB_START_EPOCH + SECONDS
     jobs["jobs"][0]["phases"][0]["duration"] = SECONDS
     with open(path, "w") as f:
         json.dump(jobs, f)
@@ -60,60 +59,60 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     kwatt = os.path.abspath(args.kwatt)
-    load = sb.loadavg()
+    load = h.loadavg()
     tmp = tempfile.mkdtemp(prefix="kwatt_serve_store_bench_")
     env = dict(os.environ)
     postgres = None
     try:
         jobs = os.path.join(tmp, "jobs.json")
         jobs_file(jobs)
-        job = f"{sb.SITE}:4242"
-        query = ["--job", job, "--metrics", sb.METRIC]
+        job = f"{h.SITE}:4242"
+        query = ["--job", job, "--metrics", h.METRIC]
         archive = os.path.join(tmp, "archive")
-        with sb.Server(kwatt, jobs, tmp, None, "simulated") as simulated:
-            backup = sb.run_measured([kwatt, "backup", "--api", simulated.base_url, *query, "-o",
+        with h.Server(kwatt, jobs, tmp, None, "simulated") as simulated:
+            backup = h.run_measured([kwatt, "backup", "--api", simulated.base_url, *query, "-o",
                                       archive, "--quiet"], env, tmp, "backup")
             if backup["returncode"] != 0:
-                raise sb.BenchError(f"kwatt backup failed: {backup['stderr']}")
+                raise h.BenchError(f"kwatt backup failed: {backup['stderr']}")
         stores = {"embedded": os.path.join(tmp, "store.kwatt")}
         postgres = postgres_cluster(kwatt)
         stores["PostgreSQL"] = postgres.uri()
         imports = {}
         for name, uri in stores.items():
-            imported = sb.run_measured([kwatt, "import", archive, "--store", uri], env, tmp,
-                                       f"import-{name}")
+            imported = h.run_measured([kwatt, "import", archive, "--store", uri], env, tmp,
+                                      f"import-{name}")
             if imported["returncode"] != 0:
-                raise sb.BenchError(f"kwatt import into {name} failed: {imported['stderr']}")
+                raise h.BenchError(f"kwatt import into {name} failed: {imported['stderr']}")
             imports[name] = imported
         expected = None
         results: dict[str, dict] = {}
-        servers = {"simulated (`--simulate`)": sb.Server(kwatt, jobs, tmp, None, "sim")}
+        servers = {"simulated (`--simulate`)": h.Server(kwatt, jobs, tmp, None, "sim")}
         for name, uri in stores.items():
-            servers[f"{name} store (`--store`)"] = sb.Server(kwatt, jobs, tmp, None, name,
-                                                             store=uri)
+            servers[f"{name} store (`--store`)"] = h.Server(kwatt, jobs, tmp, None, name,
+                                                            store=uri)
         for label, server in servers.items():
             with server:
-                url = sb.metrics_url(server.base_url, sb.NODES, sb.JOB_START_EPOCH,
-                                     sb.JOB_START_EPOCH + SECONDS) + f"&metrics={sb.METRIC}"
-                rows, _ = sb.curl_count_rows(url, None)
+                url = h.metrics_url(server.base_url, h.NODES, h.JOB_START_EPOCH,
+                                    h.JOB_START_EPOCH + SECONDS) + f"&metrics={h.METRIC}"
+                rows, _ = h.curl_count_rows(url, None)
                 expected = expected or rows
                 if rows != expected:
-                    raise sb.BenchError(f"{label}: curl counted {rows} rows, not {expected}")
+                    raise h.BenchError(f"{label}: curl counted {rows} rows, not {expected}")
                 fetch_times, curl_times = [], []
                 cpu_before = server.cpu_seconds()
                 for i in range(args.repeats):
                     out = os.path.join(tmp, "fetched.jsonl")
-                    run = sb.run_measured([kwatt, "fetch", "--api", server.base_url, *query, "-o",
+                    run = h.run_measured([kwatt, "fetch", "--api", server.base_url, *query, "-o",
                                            out, "--quiet"], env, tmp, "fetch")
                     if run["returncode"] != 0:
-                        raise sb.BenchError(f"{label}: kwatt fetch failed: {run['stderr']}")
+                        raise h.BenchError(f"{label}: kwatt fetch failed: {run['stderr']}")
                     got = count_lines(out)
                     if got != expected:
-                        raise sb.BenchError(f"{label}: kwatt fetch wrote {got} rows, not "
-                                            f"{expected}")
+                        raise h.BenchError(f"{label}: kwatt fetch wrote {got} rows, not "
+                                           f"{expected}")
                     os.unlink(out)
                     fetch_times.append(run["wall_s"])
-                    curl_times.append(sb.curl_timed(url, None)["seconds"])
+                    curl_times.append(h.curl_timed(url, None)["seconds"])
                 results[label] = {
                     "fetch_s": statistics.median(fetch_times),
                     "curl_s": statistics.median(curl_times),
@@ -121,26 +120,26 @@ def main() -> int:
                     "server_peak_mb": server.peak_rss_mb(),
                 }
     finally:
-        sb.stop_all_servers()
+        h.stop_all_servers()
         if postgres:
             postgres.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
     simulated_fetch = results["simulated (`--simulate`)"]["fetch_s"]
-    m = sb.machine_info()
+    m = h.machine_info()
     lines = [
         SECTION_TITLE,
         "",
         f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC",
         f"- Machine: {m['nproc']} cores ({m['cpu_model']}), {m['mem_gib']:.1f} GiB of memory, "
-        f"Linux {m['kernel']}; {sb.kwatt_version(kwatt)}; load average {load} at the start",
+        f"Linux {m['kernel']}; {h.kwatt_version(kwatt)}; load average {load} at the start",
         "- Reproduce: `make bench`, or `python3 bench/serve_store_bench.py build/kwatt`",
-        f"- Data: the job {job}, {len(sb.NODES)} nova nodes of type `monitor={sb.METRIC}` (50 "
-        f"rows/s/node) for {SECONDS} s: {expected:,} rows of `{sb.METRIC}`, backed up from "
+        f"- Data: the job {job}, {len(h.NODES)} nova nodes of type `monitor={h.METRIC}` (50 "
+        f"rows/s/node) for {SECONDS} s: {expected:,} rows of `{h.METRIC}`, backed up from "
         "`kwatt serve --simulate` and imported (`kwatt import`) into an embedded store and into "
         "PostgreSQL 15 (a cluster of the benchmark's own, on a Unix socket).",
         f"- Each server in turn, nothing pinned (server and client share the 2 cores): `kwatt "
-        f"fetch --job {job} --metrics {sb.METRIC} -o FILE` (wall time; its rows counted), and one "
+        f"fetch --job {job} --metrics {h.METRIC} -o FILE` (wall time; its rows counted), and one "
         "`curl` of the whole window (curl's transfer time); median of "
         f"{args.repeats}. Server CPU: per fetch, from /proc. Peak RSS: the server's VmHWM.",
         "",
@@ -170,14 +169,14 @@ def main() -> int:
     section = "\n".join(lines) + "\n"
     print(section)
     if not args.no_write:
-        sb.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE,
-                   {"results": results, "rows": expected}, "serve_store_bench")
+        h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE,
+                  {"results": results, "rows": expected}, "serve_store_bench")
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except sb.BenchError as error:
+    except h.BenchError as error:
         print(f"serve_store_bench: {error}", file=sys.stderr)
         sys.exit(1)

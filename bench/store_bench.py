@@ -17,10 +17,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import server_bench as sb  # noqa: E402  (its helpers; importing it runs nothing)
+import harness as h
 
-ROOT = sb.ROOT
+ROOT = h.ROOT
 SECTION_TITLE = "## Store (`kwatt/store`: embedded SQLite engine, PostgreSQL engine)"
 
 # The bars of issue 11.
@@ -31,11 +30,11 @@ BAR_PG_QUERY_MS = 50.0         # 10 nodes x 1 metric x 10 min at 100 M rows
 
 
 def run(argv: list[str]) -> tuple[str, float]:
-    sb.log("running " + " ".join(argv))
+    h.log("running " + " ".join(argv))
     began = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=4 * 3600)
     if done.returncode != 0:
-        raise sb.BenchError(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+        raise h.BenchError(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
     return done.stdout, time.monotonic() - began
 
 
@@ -45,7 +44,7 @@ def cells(table: str, label: str) -> list[str]:
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
         if parts and parts[0].startswith(label):
             return parts[1:]
-    raise sb.BenchError(f"no row '{label}' in:\n{table}")
+    raise h.BenchError(f"no row '{label}' in:\n{table}")
 
 
 def number(text: str) -> float:
@@ -59,7 +58,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     build = os.path.dirname(os.path.abspath(args.kwatt))
-    load = sb.loadavg()
+    load = h.loadavg()
     embedded, embedded_s = run([os.path.join(build, "kwatt_store_bench")])
     postgres, postgres_s = run([os.path.join(build, "kwatt_postgres_bench"),
                                 "--volume", str(args.volume)])
@@ -76,13 +75,13 @@ def main() -> int:
     def bar(label: str, target: str, measured: str, ok: bool) -> str:
         return f"| {label} | {target} | {measured} | {'yes' if ok else 'no'} |"
 
-    m = sb.machine_info()
+    m = h.machine_info()
     lines = [
         SECTION_TITLE,
         "",
         f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC",
         f"- Machine: {m['nproc']} cores ({m['cpu_model']}), {m['mem_gib']:.1f} GiB of memory, "
-        f"Linux {m['kernel']}; {sb.kwatt_version(args.kwatt)}; load average {load} at "
+        f"Linux {m['kernel']}; {h.kwatt_version(args.kwatt)}; load average {load} at "
         f"the start",
         "- Reproduce: `make bench`, or `python3 bench/store_bench.py build/kwatt` (the two "
         "programs alone: `build/kwatt_store_bench`, `build/kwatt_postgres_bench`; their options "
@@ -131,14 +130,14 @@ def main() -> int:
     section = "\n".join(lines) + "\n"
     print(section)
     if not args.no_write:
-        sb.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE,
-                   {"embedded": embedded, "postgres": postgres}, "store_bench")
+        h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE,
+                  {"embedded": embedded, "postgres": postgres}, "store_bench")
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except sb.BenchError as error:
+    except h.BenchError as error:
         print(f"store_bench: {error}", file=sys.stderr)
         sys.exit(1)

@@ -4,7 +4,6 @@
 //   kwatt meter [OPTIONS] --duration 10m    the daemon: targets by pid, cgroup, command name, all
 //   kwatt meter record -o activity.jsonl    the activity alone, shared later by kwatt energy
 //   kwatt meter smartwatts ...              the smartwatts formula on hwpc-sensor's reports
-#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -22,7 +21,8 @@
 #include <vector>
 
 #include "apps/kwatt/commands.h"
-#include "apps/kwatt/measured_command.h"
+#include "apps/kwatt/stop_signals.h"
+#include "kwatt/core/process.h"
 #include "kwatt/core/text.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/meter/activity_record.h"
@@ -113,51 +113,21 @@ std::chrono::nanoseconds ToNanos(double seconds) {
   return std::chrono::nanoseconds(int64_t(std::llround(seconds * 1e9)));
 }
 
-// Signals are taken by the main thread alone (sigwaitinfo): every other thread blocks them. The
-// measured command gets them unblocked (MeasuredCommand).
-sigset_t BlockStopSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGCHLD);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  return signals;
-}
-
-// Waits for a stop signal, at most `seconds` when given. SIGCHLD of unrelated children is
-// ignored.
-void WaitForStop(const sigset_t& signals, std::optional<double> seconds) {
-  const int64_t deadline = seconds ? WallClockNow() + int64_t(*seconds * 1e9) : 0;
-  while (true) {
-    int got;
-    if (seconds) {
-      int64_t left = deadline - WallClockNow();
-      if (left <= 0) return;
-      timespec timeout{time_t(left / kNanosPerSecond), long(left % kNanosPerSecond)};
-      got = sigtimedwait(&signals, nullptr, &timeout);
-      if (got < 0) {
-        if (errno == EAGAIN) return;
-        continue;  // EINTR
-      }
-    } else {
-      got = sigwaitinfo(&signals, nullptr);
-      if (got < 0) continue;
-    }
-    if (got == SIGINT || got == SIGTERM) return;
-  }
-}
-
 // The command to measure or record, if any: started held before exec (its process is a target
 // from the first read, with all it starts), and added to `selection`. kwatt is the subreaper of
 // its descendants: one whose parent exits is reparented to kwatt rather than to init, so that
 // the command's tree keeps it (a daemon started in the background and orphaned within a period).
-Result<std::optional<MeasuredCommand>> SpawnHeld(const std::vector<std::string>& argv,
-                                                 meter::TargetSelection* selection) {
-  std::optional<MeasuredCommand> command;
+// It inherits kwatt's standard input, output and error, process group, environment and working
+// directory; the signals kwatt blocks are unblocked for it.
+Result<std::optional<Process>> SpawnHeld(const std::vector<std::string>& argv,
+                                         meter::TargetSelection* selection) {
+  std::optional<Process> command;
   if (argv.empty()) return command;
+  if (argv[0].empty()) return Status::InvalidArgument("no command to measure: give one after --");
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0) selection->adopter_pid = ::getpid();
-  KWATT_ASSIGN_OR_RETURN(MeasuredCommand spawned, MeasuredCommand::Spawn(argv));
+  SpawnOptions options;
+  options.held = true;
+  KWATT_ASSIGN_OR_RETURN(Process spawned, Process::Spawn(argv, options));
   command.emplace(std::move(spawned));
   selection->pids.push_back(command->pid());
   selection->trees = true;
@@ -173,9 +143,9 @@ int ReleaseFailed(const char* name, const Status& status) {
 // Until the command exits: SIGTERM is passed on to it; SIGINT from a terminal reaches it
 // directly (it is in kwatt's process group), so kwatt only waits for it to end. It is looked at
 // without being reaped, so that a last read still sees its process.
-void WaitForExit(const sigset_t& signals, const MeasuredCommand& command) {
+void WaitForExit(StopSignals& signals, const Process& command) {
   while (true) {
-    int got = sigwaitinfo(&signals, nullptr);
+    int got = signals.WaitAny();
     if (got == SIGTERM) command.Signal(SIGTERM);
     if (got != SIGCHLD && got != SIGTERM) continue;
     siginfo_t child{};
@@ -183,6 +153,15 @@ void WaitForExit(const sigset_t& signals, const MeasuredCommand& command) {
         child.si_pid == command.pid()) {
       return;
     }
+  }
+}
+
+// Waits for a stop signal, at most `seconds` when given.
+void WaitForStop(StopSignals& signals, std::optional<double> seconds) {
+  if (seconds) {
+    signals.Wait(ToNanos(*seconds));
+  } else {
+    signals.Wait();
   }
 }
 
@@ -239,7 +218,7 @@ std::string IdlePolicyLine(const std::string& policy) {
 // `period`: the meter's. A mean power is the energy over the span it was measured on, never over
 // a shorter one (a 2 ms command's share of a 1 s interval is no 500 W).
 void PrintCommandSummary(const meter::MeterTotals& totals, const std::string& command_text,
-                         int64_t pid, const CommandExit& exit, double seconds, double period,
+                         int64_t pid, const ProcessExit& exit, double seconds, double period,
                          const std::string& idle_policy, int cpus) {
   const meter::MeterTotals::TargetTotal* tree = nullptr;
   for (const auto& t : totals.targets) {
@@ -421,8 +400,10 @@ int RunMeter(const MeterArgs& args) {
                            "no output: give -o csv:FILE, -o jsonl:FILE (- for standard output), "
                            "--listen HOST:PORT... (doc/meter.md, Outputs)"));
   }
-  sigset_t signals = BlockStopSignals();
-  Result<std::optional<MeasuredCommand>> command = SpawnHeld(args.command, &config.targets);
+  // Signals are taken by the main thread alone: every other thread, started after, blocks them;
+  // the measured command gets them unblocked (SpawnHeld).
+  StopSignals signals(StopSignals::How::kBlock, {SIGCHLD});
+  Result<std::optional<Process>> command = SpawnHeld(args.command, &config.targets);
   if (!command.ok()) return Fail(kName, command.status());
   if (*command) config.attribute = true;
   Result<meter::OpenedMeter> opened = meter::OpenMeter(std::move(config));
@@ -454,7 +435,7 @@ int RunMeter(const MeterArgs& args) {
 
   int exit_code = kExitOk;
   if (*command) {
-    MeasuredCommand& measured = **command;
+    Process& measured = **command;
     const int64_t begun = WallClockNow();
     Status released = measured.Release();
     if (!released.ok()) {
@@ -464,7 +445,7 @@ int RunMeter(const MeterArgs& args) {
     WaitForExit(signals, measured);
     const double seconds = double(WallClockNow() - begun) / 1e9;
     Status stopped = meter.Stop();
-    Result<CommandExit> exit = measured.Wait();
+    Result<ProcessExit> exit = measured.Wait();
     if (!stopped.ok()) {
       std::fprintf(stderr, "kwatt meter: %s\n", ForTerminal(stopped.message()).c_str());
     }
@@ -529,8 +510,10 @@ int RunRecord(const RecordArgs& args) {
                            "no target: give a command after --, or --pid, --cgroup, --command, "
                            "--all-processes or --cgroups"));
   }
-  sigset_t signals = BlockStopSignals();
-  Result<std::optional<MeasuredCommand>> command = SpawnHeld(args.command, &selection);
+  // Signals are taken by the main thread alone: every other thread, started after, blocks them;
+  // the measured command gets them unblocked (SpawnHeld).
+  StopSignals signals(StopSignals::How::kBlock, {SIGCHLD});
+  Result<std::optional<Process>> command = SpawnHeld(args.command, &selection);
   if (!command.ok()) return Fail(kName, command.status());
   Result<std::unique_ptr<meter::ActivityReader>> reader =
       meter::ActivityReader::Open(environment, selection);
@@ -560,7 +543,7 @@ int RunRecord(const RecordArgs& args) {
   recorder.join();
   int exit_code = kExitOk;
   if (*command) {
-    Result<CommandExit> exit = (*command)->Wait();
+    Result<ProcessExit> exit = (*command)->Wait();
     if (!exit.ok()) return Fail(kName, exit.status());
     exit_code = exit->ShellStatus();
   }

@@ -1,17 +1,17 @@
 // `kwatt meter smartwatts`: the smartwatts formula (kwatt/meter/smartwatts.h) on hwpc-sensor's
 // reports, post-mortem (a CSV directory or a JSON file, read to the end) or live (listening for
 // hwpc-sensor's socket output until SIGINT or SIGTERM), written in PowerAPI's formats.
-#include <signal.h>
 
-#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/stop_signals.h"
 #include "kwatt/meter/hwpc.h"
 #include "kwatt/meter/outputs.h"
 #include "kwatt/meter/powerapi_reports.h"
@@ -24,11 +24,6 @@
 namespace kwatt::cli {
 
 namespace {
-
-meter::HwpcSocketReader* g_listener = nullptr;
-extern "C" void OnMeterStop(int) {
-  if (g_listener) g_listener->RequestStop();  // async-signal-safe: one write(2)
-}
 
 // Every output gets every report; the first error of each is kept, the others still written.
 class FanOutSink : public meter::ReportSink {
@@ -151,13 +146,15 @@ int Run(Args& args) {
       meter::SmartWattsFormula::Create(options, &sink);
   if (!formula.ok()) return fail(formula.status());
 
+  std::optional<StopSignals> stop;
   if (listener) {
-    g_listener = listener;
-    struct sigaction action {};
-    action.sa_handler = OnMeterStop;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
+    stop.emplace(StopSignals::How::kCatch);
+    stop->OnStop(
+        [](void* context) {
+          // Async-signal-safe: one write(2).
+          static_cast<meter::HwpcSocketReader*>(context)->RequestStop();
+        },
+        listener);
     std::fprintf(stderr, "%s: listening on %s:%d\n", kName,
                  where.substr(0, where.rfind(':')).c_str(), listener->port());
     std::fflush(stderr);
@@ -177,7 +174,7 @@ int Run(Args& args) {
   }
   // Whatever happened, every tick received is processed and every output flushed.
   Status finished = (*formula)->Finish();
-  g_listener = nullptr;
+  if (stop) stop->OnStop(nullptr, nullptr);  // the listener is done with
   if (status.ok()) status = finished;
   const meter::SmartWattsStats& stats = (*formula)->stats();
   if (!args.quiet) {

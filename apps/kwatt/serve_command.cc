@@ -1,9 +1,7 @@
-#include <pthread.h>
-
-#include <csignal>
 #include <cstdio>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/stop_signals.h"
 #include "kwatt/http/server_limits.h"
 #include "kwatt/server/server.h"
 
@@ -112,12 +110,8 @@ Runner RegisterServe(CLI::App* app) {
       }
       args->options.start_clock_at = *t;
     }
-    // Signals are taken by this thread alone (sigwait): every server thread must block them.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // Signals are taken by this thread alone: every server thread, started after, blocks them.
+    StopSignals stop(StopSignals::How::kBlock);
     auto server = server::Server::Start(args->options);
     if (!server.ok()) {
       std::fprintf(stderr, "kwatt serve: %s\n", server.status().message().c_str());
@@ -126,8 +120,7 @@ Runner RegisterServe(CLI::App* app) {
     // The API's base URL first (scripts read that line), then the dashboard's.
     std::printf("%s\n%s\n", (*server)->base_url().c_str(), (*server)->dashboard_url().c_str());
     std::fflush(stdout);
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
+    stop.Wait();
     (*server)->Stop();
     return kExitOk;
   };

@@ -5,12 +5,10 @@
 // socket input) at real time.
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/stop_signals.h"
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/time.h"
 #include "kwatt/meter/hwpc.h"
@@ -30,9 +29,6 @@
 namespace kwatt::cli {
 
 namespace {
-
-std::atomic<int> g_hwpc_stop{0};
-extern "C" void OnHwpcStop(int signal_number) { g_hwpc_stop.store(signal_number); }
 
 struct HwpcArgs {
   std::string scenario, csv, json, connect, truth, start;
@@ -148,26 +144,22 @@ int RunHwpcSimulation(const HwpcArgs& args) {
     if (!fd.ok()) return fail(fd.status());
     stream = *fd;
   }
-  struct sigaction action {};
-  action.sa_handler = OnHwpcStop;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  StopSignals stop(StopSignals::How::kCatch);
 
   Status status;
   std::vector<meter::HwpcReport> reports;
   std::vector<simulate::HwpcTruth> truths;
   std::string text, line;
   int64_t ticks = 0;
-  while (status.ok() && !g_hwpc_stop.load() && (*simulator)->Next(&reports, &truths)) {
+  while (status.ok() && !stop.requested() && (*simulator)->Next(&reports, &truths)) {
     if (real_time) {
       // Sent once measured: at the tick's end, by the wall clock.
       int64_t end_ms = reports.front().timestamp_ms;
       timespec until{time_t(end_ms / 1000), long(end_ms % 1000) * 1000000};
       while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
-        if (g_hwpc_stop.load()) break;
+        if (stop.requested()) break;
       }
-      if (g_hwpc_stop.load()) break;
+      if (stop.requested()) break;
     }
     text.clear();
     for (const meter::HwpcReport& r : reports) {

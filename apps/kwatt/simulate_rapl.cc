@@ -5,11 +5,9 @@
 // (--follow-cpu: idle + dynamic x the busy fraction of /proc/stat), so that real processes drive
 // the simulated counters. ROOT/kwatt_truth holds the exact true energies at each update; --truth
 // writes them as JSON on exit (SIGTERM, SIGINT, or --duration).
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +20,7 @@
 #include <string>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/stop_signals.h"
 #include "kwatt/core/output_file.h"
 #include "kwatt/core/text.h"
 #include "kwatt/simulate/simulated_rapl.h"
@@ -29,10 +28,6 @@
 namespace kwatt::cli {
 
 namespace {
-
-std::atomic<int> g_rapl_stop{0};
-
-extern "C" void OnRaplStopSignal(int signal_number) { g_rapl_stop.store(signal_number); }
 
 const char* const kKinds[] = {"package", "core", "uncore", "dram", "psys"};
 
@@ -184,12 +179,7 @@ int RunRaplSimulation(const RaplArgs& args) {
     return idle_watts.at(kind) + (follow ? dynamic_watts.at(kind) * *busy : 0.0);
   };
 
-  struct sigaction action;
-  std::memset(&action, 0, sizeof action);
-  action.sa_handler = OnRaplStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  StopSignals stop(StopSignals::How::kCatch);
 
   auto made = simulate::SimulatedRapl::Create(args.root, std::move(layout), trace);
   if (!made.ok()) return Fail("simulate rapl", made.status());
@@ -207,7 +197,7 @@ int RunRaplSimulation(const RaplArgs& args) {
       args.duration ? start + int64_t(std::llround(*args.duration * 1e9)) : INT64_MAX;
   int64_t next = start + period;
   int64_t updates = 0;
-  while (!g_rapl_stop.load()) {
+  while (!stop.requested()) {
     int64_t wake = std::min(next, end);
     timespec until{time_t(wake / kNanosPerSecond), long(wake % kNanosPerSecond)};
     int slept = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);

@@ -5,7 +5,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -16,28 +15,13 @@
 #include <vector>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/stop_signals.h"
 #include "kwatt/kwollect/node_name.h"
 #include "kwatt/simulate/wattmetre.h"
 
 namespace kwatt::cli {
 
 namespace {
-
-std::atomic<int> g_signal{0};
-
-extern "C" void OnStopSignal(int signal_number) { g_signal.store(signal_number); }
-
-void InstallStopHandlers() {
-  struct sigaction action;
-  std::memset(&action, 0, sizeof action);
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = 0;  // no SA_RESTART: the sleep returns EINTR at once
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-  // A closed pipe is seen as EPIPE on the write, which ends the stream cleanly.
-  signal(SIGPIPE, SIG_IGN);
-}
 
 // Adds the node `name` ("nova-1", "nova-1.lyon", an FQDN) to the wattmeter.
 Result<size_t> AddNode(simulate::SimulatedWattmetre* wattmetre, const std::string& name) {
@@ -135,7 +119,9 @@ int Run(const Args& args) {
   int64_t samples_wanted = -1;  // until stopped
   if (args.duration) samples_wanted = int64_t(std::floor(*args.duration * 1e9 / double(period)));
 
-  InstallStopHandlers();
+  StopSignals stop(StopSignals::How::kCatch);
+  // A closed pipe is seen as EPIPE on the write, which ends the stream cleanly.
+  signal(SIGPIPE, SIG_IGN);
   // Our own buffer on fd 1 rather than stdio's, so that the lines counted in --truth are those
   // that reached the reader whole: written when full (--fast) or at each line (real time).
   std::string out;
@@ -160,16 +146,16 @@ int Run(const Args& args) {
   const size_t flush_at = args.fast ? (1 << 16) : 0;
 
   for (int64_t k = 0; samples_wanted < 0 || k < samples_wanted; ++k) {
-    if (g_signal.load()) break;
+    if (stop.requested()) break;
     if (!args.fast) {
       // Printed once measured: at the interval's end, by the wall clock.
       UnixNanos end = first + (k + 1) * period;
       timespec until{time_t(FloorDiv(end, kNanosPerSecond)), long(NanosOfSecond(end))};
       int slept;
       while ((slept = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr)) == EINTR) {
-        if (g_signal.load()) break;
+        if (stop.requested()) break;
       }
-      if (g_signal.load()) break;
+      if (stop.requested()) break;
     }
     wattmetre.AppendLine(k, &out);
     line_ends.push_back(out.size());

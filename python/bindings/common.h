@@ -1,15 +1,22 @@
 // What the parts of kwatt._core share: a Status on its way to Python (where it becomes the
-// kwatt.errors class of its code), the client options from a dict, and the registration of each
-// part's bindings (core.cc registers the module and calls the others).
+// kwatt.errors class of its code), the client options and queries from Python arguments, the
+// progress and Ctrl-C watch of a long call, and the registration of each part's bindings
+// (core.cc makes the module and calls the others).
 #ifndef KWATT_PYTHON_BINDINGS_COMMON_H_
 #define KWATT_PYTHON_BINDINGS_COMMON_H_
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
+#include "kwatt/kwollect/fetch.h"
+#include "kwatt/kwollect/node_name.h"
 
 namespace kwatt::python {
 
@@ -55,11 +62,73 @@ inline const char* ErrorClassName(Status::Code code) {
 
 // A dict of client options (api_url, username, password, verify_tls, ca_file, timeout,
 // connect_timeout, concurrency, per_site, rows_per_request, retries, backoff, config) over the
-// credentials file's; raises on a wrong one (core.cc).
+// credentials file's; raises on a wrong one (kwollect.cc).
 kwollect::ClientOptions MakeClientOptions(const pybind11::dict& given);
+// Node names parsed (each once, in order); raises on a wrong one (kwollect.cc).
+std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names);
+// A query from keyword arguments: nodes (names), start, end (int ns), job ((site, id)),
+// metrics, summary (kwollect.cc).
+kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                               std::optional<int64_t> end,
+                               std::optional<std::pair<std::string, int64_t>> job,
+                               const std::vector<std::string>& metrics, bool summary);
+// A fetch report as a dict (kwollect.cc).
+pybind11::dict FetchReportDict(const kwollect::FetchReport& r);
 
-// The meter's bindings (meter.cc): kwatt.measure's engine.
-void RegisterMeter(pybind11::module_& m);
+// Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
+// the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned. An
+// exception the progress function raises stops the operation too, and is raised as it was.
+struct Watch {
+  pybind11::object progress;  // None or callable(dict)
+  bool interrupted = false;
+  std::optional<pybind11::error_already_set> raised;  // by the progress function
+
+  kwollect::ProgressCallback Callback() {
+    return [this](const kwollect::FetchProgress& p) -> Status {
+      pybind11::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        PyErr_Clear();
+        interrupted = true;
+      } else if (!progress.is_none() && !raised) {
+        pybind11::dict d;
+        d["requests_done"] = p.requests_done;
+        d["requests_total"] = p.requests_total;
+        d["rows"] = p.rows;
+        d["bytes"] = p.bytes;
+        d["seconds"] = p.seconds;
+        try {
+          progress(d);
+        } catch (pybind11::error_already_set& e) {
+          raised.emplace(std::move(e));
+        }
+      }
+      if (raised) return Status::Incomplete("stopped by an exception of the progress function");
+      return CheckNotInterrupted();
+    };
+  }
+  Status CheckNotInterrupted() const {
+    return interrupted ? Status::Incomplete("interrupted") : Status::OK();
+  }
+  // Once the operation has returned (GIL held): raises the progress function's exception, or
+  // KeyboardInterrupt after Ctrl-C.
+  void RaiseIfInterrupted() {
+    if (raised) {
+      pybind11::error_already_set error = std::move(*raised);
+      raised.reset();
+      throw error;
+    }
+    if (!interrupted) return;
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw pybind11::error_already_set();
+  }
+};
+
+// Each part's bindings, registered on the module in this order by core.cc.
+void RegisterMeter(pybind11::module_& m);     // meter.cc: kwatt.measure's engine
+void RegisterCore(pybind11::module_& m);      // core.cc: Table, Catalogue, times, OutputFile
+void RegisterKwollect(pybind11::module_& m);  // kwollect.cc: fetch, look_up_nodes, resolve
+void RegisterArchive(pybind11::module_& m);   // archive.cc: load, backup, read_manifest
+void RegisterEnergy(pybind11::module_& m);    // energy.cc: energy, stats, power sources
 
 }  // namespace kwatt::python
 

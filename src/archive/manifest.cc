@@ -417,6 +417,217 @@ Result<Manifest> ReadManifest(const std::string& dir) {
   return ParseManifest(dir, text, has_journal ? &journal : nullptr);
 }
 
+namespace {
+
+// "query": what was asked (api, nodes, window, metrics, job, summary).
+Status ParseQuery(const ManifestReader& r, const Json& root, Manifest* m) {
+  if (const Json* query = r.Member(root, "query")) {
+    if (!query->is_object()) return r.Bad("\"query\"", "should be an object");
+    KWATT_RETURN_IF_ERROR(r.String(*query, "api", "query", false, &m->query.api));
+    m->query.api = UrlWithoutCredentials(m->query.api);  // an older kwatt may have stored them
+    KWATT_RETURN_IF_ERROR(r.StringList(*query, "nodes", "query", &m->query.nodes));
+    KWATT_RETURN_IF_ERROR(r.String(*query, "start", "query", false, &m->query.start));
+    KWATT_RETURN_IF_ERROR(r.String(*query, "end", "query", false, &m->query.end));
+    KWATT_RETURN_IF_ERROR(r.StringList(*query, "metrics", "query", &m->query.metrics));
+    if (const Json* job = r.Member(*query, "job")) {
+      if (!job->is_object()) return r.Bad("query.job", "should be an object");
+      KWATT_RETURN_IF_ERROR(r.String(*job, "site", "query.job", true, &m->query.job_site));
+      KWATT_RETURN_IF_ERROR(r.Count(*job, "id", "query.job", true, &m->query.job_id));
+    }
+    if (const Json* summary = r.Member(*query, "summary")) {
+      if (!summary->is_boolean()) return r.Bad("query.summary", "should be true or false");
+      m->query.summary = summary->get<bool>();
+    }
+  } else {
+    return r.Bad("the manifest", "lacks \"query\"");
+  }
+  return Status::OK();
+}
+
+// "window": the instants the archive covers (required once complete).
+Status ParseWindow(const ManifestReader& r, const Json& root, Manifest* m) {
+  if (const Json* window = r.Member(root, "window")) {
+    if (!window->is_object()) return r.Bad("\"window\"", "should be an object");
+    std::string start, end;
+    KWATT_RETURN_IF_ERROR(r.Timestamp(*window, "start", "window", true, &start));
+    KWATT_RETURN_IF_ERROR(r.Timestamp(*window, "end", "window", true, &end));
+    Result<ParsedTime> parsed_start = ParseIsoTimestamp(start);
+    Result<ParsedTime> parsed_end = ParseIsoTimestamp(end);
+    if (!parsed_start.ok() || !parsed_end.ok()) {  // checked by Timestamp(): not expected
+      return r.Bad("\"window\"", "does not hold two timestamps");
+    }
+    m->window_start = parsed_start->utc;
+    m->window_end = parsed_end->utc;
+    if (m->window_start > m->window_end) {
+      return r.Bad("window.start (" + start + ")", "is after window.end (" + end + ")");
+    }
+    // The writer records the bounds in nanoseconds too: they must be the same instants.
+    for (auto [key, instant, text] : {std::tuple{"start_ns", m->window_start, &start},
+                                      std::tuple{"end_ns", m->window_end, &end}}) {
+      const Json* ns = r.Member(*window, key);
+      if (ns == nullptr) continue;
+      if (!ns->is_number_integer() ||
+          (ns->is_number_unsigned() && ns->get<uint64_t>() > uint64_t(INT64_MAX))) {
+        return r.Bad(std::string("window.") + key, "should be an integer, not " + ns->dump());
+      }
+      if (ns->get<int64_t>() != instant) {
+        return r.Bad(std::string("window.") + key + " (" + ns->dump() + ")",
+                     "disagrees with " + *text);
+      }
+    }
+    m->has_window = true;
+  } else if (m->complete) {
+    return r.Bad("the manifest", "lacks \"window\"");
+  }
+  return Status::OK();
+}
+
+// "job": the OAR job of a job query, when there is one.
+Status ParseJob(const ManifestReader& r, const Json& root, Manifest* m) {
+  if (const Json* job = r.Member(root, "job"); job != nullptr && !job->is_null()) {
+    if (!job->is_object()) return r.Bad("\"job\"", "should be an object");
+    if (m->query.job_site.empty()) return r.Bad("\"job\"", "is there but query.job is not");
+    std::string started, stopped;
+    KWATT_RETURN_IF_ERROR(r.String(*job, "user", "job", false, &m->job_user));
+    KWATT_RETURN_IF_ERROR(r.Timestamp(*job, "started_at", "job", true, &started));
+    const Json* stop = r.Member(*job, "stopped_at");
+    if (stop != nullptr && !stop->is_null()) {
+      KWATT_RETURN_IF_ERROR(r.Timestamp(*job, "stopped_at", "job", true, &stopped));
+    }
+    m->has_job = true;
+    m->job_started = ParseIsoTimestamp(started)->utc;  // checked by Timestamp()
+    if (!stopped.empty()) m->job_stopped = ParseIsoTimestamp(stopped)->utc;
+  }
+  return Status::OK();
+}
+
+// "nodes": the nodes and their data files (required once complete).
+Status ParseNodes(const ManifestReader& r, const Json& root, Manifest* m) {
+  if (const Json* nodes = r.Member(root, "nodes")) {
+    if (!nodes->is_array()) return r.Bad("\"nodes\"", "should be an array");
+    for (size_t i = 0; i < nodes->size(); ++i) {
+      const Json& entry = (*nodes)[i];
+      std::string where = "nodes[" + std::to_string(i) + "]";
+      if (!entry.is_object()) return r.Bad(where, "should be an object");
+      ManifestNode node;
+      KWATT_RETURN_IF_ERROR(r.String(entry, "node", where, true, &node.node));
+      KWATT_RETURN_IF_ERROR(r.String(entry, "uid", where, false, &node.uid));
+      KWATT_RETURN_IF_ERROR(r.String(entry, "site", where, false, &node.site));
+      KWATT_RETURN_IF_ERROR(r.String(entry, "cluster", where, false, &node.cluster));
+      KWATT_RETURN_IF_ERROR(r.String(entry, "file", where, false, &node.file));
+      if (node.uid.empty()) node.uid = node.node.substr(0, node.node.find('.'));
+      if (node.site.empty()) node.site = SiteOfFqdn(node.node);
+      if (node.file.empty()) node.file = NodeFileName(node.node);
+      if (!IsDataPath(node.file)) {
+        return r.Bad(where + ".file",
+                     "is not a data file name (data/<name>.jsonl.zst): " + node.file);
+      }
+      m->nodes.push_back(std::move(node));
+    }
+  } else if (m->complete) {
+    return r.Bad("the manifest", "lacks \"nodes\"");
+  }
+  return Status::OK();
+}
+
+// "catalogue" (each cluster's metric catalogue) and "fetch" (the fetch's figures).
+Status ParseCatalogueAndFetch(const ManifestReader& r, const Json& root, Manifest* m) {
+  if (const Json* catalogue = r.Member(root, "catalogue")) {
+    if (!catalogue->is_object()) return r.Bad("\"catalogue\"", "should be an object");
+    for (auto it = catalogue->begin(); it != catalogue->end(); ++it) {
+      Result<Catalogue> parsed =
+          Catalogue::FromJson(it.value().dump(-1, ' ', false, Json::error_handler_t::replace));
+      if (!parsed.ok()) return r.Bad("catalogue " + it.key() + ":", parsed.status().message());
+      m->catalogue.push_back({it.key(), std::move(*parsed)});
+    }
+  }
+
+  if (const Json* fetch = r.Member(root, "fetch")) {
+    if (!fetch->is_object()) return r.Bad("\"fetch\"", "should be an object");
+    Manifest::Fetch f;
+    KWATT_RETURN_IF_ERROR(r.Count(*fetch, "requests", "fetch", false, &f.requests));
+    KWATT_RETURN_IF_ERROR(r.Count(*fetch, "retries", "fetch", false, &f.retries));
+    KWATT_RETURN_IF_ERROR(r.Count(*fetch, "splits", "fetch", false, &f.splits));
+    if (const Json* seconds = r.Member(*fetch, "seconds")) {
+      if (!seconds->is_number()) return r.Bad("fetch.seconds", "should be a number");
+      f.seconds = seconds->get<double>();
+    }
+    m->fetch = f;
+  }
+  return Status::OK();
+}
+
+// The files: the manifest's list once complete; else what the journal says is committed,
+// the nodes' files first.
+Status ListFiles(const ManifestReader& r, const Json& root, const std::string* journal_text,
+                 Manifest* m) {
+  m->has_journal = journal_text != nullptr;
+  const std::string no_journal;
+  const std::string& journal = journal_text != nullptr ? *journal_text : no_journal;
+
+  std::map<std::string, std::string> site_of_node;
+  for (const ManifestNode& node : m->nodes) site_of_node[node.node] = node.site;
+  auto set_site = [&](ManifestFile* file) {
+    if (!file->node.empty()) {
+      auto it = site_of_node.find(file->node);
+      file->site = it != site_of_node.end() ? it->second : SiteOfFqdn(file->node);
+    } else {
+      file->site = SiteOfOtherFile(file->path);
+    }
+  };
+
+  if (m->complete) {
+    const Json* files = r.Member(root, "files");
+    if (files == nullptr) return r.Bad("the manifest", "lacks \"files\"");
+    if (!files->is_array()) return r.Bad("\"files\"", "should be an array");
+    std::set<std::string> seen;
+    for (size_t i = 0; i < files->size(); ++i) {
+      ManifestFile file;
+      KWATT_RETURN_IF_ERROR(
+          ParseManifestFile(r, (*files)[i], "files[" + std::to_string(i) + "]", &file));
+      if (!seen.insert(file.path).second) {
+        return r.Bad("files[" + std::to_string(i) + "]", "repeats the file " + file.path);
+      }
+      set_site(&file);
+      m->files.push_back(std::move(file));
+    }
+  } else {
+    // What is committed: the journal's last record of each file; the nodes' files first.
+    std::vector<JournalRecord> records = ParseJournal(journal);
+    std::map<std::string, const JournalRecord*> by_path;
+    for (const JournalRecord& record : records) by_path[record.path] = &record;
+    std::set<std::string> listed;
+    auto add = [&](const std::string& path, const std::string& node) {
+      if (!listed.insert(path).second) return;
+      ManifestFile file;
+      auto it = by_path.find(path);
+      if (it != by_path.end()) {
+        const JournalRecord& record = *it->second;
+        file.rows = record.rows;
+        file.bytes = record.bytes;
+        file.frames = record.frames;
+        file.first = record.first;
+        file.last = record.last;
+        file.metrics = record.metrics;
+      }
+      file.path = path;
+      file.node = node;
+      if (node.empty() && SiteOfOtherFile(path).empty()) {
+        // A node file the journal names that the manifest's nodes do not: keep its FQDN.
+        file.node = path.substr(kDataDir.size() + 1,
+                                path.size() - kDataDir.size() - 1 - kDataSuffix.size());
+      }
+      set_site(&file);
+      m->files.push_back(std::move(file));
+    };
+    for (const ManifestNode& node : m->nodes) add(node.file, node.node);
+    for (const JournalRecord& record : records) add(record.path, "");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<Manifest> ParseManifest(const std::string& dir, std::string_view text,
                                const std::string* journal_text) {
   std::string file = (fs::path(dir) / kManifestName).string();
@@ -464,187 +675,18 @@ Result<Manifest> ParseManifest(const std::string& dir, std::string_view text,
   KWATT_RETURN_IF_ERROR(r.String(root, "created_at", "", false, &m.created_at));
   KWATT_RETURN_IF_ERROR(r.String(root, "completed_at", "", false, &m.completed_at));
 
-  if (const Json* query = r.Member(root, "query")) {
-    if (!query->is_object()) return r.Bad("\"query\"", "should be an object");
-    KWATT_RETURN_IF_ERROR(r.String(*query, "api", "query", false, &m.query.api));
-    m.query.api = UrlWithoutCredentials(m.query.api);  // an older kwatt may have stored them
-    KWATT_RETURN_IF_ERROR(r.StringList(*query, "nodes", "query", &m.query.nodes));
-    KWATT_RETURN_IF_ERROR(r.String(*query, "start", "query", false, &m.query.start));
-    KWATT_RETURN_IF_ERROR(r.String(*query, "end", "query", false, &m.query.end));
-    KWATT_RETURN_IF_ERROR(r.StringList(*query, "metrics", "query", &m.query.metrics));
-    if (const Json* job = r.Member(*query, "job")) {
-      if (!job->is_object()) return r.Bad("query.job", "should be an object");
-      KWATT_RETURN_IF_ERROR(r.String(*job, "site", "query.job", true, &m.query.job_site));
-      KWATT_RETURN_IF_ERROR(r.Count(*job, "id", "query.job", true, &m.query.job_id));
-    }
-    if (const Json* summary = r.Member(*query, "summary")) {
-      if (!summary->is_boolean()) return r.Bad("query.summary", "should be true or false");
-      m.query.summary = summary->get<bool>();
-    }
-  } else {
-    return r.Bad("the manifest", "lacks \"query\"");
-  }
+  KWATT_RETURN_IF_ERROR(ParseQuery(r, root, &m));
 
-  if (const Json* window = r.Member(root, "window")) {
-    if (!window->is_object()) return r.Bad("\"window\"", "should be an object");
-    std::string start, end;
-    KWATT_RETURN_IF_ERROR(r.Timestamp(*window, "start", "window", true, &start));
-    KWATT_RETURN_IF_ERROR(r.Timestamp(*window, "end", "window", true, &end));
-    Result<ParsedTime> parsed_start = ParseIsoTimestamp(start);
-    Result<ParsedTime> parsed_end = ParseIsoTimestamp(end);
-    if (!parsed_start.ok() || !parsed_end.ok()) {  // checked by Timestamp(): not expected
-      return r.Bad("\"window\"", "does not hold two timestamps");
-    }
-    m.window_start = parsed_start->utc;
-    m.window_end = parsed_end->utc;
-    if (m.window_start > m.window_end) {
-      return r.Bad("window.start (" + start + ")", "is after window.end (" + end + ")");
-    }
-    // The writer records the bounds in nanoseconds too: they must be the same instants.
-    for (auto [key, instant, text] : {std::tuple{"start_ns", m.window_start, &start},
-                                      std::tuple{"end_ns", m.window_end, &end}}) {
-      const Json* ns = r.Member(*window, key);
-      if (ns == nullptr) continue;
-      if (!ns->is_number_integer() ||
-          (ns->is_number_unsigned() && ns->get<uint64_t>() > uint64_t(INT64_MAX))) {
-        return r.Bad(std::string("window.") + key, "should be an integer, not " + ns->dump());
-      }
-      if (ns->get<int64_t>() != instant) {
-        return r.Bad(std::string("window.") + key + " (" + ns->dump() + ")",
-                     "disagrees with " + *text);
-      }
-    }
-    m.has_window = true;
-  } else if (m.complete) {
-    return r.Bad("the manifest", "lacks \"window\"");
-  }
+  KWATT_RETURN_IF_ERROR(ParseWindow(r, root, &m));
   KWATT_RETURN_IF_ERROR(r.StringList(root, "sites", "", &m.sites));
   KWATT_RETURN_IF_ERROR(r.StringList(root, "job_types", "", &m.job_types));
-  if (const Json* job = r.Member(root, "job"); job != nullptr && !job->is_null()) {
-    if (!job->is_object()) return r.Bad("\"job\"", "should be an object");
-    if (m.query.job_site.empty()) return r.Bad("\"job\"", "is there but query.job is not");
-    std::string started, stopped;
-    KWATT_RETURN_IF_ERROR(r.String(*job, "user", "job", false, &m.job_user));
-    KWATT_RETURN_IF_ERROR(r.Timestamp(*job, "started_at", "job", true, &started));
-    const Json* stop = r.Member(*job, "stopped_at");
-    if (stop != nullptr && !stop->is_null()) {
-      KWATT_RETURN_IF_ERROR(r.Timestamp(*job, "stopped_at", "job", true, &stopped));
-    }
-    m.has_job = true;
-    m.job_started = ParseIsoTimestamp(started)->utc;  // checked by Timestamp()
-    if (!stopped.empty()) m.job_stopped = ParseIsoTimestamp(stopped)->utc;
-  }
+  KWATT_RETURN_IF_ERROR(ParseJob(r, root, &m));
 
-  if (const Json* nodes = r.Member(root, "nodes")) {
-    if (!nodes->is_array()) return r.Bad("\"nodes\"", "should be an array");
-    for (size_t i = 0; i < nodes->size(); ++i) {
-      const Json& entry = (*nodes)[i];
-      std::string where = "nodes[" + std::to_string(i) + "]";
-      if (!entry.is_object()) return r.Bad(where, "should be an object");
-      ManifestNode node;
-      KWATT_RETURN_IF_ERROR(r.String(entry, "node", where, true, &node.node));
-      KWATT_RETURN_IF_ERROR(r.String(entry, "uid", where, false, &node.uid));
-      KWATT_RETURN_IF_ERROR(r.String(entry, "site", where, false, &node.site));
-      KWATT_RETURN_IF_ERROR(r.String(entry, "cluster", where, false, &node.cluster));
-      KWATT_RETURN_IF_ERROR(r.String(entry, "file", where, false, &node.file));
-      if (node.uid.empty()) node.uid = node.node.substr(0, node.node.find('.'));
-      if (node.site.empty()) node.site = SiteOfFqdn(node.node);
-      if (node.file.empty()) node.file = NodeFileName(node.node);
-      if (!IsDataPath(node.file)) {
-        return r.Bad(where + ".file",
-                     "is not a data file name (data/<name>.jsonl.zst): " + node.file);
-      }
-      m.nodes.push_back(std::move(node));
-    }
-  } else if (m.complete) {
-    return r.Bad("the manifest", "lacks \"nodes\"");
-  }
+  KWATT_RETURN_IF_ERROR(ParseNodes(r, root, &m));
 
-  if (const Json* catalogue = r.Member(root, "catalogue")) {
-    if (!catalogue->is_object()) return r.Bad("\"catalogue\"", "should be an object");
-    for (auto it = catalogue->begin(); it != catalogue->end(); ++it) {
-      Result<Catalogue> parsed =
-          Catalogue::FromJson(it.value().dump(-1, ' ', false, Json::error_handler_t::replace));
-      if (!parsed.ok()) return r.Bad("catalogue " + it.key() + ":", parsed.status().message());
-      m.catalogue.push_back({it.key(), std::move(*parsed)});
-    }
-  }
+  KWATT_RETURN_IF_ERROR(ParseCatalogueAndFetch(r, root, &m));
 
-  if (const Json* fetch = r.Member(root, "fetch")) {
-    if (!fetch->is_object()) return r.Bad("\"fetch\"", "should be an object");
-    Manifest::Fetch f;
-    KWATT_RETURN_IF_ERROR(r.Count(*fetch, "requests", "fetch", false, &f.requests));
-    KWATT_RETURN_IF_ERROR(r.Count(*fetch, "retries", "fetch", false, &f.retries));
-    KWATT_RETURN_IF_ERROR(r.Count(*fetch, "splits", "fetch", false, &f.splits));
-    if (const Json* seconds = r.Member(*fetch, "seconds")) {
-      if (!seconds->is_number()) return r.Bad("fetch.seconds", "should be a number");
-      f.seconds = seconds->get<double>();
-    }
-    m.fetch = f;
-  }
-
-  m.has_journal = journal_text != nullptr;
-  const std::string no_journal;
-  const std::string& journal = journal_text != nullptr ? *journal_text : no_journal;
-
-  std::map<std::string, std::string> site_of_node;
-  for (const ManifestNode& node : m.nodes) site_of_node[node.node] = node.site;
-  auto set_site = [&](ManifestFile* file) {
-    if (!file->node.empty()) {
-      auto it = site_of_node.find(file->node);
-      file->site = it != site_of_node.end() ? it->second : SiteOfFqdn(file->node);
-    } else {
-      file->site = SiteOfOtherFile(file->path);
-    }
-  };
-
-  if (m.complete) {
-    const Json* files = r.Member(root, "files");
-    if (files == nullptr) return r.Bad("the manifest", "lacks \"files\"");
-    if (!files->is_array()) return r.Bad("\"files\"", "should be an array");
-    std::set<std::string> seen;
-    for (size_t i = 0; i < files->size(); ++i) {
-      ManifestFile file;
-      KWATT_RETURN_IF_ERROR(
-          ParseManifestFile(r, (*files)[i], "files[" + std::to_string(i) + "]", &file));
-      if (!seen.insert(file.path).second) {
-        return r.Bad("files[" + std::to_string(i) + "]", "repeats the file " + file.path);
-      }
-      set_site(&file);
-      m.files.push_back(std::move(file));
-    }
-  } else {
-    // What is committed: the journal's last record of each file; the nodes' files first.
-    std::vector<JournalRecord> records = ParseJournal(journal);
-    std::map<std::string, const JournalRecord*> by_path;
-    for (const JournalRecord& record : records) by_path[record.path] = &record;
-    std::set<std::string> listed;
-    auto add = [&](const std::string& path, const std::string& node) {
-      if (!listed.insert(path).second) return;
-      ManifestFile file;
-      auto it = by_path.find(path);
-      if (it != by_path.end()) {
-        const JournalRecord& record = *it->second;
-        file.rows = record.rows;
-        file.bytes = record.bytes;
-        file.frames = record.frames;
-        file.first = record.first;
-        file.last = record.last;
-        file.metrics = record.metrics;
-      }
-      file.path = path;
-      file.node = node;
-      if (node.empty() && SiteOfOtherFile(path).empty()) {
-        // A node file the journal names that the manifest's nodes do not: keep its FQDN.
-        file.node = path.substr(kDataDir.size() + 1,
-                                path.size() - kDataDir.size() - 1 - kDataSuffix.size());
-      }
-      set_site(&file);
-      m.files.push_back(std::move(file));
-    };
-    for (const ManifestNode& node : m.nodes) add(node.file, node.node);
-    for (const JournalRecord& record : records) add(record.path, "");
-  }
+  KWATT_RETURN_IF_ERROR(ListFiles(r, root, journal_text, &m));
   KWATT_RETURN_IF_ERROR(CheckConsistency(r, m));
   return m;
 }

@@ -1,14 +1,10 @@
 // Running programs for the collector's drivers: FreeIPMI's ipmi-sensors once per poll (RunProgram)
 // and the wattmeter's line stream (ChildProcess). Internal to the collect part.
 //
-// A program is run without a shell, from an argv vector (argv[0] looked up in PATH when it holds
-// no '/'), with standard input from /dev/null, in a process group of its own, so that a deadline
-// or a stop ends it and whatever it started. No descriptor of the caller's leaks into it (every
-// descriptor made here is O_CLOEXEC). Every system call is retried on EINTR.
-//
-// Messages name the program by a display form the caller gives (by default argv[0] alone): argv
-// may be shown to the operator, so a caller whose argv is sensitive gives a redacted one; a
-// secret never belongs in argv anyway (ps shows it to every user of the machine).
+// Programs are started by kwatt's one spawner (kwatt/core/process.h), apart from kwatt: without a
+// shell, from an argv vector, with standard input from /dev/null, in a process group of its own,
+// so that a deadline or a stop ends it and whatever it started. What is added here: reading its
+// output to a deadline without ever blocking it on a full pipe.
 //
 // Thread safety: distinct runs and distinct ChildProcess objects may be used from distinct threads
 // at once; one ChildProcess is used by one thread at a time.
@@ -19,22 +15,16 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kwatt/core/process.h"
 #include "kwatt/core/status.h"
 
 namespace kwatt::collect {
 
-// How a child ended.
-struct ProcessExit {
-  int exit_code = -1;  // its exit status when it exited, else -1
-  int signal = 0;      // the signal that ended it, else 0
-
-  bool ok() const { return signal == 0 && exit_code == 0; }
-  // "exited with status 2", "was killed by signal 9 (Killed)".
-  std::string Describe() const;
-};
+using ::kwatt::ProcessExit;
 
 struct RunOptions {
   // When the program must have ended: then its process group is killed (SIGKILL), it is reaped,
@@ -101,7 +91,7 @@ class ChildProcess {
   // The read end of standard output (O_NONBLOCK, O_CLOEXEC), for a caller that polls it with other
   // descriptors; it stays owned by this object. Lines are then still to be taken with ReadLine.
   int stdout_fd() const { return stdout_fd_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
   const std::string& display() const { return display_; }
 
   // The end of what the child wrote on standard error (at most stderr_tail_bytes).
@@ -124,7 +114,7 @@ class ChildProcess {
   void KillAndReap();
   void CloseAll();
 
-  pid_t pid_ = -1;  // -1 once reaped (or moved from)
+  std::optional<Process> process_;  // until reaped (or moved from)
   ProcessExit exit_;
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;

@@ -49,7 +49,7 @@ struct Frame {
 
 class Converter {
  public:
-  explicit Converter(std::string where) : where_(std::move(where)) {}
+  Converter(std::string where, YamlScalars scalars) : where_(std::move(where)), scalars_(scalars) {}
 
   Status At(const yaml_mark_t& mark, const std::string& what) const {
     return Status::InvalidArgument(where_ + ":" + std::to_string(mark.line + 1) + ":" +
@@ -101,7 +101,10 @@ class Converter {
         }
         // Quoted, block or tagged scalars are strings; plain ones take their kind.
         bool plain = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && e.data.scalar.tag == nullptr;
-        Json value = plain ? PlainScalar(text) : Json(text);
+        Json value = !plain                            ? Json(text)
+                     : scalars_ == YamlScalars::kTyped ? PlainScalar(text)
+                     : PlainScalar(text).is_null()     ? Json(nullptr)
+                                                       : Json(text);
         if (e.data.scalar.anchor) {
           anchors_[reinterpret_cast<const char*>(e.data.scalar.anchor)] = {value, 1};
         }
@@ -153,6 +156,7 @@ class Converter {
   }
 
   std::string where_;
+  YamlScalars scalars_;
   std::vector<Frame> frames_;
   std::unordered_map<std::string, std::pair<Json, int64_t>> anchors_;
   Json root_;
@@ -162,13 +166,14 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> YamlToJson(std::string_view yaml, const std::string& where) {
+Result<std::string> YamlToJson(std::string_view yaml, const std::string& where,
+                               YamlScalars scalars) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return Status::Internal("cannot start the YAML parser");
   std::unique_ptr<yaml_parser_t, void (*)(yaml_parser_t*)> closing(&parser, yaml_parser_delete);
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(yaml.data()),
                                yaml.size());
-  Converter converter(where);
+  Converter converter(where, scalars);
   while (true) {
     yaml_event_t event;
     if (!yaml_parser_parse(&parser, &event)) {

@@ -343,6 +343,74 @@ Figures Uncovered(UnixNanos a, UnixNanos b) {
   return f;
 }
 
+// Notes where the window or a phase cuts 5-minute buckets of summary rows, which know only each
+// bucket's mean.
+void NoteBucketCuts(const PhasePlan& plan, size_t phase_count, bool any_data, UnixNanos start,
+                    UnixNanos end, std::vector<std::string>* notes) {
+  auto off_grid = [](UnixNanos t) { return t % kSummaryBucketNanos != 0; };
+  if (any_data && (off_grid(start) || off_grid(end))) {
+    notes->push_back("window: " + Span(start, end) +
+                     " cuts 5-minute buckets of the summary rows: the part of a bucket "
+                     "inside it counts at the bucket's mean power");
+  }
+  std::vector<bool> noted(phase_count, false);
+  for (size_t p = 0; p < plan.intervals.size(); ++p) {
+    const Interval& interval = plan.intervals[p];
+    if (noted[plan.phase_of[p]] || !(off_grid(interval.start) || off_grid(interval.end))) {
+      continue;
+    }
+    noted[plan.phase_of[p]] = true;
+    notes->push_back("phase " + interval.name + ": " + Span(interval.start, interval.end) +
+                     " cuts 5-minute buckets of the summary rows: the part of a bucket "
+                     "inside it counts at the bucket's mean power");
+  }
+}
+
+// The figures of each phase from those of the plan's intervals (a phase given several times
+// extends over all of them); a phase without an interval keeps empty figures.
+std::vector<Figures> PhasesOf(const PhasePlan& plan, size_t phase_count,
+                              const std::vector<Figures>& intervals) {
+  std::vector<Figures> phases(phase_count);
+  std::vector<bool> seen(phase_count, false);
+  for (size_t p = 0; p < plan.intervals.size(); ++p) {
+    size_t k = plan.phase_of[p];
+    if (!seen[k]) {
+      phases[k] = intervals[p];
+      seen[k] = true;
+    } else {
+      phases[k].Extend(intervals[p]);
+    }
+  }
+  return phases;
+}
+
+// Cross-checks a node's energy with the first energy counter it reports (EnergyCounters()): the
+// counter's increase over the window and over each of the plan's intervals.
+void CrossCheckWithCounter(const PowerCollector::Store::mapped_type& node_data, RowKind kind,
+                           UnixNanos start, UnixNanos end, const PhasePlan& plan,
+                           NodeEnergy* result, std::vector<Figures>* intervals) {
+  for (const std::string& counter : EnergyCounters()) {
+    auto it = node_data.find(counter);
+    if (it == node_data.end()) continue;
+    result->counter_metric = counter;
+    // A counter's summary row is its maximum over the bucket: its value at the bucket's end.
+    const int64_t shift = kind == RowKind::kBucketMeans ? kSummaryBucketNanos : 0;
+    auto increase = [&](UnixNanos a, UnixNanos b) {
+      double total = 0;
+      for (const auto& [labels, series] : it->second) {
+        int64_t slack = 2 * MedianInterval(series);
+        total += (CounterAt(series, b - shift, slack) - CounterAt(series, a - shift, slack)) * 3600;
+      }
+      return total;
+    };
+    result->window.counter_joules = increase(start, end);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      (*intervals)[p].counter_joules = increase(plan.intervals[p].start, plan.intervals[p].end);
+    }
+    return;
+  }
+}
+
 }  // namespace
 
 Result<EnergyReport> ComputeEnergy(
@@ -384,24 +452,7 @@ Result<EnergyReport> ComputeEnergy(
   report.phase_names = plan.names;
   const size_t phase_count = report.phase_names.size();
   if (data.kind() == RowKind::kBucketMeans) {
-    // Summary rows know only each bucket's mean: say where an edge cuts a bucket.
-    auto off_grid = [](UnixNanos t) { return t % kSummaryBucketNanos != 0; };
-    if (any_data && (off_grid(start) || off_grid(end))) {
-      report.notes.push_back("window: " + Span(start, end) +
-                             " cuts 5-minute buckets of the summary rows: the part of a bucket "
-                             "inside it counts at the bucket's mean power");
-    }
-    std::vector<bool> noted(phase_count, false);
-    for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      const Interval& interval = plan.intervals[p];
-      if (noted[plan.phase_of[p]] || !(off_grid(interval.start) || off_grid(interval.end))) {
-        continue;
-      }
-      noted[plan.phase_of[p]] = true;
-      report.notes.push_back("phase " + interval.name + ": " + Span(interval.start, interval.end) +
-                             " cuts 5-minute buckets of the summary rows: the part of a bucket "
-                             "inside it counts at the bucket's mean power");
-    }
+    NoteBucketCuts(plan, phase_count, any_data, start, end, &report.notes);
   }
   int baseline_index = -1;
   if (!options.baseline_phase.empty()) {
@@ -414,20 +465,11 @@ Result<EnergyReport> ComputeEnergy(
     baseline_index = int(it - report.phase_names.begin());
   }
   // The figures of a node without power data, per phase: its time, uncovered.
-  std::vector<Figures> uncovered_phases(phase_count);
-  {
-    std::vector<bool> seen(phase_count, false);
-    for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      Figures f = Uncovered(plan.intervals[p].start, plan.intervals[p].end);
-      size_t k = plan.phase_of[p];
-      if (!seen[k]) {
-        uncovered_phases[k] = f;
-        seen[k] = true;
-      } else {
-        uncovered_phases[k].Extend(f);
-      }
-    }
+  std::vector<Figures> uncovered_intervals;
+  for (const Interval& interval : plan.intervals) {
+    uncovered_intervals.push_back(Uncovered(interval.start, interval.end));
   }
+  const std::vector<Figures> uncovered_phases = PhasesOf(plan, phase_count, uncovered_intervals);
   // Per node of report.nodes, the series of its power (none without power): for the peaks of sums.
   std::vector<std::vector<SeriesPeriod>> node_series;
   // The copies of the series kept where some were set aside (PowerChoice::kept): node_series
@@ -511,40 +553,10 @@ Result<EnergyReport> ComputeEnergy(
           IntegrateNodeMetric(*chosen.series, plan.intervals[p].start, plan.intervals[p].end,
                               options.gap_factor, nullptr, data.kind());
     }
-    // Cross-check with an energy counter.
     if (node_data != data.store().end()) {
-      for (const std::string& counter : EnergyCounters()) {
-        auto it = node_data->second.find(counter);
-        if (it == node_data->second.end()) continue;
-        result.counter_metric = counter;
-        // A counter's summary row is its maximum over the bucket: its value at the bucket's end.
-        const int64_t shift = data.kind() == RowKind::kBucketMeans ? kSummaryBucketNanos : 0;
-        auto increase = [&](UnixNanos a, UnixNanos b) {
-          double total = 0;
-          for (const auto& [labels, series] : it->second) {
-            int64_t slack = 2 * MedianInterval(series);
-            total +=
-                (CounterAt(series, b - shift, slack) - CounterAt(series, a - shift, slack)) * 3600;
-          }
-          return total;
-        };
-        result.window.counter_joules = increase(start, end);
-        for (size_t p = 0; p < plan.intervals.size(); ++p) {
-          intervals[p].counter_joules = increase(plan.intervals[p].start, plan.intervals[p].end);
-        }
-        break;
-      }
+      CrossCheckWithCounter(node_data->second, data.kind(), start, end, plan, &result, &intervals);
     }
-    std::vector<bool> seen(phase_count, false);
-    for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      Figures& phase = result.phases[plan.phase_of[p]];
-      if (!seen[plan.phase_of[p]]) {
-        phase = intervals[p];
-        seen[plan.phase_of[p]] = true;
-      } else {
-        phase.Extend(intervals[p]);
-      }
-    }
+    result.phases = PhasesOf(plan, phase_count, intervals);
     if (baseline_index >= 0) {
       // Without power data in that phase, no baseline (NaN: null), not 0 W.
       const Figures& baseline = result.phases[size_t(baseline_index)];

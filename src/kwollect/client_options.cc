@@ -1,15 +1,18 @@
 #include "kwatt/kwollect/client_options.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "kwatt/core/text.h"
+#include "kwatt/core/yaml_json.h"
 
 namespace kwatt::kwollect {
 
@@ -28,36 +31,98 @@ void SetApiUrl(std::string_view url, ClientOptions* options) {
   while (!options->api_url.empty() && options->api_url.back() == '/') options->api_url.pop_back();
 }
 
+namespace {
+
+// The file is read with every plain scalar as its text (YamlScalars::kText), as python-grid5000's
+// reader gives it: a password "0123" stays "0123".
+
+// A string field: a scalar's text, null as "null"; false for a mapping or a sequence.
+bool StringOf(const nlohmann::json& value, std::string* text) {
+  if (value.is_string()) {
+    *text = value.get<std::string>();
+  } else if (value.is_null()) {
+    *text = "null";
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A number of seconds: a scalar that is one entirely.
+bool NumberOf(const nlohmann::json& value, double* number) {
+  if (!value.is_string()) return false;
+  const std::string& text = value.get_ref<const std::string&>();
+  char* end = nullptr;
+  errno = 0;
+  *number = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size() && errno == 0;
+}
+
+// YAML 1.1's booleans, which verify_ssl takes.
+bool BoolWord(std::string_view word, bool* flag) {
+  for (const char* yes :
+       {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}) {
+    if (word == yes) return *flag = true, true;
+  }
+  for (const char* no :
+       {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}) {
+    if (word == no) return *flag = false, true;
+  }
+  return false;
+}
+
+// Applies the keys of the python-grid5000 file `config` to `*options`; false when a value has the
+// wrong type.
+bool ApplyConfig(const nlohmann::json& config, ClientOptions* options) {
+  std::string text;
+  if (auto it = config.find("username"); it != config.end()) {
+    if (!StringOf(*it, &options->username)) return false;
+  }
+  if (auto it = config.find("password"); it != config.end()) {
+    if (!StringOf(*it, &options->password)) return false;
+  }
+  if (auto it = config.find("uri"); it != config.end()) {
+    if (!StringOf(*it, &text)) return false;
+    SetApiUrl(text, options);
+  }
+  if (auto it = config.find("timeout"); it != config.end() && !it->is_null()) {
+    if (!NumberOf(*it, &options->timeout_s)) return false;
+  }
+  if (auto it = config.find("verify_ssl"); it != config.end() && !it->is_null()) {
+    bool flag;
+    if (it->is_string() && BoolWord(it->get_ref<const std::string&>(), &flag)) {
+      options->verify_tls = flag;
+    } else {
+      if (!StringOf(*it, &text)) return false;
+      options->verify_tls = true;
+      options->ca_file = text;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Status LoadClientOptions(const std::string& path, ClientOptions* options) {
   std::error_code error;
   if (!path.empty() && std::filesystem::exists(path, error)) {
-    YAML::Node config;
-    try {
-      config = YAML::LoadFile(path);
-    } catch (const YAML::Exception& e) {
-      return Status::InvalidArgument(path + ": not readable YAML: " + e.what());
+    std::ifstream file(path, std::ios::binary);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file) return Status::InvalidArgument(path + ": not readable YAML: cannot read it");
+    Result<std::string> json = internal::YamlToJson(text.str(), path, internal::YamlScalars::kText);
+    if (!json.ok()) {
+      // YamlToJson's message is "<path>:<line>:<column>: <problem>".
+      std::string problem = json.status().message();
+      if (problem.rfind(path + ":", 0) == 0) problem.erase(0, path.size() + 1);
+      return Status::InvalidArgument(path + ": not readable YAML: " + problem);
     }
-    if (config && !config.IsNull() && !config.IsMap()) {
+    nlohmann::json config = nlohmann::json::parse(*json);
+    if (!config.is_null() && !config.is_object()) {
       return Status::InvalidArgument(path + ": expected keys such as uri, username, password");
     }
-    try {
-      if (config["username"]) options->username = config["username"].as<std::string>();
-      if (config["password"]) options->password = config["password"].as<std::string>();
-      if (config["uri"]) SetApiUrl(config["uri"].as<std::string>(), options);
-      if (config["timeout"] && !config["timeout"].IsNull()) {
-        options->timeout_s = config["timeout"].as<double>();
-      }
-      if (const YAML::Node verify = config["verify_ssl"]; verify && !verify.IsNull()) {
-        bool flag;
-        if (YAML::convert<bool>::decode(verify, flag)) {
-          options->verify_tls = flag;
-        } else {
-          options->verify_tls = true;
-          options->ca_file = verify.as<std::string>();
-        }
-      }
-    } catch (const YAML::Exception& e) {
-      // e.what() may quote the offending value: name the file only, never echo a password.
+    if (config.is_object() && !ApplyConfig(config, options)) {
+      // The value is never quoted: it may be a password.
       return Status::InvalidArgument(path +
                                      ": a value has the wrong type (uri, username and "
                                      "password are strings, timeout a number, verify_ssl "

@@ -301,7 +301,12 @@ struct Server::Impl {
   }
 
   void Routes();
+  void GuardAndLogRoutes();
+  void TestbedRoutes(const std::string& p, const std::string& site);
+  void JobRoutes(const std::string& site);
+  void DashboardRoutes();
   void Metrics(const httplib::Request& req, httplib::Response& res);
+  bool InjectFailure(int64_t rows, httplib::Response& res, int64_t* cut_after);
   void Push(const httplib::Request& req, httplib::Response& res);
   bool PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res);
   Status PushToStore(const std::string& site, const std::vector<internal::PushedRow>& rows);
@@ -319,10 +324,23 @@ Status Server::Impl::PushToStore(const std::string& site,
   return lease->Flush();
 }
 
+// The API's paths: /stable or /sid (matches[1]), then a site (matches[2]).
 void Server::Impl::Routes() {
   const std::string p = R"(/(stable|sid))";
   const std::string site = p + R"(/sites/([^/]+))";
+  GuardAndLogRoutes();
+  TestbedRoutes(p, site);
+  JobRoutes(site);
+  http.Get(site + "/metrics/?",
+           [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
+  http.Post(site + "/metrics/?",
+            [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
+  DashboardRoutes();
+}
 
+// Before every route: the simulated latency and the HTTP Basic check; after: the log line and
+// the API's error bodies for 404 and 414.
+void Server::Impl::GuardAndLogRoutes() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options.latency_ms > 0 &&
         !SleepUnlessAbandoned(std::chrono::steady_clock::now() +
@@ -354,6 +372,22 @@ void Server::Impl::Routes() {
     });
   }
 
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
+    } else if (res.status == 414) {  // cpp-httplib refuses the request line, before any handler
+      res.set_content(ApiError(414, "URI Too Long",
+                               "the request's URL is longer than " +
+                                   std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+                                   " bytes: ask for fewer nodes or metrics at a time"),
+                      kJson);
+    }
+  });
+}
+
+// The reference API's testbed: the grid, sites, clusters, nodes.
+void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) {
   http.Get(p + "/?", [this](const httplib::Request& req, httplib::Response& res) {
     std::string prefix = Prefix(req);
     ordered_json out;
@@ -433,6 +467,10 @@ void Server::Impl::Routes() {
              }
              SendJson(res, NodeJson(*node, Prefix(req)));
            });
+}
+
+// A site's jobs: the list (state, user, offset, limit) and one job.
+void Server::Impl::JobRoutes(const std::string& site) {
   http.Get(site + "/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
     const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
@@ -493,10 +531,10 @@ void Server::Impl::Routes() {
     }
     SendJson(res, JobJson(*job, Prefix(req), Now()));
   });
-  http.Get(site + "/metrics/?",
-           [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
-  http.Post(site + "/metrics/?",
-            [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
+}
+
+// The dashboard, on what the API serves.
+void Server::Impl::DashboardRoutes() {
   internal::DashboardContext dashboard;
   dashboard.testbed = testbed.get();
   dashboard.api_prefix = prefix;
@@ -517,18 +555,38 @@ void Server::Impl::Routes() {
     return cluster.catalogue;
   };
   internal::AddDashboardRoutes(&http, std::move(dashboard));
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) {
-      res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
-    } else if (res.status == 414) {  // cpp-httplib refuses the request line, before any handler
-      res.set_content(ApiError(414, "URI Too Long",
-                               "the request's URL is longer than " +
-                                   std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
-                                   " bytes: ask for fewer nodes or metrics at a time"),
-                      kJson);
+}
+
+// --fail-rate: a failed answer now and then, as a loaded API gives. True when `res` is the
+// failure (an error status page); else the answer goes on, maybe cut after *cut_after rows.
+bool Server::Impl::InjectFailure(int64_t rows, httplib::Response& res, int64_t* cut_after) {
+  std::lock_guard<std::mutex> lock(random_mutex);
+  std::uniform_real_distribution<double> unit(0, 1);
+  if (unit(random) < options.fail_rate) {
+    if (options.fail_status > 0) {
+      res.status = options.fail_status;
+      int code = options.fail_status;
+      std::string line = std::to_string(code) + (code == 500   ? " Internal Server Error"
+                                                 : code == 502 ? " Bad Gateway"
+                                                 : code == 503 ? " Service Unavailable"
+                                                 : code == 504 ? " Gateway Timeout"
+                                                               : " Error");
+      res.set_content("<html><head><title>" + line + "</title></head><body><h1>" + line +
+                          "</h1>\n</body></html>\n",
+                      "text/html");
+      return true;
     }
-  });
+    if (rows < 2 || unit(random) < 0.5) {
+      res.status = 503;
+      res.set_content(
+          "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
+          "request.\n</body></html>\n",
+          "text/html");
+      return true;
+    }
+    *cut_after = std::uniform_int_distribution<int64_t>(1, rows - 1)(random);
+  }
+  return false;
 }
 
 void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) {
@@ -630,34 +688,7 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
     return;
   }
   int64_t cut_after = -1;  // rows after which the connection is cut
-  if (options.fail_rate > 0) {
-    std::lock_guard<std::mutex> lock(random_mutex);
-    std::uniform_real_distribution<double> unit(0, 1);
-    if (unit(random) < options.fail_rate) {
-      if (options.fail_status > 0) {
-        res.status = options.fail_status;
-        int code = options.fail_status;
-        std::string line = std::to_string(code) + (code == 500   ? " Internal Server Error"
-                                                   : code == 502 ? " Bad Gateway"
-                                                   : code == 503 ? " Service Unavailable"
-                                                   : code == 504 ? " Gateway Timeout"
-                                                                 : " Error");
-        res.set_content("<html><head><title>" + line + "</title></head><body><h1>" + line +
-                            "</h1>\n</body></html>\n",
-                        "text/html");
-        return;
-      }
-      if (rows < 2 || unit(random) < 0.5) {
-        res.status = 503;
-        res.set_content(
-            "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
-            "request.\n</body></html>\n",
-            "text/html");
-        return;
-      }
-      cut_after = std::uniform_int_distribution<int64_t>(1, rows - 1)(random);
-    }
-  }
+  if (options.fail_rate > 0 && InjectFailure(rows, res, &cut_after)) return;
   int64_t pace = options.rows_per_second;
   auto began = std::chrono::steady_clock::now();
   res.set_chunked_content_provider(kJson, [stream, cut_after, pace, began, buffer = std::string()](

@@ -1,5 +1,5 @@
 // YAML documents read as JSON: for the description files kwatt reads (a store's testbed, the
-// collector's configuration and metric descriptions), which people write in YAML and kwatt checks
+// collector's configuration and metric descriptions, ~/.python-grid5000.yaml), which people write in YAML and kwatt checks
 // as JSON.
 // libyaml does the reading, inside core; this header names none of its types.
 #ifndef KWATT_CORE_YAML_JSON_H_
@@ -19,7 +19,12 @@ namespace kwatt::internal {
 // scalar is always a string. InvalidArgument naming `where`, the line and the column when the
 // text is not YAML, holds several documents, a key that is not a scalar or that is given twice,
 // an alias to no anchor, more than 64 levels or more than 1,000,000 values (aliases of aliases).
-Result<std::string> YamlToJson(std::string_view yaml, const std::string& where);
+//
+// With kText, a plain scalar other than null is the string of its text as written instead ("0123",
+// "1.50" and "yes" kept as they are), for a reader that decides each value's type itself.
+enum class YamlScalars { kTyped, kText };
+Result<std::string> YamlToJson(std::string_view yaml, const std::string& where,
+                               YamlScalars scalars = YamlScalars::kTyped);
 
 }  // namespace kwatt::internal
 

@@ -1,0 +1,211 @@
+// kwatt._core's energy and stats: energy() and stats() over an archive or a query, the power
+// source energy() chooses (power_sources, power_metrics).
+#include "kwatt/energy/energy.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kwatt/backup/row_source.h"
+#include "kwatt/energy/stats.h"
+#include "kwatt/kwollect/fetch.h"
+#include "python/bindings/common.h"
+
+namespace py = pybind11;
+
+namespace kwatt::python {
+namespace {
+
+py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
+
+// The source of energy() and stats(): an archive directory, or a query.
+backup::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
+                              const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                              std::optional<int64_t> end,
+                              std::optional<std::pair<std::string, int64_t>> job) {
+  backup::RowSource source;
+  source.archive_dir = archive_dir;
+  if (archive_dir.empty()) source.options = MakeClientOptions(client);
+  source.query = MakeQuery(nodes, start, end, job, {}, false);
+  return source;
+}
+
+std::vector<energy::Interval> MakePhases(
+    const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases) {
+  std::vector<energy::Interval> out;
+  for (const auto& [name, a, b] : phases) out.push_back({name, a, b});
+  Status checked = energy::CheckPhases(out);
+  if (!checked.ok()) Throw(checked);
+  return out;
+}
+
+std::vector<energy::Role> MakeRoles(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& roles) {
+  std::vector<energy::Role> out;
+  for (const auto& [name, members] : roles) {
+    energy::Role role{name, {}};
+    for (const auto& node : ParseNodes(members)) role.nodes.push_back(node.Fqdn());
+    out.push_back(role);
+  }
+  return out;
+}
+
+py::dict Energy(const py::dict& client, const std::string& archive_dir,
+                const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
+                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
+                const std::string& metric, const std::string& baseline, double gap_factor,
+                py::object progress) {
+  backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  source.query.check_metrics = false;  // power sources to try, not metrics the user named
+  energy::EnergyOptions options;
+  options.phases = MakePhases(phases);
+  options.roles = MakeRoles(roles);
+  options.metric = metric;
+  options.baseline_phase = baseline;
+  options.gap_factor = gap_factor;
+  energy::EnergySink sink(metric);
+  Watch watch{std::move(progress)};
+  Result<kwollect::FetchReport> report = Status::OK();
+  Result<energy::EnergyReport> result = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report =
+        backup::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
+    if (report.ok()) result = sink.Compute(*report, options);
+  }
+  watch.RaiseIfInterrupted();
+  py::dict fetch = FetchReportDict(Unwrap(std::move(report)));
+  // The report in the form `kwatt energy --json` prints (one rendering for both).
+  py::dict d = py::module_::import("json").attr("loads")(
+      energy::EnergyReportJson(Unwrap(std::move(result))));
+  d["fetch"] = fetch;
+  return d;
+}
+
+// The power source energy() would choose for each node, from rows given as columns (a
+// DataFrame's): {node: metric or None}. plot_power() draws these, so that the plot and the
+// energy figures use one choice (ComputeEnergy's).
+py::dict PowerSources(const std::vector<std::string>& nodes,
+                      const std::vector<std::string>& metrics,
+                      const std::vector<std::string>& labels,
+                      py::array_t<int64_t, py::array::c_style | py::array::forcecast> times,
+                      py::array_t<double, py::array::c_style | py::array::forcecast> values,
+                      int64_t start, int64_t end, const std::string& metric) {
+  size_t n = nodes.size();
+  if (metrics.size() != n || labels.size() != n || size_t(times.size()) != n ||
+      size_t(values.size()) != n) {
+    Throw(Status::InvalidArgument("power_sources: the columns differ in length"));
+  }
+  std::vector<std::string> unique;
+  for (const std::string& node : nodes) {
+    if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
+  }
+  energy::PowerCollector collector(unique);
+  const int64_t* t = times.data();
+  const double* v = values.data();
+  for (size_t i = 0; i < n; ++i) collector.Add(nodes[i], metrics[i], labels[i], t[i], v[i]);
+  energy::EnergyOptions options;
+  options.metric = metric;
+  energy::EnergyReport report = Unwrap(energy::ComputeEnergy(collector, start, end, options));
+  py::dict out;
+  for (const energy::NodeEnergy& node : report.nodes) {
+    out[py::str(node.node)] =
+        node.metric.empty() ? py::object(py::none()) : py::object(py::str(node.metric));
+  }
+  return out;
+}
+
+py::dict StatsDict(const energy::MetricStats& s) {
+  py::dict d;
+  d["count"] = s.count;
+  d["mean"] = Number(s.mean());
+  d["min"] = Number(s.count ? s.min : NAN);
+  d["max"] = Number(s.count ? s.max : NAN);
+  d["last"] = Number(s.last);
+  d["counter"] = s.counter;
+  d["increase"] = s.counter ? Number(s.increase) : py::object(py::none());
+  d["rate_per_s"] = s.counter ? Number(s.rate()) : py::object(py::none());
+  d["resets"] = s.resets;
+  return d;
+}
+
+py::dict Stats(const py::dict& client, const std::string& archive_dir,
+               const std::vector<std::string>& nodes, std::optional<int64_t> start,
+               std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+               const std::vector<std::string>& metrics,
+               const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
+               const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
+               py::object progress) {
+  backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  energy::StatsSink sink(MakePhases(phases));
+  std::vector<energy::Role> role_list = MakeRoles(roles);
+  Watch watch{std::move(progress)};
+  Result<kwollect::FetchReport> report = Status::OK();
+  Result<std::vector<std::vector<energy::NodeStats>>> results = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = backup::FeedSource(source, metrics, &sink, watch.Callback());
+    if (report.ok()) results = sink.Results(role_list);
+  }
+  watch.RaiseIfInterrupted();
+  py::dict d;
+  d["fetch"] = FetchReportDict(Unwrap(std::move(report)));
+  std::vector<std::vector<energy::NodeStats>> all = Unwrap(std::move(results));
+  py::list intervals;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const energy::Interval& interval = sink.intervals()[k];
+    py::dict id;
+    id["name"] = interval.name;
+    id["start"] = interval.start;
+    id["end"] = interval.end;
+    py::list node_list;
+    for (const energy::NodeStats& n : all[k]) {
+      py::dict nd;
+      nd["node"] = n.node;
+      nd["cpu_busy"] = Number(n.cpu_busy);
+      nd["cpu_source"] = n.cpu_source;
+      py::dict ms;
+      for (const auto& [metric, s] : n.metrics) ms[py::str(metric)] = StatsDict(s);
+      nd["metrics"] = ms;
+      node_list.append(nd);
+    }
+    id["nodes"] = node_list;
+    intervals.append(id);
+  }
+  d["intervals"] = intervals;
+  return d;
+}
+
+}  // namespace
+
+void RegisterEnergy(py::module_& m) {
+  m.def("energy", &Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
+        py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("progress"));
+  m.def("stats", &Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
+        py::arg("roles"), py::arg("progress"));
+  m.def("power_sources", &PowerSources, py::kw_only(), py::arg("nodes"), py::arg("metrics"),
+        py::arg("labels"), py::arg("times"), py::arg("values"), py::arg("start"), py::arg("end"),
+        py::arg("metric") = "",
+        "{node: the power metric energy() chooses for it (None: none)} from rows given as "
+        "columns, sorted by time");
+  m.def(
+      "power_metrics", []() { return kwatt::energy::PowerMetrics(); },
+      "Power metrics, in the order energy() prefers them");
+  m.def(
+      "power_metrics", []() { return energy::PowerMetrics(); },
+      "Power metrics, in the order energy() prefers them");
+}
+
+}  // namespace kwatt::python

@@ -1,0 +1,222 @@
+// kwatt._core's Kwollect client: fetch() into a Table, look_up_nodes(), resolve(), node_fqdn(),
+// and the client options and queries every part's bindings build from Python arguments.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kwatt/core/catalogue.h"
+#include "kwatt/core/row_table.h"
+#include "kwatt/kwollect/client_options.h"
+#include "kwatt/kwollect/fetch.h"
+#include "kwatt/kwollect/node_name.h"
+#include "python/bindings/common.h"
+
+namespace py = pybind11;
+
+namespace kwatt::python {
+
+kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
+  kwollect::ClientOptions options;
+  std::string config = given.contains("config") && !given["config"].is_none()
+                           ? given["config"].cast<std::string>()
+                           : kwollect::DefaultConfigPath();
+  Check(kwollect::LoadClientOptions(config, &options));
+  std::optional<std::string> api_url;
+  for (auto [key_handle, value] : given) {
+    std::string key = key_handle.cast<std::string>();
+    if (value.is_none() || key == "config") continue;
+    if (key == "api_url")
+      api_url = value.cast<std::string>();
+    else if (key == "username")
+      options.username = value.cast<std::string>();
+    else if (key == "password")
+      options.password = value.cast<std::string>();
+    else if (key == "verify_tls")
+      options.verify_tls = value.cast<bool>();
+    else if (key == "ca_file")
+      options.ca_file = value.cast<std::string>();
+    else if (key == "timeout")
+      options.timeout_s = value.cast<double>();
+    else if (key == "connect_timeout")
+      options.connect_timeout_s = value.cast<double>();
+    else if (key == "concurrency")
+      options.max_concurrency = value.cast<int>();
+    else if (key == "per_site")
+      options.max_per_site = value.cast<int>();
+    else if (key == "rows_per_request")
+      options.max_rows_per_request = value.cast<int64_t>();
+    else if (key == "retries")
+      options.max_retries = value.cast<int>();
+    else if (key == "backoff")
+      options.backoff_s = value.cast<double>();
+    else
+      Throw(Status::InvalidArgument("unknown client option \"" + key + "\""));
+  }
+  // Last, so that a username given as an option wins over the URL's.
+  if (api_url) kwollect::SetApiUrl(*api_url, &options);
+  return options;
+}
+
+std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names) {
+  std::vector<kwollect::NodeName> nodes;
+  for (const std::string& name : names) {
+    kwollect::NodeName node = Unwrap(kwollect::ParseNodeName(name));
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+  return nodes;
+}
+
+// A query from keyword arguments: nodes (names), start, end (int ns), job ((site, id)),
+// metrics, summary.
+kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                               std::optional<int64_t> end,
+                               std::optional<std::pair<std::string, int64_t>> job,
+                               const std::vector<std::string>& metrics, bool summary) {
+  kwollect::FetchQuery query;
+  query.nodes = ParseNodes(nodes);
+  query.start = start;
+  query.end = end;
+  if (job) query.job = kwollect::JobRef{job->first, job->second};
+  query.metrics = metrics;
+  query.summary = summary;
+  return query;
+}
+
+py::dict FetchReportDict(const kwollect::FetchReport& r) {
+  py::dict d;
+  py::list nodes;
+  for (const auto& node : r.nodes) nodes.append(node.Fqdn());
+  d["nodes"] = nodes;
+  d["start"] = r.start;
+  d["end"] = r.end;
+  d["job_types"] = r.job_types;
+  py::dict catalogues;
+  for (const ClusterCatalogue& c : r.catalogues) catalogues[py::str(c.cluster)] = c.catalogue;
+  d["catalogues"] = catalogues;
+  d["requests"] = r.requests;
+  d["retries"] = r.retries;
+  d["splits"] = r.splits;
+  d["rows"] = r.rows;
+  d["bytes"] = r.bytes;
+  d["seconds"] = r.seconds;
+  py::list failures;
+  for (const auto& f : r.failures) {
+    py::dict fd;
+    fd["site"] = f.site;
+    fd["nodes"] = f.nodes;
+    fd["start"] = f.start;
+    fd["end"] = f.end;
+    fd["metrics"] = f.metrics;
+    fd["error"] = f.error.message();
+    failures.append(fd);
+  }
+  d["failures"] = failures;
+  d["complete"] = r.complete();
+  return d;
+}
+
+namespace {
+
+std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<std::string>& nodes,
+                                     std::optional<int64_t> start, std::optional<int64_t> end,
+                                     std::optional<std::pair<std::string, int64_t>> job,
+                                     const std::vector<std::string>& metrics, bool summary,
+                                     py::object progress, bool check_metrics) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
+  query.check_metrics = check_metrics;
+  auto table = std::make_shared<RowTable>();
+  Watch watch{std::move(progress)};
+  Result<kwollect::FetchReport> report = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = kwollect::Fetch(options, query, table.get(), watch.Callback());
+  }
+  watch.RaiseIfInterrupted();
+  table->report = Unwrap(std::move(report));
+  table->complete = table->report.complete();
+  return table;
+}
+
+py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  std::vector<kwollect::NodeName> nodes;
+  py::list problems;
+  std::vector<std::string> parsed_names;
+  for (const std::string& name : names) {
+    Result<kwollect::NodeName> node = kwollect::ParseNodeName(name);
+    if (!node.ok()) {
+      problems.append(py::make_tuple(name, node.status().message()));
+      continue;
+    }
+    nodes.push_back(*node);
+    parsed_names.push_back(name);
+  }
+  Result<kwollect::NodeLookup> lookup = Status::OK();
+  {
+    py::gil_scoped_release release;
+    lookup = kwollect::LookUpNodes(options, nodes);
+  }
+  kwollect::NodeLookup found = Unwrap(std::move(lookup));
+  py::list known;
+  for (size_t i = 0; i < found.nodes.size(); ++i) {
+    const kwollect::NodeInfo& info = found.nodes[i];
+    if (!info.problem.empty()) {
+      problems.append(py::make_tuple(parsed_names[i], info.problem));
+      continue;
+    }
+    py::dict d;
+    d["name"] = parsed_names[i];
+    d["node"] = info.node.Fqdn();
+    d["uid"] = info.node.uid;
+    d["site"] = info.node.site;
+    d["cluster"] = info.cluster;
+    const Catalogue* catalogue = found.CatalogueOf(info.node);
+    d["catalogue"] = catalogue ? *catalogue : Catalogue();
+    known.append(d);
+  }
+  py::dict out;
+  out["nodes"] = known;
+  out["problems"] = problems;
+  return out;
+}
+
+py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& nodes,
+                      std::optional<int64_t> start, std::optional<int64_t> end,
+                      std::optional<std::pair<std::string, int64_t>> job) {
+  kwollect::ClientOptions options = MakeClientOptions(client);
+  kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, {}, false);
+  Result<kwollect::FetchReport> report = Status::OK();
+  {
+    py::gil_scoped_release release;
+    report = kwollect::Resolve(options, query);
+  }
+  return FetchReportDict(Unwrap(std::move(report)));
+}
+
+}  // namespace
+
+void RegisterKwollect(py::module_& m) {
+  m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
+        py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
+        py::arg("check_metrics") = true,
+        "Fetches a query into a Table (the GIL is released); check_metrics false: metrics no "
+        "node reports are not an error");
+  m.def("look_up_nodes", &LookUp, py::arg("client"), py::arg("names"),
+        "Checks node names against the reference API");
+  m.def("resolve", &ResolveQuery, py::arg("client"), py::kw_only(), py::arg("nodes"),
+        py::arg("start"), py::arg("end"), py::arg("job"),
+        "Resolves a query (a job's nodes, window and types; nodes checked) without fetching");
+  m.def(
+      "node_fqdn",
+      [](const std::string& name) { return Unwrap(kwollect::ParseNodeName(name)).Fqdn(); },
+      py::arg("name"), "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
+}
+
+}  // namespace kwatt::python
