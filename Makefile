@@ -35,7 +35,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := $(VENV)/.kwatt-build-deps
 TEST_DEPS := $(VENV)/.kwatt-test-deps
 
-.PHONY: deps test-deps build python wheel build-tests build-asan build-tsan demo demo-cli test \
+.PHONY: test-layers deps test-deps build python wheel build-tests build-asan build-tsan demo demo-cli test \
   test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel check-full \
   fuzz format-check format bench bench-deps clean
 
@@ -177,16 +177,21 @@ build-tsan: $(TSAN_DIR)/build.ninja
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target kwatt_unit_tests
 
 # Every test, in at most 30 minutes from a fresh clone on 2 cores (README.md, "Development"):
-# formatting, the C++ unit tests (release, ASan/UBSan, TSan over the threaded parts), the fuzz
+# formatting, the layering of the parts, the C++ unit tests (release, ASan/UBSan, TSan over the threaded parts), the fuzz
 # harnesses on their seeds and regressions, each integration file once (those meeting hostile
 # input against the sanitized kwatt), the Python package's tests, and the wheel in a minimal root.
-test: format-check test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel
+test: format-check test-layers test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel
 
 # Every C++ file as clang-format (.clang-format, Google based) writes it; `make format` fixes.
 format-check: $(TEST_DEPS)
 	@bad=$$(for f in $$(git ls-files '*.h' '*.cc'); do \
 	  clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
 	if [ -n "$$bad" ]; then echo "not formatted as .clang-format says (run make format):" $$bad; exit 1; fi
+
+# The parts depend on each other as doc/design.md's "Parts and layers" table says: every include
+# and every link (tests/layering/check_layers.py), and the check itself fails on each kind of break.
+test-layers: $(TEST_DEPS)
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/layering
 
 test-unit: build-tests
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Checks that kwatt's parts depend on each other as doc/design.md draws them.
+
+The table of doc/design.md's "Parts and layers" section is the rule: each row a CMake target, its
+part (a folder src/PART with public headers include/kwatt/PART), the kwatt targets it may link,
+and the libraries it must never link, even through another target. From it and from the
+CMakeLists.txt files, this script checks:
+
+- every target's kwatt links are allowed by the table (and the table names every library target);
+- no target links, directly or not, a library its row forbids, and the CLI and the Python module
+  never link the testing library;
+- every #include "kwatt/PART/..." in a target's sources is backed by its links (its part, or a
+  part of a target it links, directly or not), and in a part's headers by its table row;
+- a part's private headers (src/PART/...) are included by that part and by tests only, never by
+  another part, the CLI (apps/kwatt) or the bindings (python/bindings);
+- the testing library (src/testing) is included by tests, fuzzers, benchmarks and peers only;
+- public headers hold no third-party header (no libcurl, httplib, YAML, JSON library... types).
+
+Usage: check_layers.py [ROOT]   (ROOT: the checkout, default: two folders above this file)
+Exit status 0 when the tree keeps the rules; 1 with one line per broken rule, naming the file,
+the line and what to do.
+"""
+
+import os
+import re
+import sys
+
+# Third-party headers a public header must not include (their types would leak through the door).
+THIRD_PARTY_HEADERS = re.compile(
+    r"^(curl/|httplib\.h|yaml\.h|yaml-cpp/|nlohmann/|sqlite3\.h|libpq-fe\.h|zstd\.h|xxhash\.h|"
+    r"net-snmp/|pybind11/|CLI/|gtest/|simdjson|fmt/)")
+# Libraries as CMake names them, for the table's "never" column.
+LIBRARY_NAMES = {
+    "curl": "CURL::libcurl",
+    "httplib": "PkgConfig::HTTPLIB",
+    "yaml-cpp": "yaml-cpp",
+}
+# The headers of those libraries, which a target that must never link them must not include.
+LIBRARY_HEADERS = {
+    "curl": "curl/",
+    "httplib": "httplib.h",
+    "yaml-cpp": "yaml-cpp/",
+}
+# Folders whose files are tests of some kind: any public header, private headers, the testing
+# library.
+TEST_FOLDERS = ("tests/", "fuzz/", "bench/")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def parse_design_table(root):
+    """The rows of doc/design.md's table under '## Parts and layers'."""
+    text = read(os.path.join(root, "doc/design.md"))
+    match = re.search(r"^## Parts and layers\n(.*?)(?=^## )", text, re.S | re.M)
+    if not match:
+        sys.exit("check_layers: doc/design.md has no '## Parts and layers' section")
+    rows = {}
+    for line in match.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or not cells[1].startswith("`"):
+            continue
+        part = cells[0].strip("`* ")
+        target = cells[1].strip("` ")
+        uses = re.findall(r"`([A-Za-z0-9_]+)`", cells[2])
+        if "every part" in cells[2]:
+            uses = ["*"]
+        never = re.findall(r"`([A-Za-z0-9_-]+)`", cells[3])
+        rows[target] = {"part": part, "uses": set(uses), "never": set(never)}
+    if not rows:
+        sys.exit("check_layers: doc/design.md's 'Parts and layers' table has no rows")
+    return rows
+
+
+def strip_cmake_comments(text):
+    return "\n".join(line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
+                     for line in text.splitlines())
+
+
+def parse_cmake(root):
+    """{target: {"dir": folder, "sources": [paths], "links": [names], "line": (file, line)}}."""
+    targets = {}
+    for folder, _, files in os.walk(root):
+        rel_folder = os.path.relpath(folder, root)
+        if rel_folder.startswith((".", "build", "third_party", "dist")) and rel_folder != ".":
+            continue
+        if "CMakeLists.txt" not in files:
+            continue
+        path = os.path.join(folder, "CMakeLists.txt")
+        text = strip_cmake_comments(read(path))
+        rel_path = os.path.relpath(path, root)
+        for m in re.finditer(r"\b(add_library|add_executable|pybind11_add_module)\(\s*([A-Za-z0-9_${}]+)"
+                             r"([^)]*)\)", text):
+            name = m.group(2)
+            if "$" in name:
+                continue
+            words = m.group(3).split()
+            sources = []
+            for w in words:
+                if w in ("STATIC", "SHARED", "MODULE", "OBJECT", "INTERFACE", "IMPORTED"):
+                    continue
+                w = w.replace("${PROJECT_SOURCE_DIR}/", "").replace("${CMAKE_CURRENT_SOURCE_DIR}/", "")
+                if "$" in w:
+                    continue
+                full = os.path.normpath(os.path.join(rel_folder if not w.startswith(("src/", "apps/", "python/", "tests/", "bench/", "fuzz/")) else ".", w))
+                sources.append(full)
+            line = text[:m.start()].count("\n") + 1
+            targets.setdefault(name, {"dir": rel_folder, "sources": [], "links": [],
+                                      "line": (rel_path, line)})
+            targets[name]["sources"] += sources
+        for m in re.finditer(r"\btarget_link_libraries\(\s*([A-Za-z0-9_]+)([^)]*)\)", text):
+            name = m.group(1)
+            links = [w for w in m.group(2).split()
+                     if w not in ("PUBLIC", "PRIVATE", "INTERFACE") and "$" not in w]
+            targets.setdefault(name, {"dir": rel_folder, "sources": [], "links": [],
+                                      "line": (rel_path, text[:m.start()].count("\n") + 1)})
+            targets[name]["links"] += links
+    return targets
+
+
+def closure(targets, name, seen=None):
+    """Every library `name` links, directly or through other targets."""
+    seen = set() if seen is None else seen
+    for link in targets.get(name, {}).get("links", []):
+        if link not in seen:
+            seen.add(link)
+            closure(targets, link, seen)
+    return seen
+
+
+def includes(path):
+    for number, line in enumerate(read(path).splitlines(), 1):
+        m = INCLUDE.match(line)
+        if m:
+            yield number, m.group(1), m.group(2)
+
+
+def part_of_path(path):
+    """'meter' for src/meter/... or include/kwatt/meter/...; None elsewhere."""
+    m = re.match(r"^(?:src|include/kwatt)/([^/]+)/", path)
+    return m.group(1) if m else None
+
+
+def is_test_file(path):
+    return path.startswith(TEST_FOLDERS) or path.endswith("_test.cc") or path.startswith("src/testing/")
+
+
+def check(root):
+    problems = []
+    rows = parse_design_table(root)
+    targets = parse_cmake(root)
+    part_targets = {}
+    for target, row in rows.items():
+        part_targets.setdefault(row["part"], set()).add(target)
+    # kwatt's own libraries: those built from sources under src/ (not a third-party library that
+    # the build wraps in a target of its own, such as kwatt_xxhash).
+    kwatt_libraries = {t for t, info in targets.items()
+                       if any(s.startswith("src/") for s in info["sources"])}
+
+    # Links.
+    for target, info in sorted(targets.items()):
+        if target not in rows:
+            continue
+        allowed = rows[target]["uses"]
+        for link in info["links"]:
+            if link in kwatt_libraries and link != target and link not in allowed and "*" not in allowed:
+                problems.append(f"{info['line'][0]}:{info['line'][1]}: {target} links {link}, which "
+                                f"doc/design.md's table does not let it use ({', '.join(sorted(allowed)) or 'nothing'}): "
+                                f"move the code that needs {link} up a layer, or change the design first")
+        reach = closure(targets, target)
+        for lib in rows[target]["never"]:
+            cmake_name = LIBRARY_NAMES.get(lib, lib)
+            if cmake_name in reach:
+                problems.append(f"{info['line'][0]}:{info['line'][1]}: {target} links {lib} "
+                                f"(through {', '.join(sorted(l for l in info['links'] if cmake_name in closure(targets, l) | {l}))}), "
+                                f"which doc/design.md's table forbids it")
+    for library in sorted(kwatt_libraries):
+        if library not in rows and targets[library]["sources"] and not library.endswith(("_bench", "_peer", "_peers")) \
+                and not library.endswith("_fuzzer") and library not in ("kwatt_unit_tests", "kwatt_fake_nvml"):
+            info = targets[library]
+            problems.append(f"{info['line'][0]}:{info['line'][1]}: {library} is not in doc/design.md's "
+                            f"'Parts and layers' table: add its row (its part and what it may use)")
+
+    # Sources of each target, and which part each belongs to; no product target is built from
+    # the testing library's sources.
+    owner = {}
+    for target, info in targets.items():
+        for source in info["sources"]:
+            owner.setdefault(source, target)
+            if target in rows and rows[target]["part"] != "testing" and \
+                    (source.startswith("src/testing/") or os.path.basename(source).startswith(("test_", "fake_"))):
+                problems.append(f"{info['line'][0]}:{info['line'][1]}: {target} is built from {source}, "
+                                f"test code: it belongs to the testing library (src/testing), which only "
+                                f"tests link")
+
+    # Includes.
+    for folder in ("src", "include/kwatt", "apps", "python/bindings", "tests", "fuzz", "bench"):
+        for dirpath, _, files in os.walk(os.path.join(root, folder)):
+            for file in sorted(files):
+                if not file.endswith((".h", ".cc")):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, file), root)
+                problems += check_file(path, os.path.join(root, path), rows, targets, owner,
+                                       part_targets)
+    return problems
+
+
+def check_file(path, full, rows, targets, owner, part_targets):
+    problems = []
+    part = part_of_path(path)
+    test = is_test_file(path)
+    product_front = path.startswith(("apps/", "python/bindings/"))
+    public_header = path.startswith("include/kwatt/")
+    # What kwatt parts this file may include the public headers of.
+    target = owner.get(path)
+    if test:
+        allowed_parts = None  # any
+    elif target and (target in rows or target in ("kwatt", "_core")):
+        allowed_parts = {rows[target]["part"]} if target in rows else set()
+        for lib in closure(targets, target):
+            if lib in rows:
+                allowed_parts.add(rows[lib]["part"])
+    elif part and part in part_targets:
+        allowed_parts = {part}
+        for t in part_targets[part]:
+            for lib in rows[t]["uses"]:
+                if lib in rows:
+                    allowed_parts.add(rows[lib]["part"])
+                    for deeper in closure(targets, lib):
+                        if deeper in rows:
+                            allowed_parts.add(rows[deeper]["part"])
+    else:
+        allowed_parts = None
+    for number, kind, name in includes(full):
+        where = f"{path}:{number}"
+        if kind == "<":
+            for lib in (rows[target]["never"] if target in rows else ()):
+                if lib in LIBRARY_HEADERS and name.startswith(LIBRARY_HEADERS[lib]):
+                    problems.append(f"{where}: includes <{name}>, but {target} must never use {lib} "
+                                    f"(doc/design.md, 'Parts and layers'): that code belongs to a "
+                                    f"target above it")
+            if public_header and THIRD_PARTY_HEADERS.match(name):
+                problems.append(f"{where}: public header includes <{name}>: a part's door shows no "
+                                f"third-party type; keep it behind a pimpl or in src/{part}/")
+            continue
+        if name.startswith("src/testing/"):
+            if not test:
+                problems.append(f"{where}: product code includes the testing library ({name}): "
+                                f"fakes and test peers are linked into tests only")
+            continue
+        m = re.match(r"^src/([^/]+)/", name)
+        if m:
+            other = m.group(1)
+            if product_front:
+                problems.append(f"{where}: {name} is private to the {other} part: the CLI and the "
+                                f"bindings use public headers (include/kwatt/{other}/) only")
+            elif test:
+                continue
+            elif other != part:
+                problems.append(f"{where}: {name} is private to the {other} part: give it a public "
+                                f"header in include/kwatt/{other}/ if the {part} part may use it")
+            continue
+        m = re.match(r"^kwatt/([^/]+)/", name)
+        if m and allowed_parts is not None and m.group(1) not in allowed_parts:
+            problems.append(f"{where}: includes {name}, but {target or 'the ' + str(part) + ' part'} "
+                            f"may use only {', '.join(sorted(allowed_parts))} (doc/design.md, "
+                            f"'Parts and layers')")
+    return problems
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    problems = check(os.path.abspath(root))
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check_layers: {len(problems)} broken rule(s)", file=sys.stderr)
+        return 1
+    print("check_layers: every include and link keeps doc/design.md's layers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

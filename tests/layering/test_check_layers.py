@@ -1,0 +1,147 @@
+"""The layering check (check_layers.py) passes on the tree, and fails on each kind of break.
+
+Each break is made in a copy of the tree's sources, CMake files and design notes, so that the
+check is shown to catch it: a test of the check that could not fail would prove nothing.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHECK = ROOT / "tests" / "layering" / "check_layers.py"
+
+
+def run_check(root):
+    return subprocess.run([sys.executable, str(CHECK), str(root)], capture_output=True, text=True)
+
+
+def test_the_tree_keeps_doc_designs_layers():
+    result = run_check(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "keeps doc/design.md's layers" in result.stdout
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of what the check reads: sources, headers, CMake files, doc/design.md."""
+    copy = tmp_path / "kwatt"
+    for folder in ("src", "include", "apps", "python/bindings", "cmake"):
+        shutil.copytree(ROOT / folder, copy / folder,
+                        ignore=shutil.ignore_patterns("dashboard", "testdata", "__pycache__"))
+    (copy / "doc").mkdir()
+    shutil.copy(ROOT / "doc" / "design.md", copy / "doc" / "design.md")
+    shutil.copy(ROOT / "CMakeLists.txt", copy / "CMakeLists.txt")
+    assert run_check(copy).returncode == 0
+    return copy
+
+
+def add_line_after_includes(path, line):
+    text = path.read_text()
+    first = text.index("#include")
+    path.write_text(text[:first] + line + "\n" + text[first:])
+
+
+def first_source(tree, folder):
+    return sorted((tree / folder).glob("*.cc"), key=lambda p: p.name)[0]
+
+
+def test_a_lower_part_including_a_higher_one_fails(tree):
+    # The archive format must not depend on the Kwollect client.
+    source = next(p for p in sorted((tree / "src" / "archive").glob("*.cc"))
+                  if not p.name.endswith("_test.cc"))
+    add_line_after_includes(source, '#include "kwatt/kwollect/node_name.h"')
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert f"src/archive/{source.name}:" in result.stdout
+    assert "kwatt/kwollect/node_name.h" in result.stdout
+    assert "may use only" in result.stdout
+
+
+def test_the_cli_including_a_private_header_fails(tree):
+    source = tree / "apps" / "kwatt" / "main.cc"
+    private = next(p for p in sorted((tree / "src" / "store").glob("*.h"))
+                   if not p.name.startswith("test_"))
+    add_line_after_includes(source, f'#include "src/store/{private.name}"')
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "apps/kwatt/main.cc:" in result.stdout
+    assert "the CLI and the bindings use public headers" in result.stdout
+
+
+def test_a_part_including_another_parts_private_header_fails(tree):
+    source = next(p for p in sorted((tree / "src" / "server").glob("*.cc"))
+                  if not p.name.endswith("_test.cc"))
+    private = next(p for p in sorted((tree / "src" / "store").glob("*.h"))
+                   if not p.name.startswith("test_"))
+    add_line_after_includes(source, f'#include "src/store/{private.name}"')
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert f"src/server/{source.name}:" in result.stdout
+    assert "is private to the store part" in result.stdout
+
+
+def test_product_code_including_the_testing_library_fails(tree):
+    source = next(p for p in sorted((tree / "src" / "energy").glob("*.cc"))
+                  if not p.name.endswith("_test.cc"))
+    add_line_after_includes(source, '#include "src/testing/temp_dir.h"')
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "product code includes the testing library" in result.stdout
+
+
+def test_the_cli_linking_the_testing_library_fails(tree):
+    cmake = tree / "CMakeLists.txt"
+    text = cmake.read_text()
+    assert "target_link_libraries(kwatt PRIVATE" in text
+    cmake.write_text(text.replace("target_link_libraries(kwatt PRIVATE",
+                                  "target_link_libraries(kwatt PRIVATE kwatt_testing", 1))
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "kwatt links kwatt_testing" in result.stdout
+
+
+def test_a_public_header_showing_a_third_party_type_fails(tree):
+    header = tree / "include" / "kwatt" / "core" / "status.h"
+    add_line_after_includes(header, "#include <curl/curl.h>")
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "include/kwatt/core/status.h:" in result.stdout
+    assert "third-party" in result.stdout
+
+
+def test_a_library_linking_a_layer_above_it_fails(tree):
+    cmake = tree / "src" / "energy" / "CMakeLists.txt"
+    text = cmake.read_text()
+    assert "target_link_libraries(kwatt_energy PUBLIC kwatt_core" in text
+    cmake.write_text(text.replace("target_link_libraries(kwatt_energy PUBLIC kwatt_core",
+                                  "target_link_libraries(kwatt_energy PUBLIC kwatt_core kwatt_store", 1))
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "kwatt_energy links kwatt_store" in result.stdout
+
+
+def test_the_meters_core_linking_curl_fails(tree):
+    cmake_files = [p for p in (tree / "src" / "meter").rglob("CMakeLists.txt")
+                   if "add_library(kwatt_meter_core" in p.read_text()]
+    assert cmake_files, "no kwatt_meter_core target"
+    cmake = cmake_files[0]
+    text = cmake.read_text()
+    cmake.write_text(text + "\ntarget_link_libraries(kwatt_meter_core PRIVATE CURL::libcurl)\n")
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "kwatt_meter_core links curl" in result.stdout
+
+
+def test_a_library_missing_from_the_design_fails(tree):
+    (tree / "src" / "extra").mkdir()
+    (tree / "src" / "extra" / "extra.cc").write_text('#include "kwatt/core/status.h"\n')
+    (tree / "src" / "extra" / "CMakeLists.txt").write_text(
+        "add_library(kwatt_extra extra.cc)\ntarget_link_libraries(kwatt_extra PUBLIC kwatt_core)\n")
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "kwatt_extra is not in doc/design.md's 'Parts and layers' table" in result.stdout
