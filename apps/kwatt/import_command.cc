@@ -6,8 +6,8 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
-#include "kwatt/jobs/job.h"
 #include "kwatt/core/text.h"
+#include "kwatt/jobs/job.h"
 #include "kwatt/store/open_store.h"
 
 namespace kwatt::cli {

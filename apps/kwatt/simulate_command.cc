@@ -8,8 +8,8 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/core/time.h"
-#include "kwatt/kwollect/node_name.h"
 #include "kwatt/jobs/job.h"
+#include "kwatt/kwollect/node_name.h"
 #include "kwatt/simulate/testbed.h"
 
 namespace kwatt::cli {

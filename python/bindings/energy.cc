@@ -28,9 +28,9 @@ py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py
 
 // The source of energy() and stats(): an archive directory, or a query.
 backup::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
-                              const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                              std::optional<int64_t> end,
-                              std::optional<std::pair<std::string, int64_t>> job) {
+                             const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                             std::optional<int64_t> end,
+                             std::optional<std::pair<std::string, int64_t>> job) {
   backup::RowSource source;
   source.archive_dir = archive_dir;
   if (archive_dir.empty()) source.options = MakeClientOptions(client);

@@ -1,7 +1,7 @@
 // YAML documents read as JSON: for the description files kwatt reads (a store's testbed, the
-// collector's configuration and metric descriptions, ~/.python-grid5000.yaml), which people write in YAML and kwatt checks
-// as JSON.
-// libyaml does the reading, inside core; this header names none of its types.
+// collector's configuration and metric descriptions, ~/.python-grid5000.yaml), which people write
+// in YAML and kwatt checks as JSON. libyaml does the reading, inside core; this header names none
+// of its types.
 #ifndef KWATT_CORE_YAML_JSON_H_
 #define KWATT_CORE_YAML_JSON_H_
 
