@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "kwatt/store/open_store.h"
 
@@ -64,11 +66,20 @@ Result<std::unique_ptr<WriterLock>> TakeFileLock(const std::string& path, const 
 
 class PostgresLock : public WriterLock {
  public:
-  explicit PostgresLock(PGconn* conn) : conn_(conn) {}
-  ~PostgresLock() override { PQfinish(conn_); }  // the session ends: the lock with it
+  PostgresLock(PGconn* conn, std::string key) : conn_(conn), key_(std::move(key)) {}
+  // Unlocked before the session ends: the server ends a closed session's backend (and frees its
+  // locks) only some time after the connection closes, and whoever takes the lock next must not
+  // find it still held. Should the unlock fail, the session's end frees it.
+  ~PostgresLock() override {
+    const char* values[] = {key_.c_str()};
+    PQclear(PQexecParams(conn_, "SELECT pg_advisory_unlock(27511, hashtext($1))", 1, nullptr,
+                         values, nullptr, nullptr, 0));
+    PQfinish(conn_);
+  }
 
  private:
   PGconn* conn_;
+  std::string key_;
 };
 
 // The first column of the first row of `sql` ($1 = `key`), or an error status.
@@ -107,7 +118,7 @@ Result<std::unique_ptr<WriterLock>> TakePostgresLock(const std::string& uri,
   Result<std::string> taken =
       Scalar(conn, "SELECT pg_try_advisory_lock(27511, hashtext($1))", key, shown);
   if (taken.ok() && *taken == "t") {
-    return std::unique_ptr<WriterLock>(std::make_unique<PostgresLock>(conn));
+    return std::unique_ptr<WriterLock>(std::make_unique<PostgresLock>(conn, key));
   }
   Result<std::string> holder =
       taken.ok() ? Scalar(conn,

@@ -16,7 +16,10 @@ CMakeLists.txt files, this script checks:
 - the testing library (src/testing) is included by tests, fuzzers, benchmarks and peers only;
 - public headers hold no third-party header (no libcurl, httplib, YAML, JSON library... types).
 
-Usage: check_layers.py [ROOT]   (ROOT: the checkout, default: two folders above this file)
+- doc/design.md's Mermaid graph of the parts is the one its table draws.
+
+Usage: check_layers.py [--mermaid] [ROOT]   (ROOT: the checkout, default: two folders above this
+file; --mermaid prints the table as a Mermaid graph, for doc/design.md)
 Exit status 0 when the tree keeps the rules; 1 with one line per broken rule, naming the file,
 the line and what to do.
 """
@@ -208,7 +211,7 @@ def check(root):
                 path = os.path.relpath(os.path.join(dirpath, file), root)
                 problems += check_file(path, os.path.join(root, path), rows, targets, owner,
                                        part_targets, exceptions)
-    return problems
+    return problems + check_drawing(root, rows)
 
 
 def check_file(path, full, rows, targets, owner, part_targets, exceptions):
@@ -274,8 +277,35 @@ def check_file(path, full, rows, targets, owner, part_targets, exceptions):
     return problems
 
 
+def mermaid(rows):
+    """The table as a Mermaid graph: one node per target, an arrow to each kwatt target it uses
+    (core's arrows left out: every part uses it)."""
+    lines = ["```mermaid", "flowchart TB"]
+    for target, row in rows.items():
+        lines.append(f"  {target}[\"{row['part']}: {target}\"]")
+    for target, row in rows.items():
+        for used in sorted(row["uses"]):
+            if used in rows and used != "kwatt_core":
+                lines.append(f"  {target} --> {used}")
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def check_drawing(root, rows):
+    """doc/design.md's graph is the one its table draws."""
+    text = read(os.path.join(root, "doc/design.md"))
+    if mermaid(rows) not in text:
+        return ["doc/design.md: its Mermaid graph of the parts is not the one its table draws: "
+                "replace it with the output of tests/layering/check_layers.py --mermaid"]
+    return []
+
+
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    root = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "..")
+    if "--mermaid" in sys.argv:
+        print(mermaid(parse_design_table(os.path.abspath(root))[0]), end="")
+        return 0
     problems = check(os.path.abspath(root))
     for p in problems:
         print(p)

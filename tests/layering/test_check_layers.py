@@ -145,3 +145,14 @@ def test_a_library_missing_from_the_design_fails(tree):
     result = run_check(tree)
     assert result.returncode == 1
     assert "kwatt_extra is not in doc/design.md's 'Parts and layers' table" in result.stdout
+
+
+def test_a_drawing_that_no_longer_matches_the_table_fails(tree):
+    design = tree / "doc" / "design.md"
+    text = design.read_text()
+    row = "| energy | `kwatt_energy` | `kwatt_core` |"
+    assert row in text
+    design.write_text(text.replace(row, "| energy | `kwatt_energy` | `kwatt_core` `kwatt_jobs` |"))
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "Mermaid graph of the parts is not the one its table draws" in result.stdout
