@@ -1,6 +1,6 @@
-// hwpc-sensor's CSV directory (src/meter/hwpc.cc): the input is two files, core.csv and rapl.csv,
-// separated by "\n@@rapl@@\n". No crash whatever they hold; when every report reads, they are
-// written again (HwpcCsvWriter) and read back the same.
+// hwpc-sensor's CSV directory (src/meter/powerapi/hwpc.cc): the input is two files, core.csv and
+// rapl.csv, separated by "\n@@rapl@@\n". No crash whatever they hold; when every report reads, they
+// are written again (HwpcCsvWriter) and read back the same.
 #include <cstdint>
 #include <filesystem>
 #include <string>

@@ -1,6 +1,6 @@
-// hwpc-sensor's JSON documents (src/meter/hwpc.cc): the splitter fed the input whole and in pieces
-// of 1-7 bytes (the first byte picks the size) finds the same documents; each that parses as a
-// report is written back (FormatHwpcJson) to text that parses to the same report.
+// hwpc-sensor's JSON documents (src/meter/powerapi/hwpc.cc): the splitter fed the input whole and
+// in pieces of 1-7 bytes (the first byte picks the size) finds the same documents; each that parses
+// as a report is written back (FormatHwpcJson) to text that parses to the same report.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1,5 +1,5 @@
-// The activity reader's procfs parsers (src/meter/activity_procfs.h). The first byte picks the
-// parser: 0 a process's stat, 1 the machine's stat, 2 a CPU list, 3 a cgroup's cpu.stat and a
+// The activity reader's procfs parsers (src/meter/activity/activity_procfs.h). The first byte picks
+// the parser: 0 a process's stat, 1 the machine's stat, 2 a CPU list, 3 a cgroup's cpu.stat and a
 // schedstat. Besides "no crash": a process's name is what lies between the first '(' and the last
 // ')', and a stat written back from what was read reads the same; 0 <= busy <= total; a CPU list is
 // ascending and reads the same once written back.

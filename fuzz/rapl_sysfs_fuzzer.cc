@@ -1,11 +1,10 @@
-// The RAPL sources' parsers of outside input (src/meter/rapl_internal.h), the first byte choosing:
-// 0 a sysfs number, then the counter layout inferred from it; 1 a perf event's config; 2 a perf
-// .scale; 3 a CPU list; 4 the saved counters of a powercap source (its state file), resumed on a
-// simulated machine and read.
-// Properties: a number reads back as its digits; a known layout gives back the maximum it was
-// inferred from and every count from its energy_uj; a power-of-two scale converts 2^shift counts
-// to one joule; a CPU list is not empty; saved counters are accepted or refused (InvalidArgument)
-// and the source reads after either.
+// The RAPL sources' parsers of outside input (src/meter/sources/rapl_internal.h), the first byte
+// choosing: 0 a sysfs number, then the counter layout inferred from it; 1 a perf event's config; 2
+// a perf .scale; 3 a CPU list; 4 the saved counters of a powercap source (its state file), resumed
+// on a simulated machine and read. Properties: a number reads back as its digits; a known layout
+// gives back the maximum it was inferred from and every count from its energy_uj; a power-of-two
+// scale converts 2^shift counts to one joule; a CPU list is not empty; saved counters are accepted
+// or refused (InvalidArgument) and the source reads after either.
 #include <cstdint>
 #include <memory>
 #include <string>

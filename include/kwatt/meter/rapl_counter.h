@@ -1,6 +1,6 @@
 // The arithmetic of a RAPL energy counter as the kernel's intel_rapl driver does it: a unit in
 // exact microjoules, the max_energy_range_uj it reports, and counts turned into microjoules. The
-// RAPL sources undo it (src/meter/rapl_internal.h); the simulated RAPL tree
+// RAPL sources undo it (src/meter/sources/rapl_internal.h); the simulated RAPL tree
 // (kwatt/simulate/simulated_rapl.h) does it. Pure functions.
 #ifndef KWATT_METER_RAPL_COUNTER_H_
 #define KWATT_METER_RAPL_COUNTER_H_

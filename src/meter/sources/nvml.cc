@@ -69,7 +69,7 @@ Result<std::vector<NvmlCounter>> ParseNvmlCounters(std::string_view text) {
 
 namespace {
 
-// NVML's return codes and buffer sizes that kwatt uses (its types: src/meter/nvml_abi.h).
+// NVML's return codes and buffer sizes that kwatt uses (its types: src/meter/sources/nvml_abi.h).
 constexpr nvmlReturn_t NVML_SUCCESS = 0;
 constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
