@@ -6,6 +6,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  (void)kwatt::server::JobSet::Parse(text, "fuzz");
+  (void)kwatt::jobs::JobSet::Parse(text, "fuzz");
   return 0;
 }

@@ -20,6 +20,7 @@ namespace {
 
 using namespace kwatt::meter;
 using namespace kwatt::meter::rapl_internal;
+using namespace kwatt::simulate;
 
 // A simulated machine opened once (the saved counters' harness resumes on it).
 struct Machine {

@@ -13,9 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)kwatt::internal::YamlToJson(text, "fuzz");
   std::filesystem::path path = kwatt::fuzz::ScratchDir() / "testbed.yaml";
   kwatt::fuzz::WriteFile(path, text);
-  kwatt::server::Testbed::Options options;
+  kwatt::simulate::Testbed::Options options;
   options.description_file = path.string();
-  auto built = kwatt::server::Testbed::Build(options, kwatt::server::JobSet());
+  auto built = kwatt::simulate::Testbed::Build(options, kwatt::jobs::JobSet());
   if (built.ok()) {
     const auto& sites = (*built)->sites();
     KWATT_FUZZ_CHECK(!sites.empty() && !sites[0]->clusters.empty());

@@ -1,5 +1,4 @@
-// kwatt._core's archives: load() into a Table, backup() of a query into an archive directory,
-// read_manifest().
+// kwatt._core's archives: load() into a Table, read_manifest().
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -10,15 +9,10 @@
 #include <vector>
 
 #include "kwatt/archive/reader.h"
-#include "kwatt/backup/backup.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/row_table.h"
 #include "kwatt/kwollect/fetch.h"
 #include "python/bindings/common.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
 
 namespace py = pybind11;
 
@@ -70,41 +64,12 @@ std::shared_ptr<RowTable> LoadTable(const std::string& dir, const std::vector<st
   return table;
 }
 
-py::dict Backup(const py::dict& client, const std::string& dir,
-                const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
-                const std::vector<std::string>& metrics, bool summary, py::object progress) {
-  kwollect::ClientOptions options = MakeClientOptions(client);
-  kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
-  Watch watch{std::move(progress)};
-  Result<backup::BackupOutcome> outcome = Status::OK();
-  {
-    py::gil_scoped_release release;
-    outcome = backup::Backup(options, query, dir, KWATT_VERSION, watch.Callback());
-  }
-  watch.RaiseIfInterrupted();
-  backup::BackupOutcome done = Unwrap(std::move(outcome));
-  py::dict d;
-  d["dir"] = dir;
-  d["already_complete"] = done.already_complete;
-  d["resuming"] = done.resuming;
-  d["rows_written"] = done.rows_written;
-  d["bytes_written"] = done.bytes_written;
-  d["fetch"] = FetchReportDict(done.report);
-  d["complete"] = done.finished.ok();
-  d["error"] = done.finished.ok() ? py::object(py::none()) : py::str(done.finished.message());
-  return d;
-}
-
 }  // namespace
 
 void RegisterArchive(py::module_& m) {
   m.def("load", &LoadTable, py::arg("dir"), py::kw_only(), py::arg("nodes"), py::arg("metrics"),
         py::arg("start"), py::arg("end"), py::arg("allow_incomplete"), py::arg("threads"),
         "Loads an archive (or part of it) into a Table");
-  m.def("backup", &Backup, py::arg("client"), py::arg("dir"), py::kw_only(), py::arg("nodes"),
-        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"),
-        py::arg("progress"), "Backs a query up into an archive directory");
   m.def(
       "read_manifest",
       [](const std::string& dir) {

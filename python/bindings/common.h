@@ -127,7 +127,8 @@ struct Watch {
 void RegisterMeter(pybind11::module_& m);     // meter.cc: kwatt.measure's engine
 void RegisterCore(pybind11::module_& m);      // core.cc: Table, Catalogue, times, OutputFile
 void RegisterKwollect(pybind11::module_& m);  // kwollect.cc: fetch, look_up_nodes, resolve
-void RegisterArchive(pybind11::module_& m);   // archive.cc: load, backup, read_manifest
+void RegisterArchive(pybind11::module_& m);   // archive.cc: load, read_manifest
+void RegisterBackup(pybind11::module_& m);    // backup.cc: backup
 void RegisterEnergy(pybind11::module_& m);    // energy.cc: energy, stats, power sources
 
 }  // namespace kwatt::python

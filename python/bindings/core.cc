@@ -295,5 +295,6 @@ PYBIND11_MODULE(_core, m) {
   RegisterCore(m);
   RegisterKwollect(m);
   RegisterArchive(m);
+  RegisterBackup(m);
   RegisterEnergy(m);
 }
