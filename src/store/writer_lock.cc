@@ -112,6 +112,10 @@ Result<std::unique_ptr<WriterLock>> TakePostgresLock(const std::string& uri,
     while (!message.empty() && message.back() == '\n') message.pop_back();
     return Status::Unavailable("cannot connect to the PostgreSQL store " + shown + ": " + message);
   }
+  // The server's notices on this connection (a shutdown's "terminating connection", read when the
+  // lock is given back) are not the user's business: the store's own connection reports outages.
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   // The two-key form: (a constant for kwatt, the name's hash), seen in pg_locks as classid and
   // objid.
   std::string key = "kwatt " + name;
