@@ -5,16 +5,16 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "kwatt/kwollect/node_name.h"
+#include "kwatt/core/node_name.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  kwatt::Result<kwatt::kwollect::NodeName> node = kwatt::kwollect::ParseNodeName(text);
+  kwatt::Result<kwatt::NodeName> node = kwatt::ParseNodeName(text);
   if (node.ok()) {
     KWATT_FUZZ_CHECK(!node->uid.empty() && !node->site.empty() && !node->Cluster().empty());
-    kwatt::Result<kwatt::kwollect::NodeName> again = kwatt::kwollect::ParseNodeName(node->Fqdn());
+    kwatt::Result<kwatt::NodeName> again = kwatt::ParseNodeName(node->Fqdn());
     KWATT_FUZZ_CHECK(again.ok() && *again == *node);
   }
-  (void)kwatt::kwollect::ParseNodeList(text);
+  (void)kwatt::ParseNodeList(text);
   return 0;
 }

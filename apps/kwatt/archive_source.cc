@@ -5,17 +5,15 @@
 
 namespace kwatt::cli {
 
-Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
-                                        const std::vector<std::string>& metrics,
-                                        kwollect::RowSink* sink,
-                                        const kwollect::ProgressCallback& progress,
-                                        bool metrics_are_candidates) {
+Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
+                             const std::vector<std::string>& metrics, RowSink* sink,
+                             const ProgressCallback& progress, bool metrics_are_candidates) {
   backup::RowSource source;
   if (!archive_dir.empty()) {
     if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
     source.archive_dir = archive_dir;
     if (!args.nodes.empty()) {  // some of the archive's nodes
-      Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(args.nodes);
+      Result<std::vector<NodeName>> nodes = ParseNodeList(args.nodes);
       if (!nodes.ok()) return nodes.status().WithContext("--nodes");
       source.query.nodes = *nodes;
     }

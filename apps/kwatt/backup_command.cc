@@ -56,7 +56,7 @@ Runner RegisterBackup(CLI::App* app) {
       }
       return kExitOk;
     }
-    const kwollect::FetchReport* report = &outcome->report;
+    const RowsReport* report = &outcome->report;
     PrintFailures("kwatt backup", *report);
     if (!outcome->finished.ok()) {
       std::fprintf(stderr, "kwatt backup: INCOMPLETE: %s\n", outcome->finished.message().c_str());

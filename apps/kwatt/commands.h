@@ -79,14 +79,12 @@ std::string HumanBytes(double bytes);
 // given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 // `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
 // check_metrics false), for energy's list of power sources.
-Result<kwollect::FetchReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
-                                        const std::vector<std::string>& metrics,
-                                        kwollect::RowSink* sink,
-                                        const kwollect::ProgressCallback& progress,
-                                        bool metrics_are_candidates = false);
+Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
+                             const std::vector<std::string>& metrics, RowSink* sink,
+                             const ProgressCallback& progress, bool metrics_are_candidates = false);
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
-kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet);
-void PrintFailures(const char* command, const kwollect::FetchReport& report);
+ProgressCallback MakeProgress(const std::string& verb, bool quiet);
+void PrintFailures(const char* command, const RowsReport& report);
 
 // The arguments energy and stats share: a query or an archive, and phases and roles.
 struct AnalysisArgs {

@@ -35,7 +35,7 @@ Result<energy::Role> ParseRoleArgument(const std::string& text) {
   if (eq == std::string::npos || eq == 0) {
     return Status::InvalidArgument("--role " + text + ": expected NAME=NODE,NODE...");
   }
-  Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(text.substr(eq + 1));
+  Result<std::vector<NodeName>> nodes = ParseNodeList(text.substr(eq + 1));
   if (!nodes.ok()) return nodes.status().WithContext("--role " + text);
   energy::Role role{text.substr(0, eq), {}};
   for (const auto& node : *nodes) role.nodes.push_back(node.Fqdn());
@@ -189,7 +189,7 @@ std::string CsvReport(const energy::EnergyReport& r) {
 
 // `kwatt energy --activity FILE`: the node's energy over a recorded activity shared among its
 // processes, cgroups or trees (doc/meter.md, "After the fact").
-int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport& report,
+int ShareByActivity(const energy::EnergySink& rows, const RowsReport& report,
                     const std::string& origin, const std::string& activity,
                     const std::string& node_given, const std::string& metric,
                     const std::string& idle_policy, const std::vector<std::string>& idle_power,
@@ -203,7 +203,7 @@ int ShareByActivity(const energy::EnergySink& rows, const kwollect::FetchReport&
   if (!record.ok()) return fail(record.status());
   // The node the activity was recorded on: --node, else the record's host.
   std::string name = node_given.empty() ? (*record)->header().host : node_given;
-  Result<kwollect::NodeName> node = kwollect::ParseNodeName(name);
+  Result<NodeName> node = ParseNodeName(name);
   if (!node.ok()) {
     return fail(Status::InvalidArgument(
         "the activity was recorded on '" + name +
@@ -361,10 +361,10 @@ Runner RegisterEnergy(CLI::App* app) {
       return kExitUsage;
     }
     energy::EnergySink collector(args->metric);
-    Result<kwollect::FetchReport> report = RunSource(
-        args->analysis.archive, args->analysis.query, energy::EnergyInputMetrics(args->metric),
-        &collector, MakeProgress("kwatt energy", args->quiet || args->json),
-        /*metrics_are_candidates=*/true);
+    Result<RowsReport> report = RunSource(args->analysis.archive, args->analysis.query,
+                                          energy::EnergyInputMetrics(args->metric), &collector,
+                                          MakeProgress("kwatt energy", args->quiet || args->json),
+                                          /*metrics_are_candidates=*/true);
     if (!report.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
       return ExitCodeOf(report.status());

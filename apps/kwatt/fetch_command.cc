@@ -63,7 +63,7 @@ Runner RegisterFetch(CLI::App* app) {
     } else {
       sink = std::make_unique<kwollect::JsonlSink>(out, name);
     }
-    Result<kwollect::FetchReport> report =
+    Result<RowsReport> report =
         kwollect::Fetch(options, query, sink.get(), MakeProgress("kwatt fetch", args->quiet));
     Status flushed = sink->Flush();
     if (out != stdout && std::fclose(out) != 0 && flushed.ok()) {

@@ -96,7 +96,7 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   KWATT_RETURN_IF_ERROR(kwollect::ValidateClientOptions(*options));
   UnixNanos now = WallClockNow();
   if (!args.nodes.empty()) {
-    Result<std::vector<kwollect::NodeName>> nodes = kwollect::ParseNodeList(args.nodes);
+    Result<std::vector<NodeName>> nodes = ParseNodeList(args.nodes);
     if (!nodes.ok()) return nodes.status().WithContext("--nodes");
     query->nodes = *nodes;
   }
@@ -218,9 +218,9 @@ std::string HumanBytes(double bytes) {
   return text;
 }
 
-kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
+ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
   if (quiet || !isatty(STDERR_FILENO)) return {};
-  return [verb](const kwollect::FetchProgress& p) {
+  return [verb](const RowsProgress& p) {
     double rate = p.seconds > 0 ? double(p.bytes) / p.seconds : 0;
     std::string eta = "?";
     if (p.requests_done > 0 && p.requests_done < p.requests_total) {
@@ -241,13 +241,13 @@ kwollect::ProgressCallback MakeProgress(const std::string& verb, bool quiet) {
   };
 }
 
-void PrintFailures(const char* command, const kwollect::FetchReport& report) {
+void PrintFailures(const char* command, const RowsReport& report) {
   auto join = [](const std::vector<std::string>& items) {
     std::string out;
     for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
     return out;
   };
-  for (const kwollect::FetchFailure& failure : report.failures) {
+  for (const MissingPiece& failure : report.failures) {
     std::string metrics = failure.metrics.empty() ? "" : ", metrics " + join(failure.metrics);
     std::fprintf(stderr, "%s: NOT FETCHED: site %s, nodes %s, %s .. %s%s: %s\n", command,
                  failure.site.c_str(), join(failure.nodes).c_str(),

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
+#include "kwatt/core/node_name.h"
 #include "kwatt/core/time.h"
 #include "kwatt/jobs/job.h"
-#include "kwatt/kwollect/node_name.h"
 #include "kwatt/simulate/testbed.h"
 
 namespace kwatt::cli {
@@ -48,7 +48,7 @@ Runner RegisterSimulate(CLI::App* app) {
       return -1;
     }
     UnixNanos now = WallClockNow();
-    Result<kwollect::NodeName> node = kwollect::ParseNodeName(args->node);
+    Result<NodeName> node = ParseNodeName(args->node);
     Result<UnixNanos> a = ParseUserTime(args->start, now);
     Result<UnixNanos> b = ParseUserTime(args->end, now);
     for (const Status& s : {node.status(), a.status(), b.status()}) {

@@ -16,7 +16,7 @@
 
 #include "apps/kwatt/commands.h"
 #include "apps/kwatt/stop_signals.h"
-#include "kwatt/kwollect/node_name.h"
+#include "kwatt/core/node_name.h"
 #include "kwatt/simulate/wattmetre.h"
 
 namespace kwatt::cli {
@@ -27,7 +27,7 @@ namespace {
 Result<size_t> AddNode(simulate::SimulatedWattmetre* wattmetre, const std::string& name) {
   std::string uid = name, site;
   if (name.find('.') != std::string::npos) {
-    KWATT_ASSIGN_OR_RETURN(kwollect::NodeName parsed, kwollect::ParseNodeName(name));
+    KWATT_ASSIGN_OR_RETURN(NodeName parsed, ParseNodeName(name));
     uid = parsed.uid;
     site = parsed.site;
   }

@@ -68,7 +68,7 @@ Runner RegisterStats(CLI::App* app) {
     }
     energy::StatsSink collector(phases);
     std::vector<std::string> metrics = SplitCommaList(args->analysis.query.metrics);
-    Result<kwollect::FetchReport> report =
+    Result<RowsReport> report =
         RunSource(args->analysis.archive, args->analysis.query, metrics, &collector,
                   MakeProgress("kwatt stats", args->quiet || args->json));
     if (!report.ok()) {

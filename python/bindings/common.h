@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/node_name.h"
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
-#include "kwatt/kwollect/node_name.h"
 
 namespace kwatt::python {
 
@@ -65,7 +65,7 @@ inline const char* ErrorClassName(Status::Code code) {
 // credentials file's; raises on a wrong one (kwollect.cc).
 kwollect::ClientOptions MakeClientOptions(const pybind11::dict& given);
 // Node names parsed (each once, in order); raises on a wrong one (kwollect.cc).
-std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names);
+std::vector<NodeName> ParseNodes(const std::vector<std::string>& names);
 // A query from keyword arguments: nodes (names), start, end (int ns), job ((site, id)),
 // metrics, summary (kwollect.cc).
 kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optional<int64_t> start,
@@ -73,7 +73,7 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optio
                                std::optional<std::pair<std::string, int64_t>> job,
                                const std::vector<std::string>& metrics, bool summary);
 // A fetch report as a dict (kwollect.cc).
-pybind11::dict FetchReportDict(const kwollect::FetchReport& r);
+pybind11::dict FetchReportDict(const RowsReport& r);
 
 // Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
 // the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned. An
@@ -83,8 +83,8 @@ struct Watch {
   bool interrupted = false;
   std::optional<pybind11::error_already_set> raised;  // by the progress function
 
-  kwollect::ProgressCallback Callback() {
-    return [this](const kwollect::FetchProgress& p) -> Status {
+  ProgressCallback Callback() {
+    return [this](const RowsProgress& p) -> Status {
       pybind11::gil_scoped_acquire gil;
       if (PyErr_CheckSignals() != 0) {
         PyErr_Clear();

@@ -75,7 +75,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.gap_factor = gap_factor;
   energy::EnergySink sink(metric);
   Watch watch{std::move(progress)};
-  Result<kwollect::FetchReport> report = Status::OK();
+  Result<RowsReport> report = Status::OK();
   Result<energy::EnergyReport> result = Status::OK();
   {
     py::gil_scoped_release release;
@@ -150,7 +150,7 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
   energy::StatsSink sink(MakePhases(phases));
   std::vector<energy::Role> role_list = MakeRoles(roles);
   Watch watch{std::move(progress)};
-  Result<kwollect::FetchReport> report = Status::OK();
+  Result<RowsReport> report = Status::OK();
   Result<std::vector<std::vector<energy::NodeStats>>> results = Status::OK();
   {
     py::gil_scoped_release release;

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "kwatt/core/catalogue.h"
+#include "kwatt/core/node_name.h"
 #include "kwatt/core/row_table.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
-#include "kwatt/kwollect/node_name.h"
 #include "python/bindings/common.h"
 
 namespace py = pybind11;
@@ -63,10 +63,10 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
   return options;
 }
 
-std::vector<kwollect::NodeName> ParseNodes(const std::vector<std::string>& names) {
-  std::vector<kwollect::NodeName> nodes;
+std::vector<NodeName> ParseNodes(const std::vector<std::string>& names) {
+  std::vector<NodeName> nodes;
   for (const std::string& name : names) {
-    kwollect::NodeName node = Unwrap(kwollect::ParseNodeName(name));
+    NodeName node = Unwrap(ParseNodeName(name));
     if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
   }
   return nodes;
@@ -88,7 +88,7 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optio
   return query;
 }
 
-py::dict FetchReportDict(const kwollect::FetchReport& r) {
+py::dict FetchReportDict(const RowsReport& r) {
   py::dict d;
   py::list nodes;
   for (const auto& node : r.nodes) nodes.append(node.Fqdn());
@@ -133,7 +133,7 @@ std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<s
   query.check_metrics = check_metrics;
   auto table = std::make_shared<RowTable>();
   Watch watch{std::move(progress)};
-  Result<kwollect::FetchReport> report = Status::OK();
+  Result<RowsReport> report = Status::OK();
   {
     py::gil_scoped_release release;
     report = kwollect::Fetch(options, query, table.get(), watch.Callback());
@@ -146,11 +146,11 @@ std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<s
 
 py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
   kwollect::ClientOptions options = MakeClientOptions(client);
-  std::vector<kwollect::NodeName> nodes;
+  std::vector<NodeName> nodes;
   py::list problems;
   std::vector<std::string> parsed_names;
   for (const std::string& name : names) {
-    Result<kwollect::NodeName> node = kwollect::ParseNodeName(name);
+    Result<NodeName> node = ParseNodeName(name);
     if (!node.ok()) {
       problems.append(py::make_tuple(name, node.status().message()));
       continue;
@@ -192,7 +192,7 @@ py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& no
                       std::optional<std::pair<std::string, int64_t>> job) {
   kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, {}, false);
-  Result<kwollect::FetchReport> report = Status::OK();
+  Result<RowsReport> report = Status::OK();
   {
     py::gil_scoped_release release;
     report = kwollect::Resolve(options, query);
@@ -214,8 +214,7 @@ void RegisterKwollect(py::module_& m) {
         py::arg("start"), py::arg("end"), py::arg("job"),
         "Resolves a query (a job's nodes, window and types; nodes checked) without fetching");
   m.def(
-      "node_fqdn",
-      [](const std::string& name) { return Unwrap(kwollect::ParseNodeName(name)).Fqdn(); },
+      "node_fqdn", [](const std::string& name) { return Unwrap(ParseNodeName(name)).Fqdn(); },
       py::arg("name"), "The FQDN of a node name (FQDN, KaVLAN or IPv6 name, uid.site)");
 }
 

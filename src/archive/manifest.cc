@@ -364,8 +364,8 @@ std::vector<std::pair<std::string, int64_t>> Manifest::MetricRows() const {
   return out;
 }
 
-FetchReport Manifest::Resolved() const {
-  FetchReport resolved;
+RowsReport Manifest::Resolved() const {
+  RowsReport resolved;
   for (const ManifestNode& node : nodes) resolved.nodes.push_back(NodeName{node.uid, node.site});
   resolved.start = window_start;
   resolved.end = window_end;

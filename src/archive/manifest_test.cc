@@ -121,7 +121,7 @@ TEST(ManifestTest, ADamagedCatalogueIsCorruptionNamingTheCluster) {
 TEST(ManifestTest, CataloguesAreParsedAndTheResolvedQueryRebuilt) {
   Result<Manifest> m = Parse(Complete().dump());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  FetchReport resolved = m->Resolved();
+  RowsReport resolved = m->Resolved();
   ASSERT_EQ(resolved.catalogues.size(), 1u);
   EXPECT_EQ(resolved.catalogues[0].cluster, "lyon/nova");
   EXPECT_EQ(resolved.catalogues[0].catalogue.entries()[0].name, "wattmetre_power_watt");

@@ -9,7 +9,7 @@ namespace kwatt::archive {
 
 Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
                    std::optional<UnixNanos> start, std::optional<UnixNanos> end, RowSink* sink,
-                   FetchReport* resolved, const std::vector<NodeName>& nodes) {
+                   RowsReport* resolved, const std::vector<NodeName>& nodes) {
   Result<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   if (!manifest->complete) {

@@ -70,7 +70,7 @@ Status WriteAtomically(const fs::path& path, const std::string& text) {
 }
 
 // The job of a --job backup as OAR told it (doc/archive_format.md).
-ordered_json JobJson(const FetchReport& resolved) {
+ordered_json JobJson(const RowsReport& resolved) {
   ordered_json out;
   out["user"] = resolved.job_user;
   out["started_at"] = FormatUtcTimestamp(resolved.job_started);
@@ -521,7 +521,7 @@ FetchWindow ArchiveWriter::WindowToRun(const FetchWindow& asked) const {
   return query;
 }
 
-Status ArchiveWriter::Begin(const FetchReport& resolved) {
+Status ArchiveWriter::Begin(const RowsReport& resolved) {
   Impl& impl = *impl_;
   if (impl.have_window) {
     if (resolved.end != impl.window_end && !impl.recording) {
@@ -644,7 +644,7 @@ Status ArchiveWriter::Write(std::string_view site, const RowBatch& batch,
   return impl.SyncAndJournal();
 }
 
-Status ArchiveWriter::Failed(const FetchFailure& failure) {
+Status ArchiveWriter::Failed(const MissingPiece& failure) {
   Impl& impl = *impl_;
   for (const std::string& uid : failure.nodes) {
     Impl::File& file = impl.FileFor(failure.site, uid);
@@ -663,7 +663,7 @@ int64_t ArchiveWriter::bytes_written() const {
   return total;
 }
 
-Status ArchiveWriter::Finish(const FetchReport& report) {
+Status ArchiveWriter::Finish(const RowsReport& report) {
   Impl& impl = *impl_;
   if (!impl.begun) return Status::Internal("ArchiveWriter::Finish before Begin");
   UnixNanos now = impl.now();

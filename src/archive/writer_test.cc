@@ -53,8 +53,8 @@ BackupQuery Query() {
   return query;
 }
 
-FetchReport Resolved() {
-  FetchReport report;
+RowsReport Resolved() {
+  RowsReport report;
   report.nodes = {NodeName{"nova-1", "lyon"}};
   report.start = kT0;
   report.end = kT0 + 10 * kMinute;
@@ -125,7 +125,7 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   WriterOptions options;
   options.recording = true;
   options.now = [] { return kT0 + kMinute; };  // the rows' end has not passed "now": no matter
-  FetchReport begun = Resolved();
+  RowsReport begun = Resolved();
   begun.end = kT0;  // provisional
   {
     Result<std::unique_ptr<ArchiveWriter>> writer =
@@ -142,7 +142,7 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
       ArchiveWriter::Open(temp.archive(), query, "test", options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   EXPECT_TRUE((*writer)->resuming());
-  FetchReport later = Resolved();
+  RowsReport later = Resolved();
   later.start = kT0 + 5 * kMinute;  // a restarted recording: its own start and end are ignored
   later.end = later.start;
   ASSERT_TRUE((*writer)->Begin(later).ok());
@@ -150,7 +150,7 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   RowBatch batch;
   MakeRows(kT0 + 5 * kMinute, kT0 + 6 * kMinute, &interner, &batch);
   ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
-  FetchReport stopped = later;
+  RowsReport stopped = later;
   stopped.end = kT0 + 6 * kMinute;
   Status finished = (*writer)->Finish(stopped);
   ASSERT_TRUE(finished.ok()) << finished.ToString();
@@ -482,7 +482,7 @@ TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
   UnixNanos now = kT0 + 3 * kMinute + 30 * kNanosPerSecond;
   WriterOptions options;
   options.now = [&now] { return now; };
-  FetchReport running = Resolved();
+  RowsReport running = Resolved();
   running.end = now;  // what the fetch resolves for a job without stopped_at
   TempDir temp;
   {

@@ -17,12 +17,11 @@ kwollect::FetchQuery FetchQueryToRun(const archive::ArchiveWriter& writer,
 
 Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
                              const kwollect::FetchQuery& query, const std::string& dir,
-                             const std::string& kwatt_version,
-                             const kwollect::ProgressCallback& progress,
+                             const std::string& kwatt_version, const ProgressCallback& progress,
                              const std::function<void(bool resuming)>& on_start) {
   archive::BackupQuery described;
   described.api = UrlWithoutCredentials(options.api_url);  // never a credential in a manifest
-  for (const kwollect::NodeName& node : query.nodes) described.nodes.push_back(node.Fqdn());
+  for (const NodeName& node : query.nodes) described.nodes.push_back(node.Fqdn());
   if (query.job) described.job = archive::BackupJob{query.job->site, query.job->id};
   described.start = query.start;
   described.end = query.end;
@@ -39,7 +38,7 @@ Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
     return outcome;
   }
   if (on_start) on_start(outcome.resuming);
-  Result<kwollect::FetchReport> report =
+  Result<RowsReport> report =
       kwollect::Fetch(options, FetchQueryToRun(**writer, query), writer->get(), progress);
   if (!report.ok()) return report.status();
   outcome.report = std::move(*report);

@@ -4,13 +4,11 @@
 
 namespace kwatt::backup {
 
-Result<kwollect::FetchReport> FeedSource(const RowSource& source,
-                                         const std::vector<std::string>& metrics,
-                                         kwollect::RowSink* sink,
-                                         const kwollect::ProgressCallback& progress) {
+Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
+                              RowSink* sink, const ProgressCallback& progress) {
   if (!source.archive_dir.empty()) {
     if (source.query.job) return Status::InvalidArgument("give an archive or a job, not both");
-    kwollect::FetchReport report;
+    RowsReport report;
     KWATT_RETURN_IF_ERROR(archive::FeedArchive(
         source.archive_dir, metrics.empty() ? source.query.metrics : metrics, source.query.start,
         source.query.end, sink, &report, source.query.nodes));

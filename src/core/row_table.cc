@@ -5,7 +5,7 @@
 
 namespace kwatt {
 
-Status RowTable::Begin(const FetchReport& resolved) {
+Status RowTable::Begin(const RowsReport& resolved) {
   report = resolved;
   return Status::OK();
 }

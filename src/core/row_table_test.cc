@@ -108,7 +108,7 @@ TEST(RowTable, KindsAsJsonLoadsReadsTheValues) {
 }
 
 TEST(RowTable, BeginKeepsTheResolvedQuery) {
-  FetchReport resolved;
+  RowsReport resolved;
   resolved.nodes.push_back({"nova-1", "lyon"});
   resolved.start = 10;
   resolved.end = 20;

@@ -639,7 +639,7 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
   return metrics;
 }
 
-Status EnergySink::Begin(const FetchReport& resolved) {
+Status EnergySink::Begin(const RowsReport& resolved) {
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());
   power_ = std::make_unique<PowerCollector>(
@@ -652,7 +652,7 @@ Status EnergySink::Write(std::string_view site, const RowBatch& batch,
   return power_->Write(site, batch, interner);
 }
 
-Result<EnergyReport> EnergySink::Compute(const FetchReport& resolved,
+Result<EnergyReport> EnergySink::Compute(const RowsReport& resolved,
                                          const EnergyOptions& options) const {
   if (!power_) return Status::InvalidArgument("EnergySink::Compute before any rows were fed");
   std::map<std::string, std::vector<std::string>> catalogue_metrics;
@@ -666,7 +666,7 @@ Result<EnergyReport> EnergySink::Compute(const FetchReport& resolved,
   }
   // A node of a failed piece: its missing power is the fetch's doing, said as such.
   std::map<std::string, std::string> unfetched;
-  for (const FetchFailure& failure : resolved.failures) {
+  for (const MissingPiece& failure : resolved.failures) {
     for (const std::string& uid : failure.nodes) {
       unfetched.emplace(uid + "." + failure.site + ".grid5000.fr", failure.error.message());
     }

@@ -41,7 +41,7 @@ TEST(ComputeEnergy, TrapezoidsClippedWithInterpolation) {
 TEST(EnergySink, KeepsTheRowsOfTheMetricGivenEvenWhenItIsNoKnownPowerMetric) {
   // `kwatt energy --metric kwatt_meter_domain_power_watt` on a meter's archive: rows of any metric
   // named are kept, not only those of PowerMetrics().
-  FetchReport resolved;
+  RowsReport resolved;
   resolved.nodes = {{"n-1", "s"}};
   resolved.start = 0;
   resolved.end = 10 * kS;

@@ -131,7 +131,7 @@ NodeStats MergeNodeStats(const std::string& name, const std::vector<const NodeSt
   return merged;
 }
 
-Status StatsSink::Begin(const FetchReport& resolved) {
+Status StatsSink::Begin(const RowsReport& resolved) {
   KWATT_RETURN_IF_ERROR(CheckPhases(phases_));
   std::vector<std::string> nodes;
   for (const auto& node : resolved.nodes) nodes.push_back(node.Fqdn());

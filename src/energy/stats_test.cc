@@ -88,7 +88,7 @@ TEST(StatsCollector, AMetricWithoutAFiniteValueHasNoMinimumOrMaximum) {
 
 // Issue 21 #12: as in energy, "window" names the whole window and a phase needs some length.
 TEST(StatsSink, RefusesAnEmptyPhaseOrOneNamedWindow) {
-  FetchReport resolved;
+  RowsReport resolved;
   resolved.nodes = {{"n-1", "s"}};
   resolved.start = 0;
   resolved.end = 10 * kS;

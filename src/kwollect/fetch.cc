@@ -98,7 +98,7 @@ Result<std::vector<std::string>> ListSites(const ClientOptions& options) {
                                       "https://api.grid5000.fr/stable)"));
 }
 
-Status ResolveJob(const ClientOptions& options, const FetchQuery& query, FetchReport* report) {
+Status ResolveJob(const ClientOptions& options, const FetchQuery& query, RowsReport* report) {
   const JobRef& job = *query.job;
   // Both go into the URL's path: a site that is not a name (lyon/../../sid) would reach outside
   // the API's jobs.
@@ -332,11 +332,11 @@ Status CheckMetrics(const FetchQuery& query, const std::vector<NodeName>& nodes,
   return Status::NotFound(message);
 }
 
-Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const FetchReport& report);
+Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const RowsReport& report);
 
 // Checks every site and node against the reference API and computes the nodes' expected rates.
 Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
-                                                const FetchQuery& query, FetchReport& report) {
+                                                const FetchQuery& query, RowsReport& report) {
   Result<NodeLookup> lookup = LookUpNodes(options, report.nodes);
   if (!lookup.ok()) return lookup.status();
   for (const NodeInfo& info : lookup->nodes) {
@@ -352,7 +352,7 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
 
 // Each site's nodes and their expected rates, from the catalogues of `report` (every node's
 // cluster must have one).
-Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const FetchReport& report) {
+Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const RowsReport& report) {
   KWATT_RETURN_IF_ERROR(CheckMetrics(query, report.nodes, report.catalogues));
   std::vector<SitePlanInput> sites;
   for (const NodeName& node : report.nodes) {
@@ -426,7 +426,7 @@ constexpr size_t kHeldBytesLimit = 256u << 20;
 class Fetcher {
  public:
   Fetcher(const ClientOptions& options, const FetchQuery& query, http::Transport* transport,
-          RowSink* sink, const ProgressCallback& progress, FetchReport* report)
+          RowSink* sink, const ProgressCallback& progress, RowsReport* report)
       : options_(options),
         query_(query),
         sink_(sink),
@@ -768,7 +768,7 @@ class Fetcher {
           for (size_t k = 0; k < n; ++k, ++it) {
             Request& r = *it;
             if (r.state == Request::State::kFailed) {
-              FetchFailure failure{site.site,  r.plan.uids,    r.plan.start,
+              MissingPiece failure{site.site,  r.plan.uids,    r.plan.start,
                                    r.plan.end, r.plan.metrics, r.error};
               KWATT_RETURN_IF_ERROR(sink_->Failed(failure));
               AddFailure(std::move(failure));
@@ -806,7 +806,7 @@ class Fetcher {
   // metrics x window) of one site that failed with the same error: adjacent time slices of the
   // same nodes and metrics, or the same window of other metrics (of the same nodes) or of other
   // nodes (with the same metrics).
-  static bool Merge(FetchFailure& a, const FetchFailure& b) {
+  static bool Merge(MissingPiece& a, const MissingPiece& b) {
     if (a.site != b.site || a.error.code() != b.error.code() ||
         a.error.message() != b.error.message()) {
       return false;
@@ -837,8 +837,8 @@ class Fetcher {
   // Adds a failed piece to the report, merged with those it extends: a window split into many
   // pieces that all failed the same way is reported as a few failures, not thousands. (The sink
   // was told of the piece itself, where its rows would have been.)
-  void AddFailure(FetchFailure failure) {
-    std::vector<FetchFailure>& failures = report_->failures;
+  void AddFailure(MissingPiece failure) {
+    std::vector<MissingPiece>& failures = report_->failures;
     failures.push_back(std::move(failure));
     size_t last = failures.size() - 1;
     // A merge may make the merged failure mergeable with another one: until none merges.
@@ -938,15 +938,15 @@ class Fetcher {
     double now = SteadySeconds();
     if (!final && now - last_progress_ < 0.2) return Status::OK();
     last_progress_ = now;
-    return progress_(FetchProgress{requests_done_, total_requests_, report_->rows, report_->bytes,
-                                   now - started_});
+    return progress_(RowsProgress{requests_done_, total_requests_, report_->rows, report_->bytes,
+                                  now - started_});
   }
 
   const ClientOptions& options_;
   const FetchQuery& query_;
   RowSink* sink_;
   const ProgressCallback& progress_;
-  FetchReport* report_;
+  RowsReport* report_;
   http::Transport* transport_;
   StringInterner interner_;
   std::vector<std::unique_ptr<SiteQueue>> sites_;
@@ -966,7 +966,7 @@ namespace internal {
 
 Status RunFetcher(const ClientOptions& options, const FetchQuery& query,
                   std::vector<SitePlanInput> inputs, http::Transport* transport, RowSink* sink,
-                  const ProgressCallback& progress, FetchReport* report) {
+                  const ProgressCallback& progress, RowsReport* report) {
   Fetcher fetcher(options, query, transport, sink, progress, report);
   return fetcher.Run(std::move(inputs));
 }
@@ -978,7 +978,7 @@ namespace {
 // Resolves the query (job, window, nodes, catalogues) and plans each site's nodes.
 Result<std::vector<SitePlanInput>> ResolveAndPlanOrThrow(const ClientOptions& options,
                                                          const FetchQuery& query,
-                                                         FetchReport* report) {
+                                                         RowsReport* report) {
   if (query.job) {
     KWATT_RETURN_IF_ERROR(ResolveJob(options, query, report));
   } else {
@@ -1008,7 +1008,7 @@ Result<std::vector<SitePlanInput>> ResolveAndPlanOrThrow(const ClientOptions& op
 }
 
 Result<std::vector<SitePlanInput>> ResolveAndPlan(const ClientOptions& options,
-                                                  const FetchQuery& query, FetchReport* report) {
+                                                  const FetchQuery& query, RowsReport* report) {
   KWATT_RETURN_IF_ERROR(ValidateClientOptions(options));
   try {
     return ResolveAndPlanOrThrow(options, query, report);
@@ -1019,8 +1019,8 @@ Result<std::vector<SitePlanInput>> ResolveAndPlan(const ClientOptions& options,
 
 }  // namespace
 
-Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& query) {
-  FetchReport report;
+Result<RowsReport> Resolve(const ClientOptions& options, const FetchQuery& query) {
+  RowsReport report;
   Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
   if (!sites.ok()) return sites.status();
   return report;
@@ -1029,9 +1029,9 @@ Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& quer
 namespace {
 
 // Fetches the planned `sites` of a resolved `report` into `sink`.
-Result<FetchReport> FetchPlanned(const ClientOptions& options, const FetchQuery& query,
-                                 Result<std::vector<SitePlanInput>> sites, FetchReport report,
-                                 RowSink* sink, const ProgressCallback& progress) {
+Result<RowsReport> FetchPlanned(const ClientOptions& options, const FetchQuery& query,
+                                Result<std::vector<SitePlanInput>> sites, RowsReport report,
+                                RowSink* sink, const ProgressCallback& progress) {
   if (!sites.ok()) return sites.status();
   KWATT_RETURN_IF_ERROR(sink->Begin(report));
   std::unique_ptr<http::Transport> transport = http::NewCurlTransport(HttpSettings(options));
@@ -1042,16 +1042,16 @@ Result<FetchReport> FetchPlanned(const ClientOptions& options, const FetchQuery&
 
 }  // namespace
 
-Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
-                          const ProgressCallback& progress) {
-  FetchReport report;
+Result<RowsReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+                         const ProgressCallback& progress) {
+  RowsReport report;
   Result<std::vector<SitePlanInput>> sites = ResolveAndPlan(options, query, &report);
   return FetchPlanned(options, query, std::move(sites), std::move(report), sink, progress);
 }
 
-Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery& query,
-                                  const FetchReport& resolved, RowSink* sink,
-                                  const ProgressCallback& progress) {
+Result<RowsReport> FetchResolved(const ClientOptions& options, const FetchQuery& query,
+                                 const RowsReport& resolved, RowSink* sink,
+                                 const ProgressCallback& progress) {
   KWATT_RETURN_IF_ERROR(ValidateClientOptions(options));
   if (query.job) {
     return Status::InvalidArgument("FetchResolved takes nodes and a window, not a job");
@@ -1060,7 +1060,7 @@ Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery
   if (!query.start || !query.end || *query.end < *query.start) {
     return Status::InvalidArgument("FetchResolved needs a window: a start, and an end after it");
   }
-  FetchReport report;
+  RowsReport report;
   report.nodes = query.nodes;
   report.start = *query.start;
   report.end = *query.end;
@@ -1069,7 +1069,7 @@ Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery
   for (const NodeName& node : report.nodes) {
     if (!FindCatalogue(report.catalogues, node.site + "/" + node.Cluster())) {
       return Status::InvalidArgument("node " + node.uid + "." + node.site +
-                                     " was not resolved: give a FetchReport of Resolve or Fetch "
+                                     " was not resolved: give a RowsReport of Resolve or Fetch "
                                      "that names it");
     }
   }

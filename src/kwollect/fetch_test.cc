@@ -158,7 +158,7 @@ using Row = std::tuple<std::string, std::string, std::string, UnixNanos>;
 class CollectingSink : public RowSink {
  public:
   std::vector<Row> rows;
-  std::vector<FetchFailure> failed;
+  std::vector<MissingPiece> failed;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override {
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -167,7 +167,7 @@ class CollectingSink : public RowSink {
     }
     return Status::OK();
   }
-  Status Failed(const FetchFailure& failure) override {
+  Status Failed(const MissingPiece& failure) override {
     failed.push_back(failure);
     return Status::OK();
   }
@@ -184,7 +184,7 @@ SitePlanInput Site(const std::string& site, const std::vector<std::string>& uids
 
 struct Outcome {
   Status status;
-  FetchReport report;
+  RowsReport report;
 };
 
 Outcome FetchWith(FakeTransport* transport, CollectingSink* sink, std::vector<SitePlanInput> inputs,
@@ -281,7 +281,7 @@ TEST(Fetcher, APersistentHtml500IsRetriedNeverSplitAndReportedOnce) {
   EXPECT_GT(planned, 10);
   EXPECT_EQ(run.report.requests, 3 * planned);  // each planned request: 1 + 2 retries
   ASSERT_EQ(run.report.failures.size(), 1u);
-  const FetchFailure& failure = run.report.failures[0];
+  const MissingPiece& failure = run.report.failures[0];
   EXPECT_EQ(failure.start, kT0);
   EXPECT_EQ(failure.end, end);
   EXPECT_EQ(failure.nodes, (std::vector<std::string>{"a-1", "a-2"}));
@@ -333,7 +333,7 @@ TEST(Fetcher, WhatNoSplitCanFetchIsOneMergedFailure) {
   Outcome run = FetchWith(&transport, &sink, {Site("lyon", {"a-1"}, 0.01)}, kT0, end);
   ASSERT_TRUE(run.status.ok());
   ASSERT_EQ(run.report.failures.size(), 1u);
-  const FetchFailure& failure = run.report.failures[0];
+  const MissingPiece& failure = run.report.failures[0];
   EXPECT_EQ(failure.metrics, std::vector<std::string>{"m2"});
   EXPECT_EQ(failure.start, kT0);
   EXPECT_EQ(failure.end, end);

@@ -33,7 +33,7 @@ struct SitePlanInput {
 // REQUIRES: ValidateClientOptions(options) is OK; `inputs` in output order.
 Status RunFetcher(const ClientOptions& options, const FetchQuery& query,
                   std::vector<SitePlanInput> inputs, http::Transport* transport, RowSink* sink,
-                  const ProgressCallback& progress, FetchReport* report);
+                  const ProgressCallback& progress, RowsReport* report);
 
 }  // namespace kwatt::kwollect::internal
 

@@ -427,9 +427,9 @@ void Dashboard::Energy(const httplib::Request& req, httplib::Response& res) {
   UnixNanos now = c_.now();
   JobWindow w = WindowOf(*job, now);
   if (w.waiting) return Error(res, 400, "job " + std::to_string(job->uid) + " has not started");
-  // What `kwatt energy --job SITE:ID` does: the job's nodes and window (a FetchReport), their
+  // What `kwatt energy --job SITE:ID` does: the job's nodes and window (a RowsReport), their
   // power and energy-counter rows into an EnergySink, and its report.
-  FetchReport resolved;
+  RowsReport resolved;
   resolved.start = w.start;
   resolved.end = w.end;
   resolved.job_types = job->types;

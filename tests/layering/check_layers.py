@@ -14,7 +14,9 @@ CMakeLists.txt files, this script checks:
 - a part's private headers (src/PART/...) are included by that part and by tests only, never by
   another part, the CLI (apps/kwatt) or the bindings (python/bindings);
 - the testing library (src/testing) is included by tests, fuzzers, benchmarks and peers only;
-- public headers hold no third-party header (no libcurl, httplib, YAML, JSON library... types).
+- public headers hold no third-party header (no libcurl, httplib, YAML, JSON library... types);
+- core declares no type in a source's words (Fetch..., Kwollect..., Oar...): the row contract is
+  every source's, so its names belong to none.
 
 - doc/design.md's Mermaid graph of the parts is the one its table draws.
 
@@ -45,6 +47,8 @@ LIBRARY_HEADERS = {
 # Folders whose files are tests of some kind: any public header, private headers, the testing
 # library.
 TEST_FOLDERS = ("tests/", "fuzz/", "bench/")
+# Types core must not declare: a source's vocabulary (the Kwollect client's fetch, OAR's jobs).
+SOURCE_WORDS = re.compile(r"^\s*(?:struct|class|enum(?:\s+class)?|using)\s+((?:Fetch|Kwollect|Oar)\w*)", re.M)
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
@@ -209,7 +213,7 @@ def check(root):
                 path = os.path.relpath(os.path.join(dirpath, file), root)
                 problems += check_file(path, os.path.join(root, path), rows, targets, owner,
                                        part_targets, exceptions)
-    return problems + check_drawing(root, rows)
+    return problems + check_core_words(root) + check_drawing(root, rows)
 
 
 def check_file(path, full, rows, targets, owner, part_targets, exceptions):
@@ -287,6 +291,24 @@ def mermaid(rows):
                 lines.append(f"  {target} --> {used}")
     lines.append("```")
     return "\n".join(lines) + "\n"
+
+
+def check_core_words(root):
+    """Core's types are named in no source's words."""
+    problems = []
+    for folder in ("include/kwatt/core", "src/core"):
+        for dirpath, _, names in os.walk(os.path.join(root, folder)):
+            for name in sorted(names):
+                path = os.path.relpath(os.path.join(dirpath, name), root)
+                if not name.endswith((".h", ".cc")) or is_test_file(path):
+                    continue
+                text = read(os.path.join(root, path))
+                for m in SOURCE_WORDS.finditer(text):
+                    line = text.count("\n", 0, m.start()) + 1
+                    problems.append(f"{path}:{line}: core declares {m.group(1)}, a source's word: "
+                                    "name the row contract's types for what they hold, and keep a "
+                                    "source's own types in its part")
+    return problems
 
 
 def check_drawing(root, rows):

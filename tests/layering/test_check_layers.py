@@ -54,11 +54,11 @@ def test_a_lower_part_including_a_higher_one_fails(tree):
     # The archive format must not depend on the Kwollect client.
     source = next(p for p in sorted((tree / "src" / "archive").glob("*.cc"))
                   if not p.name.endswith("_test.cc"))
-    add_line_after_includes(source, '#include "kwatt/kwollect/node_name.h"')
+    add_line_after_includes(source, '#include "kwatt/kwollect/fetch.h"')
     result = run_check(tree)
     assert result.returncode == 1
     assert f"src/archive/{source.name}:" in result.stdout
-    assert "kwatt/kwollect/node_name.h" in result.stdout
+    assert "kwatt/kwollect/fetch.h" in result.stdout
     assert "may use only" in result.stdout
 
 
@@ -112,6 +112,17 @@ def test_a_public_header_showing_a_third_party_type_fails(tree):
     assert result.returncode == 1
     assert "include/kwatt/core/status.h:" in result.stdout
     assert "third-party" in result.stdout
+
+
+def test_core_declaring_a_type_in_a_sources_words_fails(tree):
+    # The row contract's report once was the Kwollect client's FetchReport.
+    header = tree / "include" / "kwatt" / "core" / "row_sink.h"
+    text = header.read_text().replace("struct RowsReport {", "struct FetchReport {")
+    header.write_text(text)
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "include/kwatt/core/row_sink.h:" in result.stdout
+    assert "core declares FetchReport" in result.stdout
 
 
 def test_a_library_linking_a_layer_above_it_fails(tree):

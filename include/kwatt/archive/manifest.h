@@ -85,7 +85,7 @@ struct Manifest {
 
   // The query as the backup resolved it (nodes, window, job types, catalogues), as a fetch's
   // RowSink::Begin receives it.
-  FetchReport Resolved() const;
+  RowsReport Resolved() const;
 
   // The data files, in manifest order (the nodes', then the other devices'). For an incomplete
   // archive: what the journal records as committed (rows, bytes, frames, and first/last/metrics

@@ -23,7 +23,7 @@ namespace kwatt::archive {
 // ArchiveReader's errors.
 Status FeedArchive(const std::string& dir, const std::vector<std::string>& metrics,
                    std::optional<UnixNanos> start, std::optional<UnixNanos> end, RowSink* sink,
-                   FetchReport* resolved, const std::vector<NodeName>& nodes = {});
+                   RowsReport* resolved, const std::vector<NodeName>& nodes = {});
 
 }  // namespace kwatt::archive
 

@@ -82,10 +82,10 @@ class ArchiveWriter : public RowSink {
   // end kept open for a job asked without an end: the job is resolved again).
   FetchWindow WindowToRun(const FetchWindow& asked) const;
 
-  Status Begin(const FetchReport& resolved) override;
+  Status Begin(const RowsReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
-  Status Failed(const FetchFailure& failure) override;
+  Status Failed(const MissingPiece& failure) override;
 
   // Ends the backup: on a complete fetch of a window that has passed, closes every file, writes
   // the manifest as complete and removes the journal. Otherwise keeps what was committed and
@@ -95,7 +95,7 @@ class ArchiveWriter : public RowSink {
   // of a job that had not ended (asked without an end, resolved to an end at or after Open():
   // run the same command again after the job's end; each rerun extends the window to the job's
   // new end).
-  Status Finish(const FetchReport& report);
+  Status Finish(const RowsReport& report);
 
   int64_t rows_written() const { return rows_written_; }
   int64_t bytes_written() const;

@@ -25,7 +25,7 @@ kwollect::FetchQuery FetchQueryToRun(const archive::ArchiveWriter& writer,
 struct BackupOutcome {
   bool already_complete = false;  // the archive was complete already: nothing fetched
   bool resuming = false;          // an interrupted backup was completed
-  kwollect::FetchReport report;   // the fetch (what failed, if anything)
+  RowsReport report;              // the fetch (what failed, if anything)
   int64_t rows_written = 0;       // by this run
   int64_t bytes_written = 0;      // the archive's data files
   // OK when the archive is complete; Incomplete (naming what to do) when pieces failed: what was
@@ -39,7 +39,7 @@ struct BackupOutcome {
 Result<BackupOutcome> Backup(const kwollect::ClientOptions& options,
                              const kwollect::FetchQuery& query, const std::string& dir,
                              const std::string& kwatt_version,
-                             const kwollect::ProgressCallback& progress = {},
+                             const ProgressCallback& progress = {},
                              const std::function<void(bool resuming)>& on_start = {});
 
 }  // namespace kwatt::backup

@@ -24,10 +24,8 @@ struct RowSource {
 
 // Feeds `sink` with the source's rows of `metrics` (empty: the query's, else every metric):
 // archive::FeedArchive's or kwollect::Fetch's.
-Result<kwollect::FetchReport> FeedSource(const RowSource& source,
-                                         const std::vector<std::string>& metrics,
-                                         kwollect::RowSink* sink,
-                                         const kwollect::ProgressCallback& progress = {});
+Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
+                              RowSink* sink, const ProgressCallback& progress = {});
 
 }  // namespace kwatt::backup
 

@@ -1,5 +1,5 @@
-// Grid'5000 node names as users write them, and the node (its Kwollect device id and site) they
-// stand for: how the Kwollect client, archives and their readers name nodes.
+// Node names as users write them, and the node (its uid and site) they stand for: how every part
+// of kwatt names a node (Grid'5000's naming, which kwatt's own server and meter take up too).
 //
 // Accepted: "nova-1.lyon.grid5000.fr" (FQDN), "nova-1-kavlan-4.lyon.grid5000.fr" and
 // "nova-1-ipv6.lyon.grid5000.fr" (KaVLAN and IPv6 names, mapped back to the node), and
@@ -16,10 +16,10 @@
 
 namespace kwatt {
 
-// A Grid'5000 node as Kwollect names it: its device id and its site. Parsing what users write
+// A node: its uid (the device id of its metrics) and its site. Parsing what users write
 // ("nova-1.lyon.grid5000.fr", KaVLAN and IPv6 names...) is ParseNodeName's.
 struct NodeName {
-  std::string uid;   // the Kwollect device id: "nova-1"
+  std::string uid;   // "nova-1": the device id its metrics carry
   std::string site;  // "lyon"
 
   std::string Fqdn() const { return uid + "." + site + ".grid5000.fr"; }

@@ -39,11 +39,11 @@ class RowTable : public RowSink {
   StringInterner metrics;      // "wattmetre_power_watt"
   StringInterner label_texts;  // labels objects as sent: "{}", {"port": "eth0"}
   // The resolved query (from Begin, or set by whoever fills the table), then the final report.
-  FetchReport report;
+  RowsReport report;
   // False when rows are missing: a fetch with failures, an incomplete archive.
   bool complete = true;
 
-  Status Begin(const FetchReport& resolved) override;
+  Status Begin(const RowsReport& resolved) override;
   Status Write(std::string_view site_name, const RowBatch& batch,
                const StringInterner& interner) override;
 

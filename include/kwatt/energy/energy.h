@@ -246,13 +246,13 @@ std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 class EnergySink : public RowSink {
  public:
   // `metric`: EnergyOptions::metric when one is given (its rows are kept too). What the rows are
-  // (samples, or summaries' bucket means) is the resolved query's (FetchReport::summary).
+  // (samples, or summaries' bucket means) is the resolved query's (RowsReport::summary).
   explicit EnergySink(std::string metric = "") : metric_(std::move(metric)) {}
-  Status Begin(const FetchReport& resolved) override;
+  Status Begin(const RowsReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // The energy over the resolved window; the resolved catalogues explain missing sources.
-  Result<EnergyReport> Compute(const FetchReport& resolved, const EnergyOptions& options) const;
+  Result<EnergyReport> Compute(const RowsReport& resolved, const EnergyOptions& options) const;
   // The rows kept (null before Begin).
   const PowerCollector* power() const { return power_.get(); }
 

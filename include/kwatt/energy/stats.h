@@ -78,7 +78,7 @@ class StatsSink : public RowSink {
   explicit StatsSink(std::vector<Interval> phases) : phases_(std::move(phases)) {}
   // InvalidArgument for phases CheckPhases refuses (a phase "window" would be taken for the
   // window's entry).
-  Status Begin(const FetchReport& resolved) override;
+  Status Begin(const RowsReport& resolved) override;
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override;
   // [interval][node] as StatsCollector::Results, each interval's nodes followed by one entry per

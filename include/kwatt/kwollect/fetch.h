@@ -19,12 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/node_name.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "kwatt/kwollect/client_options.h"
-#include "kwatt/kwollect/node_name.h"
 
 namespace kwatt::kwollect {
 
@@ -48,33 +48,28 @@ struct FetchQuery {
 };
 
 // The row contract is core's (kwatt/core/row_sink.h): sources and sinks need nothing of the HTTP
-// client. Fetch fills a FetchReport's `failures` merged: adjacent pieces (in time, nodes or
+// client. Fetch fills a RowsReport's `failures` merged: adjacent pieces (in time, nodes or
 // metrics) that failed with the same error are one, in the order of their first piece, while the
 // sink's Failed() hears of each piece where its rows would have been.
-using kwatt::FetchFailure;
-using kwatt::FetchProgress;
-using kwatt::FetchReport;
-using kwatt::ProgressCallback;
-using kwatt::RowSink;
 
 // Fetches `query` into `sink`. A non-OK result means nothing was fetched (bad query, unknown site
 // or node, credentials refused, API unreachable); otherwise the report lists what failed, if
 // anything. A sink error stops the fetch and is returned.
-Result<FetchReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
-                          const ProgressCallback& progress = {});
+Result<RowsReport> Fetch(const ClientOptions& options, const FetchQuery& query, RowSink* sink,
+                         const ProgressCallback& progress = {});
 
 // Fetch without asking the reference API again: `query` (nodes and a window; no job) is planned
-// with the catalogues of `resolved`, a FetchReport that Resolve or Fetch gave for the same nodes,
+// with the catalogues of `resolved`, a RowsReport that Resolve or Fetch gave for the same nodes,
 // and only the metrics requests are sent. For a caller that polls the same nodes over and over
 // (the power meter's Kwollect source: one request a poll instead of four). Fetch's errors, and
 // InvalidArgument for a node `resolved` does not cover.
-Result<FetchReport> FetchResolved(const ClientOptions& options, const FetchQuery& query,
-                                  const FetchReport& resolved, RowSink* sink,
-                                  const ProgressCallback& progress = {});
+Result<RowsReport> FetchResolved(const ClientOptions& options, const FetchQuery& query,
+                                 const RowsReport& resolved, RowSink* sink,
+                                 const ProgressCallback& progress = {});
 
 // Resolves `query` as Fetch does before fetching (the job's nodes, window and types; every node
 // checked against the reference API; the catalogues), without fetching any row. Fetch's errors.
-Result<FetchReport> Resolve(const ClientOptions& options, const FetchQuery& query);
+Result<RowsReport> Resolve(const ClientOptions& options, const FetchQuery& query);
 
 // What the reference API says of some nodes (no metrics are fetched).
 struct NodeInfo {

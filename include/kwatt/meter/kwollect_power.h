@@ -38,7 +38,7 @@
 namespace kwatt::meter {
 
 struct KwollectPowerOptions {
-  // The node: "nova-1.lyon", its FQDN, or a KaVLAN name (kwollect::ParseNodeName).
+  // The node: "nova-1.lyon", its FQDN, or a KaVLAN name (ParseNodeName).
   std::string node;
   // The power metric; empty: the one `kwatt energy` would choose over the last `choice_window`
   // (wattmetre_power_watt, then pdu_outlet_power_watt, then bmc_node_power_watt...).

@@ -29,7 +29,7 @@ class ArchiveOutput : public SeriesOutput {
 
   Status Finish() override {
     if (!writer_) return Status::OK();
-    FetchReport report;
+    RowsReport report;
     report.nodes = {node_};
     report.start = start_;
     report.end = last_end_ ? last_end_ : start_;
@@ -54,7 +54,7 @@ class ArchiveOutput : public SeriesOutput {
       return Status::InvalidArgument("output '" + name_ + "': " + dir_ +
                                      " holds a finished recording: give a new directory");
     }
-    FetchReport resolved;
+    RowsReport resolved;
     resolved.nodes = {node_};
     resolved.start = start_;
     resolved.end = start_;  // provisional: Finish ends the window with the recording

@@ -13,9 +13,9 @@
 
 #include "kwatt/archive/source.h"
 #include "kwatt/core/catalogue.h"
+#include "kwatt/core/node_name.h"
 #include "kwatt/energy/integration.h"
 #include "kwatt/kwollect/fetch.h"
-#include "kwatt/kwollect/node_name.h"
 
 namespace kwatt::meter {
 
@@ -158,9 +158,8 @@ bool IsFatal(const Status& status) {
 
 class LiveSource final : public KwollectPowerSource {
  public:
-  LiveSource(KwollectPowerOptions options, NodeName node, std::string metric,
-             kwollect::FetchReport resolved, Domain domain, SeriesMap series,
-             std::vector<std::string> notes)
+  LiveSource(KwollectPowerOptions options, NodeName node, std::string metric, RowsReport resolved,
+             Domain domain, SeriesMap series, std::vector<std::string> notes)
       : options_(std::move(options)),
         node_(std::move(node)),
         fqdn_(node_.Fqdn()),
@@ -240,8 +239,8 @@ class LiveSource final : public KwollectPowerSource {
     energy::PowerCollector rows({fqdn_});
     // A fetch in progress is abandoned when the source is closed (an API that hangs must not hold
     // the meter's stop for the client's timeout).
-    Result<FetchReport> report = kwollect::FetchResolved(
-        options_.client, query, resolved_, &rows, [&stop](const FetchProgress&) {
+    Result<RowsReport> report = kwollect::FetchResolved(
+        options_.client, query, resolved_, &rows, [&stop](const RowsProgress&) {
           return stop.stop_requested() ? Status::Incomplete("the source was closed") : Status::OK();
         });
     if (stop.stop_requested()) return false;
@@ -339,7 +338,7 @@ class LiveSource final : public KwollectPowerSource {
   const NodeName node_;
   const std::string fqdn_;
   const std::string metric_;  // the metric polled
-  const kwollect::FetchReport resolved_;
+  const RowsReport resolved_;
   const std::vector<Domain> domains_;
   const std::vector<std::string> notes_;
 
@@ -379,7 +378,7 @@ Status CheckOptions(const KwollectPowerOptions& o) {
 
 Result<std::unique_ptr<KwollectPowerSource>> OpenKwollectPower(KwollectPowerOptions options) {
   KWATT_RETURN_IF_ERROR(CheckOptions(options));
-  Result<NodeName> node = kwollect::ParseNodeName(options.node);
+  Result<NodeName> node = ParseNodeName(options.node);
   if (!node.ok()) return node.status();
   const std::string fqdn = node->Fqdn();
   const UnixNanos now = options.clock->WallNanos();
@@ -390,10 +389,10 @@ Result<std::unique_ptr<KwollectPowerSource>> OpenKwollectPower(KwollectPowerOpti
   query.metrics =
       options.metric.empty() ? energy::PowerMetrics() : std::vector<std::string>{options.metric};
   query.check_metrics = false;  // candidates (a 2-PSU node's outlets are in no catalogue)
-  Result<FetchReport> resolved = kwollect::Resolve(options.client, query);
+  Result<RowsReport> resolved = kwollect::Resolve(options.client, query);
   if (!resolved.ok()) return resolved.status();
   energy::PowerCollector rows({fqdn});
-  Result<FetchReport> fetched = kwollect::FetchResolved(options.client, query, *resolved, &rows);
+  Result<RowsReport> fetched = kwollect::FetchResolved(options.client, query, *resolved, &rows);
   if (!fetched.ok()) return fetched.status();
   if (!fetched->complete()) {
     return fetched->failures.front().error.WithContext("fetching the power rows of " + fqdn);
@@ -421,10 +420,10 @@ Result<std::unique_ptr<DelayedEnergySource>> OpenArchivePower(const std::string&
                                                               const std::string& metric,
                                                               double gap_factor) {
   KWATT_RETURN_IF_ERROR(CheckPowerMetric(metric));
-  Result<NodeName> name = kwollect::ParseNodeName(node);
+  Result<NodeName> name = ParseNodeName(node);
   if (!name.ok()) return name.status();
   energy::PowerCollector rows({name->Fqdn()});
-  FetchReport resolved;
+  RowsReport resolved;
   KWATT_RETURN_IF_ERROR(archive::FeedArchive(
       archive_dir, metric.empty() ? energy::PowerMetrics() : std::vector<std::string>{metric},
       std::nullopt, std::nullopt, &rows, &resolved));
