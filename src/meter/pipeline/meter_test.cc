@@ -31,6 +31,7 @@ class GateSink : public ReportSink {
   Status Begin(const MeterHeader&) override { return Status::OK(); }
   Status Write(const IntervalReport&) override {
     std::unique_lock lock(mutex_);
+    entered = true;
     open_.wait(lock, [&] { return released_; });
     ++written;
     return Status::OK();
@@ -44,6 +45,7 @@ class GateSink : public ReportSink {
     open_.notify_all();
   }
   std::atomic<int64_t> written{0};
+  std::atomic<bool> entered{false};  // a Write is (or was) waiting for Release
 
  private:
   std::mutex mutex_;
@@ -248,10 +250,14 @@ TEST(Meter, ASlowOutputLosesReportsCountedWhileTheOthersGetThemAll) {
   auto meter = rig.Make();
   ASSERT_TRUE(meter.ok());
   ASSERT_TRUE((*meter)->Start().ok());
-  // A period at a time, each report taken by the fast output before the next.
+  // A period at a time, each report taken by the fast output before the next; the slow output
+  // holds the first in Write before the second comes (else, on a loaded machine, its thread could
+  // start only once every report was queued or dropped, and hold one fewer).
   for (int i = 1; i <= 100; ++i) {
     rig.RunTo(i * 10 * kMs);
     while (fast->count.load() < i) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    while (i == 1 && !slow->entered.load())
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   slow->Release();
   ASSERT_TRUE((*meter)->Stop().ok());
