@@ -59,12 +59,16 @@ std::string TypeName(const json& value) {
 }
 
 // The fields of each object of the file, in the order the documentation gives them.
-constexpr std::string_view kFileKeys[] = {"format_version", "jobs", "outages"};
+constexpr std::string_view kFileKeys[] = {"format_version", "jobs", "outages", "faults"};
 constexpr std::string_view kJobKeys[] = {
     "site", "uid",  "nodes",   "started_at", "stopped_at", "walltime",     "types",
     "user", "name", "project", "queue",      "phases",     "repeat_phases"};
 constexpr std::string_view kPhaseKeys[] = {"name", "duration", "cpu", "network", "gpu"};
 constexpr std::string_view kOutageKeys[] = {"site", "device", "metric", "start", "end", "report"};
+constexpr std::string_view kFaultKeys[] = {"site", "device", "metric", "start", "end",
+                                           "bias", "scale",  "stuck",  "late"};
+// The most a fault may shift a device's clock: a day.
+constexpr double kMaxLateSeconds = 86400;
 
 // The path of `key` in the object at `where` (empty: the file): jobs[0].nodes, or
 // jobs[0]["energy budget"] for a key that is not a plain word.
@@ -150,9 +154,11 @@ class Reader {
 
   // A node (or device) as the file names it: its uid ("nova-1"), or with its site
   // ("nova-1.lyon", "nova-1.lyon.grid5000.fr"), which must be `site`. Returns the uid.
-  // `owner` is the place of the job (`is_job`) or outage that names it.
+  // `owner` is the place of the job (`is_job`), outage or fault (`kind`: "an outage", "a fault")
+  // that names it.
   Result<std::string> NodeUid(const json& value, const std::string& where, const std::string& owner,
-                              const std::string& site, bool is_job) const {
+                              const std::string& site, bool is_job,
+                              const std::string& kind = "an outage") const {
     std::optional<JobNodeName> name = SplitJobNodeName(value.get<std::string>());
     std::string rest = name ? name->site : "";
     std::string quoted = value.dump();
@@ -171,9 +177,9 @@ class Reader {
                               ": an OAR job lives on one site (give the node in a job of site " +
                               rest + ", or fix the site)");
       }
-      return Bad(where, "= " + quoted + " is a device of site " + rest + ", but " + owner +
-                            " is an outage of site " + site + " (give the outage site " + rest +
-                            ")");
+      return Bad(where, "= " + quoted + " is a device of site " + rest + ", but " + owner + " is " +
+                            kind + " of site " + site + " (give the " +
+                            kind.substr(kind.find(' ') + 1) + " site " + rest + ")");
     }
     return name->uid;
   }
@@ -229,6 +235,70 @@ int64_t PhaseStarts(const Job& job) {
 Status JobSet::Refuse(const std::string& what) const {
   return Status::InvalidArgument("jobs file " + origin + ": " + what);
 }
+
+namespace {
+
+// faults[i]: a device that lies over [start, end) (doc/jobs_file.md, "Faults").
+Result<Fault> ParseFault(const Reader& r, const json& item, const std::string& where) {
+  if (!item.is_object()) return r.Expected(where, "an object", item);
+  if (Status known = r.OnlyKnownKeys(item, where, "a fault", kFaultKeys); !known.ok()) {
+    return known;
+  }
+  for (const char* key : {"site", "device"}) {
+    if (!item.contains(key)) {
+      return r.Bad(where + "." + key, "is required (a fault needs \"site\" and \"device\")");
+    }
+  }
+  Fault fault;
+  KWATT_ASSIGN_OR_RETURN_JOBS(fault.site, r.String(item, "site", where, std::nullopt));
+  KWATT_ASSIGN_OR_RETURN_JOBS(fault.device, r.String(item, "device", where, std::nullopt));
+  KWATT_ASSIGN_OR_RETURN_JOBS(fault.device, r.NodeUid(item["device"], where + ".device", where,
+                                                      fault.site, false, "a fault"));
+  KWATT_ASSIGN_OR_RETURN_JOBS(fault.metric, r.String(item, "metric", where, std::string()));
+  if (item.contains("start")) {
+    KWATT_ASSIGN_OR_RETURN_JOBS(fault.start, r.Time(item["start"], where + ".start"));
+  }
+  if (item.contains("end")) {
+    KWATT_ASSIGN_OR_RETURN_JOBS(fault.end, r.Time(item["end"], where + ".end"));
+  }
+  if (fault.end <= fault.start) return r.Bad(where + ".end", "is not after its start");
+  // A number within [low, high]; `what` says what it is.
+  auto number = [&](const char* key, double low, double high, const char* what,
+                    double* out) -> Status {
+    if (!item.contains(key)) return Status::OK();
+    const json& value = item[key];
+    std::string path = where + "." + key;
+    if (!value.is_number()) return r.Expected(path, what, value);
+    double x = value.get<double>();
+    if (!(x >= low && x <= high)) return r.Bad(path, "= " + value.dump() + ": should be " + what);
+    *out = x;
+    return Status::OK();
+  };
+  KWATT_RETURN_IF_ERROR(
+      number("bias", -1e6, 1e6, "a number of watts from -1e6 to 1e6", &fault.bias));
+  KWATT_RETURN_IF_ERROR(number("scale", 0, 1e3, "a factor from 0 to 1000", &fault.scale));
+  double late = 0;
+  KWATT_RETURN_IF_ERROR(
+      number("late", -kMaxLateSeconds, kMaxLateSeconds, "seconds from -86400 to 86400", &late));
+  fault.late = int64_t(std::llround(late * 1e9));
+  if (item.contains("stuck")) {
+    if (!item["stuck"].is_boolean())
+      return r.Expected(where + ".stuck", "true or false", item["stuck"]);
+    fault.stuck = item["stuck"].get<bool>();
+    if (fault.stuck && !item.contains("start")) {
+      return r.Bad(where + ".stuck",
+                   "needs a \"start\": the instant whose value the device repeats");
+    }
+  }
+  if (fault.bias == 0 && fault.scale == 1 && !fault.stuck && fault.late == 0) {
+    return r.Bad(where,
+                 "changes nothing: give it a \"bias\", a \"scale\" other than 1, "
+                 "\"stuck\": true or a \"late\" clock");
+  }
+  return fault;
+}
+
+}  // namespace
 
 Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin) {
   Reader r(origin);
@@ -444,6 +514,15 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
       }
       outage.nan = report == "NaN";
       set.outages.push_back(std::move(outage));
+    }
+  }
+  if (doc.contains("faults")) {
+    const json& faults = doc["faults"];
+    if (!faults.is_array()) return r.Expected("faults", "a list", faults);
+    for (size_t i = 0; i < faults.size(); ++i) {
+      Result<Fault> fault = ParseFault(r, faults[i], "faults[" + std::to_string(i) + "]");
+      if (!fault.ok()) return fault.status();
+      set.faults.push_back(std::move(*fault));
     }
   }
   return set;

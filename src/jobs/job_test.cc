@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <string>
 
 namespace kwatt::jobs::job_test {
@@ -121,7 +122,7 @@ TEST(JobsFile, TimesOutOfRangeAreRefused) {
 TEST(JobsFile, UnknownKeysAreRefusedAtEveryLevel) {
   EXPECT_EQ(ErrorOf(R"({"job":[]})"),
             "jobs file f.json: job is not a field of a jobs file (did you mean jobs?); a jobs "
-            "file has format_version, jobs, outages");
+            "file has format_version, jobs, outages, faults");
   EXPECT_EQ(ErrorOf(WithField("phasess", "[]")),
             "jobs file f.json: jobs[1].phasess is not a field of a job (did you mean phases?); a "
             "job has site, uid, nodes, started_at, stopped_at, walltime, types, user, name, "
@@ -273,6 +274,60 @@ TEST(JobsFile, LoadChangesAreBounded) {
       "walltime":1,"phases":[)";
   for (int i = 0; i < 3000; ++i) past += i ? ",{\"duration\":1000}" : "{\"duration\":1000}";
   EXPECT_EQ(ErrorOf(past + "]}]}"), "OK");
+}
+
+TEST(JobsFile, ReadsFaults) {
+  Result<JobSet> parsed = JobSet::Parse(
+      R"({"faults":[{"site":"lyon","device":"nova-1.lyon.grid5000.fr","metric":"wattmetre_power_watt",
+          "bias":-2.5,"scale":1.1,"stuck":true,"late":0.25,"start":10,"end":20},
+         {"site":"lyon","device":"nova-2","scale":0}]})",
+      "f.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->faults.size(), 2u);
+  const Fault& f = parsed->faults[0];
+  EXPECT_EQ(f.device, "nova-1");
+  EXPECT_EQ(f.metric, "wattmetre_power_watt");
+  EXPECT_EQ(f.bias, -2.5);
+  EXPECT_EQ(f.scale, 1.1);
+  EXPECT_TRUE(f.stuck);
+  EXPECT_EQ(f.late, 250 * kNanosPerMilli);
+  EXPECT_EQ(f.start, 10 * kNanosPerSecond);
+  EXPECT_EQ(f.end, 20 * kNanosPerSecond);
+  // No span: always.
+  EXPECT_LT(parsed->faults[1].start, 0);
+  EXPECT_EQ(parsed->faults[1].end, std::numeric_limits<UnixNanos>::max());
+  EXPECT_EQ(parsed->faults[1].scale, 0);
+}
+
+TEST(JobsFile, AFaultThatCannotBeIsNamedWithItsPlace) {
+  auto fault = [](const std::string& fields) {
+    return ErrorOf(R"({"faults":[{"site":"lyon","device":"nova-1","bias":1},{"site":"lyon",)" +
+                   fields + "}]}");
+  };
+  EXPECT_EQ(fault(R"("device":"nova-2","metric":"wattmetre_power_watt")"),
+            "jobs file f.json: faults[1] changes nothing: give it a \"bias\", a \"scale\" other "
+            "than 1, \"stuck\": true or a \"late\" clock");
+  EXPECT_EQ(fault(R"("bias":1)"),
+            "jobs file f.json: faults[1].device is required (a fault needs \"site\" and "
+            "\"device\")");
+  EXPECT_EQ(fault(R"("device":"nova-2","stuck":true)"),
+            "jobs file f.json: faults[1].stuck needs a \"start\": the instant whose value the "
+            "device repeats");
+  EXPECT_EQ(fault(R"("device":"nova-2","scale":-1)"),
+            "jobs file f.json: faults[1].scale = -1: should be a factor from 0 to 1000");
+  EXPECT_EQ(
+      fault(R"("device":"nova-2","late":"2s")"),
+      "jobs file f.json: faults[1].late should be seconds from -86400 to 86400, not a string");
+  EXPECT_EQ(fault(R"("device":"nova-2","bias":1,"start":20,"end":10)"),
+            "jobs file f.json: faults[1].end is not after its start");
+  EXPECT_EQ(fault(R"("device":"nova-2","bias":1,"stuk":true)"),
+            "jobs file f.json: faults[1].stuk is not a field of a fault (did you mean stuck?); a "
+            "fault has site, device, metric, start, end, bias, scale, stuck, late");
+  EXPECT_EQ(fault(R"("device":"nova-2.rennes","bias":1)"),
+            "jobs file f.json: faults[1].device = \"nova-2.rennes\" is a device of site rennes, "
+            "but faults[1] is a fault of site lyon (give the fault site rennes)");
+  EXPECT_EQ(ErrorOf(R"({"faults":{}})"),
+            "jobs file f.json: faults should be a list, not an object");
 }
 
 TEST(SplitJobNodeName, GivesTheUidAndTheSiteNamedWithIt) {

@@ -267,9 +267,18 @@ double OutputSeries::ValueAt(UnixNanos t) const {
   for (const auto& [begin, end] : nan_spans) {
     if (t >= begin && t < end) return NAN;
   }
-  double sum = 0;
-  for (const Source& source : sources) sum += source.ValueAt(t);
-  return sum;
+  auto true_value = [&](UnixNanos at) {
+    double sum = 0;
+    for (const Source& source : sources) sum += source.ValueAt(at);
+    return sum;
+  };
+  for (const jobs::Fault& fault : faults) {
+    if (t < fault.start || t >= fault.end) continue;
+    UnixNanos read_at;
+    if (__builtin_add_overflow(fault.stuck ? fault.start : t, fault.late, &read_at)) read_at = t;
+    return true_value(read_at) * fault.scale + fault.bias;
+  }
+  return true_value(t);
 }
 
 std::string RenderLabels(LabelList labels, const std::vector<std::string>& device_orig) {
@@ -375,6 +384,16 @@ struct Builder {
     }
   }
 
+  // Keeps the faults that make this series lie, in the file's order.
+  void ApplyFaults(OutputSeries* series, const std::vector<std::string>& devices) const {
+    for (const jobs::Fault& fault : testbed.jobs().faults) {
+      if (fault.site != site.uid) continue;
+      if (!fault.metric.empty() && fault.metric != series->metric_id) continue;
+      if (std::find(devices.begin(), devices.end(), fault.device) == devices.end()) continue;
+      series->faults.push_back(fault);
+    }
+  }
+
   void Emit(const std::string& device_id, const std::string& metric_id, const LabelList& labels,
             const std::vector<std::string>& device_orig, std::vector<Source> sources,
             const std::string& sampler, bool exact, std::vector<Segment> segments) const {
@@ -395,6 +414,7 @@ struct Builder {
     silenced.insert(silenced.end(), device_orig.begin(), device_orig.end());
     ApplyOutages(&series, silenced);
     if (series.segments.empty()) return;
+    ApplyFaults(&series, silenced);
     series.Derive();
     out->push_back(std::move(series));
   }

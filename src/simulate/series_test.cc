@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "src/server/row_stream.h"
 
@@ -72,6 +74,65 @@ TEST(SeriesOfDevice, TwoPsuNodeSumsItsPorts) {
   // 20 ms during the monitor job, 1 s outside.
   EXPECT_EQ(node[0].CountIn(kT0, kT0 + kNanosPerSecond), 50);
   EXPECT_EQ(node[0].CountIn(kT0 - 10 * kNanosPerSecond, kT0), 10);
+}
+
+// A testbed running the job above, and `faults` (JSON list text) in its jobs file.
+std::unique_ptr<Testbed> MakeTestbedWithFaults(const std::string& faults) {
+  auto jobs = jobs::JobSet::Parse(R"({"jobs":[{"site":"grenoble","uid":1,"nodes":["yeti-1"],
+    "started_at":1745000000,"stopped_at":1745000600,"types":["monitor=wattmetre"],
+    "phases":[{"duration":300,"cpu":1}]}],"faults":)" +
+                                      faults + "}",
+                                  "test");
+  EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
+  auto testbed = Testbed::Build({}, std::move(*jobs));
+  EXPECT_TRUE(testbed.ok()) << testbed.status().ToString();
+  return std::move(*testbed);
+}
+
+OutputSeries NodeSeries(const Testbed& testbed, const std::string& metric) {
+  const Site* site = testbed.FindSite("grenoble");
+  auto series = SeriesOfDevice(testbed, *site, *testbed.FindDevice(*site, "yeti-1"), {metric});
+  EXPECT_EQ(series.size(), 1u) << metric;
+  return series.empty() ? OutputSeries() : series[0];
+}
+
+// A fault makes one series lie as the jobs file says, over its span only, and leaves the node's
+// other meters true: what the source checks are tested on.
+TEST(SeriesOfDevice, AFaultMakesASourceLieAsTheJobsFileSays) {
+  auto truth = MakeTestbed();
+  const OutputSeries wattmetre = NodeSeries(*truth, "wattmetre_power_watt");
+  const OutputSeries bmc = NodeSeries(*truth, "bmc_node_power_watt");
+  const UnixNanos from = kT0 + 60 * kNanosPerSecond, to = kT0 + 120 * kNanosPerSecond;
+  struct Case {
+    std::string fault;
+    std::function<double(UnixNanos)> expected;  // over [from, to)
+  } cases[] = {
+      {R"("bias":10)", [&](UnixNanos t) { return wattmetre.ValueAt(t) + 10; }},
+      {R"("scale":1.05)", [&](UnixNanos t) { return wattmetre.ValueAt(t) * 1.05; }},
+      {R"("stuck":true)", [&](UnixNanos) { return wattmetre.ValueAt(from); }},
+      {R"("late":2.5)", [&](UnixNanos t) { return wattmetre.ValueAt(t + 2500 * kNanosPerMilli); }},
+      {R"("scale":2,"bias":-1,"late":-1)",
+       [&](UnixNanos t) { return wattmetre.ValueAt(t - kNanosPerSecond) * 2 - 1; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fault);
+    auto lying = MakeTestbedWithFaults(
+        R"([{"site":"grenoble","device":"yeti-1","metric":"wattmetre_power_watt",)" + c.fault +
+        R"(,"start":1745000060,"end":1745000120}])");
+    const OutputSeries lied = NodeSeries(*lying, "wattmetre_power_watt");
+    for (UnixNanos t = kT0 + 50 * kNanosPerSecond; t < kT0 + 130 * kNanosPerSecond;
+         t += 700 * kNanosPerMilli) {
+      double expected = t >= from && t < to ? c.expected(t) : wattmetre.ValueAt(t);
+      ASSERT_DOUBLE_EQ(lied.ValueAt(t), expected) << (t - kT0);
+      ASSERT_EQ(NodeSeries(*lying, "bmc_node_power_watt").ValueAt(t), bmc.ValueAt(t));
+    }
+  }
+  // Without a metric, every series of the device lies; without a span, always.
+  auto always = MakeTestbedWithFaults(R"([{"site":"grenoble","device":"yeti-1","bias":3}])");
+  EXPECT_DOUBLE_EQ(NodeSeries(*always, "bmc_node_power_watt").ValueAt(kT0 + 7),
+                   bmc.ValueAt(kT0 + 7) + 3);
+  EXPECT_DOUBLE_EQ(NodeSeries(*always, "wattmetre_power_watt").ValueAt(kT0 - kNanosPerSecond),
+                   wattmetre.ValueAt(kT0 - kNanosPerSecond) + 3);
 }
 
 TEST(RowStream, CountEqualsRowsAndOrderIsByTime) {

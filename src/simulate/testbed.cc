@@ -347,15 +347,15 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, jobs::Jo
       }
     }
   }
-  for (size_t i = 0; i < file.outages.size(); ++i) {
-    const jobs::Outage& outage = file.outages[i];
-    std::string where = "outages[" + std::to_string(i) + "]";
-    Result<const Site*> site = site_of(outage.site, where);
+  // An outage's or fault's device must be one of its site's.
+  auto check_device = [&](const std::string& site_uid, const std::string& device,
+                          const std::string& where) -> Status {
+    Result<const Site*> site = site_of(site_uid, where);
     if (!site.ok()) return site.status();
-    if (testbed->FindDevice(**site, outage.device)) continue;
+    if (testbed->FindDevice(**site, device)) return Status::OK();
     std::vector<std::string_view> devices;
     for (const auto& [id, ref] : (*site)->devices) devices.push_back(id);
-    std::string nearest = NearestSpelling(outage.device, devices);
+    std::string nearest = NearestSpelling(device, devices);
     std::string example;
     for (const Cluster* cluster : (*site)->clusters) {
       if (!cluster->nodes.empty()) {
@@ -363,11 +363,19 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, jobs::Jo
         break;
       }
     }
-    return file.Refuse(where + ".device = \"" + outage.device + "\" is not a device of site " +
-                       outage.site + (nearest.empty() ? "" : " (did you mean " + nearest + "?)") +
+    return file.Refuse(where + ".device = \"" + device + "\" is not a device of site " + site_uid +
+                       (nearest.empty() ? "" : " (did you mean " + nearest + "?)") +
                        ": give a node uid" + example +
                        " or the device_id of a wattmeter port, PDU outlet or switch port of the "
                        "site");
+  };
+  for (size_t i = 0; i < file.outages.size(); ++i) {
+    KWATT_RETURN_IF_ERROR(check_device(file.outages[i].site, file.outages[i].device,
+                                       "outages[" + std::to_string(i) + "]"));
+  }
+  for (size_t i = 0; i < file.faults.size(); ++i) {
+    KWATT_RETURN_IF_ERROR(check_device(file.faults[i].site, file.faults[i].device,
+                                       "faults[" + std::to_string(i) + "]"));
   }
   return testbed;
 }

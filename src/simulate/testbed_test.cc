@@ -153,6 +153,13 @@ TEST(TestbedJobs, UnknownSitesNodesAndDevicesAreNamedByTheirPlace) {
   EXPECT_EQ(
       error(R"({"outages":[{"site":"lyon","device":"wattmetre1-port13","start":1,"end":2}]})"),
       "OK");
+  // A fault's device likewise.
+  EXPECT_EQ(error(R"({"faults":[{"site":"lyon","device":"nova-1","bias":1},
+                     {"site":"lyon","device":"watmetre1-port13","scale":2}]})"),
+            "jobs file f.json: faults[1].device = \"watmetre1-port13\" is not a device of site "
+            "lyon (did you mean wattmetre1-port13?): give a node uid (nova-1) or the device_id "
+            "of a wattmeter port, PDU outlet or switch port of the site");
+  EXPECT_EQ(error(R"({"faults":[{"site":"lyon","device":"wattmetre1-port13","late":3}]})"), "OK");
 }
 
 }  // namespace

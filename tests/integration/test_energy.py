@@ -531,3 +531,44 @@ def test_stats_csv_numbers_are_the_shortest_text_that_reads_back(setup):
                 continue
             # 68.55, not 68.549999999999997: no longer than Python's shortest repr.
             assert len(text) <= len(repr(float(text))), (key, text)
+
+
+def test_a_faulty_source_lies_by_what_the_jobs_file_says(tmp_path):
+    # The simulator's faults (doc/jobs_file.md, "Faults"): the BMC of taurus-3 reads 10 W high all
+    # along, its wattmeter 10 % high over the busy phase; the same testbed without faults, and the
+    # truth, are what they were.
+    honest_jobs = {"jobs": [{"site": "lyon", "uid": 7101, "nodes": ["taurus-3"], "started_at": T0,
+                             "stopped_at": T0 + 600, "phases": PHASES}]}
+    lying_jobs = dict(honest_jobs, faults=[
+        {"site": "lyon", "device": "taurus-3", "metric": "bmc_node_power_watt", "bias": 10},
+        {"site": "lyon", "device": "taurus-3.lyon.grid5000.fr", "metric": "wattmetre_power_watt",
+         "scale": 1.1, "start": T0 + 300, "end": T0 + 600}])
+    files = {}
+    for name, jobs in (("honest", honest_jobs), ("lying", lying_jobs)):
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps(jobs))
+    reports = {}
+    for name in files:
+        server = start_server("--jobs", files[name], tmp_path=tmp_path)
+        try:
+            for metric in ("bmc_node_power_watt", "wattmetre_power_watt"):
+                reports[name, metric], _ = energy(
+                    server, "--job", "lyon:7101", "--metric", metric,
+                    # Clear of the fault's edges, where a line joins a true and a lying sample.
+                    "--phase", f"idle={T0}..{T0 + 290}", "--phase", f"busy={T0 + 310}..{T0 + 590}")
+        finally:
+            server.stop()
+
+    def figures(name, metric, phase=None):
+        node = reports[name, metric]["nodes"][0]
+        return node["window"] if phase is None else node["phases"][phase]
+
+    bmc = figures("lying", "bmc_node_power_watt")
+    assert bmc["joules"] - figures("honest", "bmc_node_power_watt")["joules"] == \
+        pytest.approx(10 * bmc["seconds"], rel=1e-6)
+    assert figures("lying", "wattmetre_power_watt", "idle")["joules"] == \
+        pytest.approx(figures("honest", "wattmetre_power_watt", "idle")["joules"], rel=1e-9)
+    assert figures("lying", "wattmetre_power_watt", "busy")["joules"] == \
+        pytest.approx(1.1 * figures("honest", "wattmetre_power_watt", "busy")["joules"], rel=1e-9)
+    assert truth(files["lying"], "taurus-3.lyon.grid5000.fr", T0, T0 + 600) == \
+        truth(files["honest"], "taurus-3.lyon.grid5000.fr", T0, T0 + 600)

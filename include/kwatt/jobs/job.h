@@ -9,6 +9,7 @@
 #define KWATT_JOBS_JOB_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -80,6 +81,26 @@ struct Outage {
   bool nan = false;
 };
 
+// A device that reports wrong values for a while: a meter that lies, so that what checks sources
+// against each other (doc/energy.md) can be tested on data whose wrong source is known. Each
+// value the device's series would report at a row's instant t becomes
+//   (its true value at (stuck ? start : t) + late) x scale + bias
+// over [start, end) (rows outside it, and NaN values, are as they were). Where several faults
+// hold for a series at an instant, the first in the file applies.
+struct Fault {
+  std::string site;
+  std::string device;  // a node uid (every series of it) or a device id, as an outage's
+  std::string metric;  // only this metric; empty: all
+  UnixNanos start = std::numeric_limits<UnixNanos>::min();  // default: always
+  UnixNanos end = std::numeric_limits<UnixNanos>::max();
+  double bias = 0;     // added to each value (watts for a power metric)
+  double scale = 1;    // each value multiplied by it
+  bool stuck = false;  // the value at `start` repeated
+  // Nanoseconds the device's clock is behind: a row stamped t holds the reading taken at t + late
+  // (negative: ahead).
+  int64_t late = 0;
+};
+
 // A node (or device) as a job names it, split: "nova-1", "nova-1.lyon", "nova-1.lyon.grid5000.fr"
 // (and "nova-1.lyon.grid5000.fr.") give the uid "nova-1" and the site named with it ("" or
 // "lyon"). The jobs file's reader and `kwatt jobs add --nodes` read names with it.
@@ -93,6 +114,7 @@ std::optional<JobNodeName> SplitJobNodeName(std::string_view text);
 struct JobSet {
   std::vector<Job> jobs;        // in the file's order: jobs[i] is the file's jobs[i]
   std::vector<Outage> outages;  // likewise
+  std::vector<Fault> faults;    // likewise
   std::string origin;           // the file, as Parse's `origin`
 
   // Parses a jobs file's text; `origin` names it in error messages. InvalidArgument, naming the

@@ -111,6 +111,9 @@ struct OutputSeries {
   std::vector<Segment> segments;  // sorted, disjoint
   // [begin, end) spans whose samples are "NaN" (outages with "report": "NaN").
   std::vector<std::pair<UnixNanos, UnixNanos>> nan_spans;
+  // The jobs file's faults that make it lie, in the file's order: where several hold at an
+  // instant, the first applies.
+  std::vector<jobs::Fault> faults;
   // Sorted by time (equal times in the order they came); shared, never modified once made.
   std::shared_ptr<const std::vector<RecordedSample>> recorded;
   std::string row_middle;  // `","device_id":"…","metric_id":"…","value":`
@@ -119,7 +122,9 @@ struct OutputSeries {
   // Sets what follows from device_id, metric_id and labels_json: counter, row_middle, row_end.
   void Derive();
   int64_t CountIn(UnixNanos lo, UnixNanos hi) const;  // samples with lo <= t < hi
-  double ValueAt(UnixNanos t) const;                  // not for a recorded series
+  // Its value at a sample time: NaN in a NaN span, else its sources' sum, as its faults make it
+  // lie. Not for a recorded series.
+  double ValueAt(UnixNanos t) const;
   // The indices [first, last) of the recorded samples with lo <= t < hi.
   std::pair<size_t, size_t> RecordedIn(UnixNanos lo, UnixNanos hi) const;
 };
