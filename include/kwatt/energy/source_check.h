@@ -1,0 +1,104 @@
+// A node's power sources checked against each other (doc/energy.md, "How far to trust it"): the
+// energy each source gives over the same interval, their differences, and a flag where two whole-
+// node sources differ by more than their stated accuracies allow. A source that sees only a part
+// of the node (RAPL's domains, GPUs, as `kwatt meter` records them) is never flagged for reading
+// less than the wall: what it does not see is the rest of the platform, named as such; reading
+// more than the wall is flagged.
+//
+// Pure functions; thread-safe.
+#ifndef KWATT_ENERGY_SOURCE_CHECK_H_
+#define KWATT_ENERGY_SOURCE_CHECK_H_
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kwatt/core/status.h"
+#include "kwatt/energy/energy.h"
+
+namespace kwatt::energy {
+
+// How far a source's readings may be from the truth, as its maker states it (or, where none is
+// published, as kwatt assumes and says): |error| <= relative x |reading| + watts.
+struct StatedAccuracy {
+  double relative = 0;  // 0.01: 1 % of the reading
+  double watts = 0;     // plus this, whatever the reading
+  std::string basis;    // where these figures come from (doc/energy.md cites each)
+
+  // The most an energy over `seconds` read as `joules` may be off by.
+  double BoundJoules(double joules, double seconds) const {
+    return relative * std::fabs(joules) + watts * seconds;
+  }
+};
+
+// What a power metric measures.
+enum class SourceScope {
+  kWholeNode,  // the node's wall power: wattmeter, PDU outlet, BMC
+  kPartOfNode  // a part of it: RAPL domains, GPUs
+};
+
+struct PowerSourceKind {
+  std::string metric;  // "wattmetre_power_watt"
+  std::string name;    // "external wattmeter"
+  SourceScope scope = SourceScope::kWholeNode;
+  StatedAccuracy accuracy;  // the default (whole-node sources only)
+};
+
+// The power metrics kwatt knows, whole-node ones in PowerMetrics()'s order of preference.
+const std::vector<PowerSourceKind>& PowerSourceKinds();
+// The kind of `metric`; null for a metric kwatt knows nothing of (`kwatt energy --metric X`).
+const PowerSourceKind* FindPowerSourceKind(std::string_view metric);
+
+// Stated accuracies given by the user, by metric: "pdu_outlet_power_watt=2%+0.5W" (either term
+// may be left out: "=2%", "=0.5W"). InvalidArgument naming the text and the form for anything
+// else, an unknown metric (with the known ones), or a negative or absurd figure (above 100 %, or
+// a megawatt).
+Result<std::pair<std::string, StatedAccuracy>> ParseStatedAccuracy(std::string_view text);
+
+// One source's energy over an interval: the figures IntegrateNodeMetric gives for its metric.
+struct SourceEnergy {
+  std::string metric;
+  Figures figures;
+};
+
+// How one source compares with the reference (the node's chosen source) over an interval.
+struct SourceComparison {
+  std::string metric;
+  std::string reference;
+  enum class Verdict {
+    kAgrees,         // within what the two stated accuracies allow
+    kDisagrees,      // beyond it: one of the two is wrong (or its accuracy is not what is stated)
+    kPartOfNode,     // a part of the node, below the wall: the rest is the platform's
+    kAbovePart,      // a part of the node reading more than the wall: one of the two is wrong
+    kNotComparable,  // one of the two does not cover the interval (or has no power data)
+  };
+  Verdict verdict = Verdict::kNotComparable;
+  double joules = NAN;          // this source's energy minus the reference's
+  double relative = NAN;        // that, over the reference's energy
+  double allowed_joules = NAN;  // the two stated accuracies' bounds, added (whole-node sources)
+  double rest_watts = NAN;      // kPartOfNode: the mean power the part does not see
+  std::string why;              // one sentence for the reader
+};
+
+// The least coverage of the interval two sources must both have to be compared: below it the
+// difference would be one of what each missed.
+inline constexpr double kComparableCoverage = 0.95;
+
+// Compares each of `sources` with `sources[reference]` over the same interval. Whole-node sources
+// use `accuracies`' figure for their metric where given, else their kind's default; a metric with
+// neither (an unknown one) is compared but never flagged (its `why` says so). A part-of-node
+// source is compared with the wall as it is (`kwatt_meter_domain_power_watt` sums the domains a
+// meter recorded: packages and DRAM, which do not overlap). The reference must be a whole-node
+// source; the result has one entry per other source, in the order given.
+std::vector<SourceComparison> CompareSources(
+    const std::vector<SourceEnergy>& sources, size_t reference,
+    const std::map<std::string, StatedAccuracy>& accuracies = {});
+
+// "agrees", "DISAGREES", "part of the node", "PART ABOVE THE WALL", "not comparable".
+std::string_view VerdictName(SourceComparison::Verdict verdict);
+
+}  // namespace kwatt::energy
+
+#endif  // KWATT_ENERGY_SOURCE_CHECK_H_

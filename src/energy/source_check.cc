@@ -1,0 +1,198 @@
+#include "kwatt/energy/source_check.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "kwatt/core/text.h"
+
+namespace kwatt::energy {
+
+namespace {
+
+// Where a default comes from (doc/energy.md, "How far to trust it", cites each).
+constexpr const char* kAssumedClass1 =
+    "assumed: IEC 62053-21 class 1 (1 %), the class of metering-grade meters; no accuracy is "
+    "published for this device";
+constexpr const char* kBmcUnreliable =
+    "assumed: Grid'5000's catalogue calls BMC metrics 'quite unreliable: inaccurate, highly "
+    "averaged'; 10 % is kwatt's bound, not a maker's";
+
+std::string PercentOf(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g %%", fraction * 100);
+  return text;
+}
+
+std::string JoulesText(double joules) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f J", joules);
+  return text;
+}
+
+}  // namespace
+
+const std::vector<PowerSourceKind>& PowerSourceKinds() {
+  static const std::vector<PowerSourceKind> kinds = {
+      {"wattmetre_power_watt",
+       "external wattmeter",
+       SourceScope::kWholeNode,
+       {0.01, 0.1, kAssumedClass1}},
+      {"pdu_outlet_power_watt", "PDU outlet", SourceScope::kWholeNode, {0.01, 1.0, kAssumedClass1}},
+      {"bmc_node_power_watt", "BMC", SourceScope::kWholeNode, {0.10, 5.0, kBmcUnreliable}},
+      {"bmc_psu_power_watt", "BMC (per PSU)", SourceScope::kWholeNode, {0.10, 5.0, kBmcUnreliable}},
+      {"kwatt_meter_domain_power_watt",
+       "RAPL and GPUs (kwatt meter)",
+       SourceScope::kPartOfNode,
+       {}},
+      {"prom_DCGM_FI_DEV_POWER_USAGE", "GPUs (DCGM)", SourceScope::kPartOfNode, {}},
+  };
+  return kinds;
+}
+
+const PowerSourceKind* FindPowerSourceKind(std::string_view metric) {
+  for (const PowerSourceKind& kind : PowerSourceKinds()) {
+    if (kind.metric == metric) return &kind;
+  }
+  return nullptr;
+}
+
+Result<std::pair<std::string, StatedAccuracy>> ParseStatedAccuracy(std::string_view text) {
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument("accuracy '" + std::string(text) + "': " + why +
+                                   " (give METRIC=P%+WW, e.g. pdu_outlet_power_watt=2%+0.5W)");
+  };
+  size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) return refuse("no METRIC=");
+  std::string metric(TrimBlanks(text.substr(0, eq)));
+  const PowerSourceKind* kind = FindPowerSourceKind(metric);
+  if (kind == nullptr || kind->scope != SourceScope::kWholeNode) {
+    std::string known;
+    for (const PowerSourceKind& k : PowerSourceKinds()) {
+      if (k.scope == SourceScope::kWholeNode) known += (known.empty() ? "" : ", ") + k.metric;
+    }
+    return refuse("no accuracy is checked for " + metric + " (whole-node power metrics: " + known +
+                  ")");
+  }
+  StatedAccuracy accuracy;
+  accuracy.basis = "given (--accuracy " + std::string(text) + ")";
+  std::string rest(TrimBlanks(text.substr(eq + 1)));
+  if (rest.empty()) return refuse("no figure");
+  bool percent_seen = false, watts_seen = false;
+  while (!rest.empty()) {
+    size_t plus = rest.find('+', 1);
+    std::string term(TrimBlanks(std::string_view(rest).substr(0, plus)));
+    rest = plus == std::string::npos ? "" : rest.substr(plus + 1);
+    bool is_percent = term.ends_with('%');
+    bool is_watts = term.ends_with('W');
+    if ((!is_percent && !is_watts) || (is_percent && percent_seen) || (is_watts && watts_seen)) {
+      return refuse("'" + term + "' is neither a percentage nor watts (or is given twice)");
+    }
+    std::string number = term.substr(0, term.size() - 1);
+    char* end = nullptr;
+    double value = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !(value >= 0)) {
+      return refuse("'" + term + "' is not a number of at least 0");
+    }
+    if (is_percent) {
+      if (value > 100) return refuse("'" + term + "' is above 100 %");
+      accuracy.relative = value / 100;
+      percent_seen = true;
+    } else {
+      if (value > kMaxPlausibleWatts) return refuse("'" + term + "' is above a megawatt");
+      accuracy.watts = value;
+      watts_seen = true;
+    }
+  }
+  return std::make_pair(metric, accuracy);
+}
+
+std::string_view VerdictName(SourceComparison::Verdict verdict) {
+  switch (verdict) {
+    case SourceComparison::Verdict::kAgrees:
+      return "agrees";
+    case SourceComparison::Verdict::kDisagrees:
+      return "DISAGREES";
+    case SourceComparison::Verdict::kPartOfNode:
+      return "part of the node";
+    case SourceComparison::Verdict::kAbovePart:
+      return "PART ABOVE THE WALL";
+    case SourceComparison::Verdict::kNotComparable:
+      return "not comparable";
+  }
+  return "";
+}
+
+std::vector<SourceComparison> CompareSources(
+    const std::vector<SourceEnergy>& sources, size_t reference,
+    const std::map<std::string, StatedAccuracy>& accuracies) {
+  std::vector<SourceComparison> out;
+  if (reference >= sources.size()) return out;
+  const SourceEnergy& ref = sources[reference];
+  auto accuracy_of = [&](const std::string& metric) -> const StatedAccuracy* {
+    auto given = accuracies.find(metric);
+    if (given != accuracies.end()) return &given->second;
+    const PowerSourceKind* kind = FindPowerSourceKind(metric);
+    if (kind && kind->scope == SourceScope::kWholeNode) return &kind->accuracy;
+    return nullptr;
+  };
+  const double seconds = ref.figures.seconds;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (i == reference) continue;
+    const SourceEnergy& source = sources[i];
+    SourceComparison c;
+    c.metric = source.metric;
+    c.reference = ref.metric;
+    const Figures& a = source.figures;
+    const Figures& b = ref.figures;
+    if (!a.has_power || !b.has_power || a.coverage() < kComparableCoverage ||
+        b.coverage() < kComparableCoverage) {
+      const SourceEnergy& short_one =
+          !a.has_power || a.coverage() < kComparableCoverage ? source : ref;
+      c.why = short_one.metric + " covers " + PercentOf(short_one.figures.coverage()) +
+              " of the interval: below " + PercentOf(kComparableCoverage) +
+              ", the difference would be what it missed";
+      out.push_back(std::move(c));
+      continue;
+    }
+    c.joules = a.total_joules() - b.total_joules();
+    c.relative = b.total_joules() != 0 ? c.joules / b.total_joules() : NAN;
+    const PowerSourceKind* kind = FindPowerSourceKind(source.metric);
+    if (kind && kind->scope == SourceScope::kPartOfNode) {
+      c.rest_watts = seconds > 0 ? -c.joules / seconds : NAN;
+      if (c.joules <= 0) {
+        c.verdict = SourceComparison::Verdict::kPartOfNode;
+        c.why = kind->name + " sees " + PercentOf(a.total_joules() / b.total_joules()) + " of " +
+                ref.metric +
+                ": the rest of the platform (fans, disks, memory not metered, the "
+                "power supplies' losses...) draws the other " +
+                JoulesText(-c.joules);
+      } else {
+        c.verdict = SourceComparison::Verdict::kAbovePart;
+        c.why = kind->name + " reads " + JoulesText(c.joules) + " more than " + ref.metric +
+                ", which holds it: one of the two is wrong";
+      }
+      out.push_back(std::move(c));
+      continue;
+    }
+    const StatedAccuracy* mine = accuracy_of(source.metric);
+    const StatedAccuracy* theirs = accuracy_of(ref.metric);
+    if (mine == nullptr || theirs == nullptr) {
+      c.verdict = SourceComparison::Verdict::kNotComparable;
+      c.why = "no stated accuracy for " + (mine == nullptr ? source.metric : ref.metric) +
+              ": give one with --accuracy";
+      out.push_back(std::move(c));
+      continue;
+    }
+    c.allowed_joules = mine->BoundJoules(a.total_joules(), a.seconds) +
+                       theirs->BoundJoules(b.total_joules(), b.seconds);
+    bool agrees = std::fabs(c.joules) <= c.allowed_joules;
+    c.verdict = agrees ? SourceComparison::Verdict::kAgrees : SourceComparison::Verdict::kDisagrees;
+    c.why = source.metric + " is " + PercentOf(std::fabs(c.relative)) +
+            (c.joules >= 0 ? " above " : " below ") + ref.metric + "; their stated accuracies " +
+            (agrees ? "allow " : "allow only ") + JoulesText(c.allowed_joules);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace kwatt::energy
