@@ -1,10 +1,14 @@
+#include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/source_check.h"
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/kwollect_power.h"
 #include "kwatt/meter/replay.h"
@@ -136,6 +140,25 @@ void PrintTable(const energy::EnergyReport& r) {
     if (!notes) std::printf("\nnotes:\n");
     notes = true;
     std::printf("  %s: %s.%s\n", n.node.c_str(), n.reason.c_str(), extra.c_str());
+  }
+}
+
+// The sources checked against each other, after the table (doc/energy.md, "How far to trust
+// it").
+void PrintSourceChecks(const std::vector<energy::SourceCheck>& checks) {
+  if (checks.empty()) return;
+  std::printf("\nsources checked against each other (stated accuracies: doc/energy.md):\n");
+  for (const energy::SourceCheck& check : checks) {
+    for (const energy::SourceComparison& c : check.comparisons) {
+      std::string verdict(energy::VerdictName(c.verdict));
+      if (c.verdict == energy::SourceComparison::Verdict::kDisagrees ||
+          c.verdict == energy::SourceComparison::Verdict::kAbovePart) {
+        for (char& ch : verdict) ch = char(std::toupper(uint8_t(ch)));
+      }
+      std::replace(verdict.begin(), verdict.end(), '_', ' ');
+      std::printf("  %s, %s: %s %s: %s\n", check.node.c_str(), check.interval.c_str(),
+                  c.metric.c_str(), verdict.c_str(), c.why.c_str());
+    }
   }
 }
 
@@ -310,7 +333,7 @@ Runner RegisterEnergy(CLI::App* app) {
   struct Args {
     AnalysisArgs analysis;
     std::string metric, baseline, activity, node, idle_policy = "proportional";
-    std::vector<std::string> idle_power;
+    std::vector<std::string> idle_power, accuracies;
     double gap_factor = energy::EnergyOptions().gap_factor;
     bool json = false, csv = false, quiet = false;
   };
@@ -327,6 +350,9 @@ Runner RegisterEnergy(CLI::App* app) {
       ->add_option("--gap-factor", args->gap_factor,
                    "A gap: no sample for more than this many sampling periods (a number >= 1)")
       ->capture_default_str();
+  command->add_option("--accuracy", args->accuracies,
+                      "A power source's stated accuracy METRIC=P%+WW, for the check of the sources "
+                      "against each other (repeatable; default: doc/energy.md's)");
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command
       ->add_flag("--csv", args->csv,
@@ -355,6 +381,17 @@ Runner RegisterEnergy(CLI::App* app) {
     Status parsed = energy::CheckGapFactor(args->gap_factor, "--gap-factor");
     if (parsed.ok()) {
       parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    }
+    std::map<std::string, energy::StatedAccuracy> accuracies;
+    for (const std::string& text : args->accuracies) {
+      if (!parsed.ok()) break;
+      Result<std::pair<std::string, energy::StatedAccuracy>> accuracy =
+          energy::ParseStatedAccuracy(text);
+      if (accuracy.ok()) {
+        accuracies[accuracy->first] = accuracy->second;
+      } else {
+        parsed = accuracy.status().WithContext("--accuracy");
+      }
     }
     if (!parsed.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
@@ -387,8 +424,10 @@ Runner RegisterEnergy(CLI::App* app) {
       std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
       return ExitCodeOf(result.status());
     }
+    const std::vector<energy::SourceCheck> checks =
+        energy::CheckSources(*collector.power(), *result, energy_options, accuracies);
     if (args->json) {
-      std::printf("%s\n", energy::EnergyReportJson(*result).c_str());
+      std::printf("%s\n", energy::EnergyReportJson(*result, &checks).c_str());
     } else if (args->csv) {
       for (const std::string& note : result->notes) {
         std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
@@ -397,6 +436,7 @@ Runner RegisterEnergy(CLI::App* app) {
       std::fwrite(csv.data(), 1, csv.size(), stdout);
     } else {
       PrintTable(*result);
+      PrintSourceChecks(checks);
     }
     bool missing = std::any_of(result->nodes.begin(), result->nodes.end(),
                                [](const auto& n) { return n.metric.empty(); });

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kwatt/backup/row_source.h"
+#include "kwatt/energy/source_check.h"
 #include "kwatt/energy/stats.h"
 #include "kwatt/kwollect/fetch.h"
 #include "python/bindings/common.h"
@@ -64,7 +66,10 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
                 const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
                 const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                 const std::string& metric, const std::string& baseline, double gap_factor,
-                py::object progress) {
+                const std::vector<std::string>& accuracies, py::object progress) {
+  std::map<std::string, energy::StatedAccuracy> stated;
+  for (const std::string& text : accuracies)
+    stated.insert(Unwrap(energy::ParseStatedAccuracy(text)));
   backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   energy::EnergyOptions options;
@@ -77,17 +82,19 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   Watch watch{std::move(progress)};
   Result<RowsReport> report = Status::OK();
   Result<energy::EnergyReport> result = Status::OK();
+  std::vector<energy::SourceCheck> checks;
   {
     py::gil_scoped_release release;
     report =
         backup::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
     if (report.ok()) result = sink.Compute(*report, options);
+    if (result.ok()) checks = energy::CheckSources(*sink.power(), *result, options, stated);
   }
   watch.RaiseIfInterrupted();
   py::dict fetch = FetchReportDict(Unwrap(std::move(report)));
   // The report in the form `kwatt energy --json` prints (one rendering for both).
   py::dict d = py::module_::import("json").attr("loads")(
-      energy::EnergyReportJson(Unwrap(std::move(result))));
+      energy::EnergyReportJson(Unwrap(std::move(result)), &checks));
   d["fetch"] = fetch;
   return d;
 }
@@ -191,7 +198,8 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
 void RegisterEnergy(py::module_& m) {
   m.def("energy", &Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
-        py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("progress"));
+        py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("accuracies"),
+        py::arg("progress"));
   m.def("stats", &Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
         py::arg("roles"), py::arg("progress"));

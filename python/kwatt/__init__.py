@@ -15,7 +15,7 @@ from . import _core
 from .errors import (AuthenticationError, CorruptionError, DeployError, IncompleteError,
                      InvalidArgumentError, KwattError, KwattIOError, KwattPermissionError,
                      NotFoundError, UnavailableError)
-from .frames import energy_frame, load, manifest, stats_frame, table_frame
+from .frames import energy_frame, load, manifest, source_checks_frame, stats_frame, table_frame
 from .measure import Measurement, measure
 
 __version__ = _core.__version__
@@ -33,7 +33,8 @@ def __getattr__(name):
     raise AttributeError(f"module 'kwatt' has no attribute {name!r}")
 
 __all__ = [
-    "Kwollect", "measure", "Measurement", "load", "manifest", "table_frame", "energy_frame", "stats_frame",
+    "Kwollect", "measure", "Measurement", "load", "manifest", "table_frame", "energy_frame",
+    "source_checks_frame", "stats_frame",
     "KwattError", "InvalidArgumentError", "NotFoundError", "CorruptionError", "KwattIOError",
     "UnavailableError", "AuthenticationError", "KwattPermissionError", "IncompleteError",
     "DeployError",

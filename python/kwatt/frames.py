@@ -134,6 +134,33 @@ def energy_frame(report):
     return frame
 
 
+SOURCE_CHECK_COLUMNS = ["node", "interval", "metric", "reference", "verdict", "joules",
+                        "reference_joules", "difference_joules", "relative", "allowed_joules",
+                        "rest_watts", "why"]
+
+
+def source_checks_frame(report):
+    """The DataFrame of an energy report's source checks (its "source_checks"; see
+    Kwollect.source_checks): one row per node, interval and source compared."""
+    rows = []
+    for check in report.get("source_checks", []):
+        energy = {s["metric"]: s["joules"] for s in check["sources"]}
+        for c in check["comparisons"]:
+            rows.append({"node": check["node"], "interval": check["interval"],
+                         "metric": c["metric"], "reference": c["reference"],
+                         "verdict": c["verdict"], "joules": energy.get(c["metric"]),
+                         "reference_joules": energy.get(c["reference"]),
+                         "difference_joules": c["joules"], "relative": c["relative"],
+                         "allowed_joules": c["allowed_joules"], "rest_watts": c["rest_watts"],
+                         "why": c["why"]})
+    frame = pd.DataFrame(rows, columns=SOURCE_CHECK_COLUMNS)
+    for column in SOURCE_CHECK_COLUMNS[5:-1]:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame.attrs["kwatt"] = {"start": report["start"], "end": report["end"],
+                            "failures": report["fetch"]["failures"]}
+    return frame
+
+
 def stats_frame(report):
     """The long DataFrame of a stats report (see Kwollect.stats)."""
     rows = []

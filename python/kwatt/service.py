@@ -7,7 +7,7 @@ import time
 from . import _core
 from ._convert import fqdn, host_list, node_name, role_map, to_ns, unique
 from .errors import DeployError, IncompleteError, InvalidArgumentError
-from .frames import energy_frame, load, stats_frame, table_frame
+from .frames import energy_frame, load, source_checks_frame, stats_frame, table_frame
 
 try:  # Subclass EnOSlib's Service when EnOSlib is there; work without it.
     from enoslib.service.service import Service as _ServiceBase
@@ -469,21 +469,23 @@ class Kwollect(_ServiceBase):
         return ("", list(self.nodes)) + self._window()
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-                      gap_factor=3.0, allow_incomplete=False):
+                      gap_factor=3.0, accuracies=None, allow_incomplete=False):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
-        phase_totals, total), plus `fetch` (what was fetched, failures). A fetch that could not
-        get everything raises IncompleteError (``.partial`` holds the report) unless
-        allow_incomplete."""
-        report = self._energy(phases, roles, metric, baseline, source, gap_factor)
+        phase_totals, total, source_checks), plus `fetch` (what was fetched, failures). A fetch
+        that could not get everything raises IncompleteError (``.partial`` holds the report)
+        unless allow_incomplete."""
+        report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies)
         return self._check_report(report["fetch"], report, allow_incomplete)
 
-    def _energy(self, phases, roles, metric, baseline, source, gap_factor):
+    def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None):
         archive, nodes, start, stop = self._source(source)
+        accuracies = [f"{m}={a}" for m, a in (accuracies or {}).items()]
         return _core.energy(self._client, archive=archive, nodes=nodes, start=start, end=stop,
                             job=None, phases=self.phases(phases), roles=self._roles(roles),
                             metric=metric or "", baseline=baseline or "",
-                            gap_factor=float(gap_factor), progress=self._progress("kwatt energy"))
+                            gap_factor=float(gap_factor), accuracies=accuracies,
+                            progress=self._progress("kwatt energy"))
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                gap_factor=3.0, allow_incomplete=False):
@@ -503,6 +505,20 @@ class Kwollect(_ServiceBase):
         """
         report = self._energy(phases, roles, metric, baseline, source, gap_factor)
         return self._check_report(report["fetch"], energy_frame(report), allow_incomplete)
+
+    def source_checks(self, phases=None, roles=None, source=None, gap_factor=3.0,
+                      accuracies=None, allow_incomplete=False):
+        """Each node's power sources checked against each other (doc/energy.md, "How far to trust
+        it"), as a DataFrame with one row per node, interval (window, then each phase) and source
+        compared with the node's chosen one: node, interval, metric, reference, verdict (agrees,
+        disagrees, part_of_node, part_above_wall, not_comparable), joules (its energy),
+        reference_joules, difference_joules, relative, allowed_joules (what the two stated
+        accuracies allow), rest_watts (for a part of the node: the mean power it does not see),
+        why.
+        accuracies: {metric: "P%+WW"} replacing the documented defaults (e.g.
+        {"bmc_node_power_watt": "5%+2W"})."""
+        report = self._energy(phases, roles, None, None, source, gap_factor, accuracies)
+        return self._check_report(report["fetch"], source_checks_frame(report), allow_incomplete)
 
     def stats(self, metrics=None, phases=None, roles=None, source=None, allow_incomplete=False):
         """Per interval (window, then each phase), node (and role) and metric: count, mean,

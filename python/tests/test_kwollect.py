@@ -676,6 +676,35 @@ def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
     pd.testing.assert_frame_equal(k.energy(source=path), k.energy())
 
 
+def test_source_checks_compare_each_nodes_sources_and_take_the_users_accuracies(server):
+    # taurus-1 and taurus-7 have a wattmeter and a BMC: the BMC (5 s, averaged, the simulator's
+    # reads ~5 % low) agrees within its stated 10 %, not within a stated 0.1 %.
+    k = make(server, hosts=["taurus-1.lyon.grid5000.fr", "taurus-7.lyon.grid5000.fr"])
+    start = dt.datetime(2025, 4, 18, 14, 0, tzinfo=PARIS).timestamp()
+    k.start(start)
+    k.stop(start + 600)
+    checks = k.source_checks(phases={"second": (start + 300, start + 600)})
+    assert list(checks.columns) == kwatt.frames.SOURCE_CHECK_COLUMNS
+    assert set(checks["interval"]) == {"window", "second"}
+    assert set(checks["node"]) == set(k.nodes)
+    assert set(checks["metric"]) == {"bmc_node_power_watt"}
+    assert set(checks["reference"]) == {"wattmetre_power_watt"}
+    assert set(checks["verdict"]) == {"agrees"}, checks[["node", "interval", "why"]]
+    assert (checks["difference_joules"].abs() <= checks["allowed_joules"]).all()
+    assert np.allclose(checks["difference_joules"],
+                       checks["joules"] - checks["reference_joules"])
+    # The same figures as energy()'s, for the chosen source.
+    window = k.energy()
+    for _, row in checks[checks["interval"] == "window"].iterrows():
+        chosen = window[(window["name"] == row["node"]) & (window["phase"] == "window")]
+        assert row["reference_joules"] == pytest.approx(chosen["joules"].iloc[0])
+    strict = k.source_checks(accuracies={"bmc_node_power_watt": "0.1%"})
+    assert set(strict["verdict"]) == {"disagrees"}
+    assert "their stated accuracies allow only" in strict["why"].iloc[0]
+    with pytest.raises(kwatt.InvalidArgumentError, match="neither a percentage nor watts"):
+        k.source_checks(accuracies={"bmc_node_power_watt": "5"})
+
+
 def test_energy_explains_a_node_without_power_data(server):
     k = make(server, hosts=["nova-1.lyon.grid5000.fr"])
     k.start(T0)

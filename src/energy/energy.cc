@@ -49,6 +49,9 @@ bool Wanted(std::string_view metric) {
   for (const std::string& m : PowerMetrics()) {
     if (m == metric) return true;
   }
+  for (const std::string& m : PartOfNodeMetrics()) {
+    if (m == metric) return true;
+  }
   for (const std::string& m : EnergyCounters()) {
     if (m == metric) return true;
   }
@@ -450,6 +453,7 @@ Result<EnergyReport> ComputeEnergy(
   if (!planned.ok()) return planned.status();
   const PhasePlan& plan = *planned;
   report.phase_names = plan.names;
+  report.phase_intervals = plan.intervals;
   const size_t phase_count = report.phase_names.size();
   if (data.kind() == RowKind::kBucketMeans) {
     NoteBucketCuts(plan, phase_count, any_data, start, end, &report.notes);
@@ -635,6 +639,9 @@ namespace kwatt::energy {
 std::vector<std::string> EnergyInputMetrics(const std::string& metric) {
   std::vector<std::string> metrics =
       metric.empty() ? PowerMetrics() : std::vector<std::string>{metric};
+  if (metric.empty()) {
+    metrics.insert(metrics.end(), PartOfNodeMetrics().begin(), PartOfNodeMetrics().end());
+  }
   for (const std::string& counter : EnergyCounters()) metrics.push_back(counter);
   return metrics;
 }

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/source_check.h"
 
 namespace kwatt::energy {
 namespace {
@@ -39,7 +40,7 @@ ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector
 
 }  // namespace
 
-std::string EnergyReportJson(const EnergyReport& r) {
+std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceCheck>* checks) {
   ordered_json out;
   out["start"] = FormatParisTimestamp(r.start);
   out["end"] = FormatParisTimestamp(r.end);
@@ -74,6 +75,7 @@ std::string EnergyReportJson(const EnergyReport& r) {
   out["role_phases"] = role_phases;
   out["phase_totals"] = PhasesJson(r.phase_names, r.phase_totals);
   out["total"] = FiguresJson(r.total);
+  if (checks) out["source_checks"] = ordered_json::parse(SourceChecksJson(*checks));
   return out.dump(2);
 }
 

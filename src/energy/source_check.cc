@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "kwatt/core/text.h"
+#include "kwatt/energy/integration.h"
 
 namespace kwatt::energy {
 
@@ -111,13 +113,13 @@ std::string_view VerdictName(SourceComparison::Verdict verdict) {
     case SourceComparison::Verdict::kAgrees:
       return "agrees";
     case SourceComparison::Verdict::kDisagrees:
-      return "DISAGREES";
+      return "disagrees";
     case SourceComparison::Verdict::kPartOfNode:
-      return "part of the node";
+      return "part_of_node";
     case SourceComparison::Verdict::kAbovePart:
-      return "PART ABOVE THE WALL";
+      return "part_above_wall";
     case SourceComparison::Verdict::kNotComparable:
-      return "not comparable";
+      return "not_comparable";
   }
   return "";
 }
@@ -193,6 +195,100 @@ std::vector<SourceComparison> CompareSources(
     out.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<SourceCheck> CheckSources(const PowerCollector& data, const EnergyReport& report,
+                                      const EnergyOptions& options,
+                                      const std::map<std::string, StatedAccuracy>& accuracies) {
+  std::vector<SourceCheck> checks;
+  for (const NodeEnergy& node : report.nodes) {
+    const PowerSourceKind* chosen = FindPowerSourceKind(node.metric);
+    if (node.metric.empty() || (chosen && chosen->scope != SourceScope::kWholeNode)) continue;
+    auto held = data.store().find(node.node);
+    if (held == data.store().end()) continue;
+    // The chosen metric first, then the others the node has, in PowerSourceKinds()' order.
+    std::vector<std::string> metrics = {node.metric};
+    for (const PowerSourceKind& kind : PowerSourceKinds()) {
+      if (kind.metric != node.metric && held->second.count(kind.metric)) {
+        metrics.push_back(kind.metric);
+      }
+    }
+    if (metrics.size() < 2) continue;
+    std::vector<PowerChoice> choices;
+    for (const std::string& metric : metrics) {
+      choices.push_back(ChoosePowerMetric(data, node.node, report.start, report.end, {metric},
+                                          options.gap_factor));
+    }
+    auto check = [&](const std::string& name, const std::vector<Interval>& intervals) {
+      SourceCheck c{node.node, name, {}, {}};
+      for (size_t m = 0; m < metrics.size(); ++m) {
+        SourceEnergy energy{metrics[m], {}};
+        bool first = true;
+        for (const Interval& interval : intervals) {
+          Figures f;
+          if (choices[m].series) {
+            f = IntegrateNodeMetric(*choices[m].series, interval.start, interval.end,
+                                    options.gap_factor, nullptr, data.kind());
+          } else {
+            f.seconds = double(interval.end - interval.start) / 1e9;
+            f.node_seconds = f.seconds;
+          }
+          if (first) {
+            energy.figures = f;
+            first = false;
+          } else {
+            energy.figures.Extend(f);
+          }
+        }
+        c.sources.push_back(std::move(energy));
+      }
+      c.comparisons = CompareSources(c.sources, 0, accuracies);
+      checks.push_back(std::move(c));
+    };
+    check("window", {Interval{"window", report.start, report.end}});
+    for (const std::string& phase : report.phase_names) {
+      std::vector<Interval> intervals;
+      for (const Interval& interval : report.phase_intervals) {
+        if (interval.name == phase) intervals.push_back(interval);
+      }
+      check(phase, intervals);
+    }
+  }
+  return checks;
+}
+
+std::string SourceChecksJson(const std::vector<SourceCheck>& checks) {
+  auto number = [](double x) {
+    return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json();
+  };
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const SourceCheck& c : checks) {
+    nlohmann::ordered_json sources = nlohmann::ordered_json::array();
+    for (const SourceEnergy& s : c.sources) {
+      sources.push_back({{"metric", s.metric},
+                         {"joules", s.figures.has_power ? number(s.figures.total_joules())
+                                                        : nlohmann::ordered_json()},
+                         {"coverage", number(s.figures.coverage())},
+                         {"mean_watts", s.figures.has_power ? number(s.figures.mean_watts())
+                                                            : nlohmann::ordered_json()}});
+    }
+    nlohmann::ordered_json comparisons = nlohmann::ordered_json::array();
+    for (const SourceComparison& x : c.comparisons) {
+      comparisons.push_back({{"metric", x.metric},
+                             {"reference", x.reference},
+                             {"verdict", std::string(VerdictName(x.verdict))},
+                             {"joules", number(x.joules)},
+                             {"relative", number(x.relative)},
+                             {"allowed_joules", number(x.allowed_joules)},
+                             {"rest_watts", number(x.rest_watts)},
+                             {"why", x.why}});
+    }
+    out.push_back({{"node", c.node},
+                   {"interval", c.interval},
+                   {"sources", std::move(sources)},
+                   {"comparisons", std::move(comparisons)}});
+  }
+  return out.dump(2);
 }
 
 }  // namespace kwatt::energy

@@ -106,7 +106,7 @@ TEST(CompareSources, APartOfTheNodeIsBelowTheWallAndTheRestIsNamedAsThePlatforms
                 .Energies();
   c = CompareSources(sources, 0)[0];
   EXPECT_EQ(c.verdict, Verdict::kAbovePart);
-  EXPECT_EQ(VerdictName(c.verdict), "PART ABOVE THE WALL");
+  EXPECT_EQ(VerdictName(c.verdict), "part_above_wall");
 }
 
 TEST(CompareSources, ASourceCoveringTooLittleOrWithoutAStatedAccuracyIsNotJudged) {

@@ -572,3 +572,51 @@ def test_a_faulty_source_lies_by_what_the_jobs_file_says(tmp_path):
         pytest.approx(1.1 * figures("honest", "wattmetre_power_watt", "busy")["joules"], rel=1e-9)
     assert truth(files["lying"], "taurus-3.lyon.grid5000.fr", T0, T0 + 600) == \
         truth(files["honest"], "taurus-3.lyon.grid5000.fr", T0, T0 + 600)
+
+
+def test_sources_are_checked_against_each_other_and_the_lying_one_is_flagged(tmp_path):
+    # taurus-3's and taurus-4's wattmeters and BMCs agree within their stated accuracies
+    # (doc/energy.md, "How far to trust it"), until taurus-4's BMC reads 20 % low from the busy
+    # phase on: flagged there and over the window, not in the idle phase, and not on taurus-3.
+    jobs = {"jobs": [{"site": "lyon", "uid": 7102, "nodes": ["taurus-3", "taurus-4"],
+                      "started_at": T0, "stopped_at": T0 + 600, "phases": PHASES}],
+            "faults": [{"site": "lyon", "device": "taurus-4", "metric": "bmc_node_power_watt",
+                        "scale": 0.8, "start": T0 + 300}]}
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(jobs))
+    server = start_server("--jobs", path, tmp_path=tmp_path)
+    try:
+        phases = ["--phase", f"idle={T0}..{T0 + 300}", "--phase", f"busy={T0 + 300}..{T0 + 600}"]
+        report, _ = energy(server, "--job", "lyon:7102", *phases)
+        verdicts = {(c["node"].split(".")[0], c["interval"]): c["comparisons"][0]["verdict"]
+                    for c in report["source_checks"]}
+        assert verdicts == {("taurus-3", "window"): "agrees", ("taurus-3", "idle"): "agrees",
+                            ("taurus-3", "busy"): "agrees", ("taurus-4", "window"): "disagrees",
+                            ("taurus-4", "idle"): "agrees", ("taurus-4", "busy"): "disagrees"}
+        busy = next(c for c in report["source_checks"]
+                    if c["node"].startswith("taurus-4") and c["interval"] == "busy")
+        assert [s["metric"] for s in busy["sources"]] == ["wattmetre_power_watt",
+                                                          "bmc_node_power_watt"]
+        comparison = busy["comparisons"][0]
+        assert comparison["reference"] == "wattmetre_power_watt"
+        assert abs(comparison["joules"]) > comparison["allowed_joules"]
+        assert comparison["relative"] == pytest.approx(
+            busy["sources"][1]["joules"] / busy["sources"][0]["joules"] - 1)
+        # The table says it too, in capitals.
+        text = subprocess.run([KWATT, "energy", "--api", server.url, "--job", "lyon:7102",
+                               "--quiet", *phases], capture_output=True, text=True, timeout=300)
+        assert text.returncode == 0, text.stderr
+        assert "taurus-4.lyon.grid5000.fr, busy: bmc_node_power_watt DISAGREES: " \
+            "bmc_node_power_watt is" in text.stdout, text.stdout
+        # A BMC stated at 30 % agrees everywhere.
+        loose, _ = energy(server, "--job", "lyon:7102", *phases,
+                          "--accuracy", "bmc_node_power_watt=30%+5W")
+        assert {c["comparisons"][0]["verdict"] for c in loose["source_checks"]} == {"agrees"}
+        bad = subprocess.run([KWATT, "energy", "--api", server.url, "--job", "lyon:7102",
+                              "--accuracy", "bmc_node_power_watt=30"], capture_output=True,
+                             text=True, timeout=60)
+        assert bad.returncode == 2
+        assert "--accuracy: accuracy 'bmc_node_power_watt=30': '30' is neither a percentage " \
+            "nor watts" in bad.stderr, bad.stderr
+    finally:
+        server.stop()

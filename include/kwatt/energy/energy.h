@@ -32,6 +32,12 @@ inline const std::vector<std::string>& PowerMetrics() {
                                                    "bmc_node_power_watt", "bmc_psu_power_watt"};
   return metrics;
 }
+// Power metrics of a part of a node (never chosen as its power: checked against the wall, see
+// source_check.h): the domains `kwatt meter` records (RAPL's packages and DRAM, GPUs).
+inline const std::vector<std::string>& PartOfNodeMetrics() {
+  static const std::vector<std::string> metrics = {"kwatt_meter_domain_power_watt"};
+  return metrics;
+}
 inline const std::vector<std::string>& EnergyCounters() {
   static const std::vector<std::string> counters = {"pdu_outlet_energy_watthours_total",
                                                     "bmc_node_power_watthour_total"};
@@ -137,6 +143,9 @@ struct EnergyReport {
   UnixNanos start = 0, end = 0;  // the window reported: the one asked, clipped to the data's
   UnixNanos requested_start = 0, requested_end = 0;  // the window asked (fetched)
   std::vector<std::string> phase_names;
+  // The phases' intervals as the figures are over them: clipped to the window, a phase's
+  // overlapping intervals merged; each named by its phase.
+  std::vector<Interval> phase_intervals;
   std::vector<NodeEnergy> nodes;                  // in the order given
   std::vector<std::pair<Role, Figures>> roles;    // window figures summed over the role's nodes
   std::vector<std::vector<Figures>> role_phases;  // [role][phase]
@@ -232,13 +241,17 @@ Result<EnergyReport> ComputeEnergy(
     const PowerCollector& data, UnixNanos start, UnixNanos end, const EnergyOptions& options,
     const std::map<std::string, std::vector<std::string>>& catalogue_metrics = {});
 
+struct SourceCheck;  // source_check.h
+
 // The report as JSON, as `kwatt energy --json` prints it and the Python package reads it
 // (doc/energy.md): start, end (Paris time), phases, nodes (each with window and {phase: figures}),
-// roles and role_phases, phase_totals, total; NaN figures are null.
-std::string EnergyReportJson(const EnergyReport& report);
+// roles and role_phases, phase_totals, total; NaN figures are null. With `checks`, their
+// SourceChecksJson too, as "source_checks".
+std::string EnergyReportJson(const EnergyReport& report,
+                             const std::vector<SourceCheck>* checks = nullptr);
 
-// The metrics an energy computation reads: the power metrics (or only `metric` when given) and
-// the energy counters.
+// The metrics an energy computation reads: the power metrics and those of a part of the node (or
+// only `metric` when given), and the energy counters.
 std::vector<std::string> EnergyInputMetrics(const std::string& metric = "");
 
 // A PowerCollector for the nodes of a query known only once it is resolved (a job's, an

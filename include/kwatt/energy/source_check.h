@@ -96,8 +96,31 @@ std::vector<SourceComparison> CompareSources(
     const std::vector<SourceEnergy>& sources, size_t reference,
     const std::map<std::string, StatedAccuracy>& accuracies = {});
 
-// "agrees", "DISAGREES", "part of the node", "PART ABOVE THE WALL", "not comparable".
+// The verdict as JSON, CSV and Python give it: "agrees", "disagrees", "part_of_node",
+// "part_above_wall", "not_comparable".
 std::string_view VerdictName(SourceComparison::Verdict verdict);
+
+// A node's sources over one interval of a report, compared.
+struct SourceCheck {
+  std::string node;                   // FQDN
+  std::string interval;               // "window", or a phase's name
+  std::vector<SourceEnergy> sources;  // the node's chosen source first, then the others it has
+  std::vector<SourceComparison> comparisons;  // of sources[1..] with sources[0]
+};
+
+// The check of every node of `report` (ComputeEnergy's over `data` with `options`) that has a
+// whole-node source chosen and at least one other power source (PowerSourceKinds(), or
+// `options.metric`), over the window and each phase as the report has them: each source's series
+// taken as ChoosePowerMetric takes a node's (stray series set aside), integrated as the chosen
+// one is. `accuracies`: the user's stated accuracies, by metric (ParseStatedAccuracy).
+std::vector<SourceCheck> CheckSources(const PowerCollector& data, const EnergyReport& report,
+                                      const EnergyOptions& options,
+                                      const std::map<std::string, StatedAccuracy>& accuracies = {});
+
+// The checks as a JSON array (`kwatt energy --json`'s "source_checks"; doc/energy.md): each
+// {node, interval, sources: [{metric, joules, coverage, mean_watts}], comparisons: [{metric,
+// reference, verdict, joules, relative, allowed_joules, rest_watts, why}]}; NaN figures null.
+std::string SourceChecksJson(const std::vector<SourceCheck>& checks);
 
 }  // namespace kwatt::energy
 
