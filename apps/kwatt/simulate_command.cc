@@ -8,7 +8,7 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/core/time.h"
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 #include "kwatt/kwollect/node_name.h"
 #include "kwatt/simulate/testbed.h"
 

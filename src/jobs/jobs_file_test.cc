@@ -1,11 +1,11 @@
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-namespace kwatt::jobs::job_test {
+namespace kwatt::jobs::jobs_file_test {
 namespace {
 
 // A jobs file whose jobs[1] has `field` set to `value` (JSON text).
@@ -275,18 +275,5 @@ TEST(JobsFile, LoadChangesAreBounded) {
   EXPECT_EQ(ErrorOf(past + "]}]}"), "OK");
 }
 
-TEST(SplitJobNodeName, GivesTheUidAndTheSiteNamedWithIt) {
-  for (const char* text :
-       {"nova-1", "nova-1.lyon", "nova-1.lyon.grid5000.fr", "nova-1.lyon.grid5000.fr."}) {
-    std::optional<JobNodeName> name = SplitJobNodeName(text);
-    ASSERT_TRUE(name) << text;
-    EXPECT_EQ(name->uid, "nova-1") << text;
-    EXPECT_EQ(name->site, std::string_view(text) == "nova-1" ? "" : "lyon") << text;
-  }
-  for (const char* text : {"", ".lyon", "nova-1.", "a.b.c", "nova-1.grid5000.fr"}) {
-    EXPECT_FALSE(SplitJobNodeName(text)) << text;
-  }
-}
-
 }  // namespace
-}  // namespace kwatt::jobs::job_test
+}  // namespace kwatt::jobs::jobs_file_test
