@@ -16,14 +16,6 @@ namespace kwatt::jobs {
 
 using nlohmann::json;
 
-// Assigns the value of a Result, or returns its status.
-#define KWATT_ASSIGN_OR_RETURN_JOBS(lhs, expr)  \
-  do {                                          \
-    auto result_ = (expr);                      \
-    if (!result_.ok()) return result_.status(); \
-    lhs = std::move(*result_);                  \
-  } while (false)
-
 namespace {
 
 // The JSON type of a value, as a user reads it in a message.
@@ -197,17 +189,10 @@ int64_t PhaseStarts(const Job& job) {
   return SaturatingAdd(full, starts_within(span % cycle));
 }
 
-}  // namespace
-
-Status JobSet::Refuse(const std::string& what) const {
-  return Status::InvalidArgument("jobs file " + origin + ": " + what);
-}
-
-Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin) {
-  Reader r(origin);
-  json doc;
+// The file's text as JSON, or InvalidArgument with the parser's place and reason.
+Result<json> ParseJson(const Reader& r, std::string_view json_text) {
   try {
-    doc = json::parse(json_text);
+    return json::parse(json_text);
   } catch (const json::exception& error) {
     // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ...", or
     // "[json.exception.out_of_range.406] number overflow parsing '1e400'": the place (when the
@@ -222,6 +207,10 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
     return r.Bad("file",
                  "is not valid JSON" + (at == std::string::npos ? "" : ": " + what.substr(at)));
   }
+}
+
+// The file's top level: an object of known keys, of a format_version this kwatt reads.
+Status CheckTopLevel(const Reader& r, const json& doc) {
   if (!doc.is_object()) return r.Expected("file", "an object with a \"jobs\" list", doc);
   if (Status known = r.OnlyKnownKeys(doc, "", "a jobs file", kFileKeys); !known.ok()) {
     return known;
@@ -236,146 +225,241 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
                        std::to_string(kJobsFileFormatVersion) + " (write it, or leave it out)");
     }
   }
+  return Status::OK();
+}
+
+// A job's site, uid (a positive OAR job id) and its user, name, project and queue.
+Status ReadJobIdentity(const Reader& r, const json& item, const std::string& where, Job* job) {
+  if (!item.contains("site"))
+    return r.Bad(where + ".site", "is required (a site such as \"lyon\")");
+  KWATT_ASSIGN_OR_RETURN(job->site, r.String(item, "site", where, std::nullopt));
+  if (!item.contains("uid")) return r.Bad(where + ".uid", "is required (an integer job id)");
+  const json& uid = item["uid"];
+  if (!uid.is_number_integer()) return r.Expected(where + ".uid", "an integer job id", uid);
+  if (uid.is_number_unsigned() && uid.get<uint64_t>() > uint64_t(INT64_MAX)) {
+    return r.Bad(where + ".uid",
+                 "= " + uid.dump() + ": an OAR job id is a positive integer below 2^63");
+  }
+  job->uid = uid.get<int64_t>();
+  if (job->uid <= 0) {
+    return r.Bad(where + ".uid", "= " + uid.dump() + ": an OAR job id is a positive integer");
+  }
+  KWATT_ASSIGN_OR_RETURN(job->user, r.String(item, "user", where, job->user));
+  KWATT_ASSIGN_OR_RETURN(job->name, r.String(item, "name", where, job->name));
+  KWATT_ASSIGN_OR_RETURN(job->project, r.String(item, "project", where, job->project));
+  KWATT_ASSIGN_OR_RETURN(job->queue, r.String(item, "queue", where, job->queue));
+  return Status::OK();
+}
+
+// A job's nodes: at least one, each of the job's site and listed once.
+Status ReadJobNodes(const Reader& r, const json& item, const std::string& where, Job* job) {
+  if (!item.contains("nodes")) return r.Bad(where + ".nodes", "is required (a list of node names)");
+  const json& nodes = item["nodes"];
+  if (!nodes.is_array()) return r.Expected(where + ".nodes", "a list of node names", nodes);
+  if (nodes.empty()) return r.Bad(where + ".nodes", "is empty: a job has at least one node");
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    std::string nwhere = where + ".nodes[" + std::to_string(n) + "]";
+    if (!nodes[n].is_string()) return r.Expected(nwhere, "a node name (a string)", nodes[n]);
+    std::string node;
+    KWATT_ASSIGN_OR_RETURN(node, r.NodeUid(nodes[n], nwhere, where, job->site, true));
+    // Twice in a job (nova-1 and nova-1.lyon.grid5000.fr), a node's energy would count twice.
+    auto same = std::find(job->nodes.begin(), job->nodes.end(), node);
+    if (same != job->nodes.end()) {
+      return r.Bad(nwhere, "= " + nodes[n].dump() + " is " + node + " again (" + where + ".nodes[" +
+                               std::to_string(same - job->nodes.begin()) +
+                               "]): list each node of a job once");
+    }
+    job->nodes.push_back(std::move(node));
+  }
+  return Status::OK();
+}
+
+// A job's times: started_at, stopped_at (optional, not before the start), submitted_at (30 s
+// before the start) and walltime (given, else the job's length when it stopped, else an hour),
+// with its end within the times kwatt handles.
+Status ReadJobTimes(const Reader& r, const json& item, const std::string& where, Job* job) {
+  if (!item.contains("started_at")) return r.Bad(where + ".started_at", "is required (a time)");
+  KWATT_ASSIGN_OR_RETURN(job->started_at, r.Time(item["started_at"], where + ".started_at"));
+  if (item.contains("stopped_at") && !item["stopped_at"].is_null()) {
+    UnixNanos stopped;
+    KWATT_ASSIGN_OR_RETURN(stopped, r.Time(item["stopped_at"], where + ".stopped_at"));
+    if (stopped < job->started_at) return r.Bad(where + ".stopped_at", "is before started_at");
+    job->stopped_at = stopped;
+  }
+  // submitted_at is 30 s before the start: keep it in range.
+  if (job->started_at < std::numeric_limits<int64_t>::min() + 30 * kNanosPerSecond) {
+    return r.Bad(where + ".started_at", "is too early");
+  }
+  job->submitted_at = job->started_at - 30 * kNanosPerSecond;
+  if (item.contains("walltime")) {
+    int64_t walltime_ns;
+    KWATT_ASSIGN_OR_RETURN(
+        walltime_ns, Duration(r, item["walltime"], where + ".walltime", "seconds (a number > 0)"));
+    job->walltime_s = (walltime_ns + kNanosPerSecond - 1) / kNanosPerSecond;
+  } else if (job->stopped_at) {
+    job->walltime_s = (*job->stopped_at - job->started_at + kNanosPerSecond - 1) / kNanosPerSecond;
+  } else {
+    job->walltime_s = 3600;
+  }
+  UnixNanos end;
+  if (__builtin_mul_overflow(job->walltime_s, kNanosPerSecond, &end) ||
+      __builtin_add_overflow(job->started_at, end, &end)) {
+    return r.Bad(where + ".walltime",
+                 "ends the job after 2262-04-11, outside the times kwatt handles");
+  }
+  return Status::OK();
+}
+
+// A job's OAR types, when given: a list of strings.
+Status ReadJobTypes(const Reader& r, const json& item, const std::string& where, Job* job) {
+  if (!item.contains("types")) return Status::OK();
+  const json& types = item["types"];
+  if (!types.is_array()) return r.Expected(where + ".types", "a list of strings", types);
+  for (size_t t = 0; t < types.size(); ++t) {
+    if (!types[t].is_string()) {
+      return r.Expected(where + ".types[" + std::to_string(t) + "]", "a string", types[t]);
+    }
+    job->types.push_back(types[t].get<std::string>());
+  }
+  return Status::OK();
+}
+
+// The phase at `pwhere`, the job's phases[p]: its name (default "phase<p+1>"), its duration (at
+// least kMinPhaseNanos) and its levels (default 0).
+Result<LoadPhase> ReadPhase(const Reader& r, const json& phase, const std::string& pwhere,
+                            size_t p) {
+  if (!phase.is_object()) return r.Expected(pwhere, "an object", phase);
+  if (Status known = r.OnlyKnownKeys(phase, pwhere, "a phase", kPhaseKeys); !known.ok()) {
+    return known;
+  }
+  LoadPhase load;
+  KWATT_ASSIGN_OR_RETURN(load.name,
+                         r.String(phase, "name", pwhere, "phase" + std::to_string(p + 1)));
+  if (!phase.contains("duration")) {
+    return r.Bad(pwhere + ".duration", "is required (seconds, > 0)");
+  }
+  KWATT_ASSIGN_OR_RETURN(load.duration_ns, Duration(r, phase["duration"], pwhere + ".duration",
+                                                    "seconds (a number > 0)"));
+  if (load.duration_ns < kMinPhaseNanos) {
+    return r.Bad(pwhere + ".duration", "= " + phase["duration"].dump() +
+                                           ": a phase lasts at least 0.001 s (1 ms; the finest "
+                                           "metric, wattmetre_power_watt, is sampled every 20 ms)");
+  }
+  for (auto [key, field] : {std::pair{"cpu", &load.cpu}, std::pair{"network", &load.network},
+                            std::pair{"gpu", &load.gpu}}) {
+    KWATT_ASSIGN_OR_RETURN(*field, r.Level(phase, key, pwhere));
+  }
+  return load;
+}
+
+// A job's load: its phases (default: one phase "run" at cpu 0.5 for the whole job) and whether
+// they repeat.
+Status ReadJobPhases(const Reader& r, const json& item, const std::string& where, Job* job) {
+  if (item.contains("phases")) {
+    const json& phases = item["phases"];
+    if (!phases.is_array()) return r.Expected(where + ".phases", "a list of phases", phases);
+    for (size_t p = 0; p < phases.size(); ++p) {
+      std::string pwhere = where + ".phases[" + std::to_string(p) + "]";
+      KWATT_ASSIGN_OR_RETURN(LoadPhase load, ReadPhase(r, phases[p], pwhere, p));
+      job->phases.push_back(std::move(load));
+    }
+  }
+  if (job->phases.empty()) {
+    job->phases.push_back(LoadPhase{"run", job->EffectiveEnd() - job->started_at, 0.5, 0.05, 0.0});
+  }
+  if (item.contains("repeat_phases")) {
+    if (!item["repeat_phases"].is_boolean()) {
+      return r.Expected(where + ".repeat_phases", "true or false", item["repeat_phases"]);
+    }
+    job->repeat_phases = item["repeat_phases"].get<bool>();
+  }
+  return Status::OK();
+}
+
+// The job at `where` (jobs[i]), every field checked.
+Result<Job> ReadJob(const Reader& r, const json& item, const std::string& where) {
+  if (!item.is_object()) return r.Expected(where, "an object", item);
+  if (Status known = r.OnlyKnownKeys(item, where, "a job", kJobKeys); !known.ok()) return known;
+  Job job;
+  KWATT_RETURN_IF_ERROR(ReadJobIdentity(r, item, where, &job));
+  KWATT_RETURN_IF_ERROR(ReadJobNodes(r, item, where, &job));
+  KWATT_RETURN_IF_ERROR(ReadJobTimes(r, item, where, &job));
+  KWATT_RETURN_IF_ERROR(ReadJobTypes(r, item, where, &job));
+  KWATT_RETURN_IF_ERROR(ReadJobPhases(r, item, where, &job));
+  return job;
+}
+
+// Adds `job`'s load changes (its phase starts times its nodes) to `load_changes`, the file's so
+// far; refused beyond kMaxLoadChanges.
+Status CountLoadChanges(const Reader& r, const Job& job, const std::string& where,
+                        int64_t* load_changes) {
+  int64_t changes = SaturatingMultiply(PhaseStarts(job), int64_t(job.nodes.size()));
+  *load_changes = SaturatingAdd(*load_changes, changes);
+  if (*load_changes > kMaxLoadChanges) {
+    return r.Bad(where + ".phases",
+                 "change the load of its " + std::to_string(job.nodes.size()) +
+                     (job.nodes.size() == 1 ? " node " : " nodes ") + std::to_string(changes) +
+                     " times, " + std::to_string(*load_changes) +
+                     " load changes in the file so far: the simulator holds at most " +
+                     std::to_string(kMaxLoadChanges) +
+                     " (phase starts times nodes, all jobs together); lengthen the phases, "
+                     "shorten the job or give it fewer nodes");
+  }
+  return Status::OK();
+}
+
+// The outage at `where` (outages[i]): its site, device, metric (optional), start and end, and
+// what the device reports meanwhile.
+Result<Outage> ReadOutage(const Reader& r, const json& item, const std::string& where) {
+  if (!item.is_object()) return r.Expected(where, "an object", item);
+  if (Status known = r.OnlyKnownKeys(item, where, "an outage", kOutageKeys); !known.ok()) {
+    return known;
+  }
+  for (const char* key : {"site", "device", "start", "end"}) {
+    if (!item.contains(key)) {
+      return r.Bad(where + "." + key,
+                   "is required (an outage needs \"site\", \"device\", \"start\" and \"end\")");
+    }
+  }
+  Outage outage;
+  KWATT_ASSIGN_OR_RETURN(outage.site, r.String(item, "site", where, std::nullopt));
+  KWATT_ASSIGN_OR_RETURN(outage.device, r.String(item, "device", where, std::nullopt));
+  // A node's FQDN is its uid (of the outage's site).
+  KWATT_ASSIGN_OR_RETURN(outage.device,
+                         r.NodeUid(item["device"], where + ".device", where, outage.site, false));
+  KWATT_ASSIGN_OR_RETURN(outage.metric, r.String(item, "metric", where, std::string()));
+  KWATT_ASSIGN_OR_RETURN(outage.start, r.Time(item["start"], where + ".start"));
+  KWATT_ASSIGN_OR_RETURN(outage.end, r.Time(item["end"], where + ".end"));
+  if (outage.end <= outage.start) return r.Bad(where + ".end", "is not after its start");
+  std::string report;
+  KWATT_ASSIGN_OR_RETURN(report, r.String(item, "report", where, std::string("nothing")));
+  if (report != "nothing" && report != "NaN") {
+    return r.Bad(where + ".report",
+                 "should be \"nothing\" (no row) or \"NaN\" (rows with NaN values)");
+  }
+  outage.nan = report == "NaN";
+  return outage;
+}
+
+}  // namespace
+
+Status JobSet::Refuse(const std::string& what) const {
+  return Status::InvalidArgument("jobs file " + origin + ": " + what);
+}
+
+Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin) {
+  Reader r(origin);
+  KWATT_ASSIGN_OR_RETURN(json doc, ParseJson(r, json_text));
+  KWATT_RETURN_IF_ERROR(CheckTopLevel(r, doc));
   JobSet set;
   set.origin = std::string(origin);
   int64_t load_changes = 0;  // phase starts times nodes, all jobs so far
   const json& jobs = doc.contains("jobs") ? doc["jobs"] : json::array();
   if (!jobs.is_array()) return r.Expected("jobs", "a list", jobs);
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const json& item = jobs[i];
     std::string where = "jobs[" + std::to_string(i) + "]";
-    if (!item.is_object()) return r.Expected(where, "an object", item);
-    if (Status known = r.OnlyKnownKeys(item, where, "a job", kJobKeys); !known.ok()) return known;
-    Job job;
-    if (!item.contains("site"))
-      return r.Bad(where + ".site", "is required (a site such as \"lyon\")");
-    KWATT_ASSIGN_OR_RETURN_JOBS(job.site, r.String(item, "site", where, std::nullopt));
-    if (!item.contains("uid")) return r.Bad(where + ".uid", "is required (an integer job id)");
-    const json& uid = item["uid"];
-    if (!uid.is_number_integer()) return r.Expected(where + ".uid", "an integer job id", uid);
-    if (uid.is_number_unsigned() && uid.get<uint64_t>() > uint64_t(INT64_MAX)) {
-      return r.Bad(where + ".uid",
-                   "= " + uid.dump() + ": an OAR job id is a positive integer below 2^63");
-    }
-    job.uid = uid.get<int64_t>();
-    if (job.uid <= 0) {
-      return r.Bad(where + ".uid", "= " + uid.dump() + ": an OAR job id is a positive integer");
-    }
-    KWATT_ASSIGN_OR_RETURN_JOBS(job.user, r.String(item, "user", where, job.user));
-    KWATT_ASSIGN_OR_RETURN_JOBS(job.name, r.String(item, "name", where, job.name));
-    KWATT_ASSIGN_OR_RETURN_JOBS(job.project, r.String(item, "project", where, job.project));
-    KWATT_ASSIGN_OR_RETURN_JOBS(job.queue, r.String(item, "queue", where, job.queue));
-    if (!item.contains("nodes"))
-      return r.Bad(where + ".nodes", "is required (a list of node names)");
-    const json& nodes = item["nodes"];
-    if (!nodes.is_array()) return r.Expected(where + ".nodes", "a list of node names", nodes);
-    if (nodes.empty()) return r.Bad(where + ".nodes", "is empty: a job has at least one node");
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      std::string nwhere = where + ".nodes[" + std::to_string(n) + "]";
-      if (!nodes[n].is_string()) return r.Expected(nwhere, "a node name (a string)", nodes[n]);
-      std::string node;
-      KWATT_ASSIGN_OR_RETURN_JOBS(node, r.NodeUid(nodes[n], nwhere, where, job.site, true));
-      // Twice in a job (nova-1 and nova-1.lyon.grid5000.fr), a node's energy would count twice.
-      auto same = std::find(job.nodes.begin(), job.nodes.end(), node);
-      if (same != job.nodes.end()) {
-        return r.Bad(nwhere, "= " + nodes[n].dump() + " is " + node + " again (" + where +
-                                 ".nodes[" + std::to_string(same - job.nodes.begin()) +
-                                 "]): list each node of a job once");
-      }
-      job.nodes.push_back(std::move(node));
-    }
-    if (!item.contains("started_at")) return r.Bad(where + ".started_at", "is required (a time)");
-    KWATT_ASSIGN_OR_RETURN_JOBS(job.started_at, r.Time(item["started_at"], where + ".started_at"));
-    if (item.contains("stopped_at") && !item["stopped_at"].is_null()) {
-      UnixNanos stopped;
-      KWATT_ASSIGN_OR_RETURN_JOBS(stopped, r.Time(item["stopped_at"], where + ".stopped_at"));
-      if (stopped < job.started_at) return r.Bad(where + ".stopped_at", "is before started_at");
-      job.stopped_at = stopped;
-    }
-    // submitted_at is 30 s before the start: keep it in range.
-    if (job.started_at < std::numeric_limits<int64_t>::min() + 30 * kNanosPerSecond) {
-      return r.Bad(where + ".started_at", "is too early");
-    }
-    job.submitted_at = job.started_at - 30 * kNanosPerSecond;
-    if (item.contains("walltime")) {
-      int64_t walltime_ns;
-      KWATT_ASSIGN_OR_RETURN_JOBS(walltime_ns, Duration(r, item["walltime"], where + ".walltime",
-                                                        "seconds (a number > 0)"));
-      job.walltime_s = (walltime_ns + kNanosPerSecond - 1) / kNanosPerSecond;
-    } else if (job.stopped_at) {
-      job.walltime_s = (*job.stopped_at - job.started_at + kNanosPerSecond - 1) / kNanosPerSecond;
-    } else {
-      job.walltime_s = 3600;
-    }
-    UnixNanos end;
-    if (__builtin_mul_overflow(job.walltime_s, kNanosPerSecond, &end) ||
-        __builtin_add_overflow(job.started_at, end, &end)) {
-      return r.Bad(where + ".walltime",
-                   "ends the job after 2262-04-11, outside the times kwatt handles");
-    }
-    if (item.contains("types")) {
-      const json& types = item["types"];
-      if (!types.is_array()) return r.Expected(where + ".types", "a list of strings", types);
-      for (size_t t = 0; t < types.size(); ++t) {
-        if (!types[t].is_string()) {
-          return r.Expected(where + ".types[" + std::to_string(t) + "]", "a string", types[t]);
-        }
-        job.types.push_back(types[t].get<std::string>());
-      }
-    }
-    if (item.contains("phases")) {
-      const json& phases = item["phases"];
-      if (!phases.is_array()) return r.Expected(where + ".phases", "a list of phases", phases);
-      for (size_t p = 0; p < phases.size(); ++p) {
-        const json& phase = phases[p];
-        std::string pwhere = where + ".phases[" + std::to_string(p) + "]";
-        if (!phase.is_object()) return r.Expected(pwhere, "an object", phase);
-        if (Status known = r.OnlyKnownKeys(phase, pwhere, "a phase", kPhaseKeys); !known.ok()) {
-          return known;
-        }
-        LoadPhase load;
-        KWATT_ASSIGN_OR_RETURN_JOBS(
-            load.name, r.String(phase, "name", pwhere, "phase" + std::to_string(p + 1)));
-        if (!phase.contains("duration")) {
-          return r.Bad(pwhere + ".duration", "is required (seconds, > 0)");
-        }
-        KWATT_ASSIGN_OR_RETURN_JOBS(
-            load.duration_ns,
-            Duration(r, phase["duration"], pwhere + ".duration", "seconds (a number > 0)"));
-        if (load.duration_ns < kMinPhaseNanos) {
-          return r.Bad(pwhere + ".duration",
-                       "= " + phase["duration"].dump() +
-                           ": a phase lasts at least 0.001 s (1 ms; the finest metric, "
-                           "wattmetre_power_watt, is sampled every 20 ms)");
-        }
-        for (auto [key, field] : {std::pair{"cpu", &load.cpu}, std::pair{"network", &load.network},
-                                  std::pair{"gpu", &load.gpu}}) {
-          KWATT_ASSIGN_OR_RETURN_JOBS(*field, r.Level(phase, key, pwhere));
-        }
-        job.phases.push_back(std::move(load));
-      }
-    }
-    if (job.phases.empty()) {
-      job.phases.push_back(LoadPhase{"run", job.EffectiveEnd() - job.started_at, 0.5, 0.05, 0.0});
-    }
-    if (item.contains("repeat_phases")) {
-      if (!item["repeat_phases"].is_boolean()) {
-        return r.Expected(where + ".repeat_phases", "true or false", item["repeat_phases"]);
-      }
-      job.repeat_phases = item["repeat_phases"].get<bool>();
-    }
-    int64_t changes = SaturatingMultiply(PhaseStarts(job), int64_t(job.nodes.size()));
-    load_changes = SaturatingAdd(load_changes, changes);
-    if (load_changes > kMaxLoadChanges) {
-      return r.Bad(where + ".phases",
-                   "change the load of its " + std::to_string(job.nodes.size()) +
-                       (job.nodes.size() == 1 ? " node " : " nodes ") + std::to_string(changes) +
-                       " times, " + std::to_string(load_changes) +
-                       " load changes in the file so far: the simulator holds at most " +
-                       std::to_string(kMaxLoadChanges) +
-                       " (phase starts times nodes, all jobs together); lengthen the phases, "
-                       "shorten the job or give it fewer nodes");
-    }
+    KWATT_ASSIGN_OR_RETURN(Job job, ReadJob(r, jobs[i], where));
+    KWATT_RETURN_IF_ERROR(CountLoadChanges(r, job, where, &load_changes));
     if (const Job* first = set.Find(job.site, job.uid)) {
       return r.Bad(where, "is job " + job.site + ":" + std::to_string(job.uid) + " again (jobs[" +
                               std::to_string(first - set.jobs.data()) +
@@ -387,35 +471,8 @@ Result<JobSet> JobSet::Parse(std::string_view json_text, std::string_view origin
     const json& outages = doc["outages"];
     if (!outages.is_array()) return r.Expected("outages", "a list", outages);
     for (size_t i = 0; i < outages.size(); ++i) {
-      const json& item = outages[i];
-      std::string where = "outages[" + std::to_string(i) + "]";
-      if (!item.is_object()) return r.Expected(where, "an object", item);
-      if (Status known = r.OnlyKnownKeys(item, where, "an outage", kOutageKeys); !known.ok()) {
-        return known;
-      }
-      for (const char* key : {"site", "device", "start", "end"}) {
-        if (!item.contains(key)) {
-          return r.Bad(where + "." + key,
-                       "is required (an outage needs \"site\", \"device\", \"start\" and \"end\")");
-        }
-      }
-      Outage outage;
-      KWATT_ASSIGN_OR_RETURN_JOBS(outage.site, r.String(item, "site", where, std::nullopt));
-      KWATT_ASSIGN_OR_RETURN_JOBS(outage.device, r.String(item, "device", where, std::nullopt));
-      // A node's FQDN is its uid (of the outage's site).
-      KWATT_ASSIGN_OR_RETURN_JOBS(
-          outage.device, r.NodeUid(item["device"], where + ".device", where, outage.site, false));
-      KWATT_ASSIGN_OR_RETURN_JOBS(outage.metric, r.String(item, "metric", where, std::string()));
-      KWATT_ASSIGN_OR_RETURN_JOBS(outage.start, r.Time(item["start"], where + ".start"));
-      KWATT_ASSIGN_OR_RETURN_JOBS(outage.end, r.Time(item["end"], where + ".end"));
-      if (outage.end <= outage.start) return r.Bad(where + ".end", "is not after its start");
-      std::string report;
-      KWATT_ASSIGN_OR_RETURN_JOBS(report, r.String(item, "report", where, std::string("nothing")));
-      if (report != "nothing" && report != "NaN") {
-        return r.Bad(where + ".report",
-                     "should be \"nothing\" (no row) or \"NaN\" (rows with NaN values)");
-      }
-      outage.nan = report == "NaN";
+      KWATT_ASSIGN_OR_RETURN(Outage outage,
+                             ReadOutage(r, outages[i], "outages[" + std::to_string(i) + "]"));
       set.outages.push_back(std::move(outage));
     }
   }
