@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -11,6 +11,7 @@
 #include "kwatt/collect/config.h"
 #include "kwatt/core/text.h"
 #include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 #include "kwatt/simulate/testbed.h"
 #include "kwatt/store/open_store.h"
 

@@ -9,7 +9,7 @@
 #include "apps/kwatt/commands.h"
 #include "kwatt/core/node_name.h"
 #include "kwatt/core/time.h"
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 #include "kwatt/simulate/testbed.h"
 
 namespace kwatt::cli {

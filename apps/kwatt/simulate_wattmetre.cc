@@ -55,65 +55,35 @@ Status WriteText(const std::string& path, const std::string& text) {
   return Status::OK();
 }
 
-int Run(const Args& args) {
-  auto fail = [](const Status& status) {
-    std::fprintf(stderr, "kwatt simulate wattmetre: %s\n", status.message().c_str());
-    return ExitCodeOf(status);
-  };
-  auto usage = [](const std::string& message) {
-    std::fprintf(stderr, "kwatt simulate wattmetre: %s\n", message.c_str());
-    return kExitUsage;
-  };
-  if (args.version != 2 && args.version != 3) return usage("--version: 2 or 3");
-  if (!(args.rate > 0 && args.rate <= 1000)) return usage("--rate: a frequency in (0, 1000] Hz");
-  if (args.duration && !(*args.duration >= 0 && *args.duration <= 1e9)) {
-    return usage("--duration: seconds, 0 or more");
-  }
-  if (args.id.empty() || args.id.find(',') != std::string::npos) return usage("--id: a name");
-  UnixNanos now = WallClockNow();
-  Result<UnixNanos> start = ParseUserTime(args.start, now);
-  if (!start.ok()) return usage("--start: " + start.status().message());
-
-  simulate::SimulatedWattmetreOptions options;
-  options.id = args.id;
-  options.version = args.version;
-  options.rate = args.rate;
-  options.start = *start;
-  options.seed = args.seed;
-  if (!args.jobs.empty()) {
-    Result<jobs::JobSet> loaded = jobs::JobSet::Load(args.jobs);
-    if (!loaded.ok()) return fail(loaded.status());
-    options.jobs = std::move(*loaded);
-  }
-  auto made = simulate::SimulatedWattmetre::Create(std::move(options));
-  if (!made.ok()) return fail(made.status());
-  simulate::SimulatedWattmetre& wattmetre = **made;
-
-  // The ports, and the nodes they measure (in first-appearance order).
-  std::map<std::string, size_t> node_index;
+// Adds a port per name of `nodes` (--nodes, comma-separated), port i measuring node i; a node
+// named twice has two ports (2 PSUs). InvalidArgument "--nodes: ..." for an empty name or one that
+// is not a node's.
+Status AddPorts(const std::string& nodes, simulate::SimulatedWattmetre* wattmetre) {
+  std::map<std::string, size_t> node_index;  // the nodes, in first-appearance order
   size_t from = 0;
-  while (from <= args.nodes.size()) {
-    size_t comma = args.nodes.find(',', from);
+  while (from <= nodes.size()) {
+    size_t comma = nodes.find(',', from);
     std::string name =
-        args.nodes.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    from = comma == std::string::npos ? args.nodes.size() + 1 : comma + 1;
+        nodes.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    from = comma == std::string::npos ? nodes.size() + 1 : comma + 1;
     while (!name.empty() && name.front() == ' ') name.erase(0, 1);
     while (!name.empty() && name.back() == ' ') name.pop_back();
-    if (name.empty()) return usage("--nodes: an empty node name in " + args.nodes);
+    if (name.empty()) return Status::InvalidArgument("--nodes: an empty node name in " + nodes);
     auto it = node_index.find(name);
     if (it == node_index.end()) {
-      Result<size_t> node = AddNode(&wattmetre, name);
-      if (!node.ok()) return usage("--nodes: " + node.status().message());
+      Result<size_t> node = AddNode(wattmetre, name);
+      if (!node.ok()) return Status::InvalidArgument("--nodes: " + node.status().message());
       it = node_index.emplace(name, *node).first;
     }
-    wattmetre.AddPort(it->second);
+    wattmetre->AddPort(it->second);
   }
+  return Status::OK();
+}
 
-  if (!args.mapping_out.empty()) {
-    Status written = WriteText(args.mapping_out, wattmetre.MappingYaml());
-    if (!written.ok()) return fail(written);
-  }
-
+// Prints the wattmeter's lines on standard output, each once measured (at its interval's end, by
+// the wall clock) or as fast as possible (--fast), until --duration's samples are printed, a
+// signal (SIGINT, SIGTERM) or a closed pipe. Returns how many lines reached the reader whole.
+int64_t StreamLines(simulate::SimulatedWattmetre& wattmetre, const Args& args) {
   const int64_t period = wattmetre.period();
   const UnixNanos first = wattmetre.first();
   int64_t samples_wanted = -1;  // until stopped
@@ -163,7 +133,51 @@ int Run(const Args& args) {
     if (broken_pipe) break;
   }
   if (!broken_pipe) drain();
+  return written;
+}
 
+int Run(const Args& args) {
+  auto fail = [](const Status& status) {
+    std::fprintf(stderr, "kwatt simulate wattmetre: %s\n", status.message().c_str());
+    return ExitCodeOf(status);
+  };
+  auto usage = [](const std::string& message) {
+    std::fprintf(stderr, "kwatt simulate wattmetre: %s\n", message.c_str());
+    return kExitUsage;
+  };
+  if (args.version != 2 && args.version != 3) return usage("--version: 2 or 3");
+  if (!(args.rate > 0 && args.rate <= 1000)) return usage("--rate: a frequency in (0, 1000] Hz");
+  if (args.duration && !(*args.duration >= 0 && *args.duration <= 1e9)) {
+    return usage("--duration: seconds, 0 or more");
+  }
+  if (args.id.empty() || args.id.find(',') != std::string::npos) return usage("--id: a name");
+  UnixNanos now = WallClockNow();
+  Result<UnixNanos> start = ParseUserTime(args.start, now);
+  if (!start.ok()) return usage("--start: " + start.status().message());
+
+  simulate::SimulatedWattmetreOptions options;
+  options.id = args.id;
+  options.version = args.version;
+  options.rate = args.rate;
+  options.start = *start;
+  options.seed = args.seed;
+  if (!args.jobs.empty()) {
+    Result<jobs::JobSet> loaded = jobs::JobSet::Load(args.jobs);
+    if (!loaded.ok()) return fail(loaded.status());
+    options.jobs = std::move(*loaded);
+  }
+  auto made = simulate::SimulatedWattmetre::Create(std::move(options));
+  if (!made.ok()) return fail(made.status());
+  simulate::SimulatedWattmetre& wattmetre = **made;
+  if (Status ports = AddPorts(args.nodes, &wattmetre); !ports.ok()) {
+    return usage(ports.message());
+  }
+
+  if (!args.mapping_out.empty()) {
+    Status written = WriteText(args.mapping_out, wattmetre.MappingYaml());
+    if (!written.ok()) return fail(written);
+  }
+  int64_t written = StreamLines(wattmetre, args);
   if (!args.truth.empty()) {
     Status saved = WriteText(args.truth, wattmetre.TruthJson(written));
     if (!saved.ok()) return fail(saved);

@@ -41,7 +41,7 @@ py::dict Backup(const py::dict& client, const std::string& dir,
   d["resuming"] = done.resuming;
   d["rows_written"] = done.rows_written;
   d["bytes_written"] = done.bytes_written;
-  d["fetch"] = FetchReportDict(done.report);
+  d["fetch"] = RowsReportDict(done.report);
   d["complete"] = done.finished.ok();
   d["error"] = done.finished.ok() ? py::object(py::none()) : py::str(done.finished.message());
   return d;

@@ -73,7 +73,7 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optio
                                std::optional<std::pair<std::string, int64_t>> job,
                                const std::vector<std::string>& metrics, bool summary);
 // A fetch report as a dict (kwollect.cc).
-pybind11::dict FetchReportDict(const RowsReport& r);
+pybind11::dict RowsReportDict(const RowsReport& r);
 
 // Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
 // the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned. An

@@ -225,7 +225,7 @@ void RegisterCore(py::module_& m) {
       .def_property_readonly("metrics", [](const RowTable& t) { return Strings(t.metrics); })
       .def_property_readonly("label_texts",
                              [](const RowTable& t) { return Strings(t.label_texts); })
-      .def_property_readonly("report", [](const RowTable& t) { return FetchReportDict(t.report); })
+      .def_property_readonly("report", [](const RowTable& t) { return RowsReportDict(t.report); })
       .def_readonly("complete", &RowTable::complete)
       .def("rows_by_node", &RowsByNode, py::arg("nodes"),
            "{node: [row dicts]} for these node FQDNs, rows in order");

@@ -91,7 +91,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
     if (result.ok()) checks = energy::CheckSources(*sink.power(), *result, options, stated);
   }
   watch.RaiseIfInterrupted();
-  py::dict fetch = FetchReportDict(Unwrap(std::move(report)));
+  py::dict fetch = RowsReportDict(Unwrap(std::move(report)));
   // The report in the form `kwatt energy --json` prints (one rendering for both).
   py::dict d = py::module_::import("json").attr("loads")(
       energy::EnergyReportJson(Unwrap(std::move(result)), &checks));
@@ -166,7 +166,7 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
   }
   watch.RaiseIfInterrupted();
   py::dict d;
-  d["fetch"] = FetchReportDict(Unwrap(std::move(report)));
+  d["fetch"] = RowsReportDict(Unwrap(std::move(report)));
   std::vector<std::vector<energy::NodeStats>> all = Unwrap(std::move(results));
   py::list intervals;
   for (size_t k = 0; k < all.size(); ++k) {

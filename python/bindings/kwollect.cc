@@ -88,7 +88,7 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optio
   return query;
 }
 
-py::dict FetchReportDict(const RowsReport& r) {
+py::dict RowsReportDict(const RowsReport& r) {
   py::dict d;
   py::list nodes;
   for (const auto& node : r.nodes) nodes.append(node.Fqdn());
@@ -197,7 +197,7 @@ py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& no
     py::gil_scoped_release release;
     report = kwollect::Resolve(options, query);
   }
-  return FetchReportDict(Unwrap(std::move(report)));
+  return RowsReportDict(Unwrap(std::move(report)));
 }
 
 }  // namespace

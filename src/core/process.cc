@@ -44,21 +44,29 @@ pid_t WaitPid(pid_t pid, int* status, int flags) {
   _exit(error == ENOENT ? 127 : 126);
 }
 
+// In the child: standard input from /dev/null, standard output and error onto `out_fd` and
+// `err_fd` (one descriptor for both, or two). False (errno set) when that fails.
+bool RedirectStandardStreams(int out_fd, int err_fd) {
+  int null = ::open("/dev/null", O_RDONLY);
+  if (null < 0) return false;
+  // dup2 clears O_CLOEXEC on the copies (the originals close at exec); a descriptor that is
+  // already the one wanted (kwatt started with it closed) has its O_CLOEXEC cleared instead.
+  auto onto = [](int fd, int target) {
+    return fd == target ? ::fcntl(fd, F_SETFD, 0) >= 0 : ::dup2(fd, target) >= 0;
+  };
+  if (!onto(null, 0) || !onto(out_fd, 1) || !onto(err_fd, 2)) return false;
+  if (null > 2) ::close(null);
+  return true;
+}
+
 // The child, between fork and exec: async-signal-safe calls only. Never returns; an error is
-// written (its errno) on `error_fd` and the child exits 127 (no such program) or 126.
+// written (its errno) on `error_fd` and the child exits 127 (no such program) or 126. `out_fd`
+// and `err_fd`: its standard output and error when apart or into an output file, else -1.
 [[noreturn]] void RunChild(char* const* args, const SpawnOptions& options, int go_fd, int error_fd,
                            int out_fd, int err_fd) {
   if (options.apart) {
     if (::setpgid(0, 0) != 0) ChildFailed(error_fd, errno);
-    int null = ::open("/dev/null", O_RDONLY);
-    if (null < 0) ChildFailed(error_fd, errno);
-    // dup2 clears O_CLOEXEC on the copies (the originals close at exec); a descriptor that is
-    // already the one wanted (kwatt started with it closed) has its O_CLOEXEC cleared instead.
-    auto onto = [](int fd, int target) {
-      return fd == target ? ::fcntl(fd, F_SETFD, 0) >= 0 : ::dup2(fd, target) >= 0;
-    };
-    if (!onto(null, 0) || !onto(out_fd, 1) || !onto(err_fd, 2)) ChildFailed(error_fd, errno);
-    if (null > 2) ::close(null);
+    if (!RedirectStandardStreams(out_fd, err_fd)) ChildFailed(error_fd, errno);
     struct sigaction fallback {};
     fallback.sa_handler = SIG_DFL;
     sigemptyset(&fallback.sa_mask);
@@ -67,6 +75,7 @@ pid_t WaitPid(pid_t pid, int* status, int flags) {
       ::sigaction(signal_number, &fallback, nullptr);  // fails only for signals glibc reserves
     }
   } else {
+    if (out_fd >= 0 && !RedirectStandardStreams(out_fd, err_fd)) ChildFailed(error_fd, errno);
     ::signal(SIGPIPE, SIG_DFL);
   }
   if (go_fd >= 0) {
@@ -104,6 +113,10 @@ ProcessExit ProcessExit::FromWaitStatus(int status) {
 
 Result<Process> Process::Spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
   if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("no program to run");
+  if (options.apart && !options.output_file.empty()) {
+    return Status::InvalidArgument("a program apart has its output in pipes, not in " +
+                                   options.output_file);
+  }
   Process process;
   process.apart_ = options.apart;
   process.display_ = options.display.empty() ? argv[0] : options.display;
@@ -113,13 +126,23 @@ Result<Process> Process::Spawn(const std::vector<std::string>& argv, const Spawn
   };
   // Each pair: [0] the parent's end, [1] the child's (error: read by the parent).
   int error[2] = {-1, -1}, go[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  int output = -1;  // the output file, written by the child
   auto close_all = [&] {
     for (int* pair : {error, go, out, err}) {
       CloseFd(&pair[0]);
       CloseFd(&pair[1]);
     }
+    CloseFd(&output);
   };
-  if (::pipe2(error, O_CLOEXEC) != 0) return cannot("pipe: ", errno);
+  if (!options.output_file.empty()) {
+    output = ::open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (output < 0) return cannot(options.output_file + ": ", errno);
+  }
+  if (::pipe2(error, O_CLOEXEC) != 0) {
+    int saved = errno;
+    close_all();
+    return cannot("pipe: ", saved);
+  }
   if (options.held && ::pipe2(go, O_CLOEXEC) != 0) {
     int saved = errno;
     close_all();
@@ -141,8 +164,12 @@ Result<Process> Process::Spawn(const std::vector<std::string>& argv, const Spawn
     close_all();
     return cannot("fork: ", saved);
   }
-  // go: the child reads [0]; out and err: the child writes [1].
-  if (pid == 0) RunChild(args.data(), options, go[0], error[1], out[1], err[1]);
+  // go: the child reads [0]; out and err: the child writes [1] (or the output file).
+  if (pid == 0) {
+    if (output >= 0) RunChild(args.data(), options, go[0], error[1], output, output);
+    RunChild(args.data(), options, go[0], error[1], out[1], err[1]);
+  }
+  CloseFd(&output);
   CloseFd(&error[1]);
   CloseFd(&go[0]);
   CloseFd(&out[1]);

@@ -414,6 +414,245 @@ void CrossCheckWithCounter(const PowerCollector::Store::mapped_type& node_data, 
   }
 }
 
+// What every node's figures are computed over: the window, clipped to the data's, the phases
+// within it and the options.
+struct ReportPlan {
+  ReportPlan(const PowerCollector& data, const EnergyOptions& options)
+      : data(data), options(options) {}
+
+  const PowerCollector& data;
+  const EnergyOptions& options;
+  std::vector<std::string> order;  // the power metrics a node's is chosen among, preferred first
+  UnixNanos start = 0, end = 0;    // the window reported
+  PhasePlan phases;
+  size_t phase_count = 0;
+  int baseline_index = -1;  // in phases.names; -1: no baseline
+  // The figures of a node without power data, per phase: its time, uncovered.
+  std::vector<Figures> uncovered_phases;
+};
+
+// Sets the report's window to the one asked, clipped to the data's (nothing is extrapolated past
+// the data), with a note when clipped. Returns whether there is any data; InvalidArgument when
+// there is some, but none in the window.
+Result<bool> ClipWindow(const PowerCollector& data, const std::vector<std::string>& order,
+                        double gap_factor, EnergyReport* report) {
+  const UnixNanos requested_start = report->requested_start;
+  const UnixNanos requested_end = report->requested_end;
+  UnixNanos lo = 0, hi = 0;
+  bool any_data = DataSpan(data, order, requested_start, requested_end, gap_factor, &lo, &hi);
+  UnixNanos start = requested_start, end = requested_end;
+  if (any_data) {
+    start = std::max(start, lo);
+    end = std::min(end, hi);
+    if (end <= start) {
+      return Status::InvalidArgument("no power data in the window " +
+                                     Span(requested_start, requested_end));
+    }
+    if (start != requested_start || end != requested_end) {
+      report->notes.push_back("window clipped to " + Span(start, end) + " (asked " +
+                              Span(requested_start, requested_end) + "): no power data outside it");
+    }
+  }
+  report->start = start;
+  report->end = end;
+  return any_data;
+}
+
+// The index of `baseline_phase` in `phase_names`; -1 when none is given.
+Result<int> BaselineIndex(const std::string& baseline_phase,
+                          const std::vector<std::string>& phase_names) {
+  if (baseline_phase.empty()) return -1;
+  auto it = std::find(phase_names.begin(), phase_names.end(), baseline_phase);
+  if (it == phase_names.end()) {
+    return Status::InvalidArgument("the baseline phase \"" + baseline_phase +
+                                   "\" is not one of the phases given");
+  }
+  return int(it - phase_names.begin());
+}
+
+// The series of each node's power, in the order of the report's nodes (none for a node without
+// power), for the peaks of sums over nodes, which Figures::Add cannot know.
+class NodeSeries {
+ public:
+  explicit NodeSeries(const ReportPlan& plan) : plan_(plan) {}
+
+  // The next node's series: those `chosen` (none when it chose no metric). They must outlive this.
+  void Add(const PowerChoice& chosen) {
+    node_series_.emplace_back();
+    if (chosen.metric.empty()) return;
+    if (chosen.kept) kept_series_.push_back(chosen.kept);
+    for (const auto& [labels, series] : *chosen.series) {
+      node_series_.back().push_back({&series, ReadingPeriod(series, plan_.data.kind())});
+    }
+  }
+
+  // Sets the peaks of a sum over nodes (`members`, indices in the report's nodes) over the window
+  // and each phase: the peak of their summed power.
+  void SetPeaksOfSum(const std::vector<size_t>& members, Figures* window,
+                     std::vector<Figures>* phases) const {
+    const PhasePlan& plan = plan_.phases;
+    const double gap_factor = plan_.options.gap_factor;
+    std::vector<SeriesPeriod> parts;
+    for (size_t k : members)
+      parts.insert(parts.end(), node_series_[k].begin(), node_series_[k].end());
+    if (parts.empty()) return;
+    if (window->has_power) {
+      window->peak_watts = PeakOfSum(parts, plan_.start, plan_.end, gap_factor, plan_.data.kind());
+    }
+    std::vector<double> peaks(plan_.phase_count, NAN);
+    for (size_t p = 0; p < plan.intervals.size(); ++p) {
+      double peak = PeakOfSum(parts, plan.intervals[p].start, plan.intervals[p].end, gap_factor,
+                              plan_.data.kind());
+      double& phase_peak = peaks[plan.phase_of[p]];
+      if (!std::isnan(peak))
+        phase_peak = std::isnan(phase_peak) ? peak : std::max(phase_peak, peak);
+    }
+    for (size_t p = 0; p < plan_.phase_count; ++p) {
+      if ((*phases)[p].has_power && !std::isnan(peaks[p])) (*phases)[p].peak_watts = peaks[p];
+    }
+  }
+
+ private:
+  const ReportPlan& plan_;
+  std::vector<std::vector<SeriesPeriod>> node_series_;
+  // The copies of the series kept where some were set aside (PowerChoice::kept): node_series_
+  // points into them, so they live as long as it does.
+  std::vector<std::shared_ptr<const std::map<std::string, PowerCollector::Series>>> kept_series_;
+};
+
+// A node's figures over the window and each phase, from the power metric chosen for it
+// (`chosen`), cross-checked with its energy counter; without one, its time uncovered and why.
+Result<NodeEnergy> NodeEnergyOf(
+    const ReportPlan& plan, const std::string& node,
+    const std::map<std::string, std::vector<std::string>>& catalogue_metrics, PowerChoice* chosen) {
+  const PowerCollector& data = plan.data;
+  NodeEnergy result;
+  result.node = node;
+  result.phases.resize(plan.phase_count);
+  auto node_data = data.store().find(node);
+  auto catalogue = catalogue_metrics.find(node);
+  *chosen = ChoosePowerMetric(data, node, plan.start, plan.end, plan.order, plan.options.gap_factor,
+                              catalogue == catalogue_metrics.end() ? nullptr : &catalogue->second);
+  if (chosen->metric.empty()) {
+    result.reason = chosen->reason;
+    if (auto failed = data.unfetched().find(node); failed != data.unfetched().end()) {
+      result.reason =
+          "its rows could not all be fetched (" + failed->second + "); " + result.reason;
+    }
+    result.window = Uncovered(plan.start, plan.end);
+    result.phases = plan.uncovered_phases;
+    return result;
+  }
+  KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen->metric, *chosen->series));
+  result.metric = chosen->metric;
+  result.period_s = Seconds(chosen->period);
+  result.series = int(chosen->series->size());
+  result.coarse = chosen->metric.rfind("bmc_", 0) == 0;
+  result.reason = chosen->reason;
+  if (data.kind() == RowKind::kBucketMeans) {
+    result.reason +=
+        "; 5-minute summary rows, each its bucket's mean power: the energy is exact over whole "
+        "buckets (one cut by an edge counts at its mean), the peak is the highest 5-minute "
+        "mean, not the instantaneous peak";
+  }
+  result.window = chosen->window;
+  const std::vector<Interval>& intervals_of_plan = plan.phases.intervals;
+  std::vector<Figures> intervals(intervals_of_plan.size());
+  for (size_t p = 0; p < intervals_of_plan.size(); ++p) {
+    intervals[p] =
+        IntegrateNodeMetric(*chosen->series, intervals_of_plan[p].start, intervals_of_plan[p].end,
+                            plan.options.gap_factor, nullptr, data.kind());
+  }
+  if (node_data != data.store().end()) {
+    CrossCheckWithCounter(node_data->second, data.kind(), plan.start, plan.end, plan.phases,
+                          &result, &intervals);
+  }
+  result.phases = PhasesOf(plan.phases, plan.phase_count, intervals);
+  if (plan.baseline_index >= 0) {
+    // Without power data in that phase, no baseline (NaN: null), not 0 W.
+    const Figures& baseline = result.phases[size_t(plan.baseline_index)];
+    result.baseline_watts = baseline.has_power ? baseline.mean_watts() : NAN;
+    result.window.baseline_joules = result.baseline_watts * result.window.seconds;
+    for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
+  }
+  KWATT_RETURN_IF_ERROR(CheckFiniteFigures(result, plan.phases.names));
+  return result;
+}
+
+// Adds a node's figures to the report's total and phase totals (the first node's are the totals).
+void AddToTotals(const NodeEnergy& result, EnergyReport* report) {
+  if (report->nodes.empty()) {
+    report->total = result.window;
+    report->phase_totals = result.phases;
+  } else {
+    report->total.Add(result.window);
+    for (size_t p = 0; p < report->phase_totals.size(); ++p) {
+      report->phase_totals[p].Add(result.phases[p]);
+    }
+  }
+}
+
+// The totals' peaks (of the sum over every node), the totals of a report without nodes (the
+// window uncovered, no node's time), and the note naming the nodes without power.
+void FinishTotals(const ReportPlan& plan, const NodeSeries& node_series, EnergyReport* report) {
+  std::vector<size_t> everyone(report->nodes.size());
+  for (size_t k = 0; k < everyone.size(); ++k) everyone[k] = k;
+  node_series.SetPeaksOfSum(everyone, &report->total, &report->phase_totals);
+  if (report->nodes.empty()) {
+    report->total = Uncovered(plan.start, plan.end);
+    report->total.node_seconds = 0;
+    report->phase_totals = plan.uncovered_phases;
+    for (Figures& f : report->phase_totals) f.node_seconds = 0;
+  }
+  if (!report->nodes_without_power.empty()) {
+    std::string names;
+    for (const std::string& n : report->nodes_without_power)
+      names += (names.empty() ? "" : ", ") + n;
+    report->notes.push_back("total: partial, no power data for " + names +
+                            " (their time counts as uncovered)");
+  }
+}
+
+// Each role's figures (roles of one name merged): the sum of its nodes', with the peaks of their
+// summed power. InvalidArgument when a role names a node that is not measured.
+Status SumRoles(const ReportPlan& plan, const NodeSeries& node_series, EnergyReport* report) {
+  std::vector<Role> roles = MergeRoles(plan.options.roles);
+  if (roles.size() < plan.options.roles.size()) {
+    report->notes.push_back(
+        "roles given more than once under one name are merged (their nodes' "
+        "union, each node once)");
+  }
+  for (const Role& role : roles) {
+    Figures sum = Uncovered(plan.start, plan.end);
+    sum.node_seconds = 0;
+    std::vector<Figures> phases = plan.uncovered_phases;
+    for (Figures& f : phases) f.node_seconds = 0;
+    bool any = false;
+    std::vector<size_t> members;
+    for (const std::string& member : role.nodes) {
+      auto it = std::find_if(report->nodes.begin(), report->nodes.end(),
+                             [&](const NodeEnergy& n) { return n.node == member; });
+      if (it == report->nodes.end()) {
+        return Status::InvalidArgument("role " + role.name + ": " + member +
+                                       " is not one of the nodes measured");
+      }
+      members.push_back(size_t(it - report->nodes.begin()));
+      if (!any) {
+        sum = it->window;
+        phases = it->phases;
+        any = true;
+      } else {
+        sum.Add(it->window);
+        for (size_t p = 0; p < phases.size(); ++p) phases[p].Add(it->phases[p]);
+      }
+    }
+    node_series.SetPeaksOfSum(members, &sum, &phases);
+    report->roles.emplace_back(role, sum);
+    report->role_phases.push_back(phases);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<EnergyReport> ComputeEnergy(
@@ -428,207 +667,38 @@ Result<EnergyReport> ComputeEnergy(
   EnergyReport report;
   report.requested_start = requested_start;
   report.requested_end = requested_end;
-  const std::vector<std::string> order =
-      options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
-  // The window clipped to the data's: nothing is extrapolated past the data.
-  UnixNanos lo = 0, hi = 0;
-  bool any_data =
-      DataSpan(data, order, requested_start, requested_end, options.gap_factor, &lo, &hi);
-  UnixNanos start = requested_start, end = requested_end;
-  if (any_data) {
-    start = std::max(start, lo);
-    end = std::min(end, hi);
-    if (end <= start) {
-      return Status::InvalidArgument("no power data in the window " +
-                                     Span(requested_start, requested_end));
-    }
-    if (start != requested_start || end != requested_end) {
-      report.notes.push_back("window clipped to " + Span(start, end) + " (asked " +
-                             Span(requested_start, requested_end) + "): no power data outside it");
-    }
-  }
-  report.start = start;
-  report.end = end;
-  Result<PhasePlan> planned = PlanPhases(options.phases, any_data, start, end, &report.notes);
-  if (!planned.ok()) return planned.status();
-  const PhasePlan& plan = *planned;
-  report.phase_names = plan.names;
-  report.phase_intervals = plan.intervals;
-  const size_t phase_count = report.phase_names.size();
+  ReportPlan plan{data, options};
+  plan.order = options.metric.empty() ? PowerMetrics() : std::vector<std::string>{options.metric};
+  KWATT_ASSIGN_OR_RETURN(bool any_data, ClipWindow(data, plan.order, options.gap_factor, &report));
+  plan.start = report.start;
+  plan.end = report.end;
+  KWATT_ASSIGN_OR_RETURN(plan.phases,
+                         PlanPhases(options.phases, any_data, plan.start, plan.end, &report.notes));
+  report.phase_names = plan.phases.names;
+  report.phase_intervals = plan.phases.intervals;
+  plan.phase_count = report.phase_names.size();
   if (data.kind() == RowKind::kBucketMeans) {
-    NoteBucketCuts(plan, phase_count, any_data, start, end, &report.notes);
+    NoteBucketCuts(plan.phases, plan.phase_count, any_data, plan.start, plan.end, &report.notes);
   }
-  int baseline_index = -1;
-  if (!options.baseline_phase.empty()) {
-    auto it =
-        std::find(report.phase_names.begin(), report.phase_names.end(), options.baseline_phase);
-    if (it == report.phase_names.end()) {
-      return Status::InvalidArgument("the baseline phase \"" + options.baseline_phase +
-                                     "\" is not one of the phases given");
-    }
-    baseline_index = int(it - report.phase_names.begin());
-  }
-  // The figures of a node without power data, per phase: its time, uncovered.
+  KWATT_ASSIGN_OR_RETURN(plan.baseline_index,
+                         BaselineIndex(options.baseline_phase, report.phase_names));
   std::vector<Figures> uncovered_intervals;
-  for (const Interval& interval : plan.intervals) {
+  for (const Interval& interval : plan.phases.intervals) {
     uncovered_intervals.push_back(Uncovered(interval.start, interval.end));
   }
-  const std::vector<Figures> uncovered_phases = PhasesOf(plan, phase_count, uncovered_intervals);
-  // Per node of report.nodes, the series of its power (none without power): for the peaks of sums.
-  std::vector<std::vector<SeriesPeriod>> node_series;
-  // The copies of the series kept where some were set aside (PowerChoice::kept): node_series
-  // points into them, so they live as long as it does.
-  std::vector<std::shared_ptr<const std::map<std::string, PowerCollector::Series>>> kept_series;
-  // Sets the peaks of a sum over nodes (`members`, indices in report.nodes) over the window and
-  // each phase: the peak of their summed power, which Figures::Add cannot know.
-  auto set_peaks_of_sum = [&](const std::vector<size_t>& members, Figures* window,
-                              std::vector<Figures>* phases) {
-    std::vector<SeriesPeriod> parts;
-    for (size_t k : members)
-      parts.insert(parts.end(), node_series[k].begin(), node_series[k].end());
-    if (parts.empty()) return;
-    if (window->has_power) {
-      window->peak_watts = PeakOfSum(parts, start, end, options.gap_factor, data.kind());
-    }
-    std::vector<double> peaks(phase_count, NAN);
-    for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      double peak = PeakOfSum(parts, plan.intervals[p].start, plan.intervals[p].end,
-                              options.gap_factor, data.kind());
-      double& phase_peak = peaks[plan.phase_of[p]];
-      if (!std::isnan(peak))
-        phase_peak = std::isnan(phase_peak) ? peak : std::max(phase_peak, peak);
-    }
-    for (size_t p = 0; p < phase_count; ++p) {
-      if ((*phases)[p].has_power && !std::isnan(peaks[p])) (*phases)[p].peak_watts = peaks[p];
-    }
-  };
-  bool any_total = false;
-  // A node's figures into the total and the phase totals.
-  auto add_to_totals = [&](const NodeEnergy& result) {
-    if (!any_total) {
-      report.total = result.window;
-      report.phase_totals = result.phases;
-      any_total = true;
-    } else {
-      report.total.Add(result.window);
-      for (size_t p = 0; p < phase_count; ++p) report.phase_totals[p].Add(result.phases[p]);
-    }
-  };
+  plan.uncovered_phases = PhasesOf(plan.phases, plan.phase_count, uncovered_intervals);
 
+  NodeSeries node_series(plan);
   for (const std::string& node : data.nodes()) {
-    NodeEnergy result;
-    result.node = node;
-    result.phases.resize(phase_count);
-    auto node_data = data.store().find(node);
-    auto catalogue = catalogue_metrics.find(node);
-    PowerChoice chosen =
-        ChoosePowerMetric(data, node, start, end, order, options.gap_factor,
-                          catalogue == catalogue_metrics.end() ? nullptr : &catalogue->second);
-    if (chosen.metric.empty()) {
-      result.reason = chosen.reason;
-      if (auto failed = data.unfetched().find(node); failed != data.unfetched().end()) {
-        result.reason =
-            "its rows could not all be fetched (" + failed->second + "); " + result.reason;
-      }
-      result.window = Uncovered(start, end);
-      result.phases = uncovered_phases;
-      report.nodes_without_power.push_back(node);
-      add_to_totals(result);
-      report.nodes.push_back(result);
-      node_series.emplace_back();
-      continue;
-    }
-    KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen.metric, *chosen.series));
-    result.metric = chosen.metric;
-    result.period_s = Seconds(chosen.period);
-    result.series = int(chosen.series->size());
-    result.coarse = chosen.metric.rfind("bmc_", 0) == 0;
-    result.reason = chosen.reason;
-    if (data.kind() == RowKind::kBucketMeans) {
-      result.reason +=
-          "; 5-minute summary rows, each its bucket's mean power: the energy is exact over whole "
-          "buckets (one cut by an edge counts at its mean), the peak is the highest 5-minute "
-          "mean, not the instantaneous peak";
-    }
-    result.window = chosen.window;
-    std::vector<Figures> intervals(plan.intervals.size());
-    for (size_t p = 0; p < plan.intervals.size(); ++p) {
-      intervals[p] =
-          IntegrateNodeMetric(*chosen.series, plan.intervals[p].start, plan.intervals[p].end,
-                              options.gap_factor, nullptr, data.kind());
-    }
-    if (node_data != data.store().end()) {
-      CrossCheckWithCounter(node_data->second, data.kind(), start, end, plan, &result, &intervals);
-    }
-    result.phases = PhasesOf(plan, phase_count, intervals);
-    if (baseline_index >= 0) {
-      // Without power data in that phase, no baseline (NaN: null), not 0 W.
-      const Figures& baseline = result.phases[size_t(baseline_index)];
-      result.baseline_watts = baseline.has_power ? baseline.mean_watts() : NAN;
-      result.window.baseline_joules = result.baseline_watts * result.window.seconds;
-      for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
-    }
-    KWATT_RETURN_IF_ERROR(CheckFiniteFigures(result, report.phase_names));
-    add_to_totals(result);
-    report.nodes.push_back(result);
-    node_series.emplace_back();
-    if (chosen.kept) kept_series.push_back(chosen.kept);
-    for (const auto& [labels, series] : *chosen.series) {
-      node_series.back().push_back({&series, ReadingPeriod(series, data.kind())});
-    }
+    PowerChoice chosen;
+    KWATT_ASSIGN_OR_RETURN(NodeEnergy result, NodeEnergyOf(plan, node, catalogue_metrics, &chosen));
+    if (chosen.metric.empty()) report.nodes_without_power.push_back(node);
+    AddToTotals(result, &report);
+    report.nodes.push_back(std::move(result));
+    node_series.Add(chosen);
   }
-  {
-    std::vector<size_t> everyone(report.nodes.size());
-    for (size_t k = 0; k < everyone.size(); ++k) everyone[k] = k;
-    set_peaks_of_sum(everyone, &report.total, &report.phase_totals);
-  }
-  if (!any_total) {
-    report.total = Uncovered(start, end);
-    report.total.node_seconds = 0;
-    report.phase_totals = uncovered_phases;
-    for (Figures& f : report.phase_totals) f.node_seconds = 0;
-  }
-  if (!report.nodes_without_power.empty()) {
-    std::string names;
-    for (const std::string& n : report.nodes_without_power)
-      names += (names.empty() ? "" : ", ") + n;
-    report.notes.push_back("total: partial, no power data for " + names +
-                           " (their time counts as uncovered)");
-  }
-  std::vector<Role> roles = MergeRoles(options.roles);
-  if (roles.size() < options.roles.size()) {
-    report.notes.push_back(
-        "roles given more than once under one name are merged (their nodes' "
-        "union, each node once)");
-  }
-  for (const Role& role : roles) {
-    Figures sum = Uncovered(start, end);
-    sum.node_seconds = 0;
-    std::vector<Figures> phases = uncovered_phases;
-    for (Figures& f : phases) f.node_seconds = 0;
-    bool any = false;
-    std::vector<size_t> members;
-    for (const std::string& member : role.nodes) {
-      auto it = std::find_if(report.nodes.begin(), report.nodes.end(),
-                             [&](const NodeEnergy& n) { return n.node == member; });
-      if (it == report.nodes.end()) {
-        return Status::InvalidArgument("role " + role.name + ": " + member +
-                                       " is not one of the nodes measured");
-      }
-      members.push_back(size_t(it - report.nodes.begin()));
-      if (!any) {
-        sum = it->window;
-        phases = it->phases;
-        any = true;
-      } else {
-        sum.Add(it->window);
-        for (size_t p = 0; p < phases.size(); ++p) phases[p].Add(it->phases[p]);
-      }
-    }
-    set_peaks_of_sum(members, &sum, &phases);
-    report.roles.emplace_back(role, sum);
-    report.role_phases.push_back(phases);
-  }
+  FinishTotals(plan, node_series, &report);
+  KWATT_RETURN_IF_ERROR(SumRoles(plan, node_series, &report));
   return report;
 }
 

@@ -42,11 +42,10 @@ const std::vector<PowerSourceKind>& PowerSourceKinds() {
       {"pdu_outlet_power_watt", "PDU outlet", SourceScope::kWholeNode, {0.01, 1.0, kAssumedClass1}},
       {"bmc_node_power_watt", "BMC", SourceScope::kWholeNode, {0.10, 5.0, kBmcUnreliable}},
       {"bmc_psu_power_watt", "BMC (per PSU)", SourceScope::kWholeNode, {0.10, 5.0, kBmcUnreliable}},
-      {"kwatt_meter_domain_power_watt",
-       "RAPL and GPUs (kwatt meter)",
+      {PartOfNodeMetrics()[0],
+       "RAPL and GPUs, as kwatt meter read them",
        SourceScope::kPartOfNode,
        {}},
-      {"prom_DCGM_FI_DEV_POWER_USAGE", "GPUs (DCGM)", SourceScope::kPartOfNode, {}},
   };
   return kinds;
 }
@@ -163,15 +162,15 @@ std::vector<SourceComparison> CompareSources(
       c.rest_watts = seconds > 0 ? -c.joules / seconds : NAN;
       if (c.joules <= 0) {
         c.verdict = SourceComparison::Verdict::kPartOfNode;
-        c.why = kind->name + " sees " + PercentOf(a.total_joules() / b.total_joules()) + " of " +
-                ref.metric +
+        c.why = source.metric + " (" + kind->name + ") reads " +
+                PercentOf(a.total_joules() / b.total_joules()) + " of " + ref.metric +
                 ": the rest of the platform (fans, disks, memory not metered, the "
                 "power supplies' losses...) draws the other " +
                 JoulesText(-c.joules);
       } else {
         c.verdict = SourceComparison::Verdict::kAbovePart;
-        c.why = kind->name + " reads " + JoulesText(c.joules) + " more than " + ref.metric +
-                ", which holds it: one of the two is wrong";
+        c.why = source.metric + " (" + kind->name + ") reads " + JoulesText(c.joules) +
+                " more than " + ref.metric + ", which holds it: one of the two is wrong";
       }
       out.push_back(std::move(c));
       continue;

@@ -185,6 +185,209 @@ void AssignShares(std::vector<Feed>* feeds, uint64_t seed, const std::string& ui
   }
 }
 
+// What every node of a testbed is built from.
+struct NodeSources {
+  json& power;               // wattmetre-mapping.json
+  const json& network;       // network-mapping.json
+  const jobs::JobSet& jobs;  // the testbed's own jobs, which its nodes point to
+  uint64_t seed;
+};
+
+// A node's wattmeter ports and PDU outlets (wattmetre-mapping.json), their power shares, and its
+// reference "pdu" list: the outlets, then the wattmeter ports.
+void AddPowerFeeds(const NodeSources& from, const std::string& site_uid, Node* node) {
+  const json& watt = from.power["wattmetre"];
+  if (watt.contains(site_uid) && watt[site_uid].contains(node->uid)) {
+    for (const json& port : watt[site_uid][node->uid]) {
+      std::string id = port.get<std::string>();
+      node->wattmetre_ports.push_back(Feed{id, SamplerOf(id, "-port"), {}, 1.0, 0});
+    }
+  }
+  const json& pdus = from.power["pdu_outlets"];
+  json pdu_json = json::array();
+  if (pdus.contains(site_uid) && pdus[site_uid].contains(node->uid)) {
+    for (const json& outlet : pdus[site_uid][node->uid]) {
+      Feed feed{outlet.value("device_id", ""), outlet.value("pdu", ""), {}, 1.0, 0};
+      json outlet_labels = outlet.value("labels", json::object());
+      for (auto& [key, value] : outlet_labels.items()) {
+        if (key != "_device_alias") feed.labels.emplace_back(key, value.get<std::string>());
+      }
+      node->pdu_outlets.push_back(std::move(feed));
+      pdu_json.push_back({{"uid", outlet.value("pdu", "")}, {"port", outlet.value("port", "")}});
+    }
+  }
+  for (const Feed& port : node->wattmetre_ports) {
+    pdu_json.push_back({{"uid", port.sampler},
+                        {"port", port.device_id.substr(port.sampler.size() + 5)},
+                        {"kind", "wattmetre-only"}});
+  }
+  node->pdu_json = pdu_json.dump();
+  AssignShares(&node->wattmetre_ports, from.seed, node->uid);
+  AssignShares(&node->pdu_outlets, from.seed, node->uid);
+}
+
+// A node's network adapters (network-mapping.json, under "SITE/CLUSTER"): the reference's adapter
+// list without its "kwollect" part, the names of the mounted ones, and the switch ports that have
+// network metrics.
+void AddNetworkAdapters(const NodeSources& from, const std::string& net_key, Node* node) {
+  ordered_json adapters = ordered_json::array();
+  if (from.network.contains(net_key) && from.network[net_key].contains(node->uid)) {
+    for (const json& adapter : from.network[net_key][node->uid]) {
+      ordered_json copy;
+      for (auto& [key, value] : adapter.items()) {
+        if (key != "kwollect") copy[key] = value;
+      }
+      adapters.push_back(copy);
+      if (adapter.value("mounted", false)) {
+        node->interface_names.push_back(adapter.value("name", ""));
+      }
+      json kw = adapter.value("kwollect", json::object());
+      if (!kw.value("switch_has_network_metrics", false)) continue;
+      Feed feed{kw.value("device_id", ""),
+                adapter.value("switch", ""),
+                {},
+                1.0,
+                adapter.value("rate", 1e10)};
+      json labels = kw.value("labels", json::object());
+      if (labels.contains("interface")) {
+        feed.labels.emplace_back("interface", labels["interface"].get<std::string>());
+      }
+      node->switch_ports.push_back(std::move(feed));
+    }
+  }
+  node->network_adapters_json = adapters.dump();
+}
+
+// The node `uid` of `cluster`: its feeds, its adapters, its load model and its jobs (by start).
+std::unique_ptr<Node> BuildNode(const NodeSources& from, const Site* site, const Cluster* cluster,
+                                const NodeHardware& hardware, std::string uid) {
+  auto node = std::make_unique<Node>();
+  node->uid = std::move(uid);
+  node->site = site;
+  node->cluster = cluster;
+  AddPowerFeeds(from, site->uid, node.get());
+  AddNetworkAdapters(from, site->uid + "/" + cluster->uid, node.get());
+  NodeHardware node_hardware = hardware;
+  if (!node->switch_ports.empty()) node_hardware.link_bps = node->switch_ports[0].rate_bps;
+  node->model = std::make_unique<NodeModel>(
+      node->uid, node_hardware, LoadProfile::ForNode(site->uid, node->uid, from.jobs), from.seed);
+  for (const jobs::Job& job : from.jobs.jobs) {
+    if (job.site == site->uid && job.HasNode(node->uid)) node->jobs.push_back(&job);
+  }
+  std::sort(node->jobs.begin(), node->jobs.end(),
+            [](const jobs::Job* a, const jobs::Job* b) { return a->started_at < b->started_at; });
+  return node;
+}
+
+// The cluster `cluster_uid` of `site`, from its reference file `name`, with its catalogue; its
+// nodes are appended to `nodes`.
+Result<std::unique_ptr<Cluster>> BuildCluster(const NodeSources& from, const FileMap& files,
+                                              const std::string& name,
+                                              const std::string& cluster_uid, const Site* site,
+                                              std::vector<std::unique_ptr<Node>>* nodes) {
+  KWATT_ASSIGN_OR_RETURN(json doc, ParseFile(files, name));
+  auto cluster = std::make_unique<Cluster>();
+  cluster->uid = doc.value("uid", cluster_uid);
+  cluster->site = site;
+  cluster->model = doc.value("model", "");
+  cluster->document_json = files.at(name);
+  Result<Catalogue> catalogue = Catalogue::FromJson(cluster->document_json);
+  if (!catalogue.ok()) return catalogue.status().WithContext(name);
+  cluster->catalogue = std::move(*catalogue);
+  NodeHardware hardware = HardwareOfCluster(cluster->uid);
+  for (const json& node_uid : doc.value("nodes", json::array())) {
+    std::unique_ptr<Node> node =
+        BuildNode(from, site, cluster.get(), hardware, node_uid.get<std::string>());
+    cluster->nodes.push_back(node.get());
+    nodes->push_back(std::move(node));
+  }
+  return cluster;
+}
+
+// Each node's device ids, in its site's index: the node's uid and its feeds' device ids.
+void IndexDevices(const std::vector<std::unique_ptr<Node>>& nodes) {
+  for (const auto& node : nodes) {
+    auto& devices = const_cast<Site*>(node->site)->devices;
+    devices[node->uid] = DeviceRef{DeviceRef::Kind::kNode, node.get(), nullptr};
+    for (const Feed& feed : node->wattmetre_ports) {
+      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kWattmetrePort, node.get(), &feed};
+    }
+    for (const Feed& feed : node->pdu_outlets) {
+      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kPduOutlet, node.get(), &feed};
+    }
+    for (const Feed& feed : node->switch_ports) {
+      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kSwitchPort, node.get(), &feed};
+    }
+  }
+}
+
+// The site `uid` of the testbed, or the jobs file refused at `where` (its jobs[i], outages[i] or
+// faults[i]).
+Result<const Site*> SiteOf(const Testbed& testbed, const std::string& uid,
+                           const std::string& where) {
+  if (const Site* site = testbed.FindSite(uid)) return site;
+  std::string sites;
+  for (const auto& site : testbed.sites()) sites += (sites.empty() ? "" : ", ") + site->uid;
+  return testbed.jobs().Refuse(where + ".site = \"" + uid +
+                               "\" is not a site of the simulated testbed (sites: " + sites + ")");
+}
+
+// Every job must name known nodes of a known site: a typo would otherwise load nothing. Named by
+// their place in the jobs file (jobs[i] is the file's jobs[i], job.nodes[n] its nodes[n]).
+Status CheckJobs(const Testbed& testbed) {
+  const jobs::JobSet& file = testbed.jobs();
+  for (size_t i = 0; i < file.jobs.size(); ++i) {
+    const jobs::Job& job = file.jobs[i];
+    std::string where = "jobs[" + std::to_string(i) + "]";
+    KWATT_ASSIGN_OR_RETURN(const Site* site, SiteOf(testbed, job.site, where));
+    for (size_t n = 0; n < job.nodes.size(); ++n) {
+      std::string unknown = testbed.UnknownNode(*site, job.nodes[n]);
+      if (!unknown.empty()) {
+        return file.Refuse(where + ".nodes[" + std::to_string(n) + "]: " + unknown +
+                           " (clusters: see GET /sites/" + job.site + "/clusters)");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// The device an outage or fault (at `where`) names must be one of its site's.
+Status CheckDevice(const Testbed& testbed, const std::string& site_uid, const std::string& device,
+                   const std::string& where) {
+  KWATT_ASSIGN_OR_RETURN(const Site* site, SiteOf(testbed, site_uid, where));
+  if (testbed.FindDevice(*site, device)) return Status::OK();
+  std::vector<std::string_view> devices;
+  for (const auto& [id, ref] : site->devices) devices.push_back(id);
+  std::string nearest = NearestSpelling(device, devices);
+  std::string example;
+  for (const Cluster* cluster : site->clusters) {
+    if (!cluster->nodes.empty()) {
+      example = " (" + cluster->nodes[0]->uid + ")";
+      break;
+    }
+  }
+  return testbed.jobs().Refuse(
+      where + ".device = \"" + device + "\" is not a device of site " + site_uid +
+      (nearest.empty() ? "" : " (did you mean " + nearest + "?)") + ": give a node uid" + example +
+      " or the device_id of a wattmeter port, PDU outlet or switch port "
+      "of the site");
+}
+
+// Every outage and fault must name a known device of a known site: a typo would otherwise silence
+// (or falsify) nothing.
+Status CheckOutagesAndFaults(const Testbed& testbed) {
+  const jobs::JobSet& file = testbed.jobs();
+  for (size_t i = 0; i < file.outages.size(); ++i) {
+    KWATT_RETURN_IF_ERROR(CheckDevice(testbed, file.outages[i].site, file.outages[i].device,
+                                      "outages[" + std::to_string(i) + "]"));
+  }
+  for (size_t i = 0; i < file.faults.size(); ++i) {
+    KWATT_RETURN_IF_ERROR(CheckDevice(testbed, file.faults[i].site, file.faults[i].device,
+                                      "faults[" + std::to_string(i) + "]"));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, jobs::JobSet jobs) {
@@ -207,6 +410,7 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, jobs::Jo
   Result<json> network = ParseFile(*files, "network-mapping.json");
   if (!network.ok()) return network.status();
 
+  NodeSources from{*power, *network, testbed->jobs_, options.seed};
   for (const json& item : *sites) {
     auto site = std::make_unique<Site>();
     site->uid = item.value("uid", "");
@@ -215,168 +419,17 @@ Result<std::unique_ptr<Testbed>> Testbed::Build(const Options& options, jobs::Jo
     for (const json& cluster_uid : item.value("clusters", json::array())) {
       std::string name = "clusters/" + site->uid + "-" + cluster_uid.get<std::string>() + ".json";
       if (!files->count(name)) continue;  // only clusters with a catalogue are simulated
-      Result<json> doc = ParseFile(*files, name);
-      if (!doc.ok()) return doc.status();
-      auto cluster = std::make_unique<Cluster>();
-      cluster->uid = doc->value("uid", cluster_uid.get<std::string>());
-      cluster->site = site.get();
-      cluster->model = doc->value("model", "");
-      cluster->document_json = (*files)[name];
-      Result<Catalogue> catalogue = Catalogue::FromJson(cluster->document_json);
-      if (!catalogue.ok()) return catalogue.status().WithContext(name);
-      cluster->catalogue = std::move(*catalogue);
-      NodeHardware hardware = HardwareOfCluster(cluster->uid);
-      std::string net_key = site->uid + "/" + cluster->uid;
-      for (const json& node_uid : doc->value("nodes", json::array())) {
-        auto node = std::make_unique<Node>();
-        node->uid = node_uid.get<std::string>();
-        node->site = site.get();
-        node->cluster = cluster.get();
-        // Wattmeter ports.
-        const json& watt = (*power)["wattmetre"];
-        if (watt.contains(site->uid) && watt[site->uid].contains(node->uid)) {
-          for (const json& port : watt[site->uid][node->uid]) {
-            std::string id = port.get<std::string>();
-            node->wattmetre_ports.push_back(Feed{id, SamplerOf(id, "-port"), {}, 1.0, 0});
-          }
-        }
-        // PDU outlets.
-        const json& pdus = (*power)["pdu_outlets"];
-        json pdu_json = json::array();
-        if (pdus.contains(site->uid) && pdus[site->uid].contains(node->uid)) {
-          for (const json& outlet : pdus[site->uid][node->uid]) {
-            Feed feed{outlet.value("device_id", ""), outlet.value("pdu", ""), {}, 1.0, 0};
-            json outlet_labels = outlet.value("labels", json::object());
-            for (auto& [key, value] : outlet_labels.items()) {
-              if (key != "_device_alias") feed.labels.emplace_back(key, value.get<std::string>());
-            }
-            node->pdu_outlets.push_back(std::move(feed));
-            pdu_json.push_back(
-                {{"uid", outlet.value("pdu", "")}, {"port", outlet.value("port", "")}});
-          }
-        }
-        for (const Feed& port : node->wattmetre_ports) {
-          pdu_json.push_back({{"uid", port.sampler},
-                              {"port", port.device_id.substr(port.sampler.size() + 5)},
-                              {"kind", "wattmetre-only"}});
-        }
-        node->pdu_json = pdu_json.dump();
-        AssignShares(&node->wattmetre_ports, options.seed, node->uid);
-        AssignShares(&node->pdu_outlets, options.seed, node->uid);
-        // Network adapters and switch ports.
-        ordered_json adapters = ordered_json::array();
-        if (network->contains(net_key) && (*network)[net_key].contains(node->uid)) {
-          for (const json& adapter : (*network)[net_key][node->uid]) {
-            ordered_json copy;
-            for (auto& [key, value] : adapter.items()) {
-              if (key != "kwollect") copy[key] = value;
-            }
-            adapters.push_back(copy);
-            if (adapter.value("mounted", false)) {
-              node->interface_names.push_back(adapter.value("name", ""));
-            }
-            json kw = adapter.value("kwollect", json::object());
-            if (!kw.value("switch_has_network_metrics", false)) continue;
-            Feed feed{kw.value("device_id", ""),
-                      adapter.value("switch", ""),
-                      {},
-                      1.0,
-                      adapter.value("rate", 1e10)};
-            json labels = kw.value("labels", json::object());
-            if (labels.contains("interface")) {
-              feed.labels.emplace_back("interface", labels["interface"].get<std::string>());
-            }
-            node->switch_ports.push_back(std::move(feed));
-          }
-        }
-        node->network_adapters_json = adapters.dump();
-        NodeHardware node_hardware = hardware;
-        if (!node->switch_ports.empty()) node_hardware.link_bps = node->switch_ports[0].rate_bps;
-        node->model = std::make_unique<NodeModel>(
-            node->uid, node_hardware, LoadProfile::ForNode(site->uid, node->uid, testbed->jobs_),
-            options.seed);
-        for (const jobs::Job& job : testbed->jobs_.jobs) {
-          if (job.site == site->uid && job.HasNode(node->uid)) node->jobs.push_back(&job);
-        }
-        std::sort(node->jobs.begin(), node->jobs.end(), [](const jobs::Job* a, const jobs::Job* b) {
-          return a->started_at < b->started_at;
-        });
-        cluster->nodes.push_back(node.get());
-        testbed->nodes_.push_back(std::move(node));
-      }
+      KWATT_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
+                             BuildCluster(from, *files, name, cluster_uid.get<std::string>(),
+                                          site.get(), &testbed->nodes_));
       site->clusters.push_back(cluster.get());
       testbed->clusters_.push_back(std::move(cluster));
     }
     testbed->sites_.push_back(std::move(site));
   }
-  // Device ids, per site.
-  for (const auto& node : testbed->nodes_) {
-    auto& devices = const_cast<Site*>(node->site)->devices;
-    devices[node->uid] = DeviceRef{DeviceRef::Kind::kNode, node.get(), nullptr};
-    for (const Feed& feed : node->wattmetre_ports) {
-      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kWattmetrePort, node.get(), &feed};
-    }
-    for (const Feed& feed : node->pdu_outlets) {
-      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kPduOutlet, node.get(), &feed};
-    }
-    for (const Feed& feed : node->switch_ports) {
-      devices[feed.device_id] = DeviceRef{DeviceRef::Kind::kSwitchPort, node.get(), &feed};
-    }
-  }
-  // Every job must name known nodes of a known site, every outage a known device: a typo would
-  // otherwise load or silence nothing. Named by their place in the jobs file (jobs[i] is the
-  // file's jobs[i], job.nodes[n] its nodes[n]).
-  const jobs::JobSet& file = testbed->jobs_;
-  auto site_of = [&](const std::string& uid, const std::string& where) -> Result<const Site*> {
-    if (const Site* site = testbed->FindSite(uid)) return site;
-    std::string sites;
-    for (const auto& site : testbed->sites_) sites += (sites.empty() ? "" : ", ") + site->uid;
-    return file.Refuse(where + ".site = \"" + uid +
-                       "\" is not a site of the simulated testbed (sites: " + sites + ")");
-  };
-  for (size_t i = 0; i < file.jobs.size(); ++i) {
-    const jobs::Job& job = file.jobs[i];
-    std::string where = "jobs[" + std::to_string(i) + "]";
-    Result<const Site*> site = site_of(job.site, where);
-    if (!site.ok()) return site.status();
-    for (size_t n = 0; n < job.nodes.size(); ++n) {
-      std::string unknown = testbed->UnknownNode(**site, job.nodes[n]);
-      if (!unknown.empty()) {
-        return file.Refuse(where + ".nodes[" + std::to_string(n) + "]: " + unknown +
-                           " (clusters: see GET /sites/" + job.site + "/clusters)");
-      }
-    }
-  }
-  // An outage's or fault's device must be one of its site's.
-  auto check_device = [&](const std::string& site_uid, const std::string& device,
-                          const std::string& where) -> Status {
-    Result<const Site*> site = site_of(site_uid, where);
-    if (!site.ok()) return site.status();
-    if (testbed->FindDevice(**site, device)) return Status::OK();
-    std::vector<std::string_view> devices;
-    for (const auto& [id, ref] : (*site)->devices) devices.push_back(id);
-    std::string nearest = NearestSpelling(device, devices);
-    std::string example;
-    for (const Cluster* cluster : (*site)->clusters) {
-      if (!cluster->nodes.empty()) {
-        example = " (" + cluster->nodes[0]->uid + ")";
-        break;
-      }
-    }
-    return file.Refuse(where + ".device = \"" + device + "\" is not a device of site " + site_uid +
-                       (nearest.empty() ? "" : " (did you mean " + nearest + "?)") +
-                       ": give a node uid" + example +
-                       " or the device_id of a wattmeter port, PDU outlet or switch port of the "
-                       "site");
-  };
-  for (size_t i = 0; i < file.outages.size(); ++i) {
-    KWATT_RETURN_IF_ERROR(check_device(file.outages[i].site, file.outages[i].device,
-                                       "outages[" + std::to_string(i) + "]"));
-  }
-  for (size_t i = 0; i < file.faults.size(); ++i) {
-    KWATT_RETURN_IF_ERROR(check_device(file.faults[i].site, file.faults[i].device,
-                                       "faults[" + std::to_string(i) + "]"));
-  }
+  IndexDevices(testbed->nodes_);
+  KWATT_RETURN_IF_ERROR(CheckJobs(*testbed));
+  KWATT_RETURN_IF_ERROR(CheckOutagesAndFaults(*testbed));
   return testbed;
 }
 

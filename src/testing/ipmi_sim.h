@@ -20,9 +20,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,15 +31,15 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "kwatt/core/process.h"
 #include "kwatt/core/status.h"
-
-extern char** environ;
 
 namespace kwatt::testing {
 
@@ -85,26 +83,16 @@ class TestIpmiSim {
                                      (sim->dir_ / "state").string(),
                                      "-n"};
     std::string log = (sim->dir_ / "ipmi_sim.log").string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::vector<char*> args;
-    for (std::string& arg : argv) args.push_back(arg.data());
-    args.push_back(nullptr);
-    int error = ::posix_spawn(&sim->pid_, program.c_str(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (error != 0) {
-      sim->pid_ = -1;
-      return Status::IOError("cannot start " + program + ": " + std::strerror(error));
-    }
+    SpawnOptions spawn;
+    spawn.output_file = log;
+    KWATT_ASSIGN_OR_RETURN(Process process, Process::Spawn(argv, spawn));
+    sim->process_.emplace(std::move(process));
     // Listening once the port is taken (a socket without SO_REUSEADDR cannot bind it then).
     auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!PortTaken(sim->port_)) {
-      int status = 0;
-      if (::waitpid(sim->pid_, &status, WNOHANG) == sim->pid_) {
-        sim->pid_ = -1;
+      if (Result<std::optional<ProcessExit>> ended = sim->process_->TryWait();
+          !ended.ok() || *ended) {
+        sim->process_.reset();
         return Status::IOError("ipmi_sim ended at start: see " + log + ": " + sim->Log());
       }
       if (std::chrono::steady_clock::now() > give_up) {
@@ -126,12 +114,9 @@ class TestIpmiSim {
 
   // Stops the simulator (its port then gets no answer: a dead BMC).
   void Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-      pid_ = -1;
+    if (process_) {
+      process_->KillAndReap();
+      process_.reset();
     }
   }
 
@@ -311,7 +296,7 @@ class TestIpmiSim {
 
   std::filesystem::path dir_;
   int port_ = 0;
-  pid_t pid_ = -1;
+  std::optional<Process> process_;  // while it runs
 };
 
 }  // namespace kwatt::testing

@@ -19,10 +19,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,15 +28,15 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/process.h"
 #include "kwatt/core/status.h"
-
-extern char** environ;
 
 namespace kwatt::testing {
 
@@ -87,18 +85,17 @@ class TestSnmpd {
 
   // Stops the agent now (a dead device for the rest of the test); its port stays unused.
   void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
+    if (!process_) return;
+    process_->Signal(SIGTERM);
     for (int i = 0; i < 200; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = 0;
+      if (Result<std::optional<ProcessExit>> ended = process_->TryWait(); !ended.ok() || *ended) {
+        process_.reset();
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = 0;
+    process_->KillAndReap();
+    process_.reset();
   }
 
   // Serves pass_oid.SUFFIX as `type` with `value` (replaced atomically: a poll sees the old value
@@ -221,34 +218,21 @@ class TestSnmpd {
     // -C: no other configuration file; -I -smux: no SMUX listener; -Lf: log to a file.
     std::vector<std::string> args = {snmpd, "-f", "-C", "-I", "-smux", "-Lf",
                                      log,   "-c", conf, "-p", pid_file};
-    // MIBS empty: the agent loads no MIB module (none is installed; it would only warn).
-    std::vector<std::string> environment = {"MIBS="};
-    for (char** variable = environ; *variable; ++variable) {
-      if (std::string_view(*variable).substr(0, 5) != "MIBS=") environment.push_back(*variable);
-    }
-    std::vector<char*> argv, envp;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    for (std::string& variable : environment) envp.push_back(variable.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, (dir_ / "stdout.log").c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = 0;
-    int failed = ::posix_spawn(&pid, snmpd.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (failed != 0) return Status::IOError("cannot start " + snmpd);
-    pid_ = pid;
+    // MIBS empty: the agent loads no MIB module (none is installed; it would only warn). env(1)
+    // sets it and execs snmpd, which keeps env's process id.
+    args.insert(args.begin(), {"env", "MIBS="});
+    SpawnOptions spawn;
+    spawn.output_file = (dir_ / "stdout.log").string();
+    Result<Process> started = Process::Spawn(args, spawn);
+    if (!started.ok())
+      return Status::IOError("cannot start " + snmpd + ": " + started.status().message());
+    process_.emplace(std::move(*started));
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < until) {
       std::error_code error;
       if (std::filesystem::file_size(pid_file, error) > 0 && !error) return Status::OK();
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = 0;
+      if (Result<std::optional<ProcessExit>> ended = process_->TryWait(); !ended.ok() || *ended) {
+        process_.reset();
         return Status::IOError("snmpd exited at start: see " + log + " and " +
                                (dir_ / "stdout.log").string());
       }
@@ -260,7 +244,7 @@ class TestSnmpd {
   Options options_;
   std::filesystem::path dir_;
   int port_ = 0;
-  pid_t pid_ = 0;
+  std::optional<Process> process_;  // while it runs
 };
 
 }  // namespace kwatt::testing

@@ -2,7 +2,9 @@
 import csv
 import io
 import json
+import os
 import subprocess
+import time
 
 import pytest
 import requests
@@ -620,3 +622,46 @@ def test_sources_are_checked_against_each_other_and_the_lying_one_is_flagged(tmp
             "nor watts" in bad.stderr, bad.stderr
     finally:
         server.stop()
+
+
+def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tmp_path):
+    # `kwatt meter` pushes the RAPL domains of a (simulated) taurus-3 to Kwollect while it runs;
+    # `kwatt energy` over that time then finds the domains below the node's wattmeter: the rest
+    # is the platform's, named as such and never flagged.
+    server = start_server("--auth", "u:p", tmp_path=tmp_path)
+    root = tmp_path / "sys"
+    rapl = subprocess.Popen([KWATT, "simulate", "rapl", str(root), "--watts", "package=20,dram=3",
+                             "--period-ms", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert rapl.stdout.readline().strip() == str(root), rapl.stderr.read()
+        start = time.time()
+        push = server.url.replace("http://", "http://u:p@") + "/sites/lyon"
+        metered = subprocess.run([KWATT, "meter", "--sysfs-root", root, "--period", "1s",
+                                  "--output-node", "taurus-3", "--site", "lyon",
+                                  "-o", f"kwollect:{push}", "--", "sleep", "8"],
+                                 capture_output=True, text=True, timeout=120)
+        assert metered.returncode == 0, metered.stderr
+        assert "dropped" not in metered.stderr, metered.stderr
+        end = time.time()
+        env = dict(os.environ, KWATT_USERNAME="u", KWATT_PASSWORD="p")
+        result = subprocess.run([KWATT, "energy", "--api", server.url, "--json",
+                                 "--nodes", "taurus-3.lyon", "--start", f"{start + 2:.3f}",
+                                 "--end", f"{end - 1:.3f}"],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+    finally:
+        rapl.terminate()
+        rapl.wait(timeout=10)
+        server.stop()
+    check = next(c for c in report["source_checks"] if c["interval"] == "window")
+    part = next(c for c in check["comparisons"]
+                if c["metric"] == "kwatt_meter_domain_power_watt")
+    assert part["reference"] == "wattmetre_power_watt"
+    assert part["verdict"] == "part_of_node", part
+    wall = next(s for s in check["sources"] if s["metric"] == "wattmetre_power_watt")
+    domains = next(s for s in check["sources"] if s["metric"] == "kwatt_meter_domain_power_watt")
+    assert domains["mean_watts"] == pytest.approx(46, rel=0.05)  # 2 x (20 + 3) W
+    assert part["rest_watts"] == pytest.approx(wall["mean_watts"] - domains["mean_watts"], rel=1e-6)
+    assert "the rest of the platform" in part["why"] and "error" not in part["why"]

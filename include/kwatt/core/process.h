@@ -1,6 +1,7 @@
 // Starting a program as a child process, and how it ended: the one spawner of kwatt, used by the
 // collector's drivers (ipmi-sensors once per poll, the wattmeter's line stream:
-// kwatt/collect's subprocess) and by `kwatt meter -- COMMAND` (the command it measures).
+// kwatt/collect's subprocess), by `kwatt meter -- COMMAND` (the command it measures) and by the
+// tests' starters of peer programs (snmpd, ipmi_sim: their output into a log file).
 //
 // A program is run without a shell, from an argv vector (argv[0] looked up in PATH when it holds
 // no '/'), with no signal blocked and SIGPIPE's default disposition (kwatt ignores SIGPIPE). No
@@ -58,15 +59,20 @@ struct SpawnOptions {
   // Held before exec until Release(), so that the caller can know the process (and start
   // measuring it) before the program does anything.
   bool held = false;
+  // Non-empty: standard input from /dev/null, standard output and error both into this file,
+  // created (mode 0600) or truncated; for a program whose output is only read when something
+  // went wrong (a test's peer: its log). Not with `apart`, whose output goes into pipes.
+  std::string output_file;
 };
 
 // A child process, owned until it is reaped. The destructor kills one not reaped (SIGKILL, to
 // its group too when it has one of its own) and reaps it.
 class Process {
  public:
-  // Starts `argv`. InvalidArgument for an empty argv; NotFound "cannot run <display>: no program
-  // <argv[0]>[ in PATH]" when the program does not exist (for a held child: from Release);
-  // IOError "cannot run <display>: ..." when it cannot be started (not executable, no pipe...).
+  // Starts `argv`. InvalidArgument for an empty argv or `output_file` with `apart`; NotFound
+  // "cannot run <display>: no program <argv[0]>[ in PATH]" when the program does not exist (for a
+  // held child: from Release); IOError "cannot run <display>: ..." when it cannot be started (not
+  // executable, no pipe, an output_file that cannot be opened...).
   static Result<Process> Spawn(const std::vector<std::string>& argv,
                                const SpawnOptions& options = {});
 

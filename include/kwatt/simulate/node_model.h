@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kwatt/core/time.h"
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 
 namespace kwatt::simulate {
 

@@ -17,7 +17,7 @@
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/status.h"
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 #include "kwatt/simulate/node_model.h"
 
 namespace kwatt::simulate {

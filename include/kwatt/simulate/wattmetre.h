@@ -19,7 +19,7 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 #include "kwatt/simulate/node_model.h"
 #include "kwatt/simulate/testbed.h"
 

@@ -15,7 +15,7 @@
 
 #include "kwatt/archive/writer.h"
 #include "kwatt/backup/backup.h"
-#include "kwatt/jobs/job.h"
+#include "kwatt/jobs/jobs_file.h"
 #include "kwatt/kwollect/fetch.h"
 #include "kwatt/meter/meter.h"
 #include "kwatt/meter/replay.h"
