@@ -75,22 +75,38 @@ Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Inter
 
 namespace {
 
+// What the total's interval is made of, under the table (doc/energy.md, "How far to trust it").
+void PrintIntervalTerms(const energy::EnergyReport& r) {
+  if (!r.total.has_power) return;
+  const energy::Uncertainty u = r.total.uncertainty(r.clock_offset_seconds);
+  char accuracy[48] = "unknown (give --accuracy)";
+  if (!std::isnan(u.accuracy)) std::snprintf(accuracy, sizeof accuracy, "%.1f J", u.accuracy);
+  std::printf(
+      "\n± 95 %%: the meters' stated accuracy, their resolution, what the sampling may miss, "
+      "gaps and edges, and the marks' clock (within %g s: --clock-offset), combined; the "
+      "total's: accuracy %s, resolution %.1f J, sampling %.1f J, gaps and edges %.1f J, clock "
+      "%.1f J\n",
+      r.clock_offset_seconds, accuracy, u.resolution, u.sampling, u.gaps_and_edges, u.clock);
+}
+
 void PrintTable(const energy::EnergyReport& r) {
   std::printf("window %s .. %s (%.0f s)\n", FormatParisTimestamp(r.start).c_str(),
               FormatParisTimestamp(r.end).c_str(), double(r.end - r.start) / 1e9);
-  std::printf("%-28s %-22s %8s %14s %10s %8s %8s %9s\n", "node", "power metric", "period",
-              "energy (J)", "Wh", "mean W", "peak W", "coverage");
-  auto row = [](const std::string& name, const std::string& metric, double period,
-                const energy::Figures& f) {
+  // (%12s: "±" is two bytes, one column.)
+  std::printf("%-28s %-22s %8s %14s %12s %10s %8s %8s %9s\n", "node", "power metric", "period",
+              "energy (J)", "± 95 % (J)", "Wh", "mean W", "peak W", "coverage");
+  auto row = [&r](const std::string& name, const std::string& metric, double period,
+                  const energy::Figures& f) {
     if (!f.has_power) {
       std::printf("%-28s %-22s NO POWER DATA\n", name.c_str(), metric.c_str());
       return;
     }
     char period_text[16] = "";
     if (period > 0) std::snprintf(period_text, sizeof period_text, "%.3g s", period);
-    std::printf("%-28s %-22s %8s %14.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(), metric.c_str(),
-                period_text, f.total_joules(), f.total_joules() / 3600, f.mean_watts(),
-                f.peak_watts, 100 * f.coverage());
+    const energy::Uncertainty u = f.uncertainty(r.clock_offset_seconds);
+    std::printf("%-28s %-22s %8s %14.1f %11.1f %10.3f %8.1f %8.1f %8.1f%%\n", name.c_str(),
+                metric.c_str(), period_text, f.total_joules(), u.half_width,
+                f.total_joules() / 3600, f.mean_watts(), f.peak_watts, 100 * f.coverage());
   };
   for (const auto& n : r.nodes) {
     if (n.metric.empty()) {
@@ -110,6 +126,7 @@ void PrintTable(const energy::EnergyReport& r) {
     row("phase " + r.phase_names[p], "all nodes", 0, r.phase_totals[p]);
   }
   row("TOTAL", "", 0, r.total);
+  PrintIntervalTerms(r);
   bool notes = !r.notes.empty();
   if (notes) std::printf("\nnotes:\n");
   for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());
@@ -169,7 +186,8 @@ void PrintSourceChecks(const std::vector<energy::SourceCheck>& checks) {
 std::string CsvReport(const energy::EnergyReport& r) {
   std::string out =
       "scope,name,phase,metric,joules,wh,mean_watts,peak_watts,seconds,coverage,gaps,gap_joules,"
-      "counter_joules,baseline_joules,reason\n";
+      "counter_joules,baseline_joules,half_width_joules,low_joules,high_joules,accuracy_joules,"
+      "resolution_joules,sampling_joules,gaps_and_edges_joules,clock_joules,reason\n";
   auto row = [&](const char* scope, const std::string& name, const std::string& phase,
                  const std::string& metric, const energy::Figures& f, const std::string& reason) {
     out += scope;
@@ -178,11 +196,14 @@ std::string CsvReport(const energy::EnergyReport& r) {
       AppendCsvField(&out, *text);
     }
     const double unknown = NAN;  // without power data: the energy is unknown, not 0
-    for (double v :
-         {f.has_power ? f.total_joules() : unknown, f.has_power ? f.total_joules() / 3600 : unknown,
-          f.has_power ? f.mean_watts() : unknown, f.has_power ? f.peak_watts : unknown, f.seconds,
-          f.coverage(), double(f.gaps), f.has_power ? f.gap_joules : unknown, f.counter_joules,
-          f.baseline_joules}) {
+    const energy::Uncertainty u = f.uncertainty(r.clock_offset_seconds);
+    auto known = [&](double v) { return f.has_power ? v : unknown; };
+    for (double v : {known(f.total_joules()), known(f.total_joules() / 3600), known(f.mean_watts()),
+                     known(f.peak_watts), f.seconds, f.coverage(), double(f.gaps),
+                     known(f.gap_joules), f.counter_joules, f.baseline_joules, known(u.half_width),
+                     known(f.total_joules() - u.half_width), known(f.total_joules() + u.half_width),
+                     known(u.accuracy), known(u.resolution), known(u.sampling),
+                     known(u.gaps_and_edges), known(u.clock)}) {
       out += ',';
       AppendCsvNumber(&out, v);
     }
@@ -335,6 +356,7 @@ Runner RegisterEnergy(CLI::App* app) {
     std::string metric, baseline, activity, node, idle_policy = "proportional";
     std::vector<std::string> idle_power, accuracies;
     double gap_factor = energy::EnergyOptions().gap_factor;
+    double clock_offset = energy::kDefaultClockOffsetSeconds;
     bool json = false, csv = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -351,8 +373,14 @@ Runner RegisterEnergy(CLI::App* app) {
                    "A gap: no sample for more than this many sampling periods (a number >= 1)")
       ->capture_default_str();
   command->add_option("--accuracy", args->accuracies,
-                      "A power source's stated accuracy METRIC=P%+WW, for the check of the sources "
-                      "against each other (repeatable; default: doc/energy.md's)");
+                      "A power source's stated accuracy METRIC=P%+WW, for each figure's interval "
+                      "and the check of the sources against each other (repeatable; default: "
+                      "doc/energy.md's)");
+  command
+      ->add_option("--clock-offset", args->clock_offset,
+                   "The most the clock that took the window's and phases' marks may be off the "
+                   "meters', in seconds (for each figure's interval)")
+      ->capture_default_str();
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command
       ->add_flag("--csv", args->csv,
@@ -378,11 +406,13 @@ Runner RegisterEnergy(CLI::App* app) {
     energy_options.baseline_phase = args->baseline;
     energy_options.gap_factor = args->gap_factor;
     // Checked before anything is fetched; ComputeEnergy checks it again (for every caller).
+    energy_options.clock_offset_seconds = args->clock_offset;
     Status parsed = energy::CheckGapFactor(args->gap_factor, "--gap-factor");
+    if (parsed.ok()) parsed = energy::CheckClockOffset(args->clock_offset, "--clock-offset");
     if (parsed.ok()) {
       parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
     }
-    std::map<std::string, energy::StatedAccuracy> accuracies;
+    std::map<std::string, energy::StatedAccuracy>& accuracies = energy_options.accuracies;
     for (const std::string& text : args->accuracies) {
       if (!parsed.ok()) break;
       Result<std::pair<std::string, energy::StatedAccuracy>> accuracy =
@@ -425,7 +455,7 @@ Runner RegisterEnergy(CLI::App* app) {
       return ExitCodeOf(result.status());
     }
     const std::vector<energy::SourceCheck> checks =
-        energy::CheckSources(*collector.power(), *result, energy_options, accuracies);
+        energy::CheckSources(*collector.power(), *result, energy_options);
     if (args->json) {
       std::printf("%s\n", energy::EnergyReportJson(*result, &checks).c_str());
     } else if (args->csv) {

@@ -66,10 +66,13 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
                 const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
                 const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                 const std::string& metric, const std::string& baseline, double gap_factor,
-                const std::vector<std::string>& accuracies, py::object progress) {
+                const std::vector<std::string>& accuracies, double clock_offset,
+                py::object progress) {
   std::map<std::string, energy::StatedAccuracy> stated;
   for (const std::string& text : accuracies)
     stated.insert(Unwrap(energy::ParseStatedAccuracy(text)));
+  Status clock_checked = energy::CheckClockOffset(clock_offset);
+  if (!clock_checked.ok()) Throw(clock_checked);
   backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   energy::EnergyOptions options;
@@ -78,6 +81,8 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.metric = metric;
   options.baseline_phase = baseline;
   options.gap_factor = gap_factor;
+  options.accuracies = std::move(stated);
+  options.clock_offset_seconds = clock_offset;
   energy::EnergySink sink(metric);
   Watch watch{std::move(progress)};
   Result<RowsReport> report = Status::OK();
@@ -88,7 +93,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
     report =
         backup::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
     if (report.ok()) result = sink.Compute(*report, options);
-    if (result.ok()) checks = energy::CheckSources(*sink.power(), *result, options, stated);
+    if (result.ok()) checks = energy::CheckSources(*sink.power(), *result, options);
   }
   watch.RaiseIfInterrupted();
   py::dict fetch = RowsReportDict(Unwrap(std::move(report)));
@@ -199,7 +204,7 @@ void RegisterEnergy(py::module_& m) {
   m.def("energy", &Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
         py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("accuracies"),
-        py::arg("progress"));
+        py::arg("clock_offset"), py::arg("progress"));
   m.def("stats", &Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
         py::arg("roles"), py::arg("progress"));
@@ -209,11 +214,9 @@ void RegisterEnergy(py::module_& m) {
         "{node: the power metric energy() chooses for it (None: none)} from rows given as "
         "columns, sorted by time");
   m.def(
-      "power_metrics", []() { return kwatt::energy::PowerMetrics(); },
-      "Power metrics, in the order energy() prefers them");
-  m.def(
       "power_metrics", []() { return energy::PowerMetrics(); },
       "Power metrics, in the order energy() prefers them");
+  m.attr("DEFAULT_CLOCK_OFFSET") = energy::kDefaultClockOffsetSeconds;
 }
 
 }  // namespace kwatt::python

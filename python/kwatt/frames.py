@@ -14,7 +14,9 @@ from .errors import IncompleteError, InvalidArgumentError
 COLUMNS = ["timestamp", "site", "node", "device_id", "metric_id", "value", "labels"]
 ENERGY_COLUMNS = ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts", "peak_watts",
                   "seconds", "coverage", "gaps", "gap_joules", "counter_joules",
-                  "baseline_joules", "reason"]
+                  "baseline_joules", "half_width_joules", "low_joules", "high_joules",
+                  "accuracy_joules", "resolution_joules", "sampling_joules",
+                  "gaps_and_edges_joules", "clock_joules", "reason"]
 STATS_COLUMNS = ["interval", "node", "metric", "count", "mean", "min", "max", "last", "counter",
                  "increase", "rate_per_s", "resets", "cpu_busy", "cpu_source"]
 
@@ -111,6 +113,12 @@ def energy_frame(report):
         row = {"scope": scope, "name": name, "phase": phase, "metric": metric, "reason": reason}
         if figures is not None:
             row.update({k: figures[k] for k in ENERGY_COLUMNS if k in figures})
+            interval = figures.get("interval")
+            if interval:
+                row.update({k: interval[k] for k in ("half_width_joules", "low_joules",
+                                                     "high_joules")})
+                row.update({f"{term}_joules": value
+                            for term, value in interval["terms_joules"].items()})
         rows.append(row)
 
     def add_all(scope, name, metric, window, phases, reason=""):

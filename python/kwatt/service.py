@@ -469,26 +469,35 @@ class Kwollect(_ServiceBase):
         return ("", list(self.nodes)) + self._window()
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-                      gap_factor=3.0, accuracies=None, allow_incomplete=False):
+                      gap_factor=3.0, accuracies=None, clock_offset=None,
+                      allow_incomplete=False):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
-        phase_totals, total, source_checks), plus `fetch` (what was fetched, failures). A fetch
-        that could not get everything raises IncompleteError (``.partial`` holds the report)
-        unless allow_incomplete."""
-        report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies)
+        phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
+        fetched, failures). A fetch that could not get everything raises IncompleteError
+        (``.partial`` holds the report) unless allow_incomplete."""
+        report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
+                              clock_offset)
         return self._check_report(report["fetch"], report, allow_incomplete)
 
-    def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None):
+    def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None,
+                clock_offset=None):
         archive, nodes, start, stop = self._source(source)
         accuracies = [f"{m}={a}" for m, a in (accuracies or {}).items()]
+        if clock_offset is None:
+            clock_offset = _core.DEFAULT_CLOCK_OFFSET
+        elif isinstance(clock_offset, bool) or not isinstance(clock_offset, (int, float)):
+            raise InvalidArgumentError(f"clock_offset should be a number of seconds, not "
+                                       f"{clock_offset!r}")
         return _core.energy(self._client, archive=archive, nodes=nodes, start=start, end=stop,
                             job=None, phases=self.phases(phases), roles=self._roles(roles),
                             metric=metric or "", baseline=baseline or "",
                             gap_factor=float(gap_factor), accuracies=accuracies,
+                            clock_offset=float(clock_offset),
                             progress=self._progress("kwatt energy"))
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-               gap_factor=3.0, allow_incomplete=False):
+               gap_factor=3.0, accuracies=None, clock_offset=None, allow_incomplete=False):
         """The energy of the experiment, as a DataFrame with one row per node, role and total,
         for the whole window (phase "window") and each phase (marks, and `phases`).
 
@@ -500,10 +509,16 @@ class Kwollect(_ServiceBase):
         (baseline_joules then tells the energy at idle). source: an archive directory instead
         of the API. Columns: scope (node, role, total), name, phase, metric, joules, wh,
         mean_watts, peak_watts, seconds, coverage, gaps, gap_joules, counter_joules (energy
-        counter cross-check), baseline_joules, reason. A fetch that could not get everything
-        raises IncompleteError (``.partial`` holds the DataFrame) unless allow_incomplete.
+        counter cross-check), baseline_joules, then the energy's 95 % interval: half_width_joules,
+        low_joules, high_joules and its terms accuracy_joules, resolution_joules,
+        sampling_joules, gaps_and_edges_joules, clock_joules (doc/energy.md, "How far to trust
+        it"), then reason. accuracies: {metric: "P%+WW"} replacing the documented stated
+        accuracies; clock_offset: the most, in seconds, the clock that took the marks may be off
+        the meters' (default 0.1). A fetch that could not get everything raises IncompleteError
+        (``.partial`` holds the DataFrame) unless allow_incomplete.
         """
-        report = self._energy(phases, roles, metric, baseline, source, gap_factor)
+        report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
+                              clock_offset)
         return self._check_report(report["fetch"], energy_frame(report), allow_incomplete)
 
     def source_checks(self, phases=None, roles=None, source=None, gap_factor=3.0,

@@ -14,7 +14,9 @@ def stubbed():
     tree = ast.parse((Path(kwatt.__file__).parent / "_core.pyi").read_text())
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-    return functions, classes
+    constants = {node.target.id for node in tree.body
+                 if isinstance(node, ast.AnnAssign) and not node.target.id.startswith("_")}
+    return functions, classes | constants
 
 
 def test_every_name_of_the_module_has_a_stub_and_no_stub_is_stale():

@@ -665,6 +665,37 @@ def test_energy_by_node_role_and_phase_matches_the_truth(server):
     assert e["joules"].dtype == np.float64
 
 
+def test_energy_has_each_figures_interval_and_its_terms(server):
+    k = kwatt.Kwollect(NOVA[:2], api=server.url, progress=False)
+    start = dt.datetime(2025, 4, 18, 14, 3, tzinfo=PARIS).timestamp()
+    k.start(start)
+    k.stop(start + 240)
+    e = k.energy(clock_offset=0.5, accuracies={"wattmetre_power_watt": "0.5%"})
+    nodes = e[(e["scope"] == "node") & (e["phase"] == "window")].set_index("name")
+    terms = ["accuracy_joules", "resolution_joules", "sampling_joules", "gaps_and_edges_joules",
+             "clock_joules"]
+    for node in NOVA[:2]:
+        row = nodes.loc[node]
+        true = truth(node, start, start + 240)
+        assert row["low_joules"] < true < row["high_joules"]
+        assert row["half_width_joules"] == pytest.approx(
+            sum(row[t] ** 2 for t in terms) ** 0.5)
+        # The stated accuracy given: 0.5 %, no watts term, as a rectangular bound at 95 %.
+        assert row["accuracy_joules"] == pytest.approx(1.96 * 0.005 * row["joules"] / 3 ** 0.5)
+    # The total's accuracy adds the nodes' (one meter model's error goes one way); the rest
+    # adds in quadrature.
+    total = e[(e["scope"] == "total") & (e["phase"] == "window")].iloc[0]
+    assert total["accuracy_joules"] == pytest.approx(nodes["accuracy_joules"].sum())
+    assert total["sampling_joules"] == pytest.approx((nodes["sampling_joules"] ** 2).sum() ** 0.5)
+    report = k.energy_report(clock_offset=0.5)
+    assert report["clock_offset_s"] == 0.5
+    assert report["total"]["interval"]["confidence"] == 0.95
+    with pytest.raises(kwatt.InvalidArgumentError, match="clock_offset"):
+        k.energy(clock_offset=-1)
+    with pytest.raises(kwatt.InvalidArgumentError, match="clock_offset"):
+        k.energy(clock_offset="soon")
+
+
 def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
     k = make(server)
     k.start(T0)

@@ -6,6 +6,7 @@
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/energy/integration.h"
+#include "kwatt/energy/source_check.h"
 
 namespace kwatt::energy {
 
@@ -17,6 +18,7 @@ void Figures::Add(const Figures& other) {
   covered_seconds += other.covered_seconds;
   node_seconds += other.node_seconds;
   gaps += other.gaps;
+  terms.Add(other.terms);
   peak_watts = has_power ? (other.has_power ? std::max(peak_watts, other.peak_watts) : peak_watts)
                          : other.peak_watts;
   has_power = has_power || other.has_power;
@@ -32,6 +34,7 @@ void Figures::Extend(const Figures& later) {
   covered_seconds += later.covered_seconds;
   node_seconds += later.node_seconds;
   gaps += later.gaps;
+  terms.Add(later.terms);
   peak_watts = has_power ? (later.has_power ? std::max(peak_watts, later.peak_watts) : peak_watts)
                          : later.peak_watts;
   has_power = has_power || later.has_power;
@@ -139,14 +142,32 @@ double CounterAt(const Series& s, UnixNanos t, int64_t slack) {
 
 }  // namespace
 
+namespace {
+
+// InvalidArgument: "NAME should be WHAT, not VALUE".
+Status RefusedNumber(std::string_view name, std::string_view what, double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return Status::InvalidArgument(std::string(name) + " should be " + std::string(what) + ", not " +
+                                 text);
+}
+
+}  // namespace
+
+Status CheckClockOffset(double seconds, std::string_view name) {
+  if (std::isfinite(seconds) && seconds >= 0 && seconds <= 3600) return Status::OK();
+  return RefusedNumber(name,
+                       "the most the clock that took the marks may be off the meters', in "
+                       "seconds from 0 to 3600",
+                       seconds);
+}
+
 Status CheckGapFactor(double gap_factor, std::string_view name) {
   if (std::isfinite(gap_factor) && gap_factor >= 1) return Status::OK();
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", gap_factor);
-  return Status::InvalidArgument(std::string(name) +
-                                 " should be a finite number of at least 1 (the sampling periods "
-                                 "without a sample that make a gap), not " +
-                                 text);
+  return RefusedNumber(name,
+                       "a finite number of at least 1 (the sampling periods without a sample "
+                       "that make a gap)",
+                       gap_factor);
 }
 
 Status CheckPhases(const std::vector<Interval>& phases) {
@@ -520,6 +541,21 @@ class NodeSeries {
   std::vector<std::shared_ptr<const std::map<std::string, PowerCollector::Series>>> kept_series_;
 };
 
+// The stated accuracy's bound in each of a node's figures (its metric's, AccuracyOf): relative x
+// energy + watts x the time each of its series (each a meter: a 2-PSU node's outlets) measured.
+// NaN for a metric without one (an unknown --metric).
+void SetAccuracyBounds(const std::map<std::string, StatedAccuracy>& accuracies, NodeEnergy* node) {
+  const StatedAccuracy* accuracy = AccuracyOf(node->metric, accuracies);
+  auto set = [&](Figures& f) {
+    f.terms.accuracy_bound = accuracy == nullptr
+                                 ? NAN
+                                 : accuracy->relative * std::fabs(f.total_joules()) +
+                                       accuracy->watts * node->series * f.covered_seconds;
+  };
+  set(node->window);
+  for (Figures& f : node->phases) set(f);
+}
+
 // A node's figures over the window and each phase, from the power metric chosen for it
 // (`chosen`), cross-checked with its energy counter; without one, its time uncovered and why.
 Result<NodeEnergy> NodeEnergyOf(
@@ -575,6 +611,7 @@ Result<NodeEnergy> NodeEnergyOf(
     result.window.baseline_joules = result.baseline_watts * result.window.seconds;
     for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
   }
+  SetAccuracyBounds(plan.options.accuracies, &result);
   KWATT_RETURN_IF_ERROR(CheckFiniteFigures(result, plan.phases.names));
   return result;
 }
@@ -664,7 +701,9 @@ Result<EnergyReport> ComputeEnergy(
   }
   KWATT_RETURN_IF_ERROR(CheckGapFactor(options.gap_factor));
   KWATT_RETURN_IF_ERROR(CheckPhases(options.phases));
+  KWATT_RETURN_IF_ERROR(CheckClockOffset(options.clock_offset_seconds));
   EnergyReport report;
+  report.clock_offset_seconds = options.clock_offset_seconds;
   report.requested_start = requested_start;
   report.requested_end = requested_end;
   ReportPlan plan{data, options};

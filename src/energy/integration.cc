@@ -10,138 +10,16 @@
 #include <queue>
 #include <utility>
 
+#include "src/energy/power_pieces.h"
+
 namespace kwatt::energy {
 
 namespace {
 
 using Series = PowerCollector::Series;
-
-double SecondsOf(int64_t ns) { return double(ns) / 1e9; }
-
-// A stretch of one series' power: linear from v0 at t0 to v1 at t1 (t0 < t1).
-struct PowerPiece {
-  enum Kind {
-    kMeasured,   // between samples close enough, or a value held for one period at an end
-    kEstimated,  // in a gap: the line between the samples around it
-    kUnknown,    // no power known (before the first sample, after the last): v0 = v1 = 0
-  };
-  UnixNanos t0 = 0, t1 = 0;
-  double v0 = 0, v1 = 0;
-  Kind kind = kMeasured;
-
-  double Seconds() const { return SecondsOf(t1 - t0); }
-  double Joules() const { return 0.5 * (v0 + v1) * Seconds(); }
-};
-
-// The pieces of a series' power over [a, b] (a < b), in time order, each starting where the
-// previous one ends, from a to b: the one shape of a series that its energy, its coverage and its
-// peaks (alone or summed with others) are all read from. Before the first sample and after the
-// last the first (last) value is held for one period (measured); beyond that nothing is known
-// (there is no sample on its other side: holding the value across it would be extrapolating).
-// Pieces are made a few at a time, so that a sweep over many long series holds none of them.
-class PieceReader {
- public:
-  PieceReader(const Series& series, UnixNanos a, UnixNanos b, int64_t period, double gap_factor,
-              RowKind kind)
-      : s_(series),
-        a_(a),
-        b_(b),
-        period_(period),
-        // (A factor too large for nanoseconds: no interval is a gap.)
-        gap_(gap_factor * double(period) < 9e18 ? int64_t(gap_factor * double(period)) : INT64_MAX),
-        buckets_(kind == RowKind::kBucketMeans) {}
-
-  bool Next(PowerPiece* piece) {
-    while (head_ == count_) {
-      if (!Refill()) return false;
-    }
-    *piece = pending_[head_++];
-    return true;
-  }
-
- private:
-  enum Stage { kBefore, kSegments, kAfter, kDone };
-
-  // Queues [t0, t1] clipped to [a, b], when some of it is left.
-  void Emit(UnixNanos t0, UnixNanos t1, double v0, double v1, PowerPiece::Kind kind) {
-    UnixNanos lo = std::max(t0, a_), hi = std::min(t1, b_);
-    if (hi <= lo) return;
-    auto at = [&](UnixNanos x) {
-      return x == t0 ? v0 : x == t1 ? v1 : v0 + (v1 - v0) * (double(x - t0) / double(t1 - t0));
-    };
-    pending_[count_++] = PowerPiece{lo, hi, at(lo), at(hi), kind};
-  }
-
-  // Queues the next pieces; false when there are no more.
-  bool Refill() {
-    head_ = count_ = 0;
-    const std::vector<UnixNanos>& t = s_.time;
-    const std::vector<double>& v = s_.value;
-    switch (stage_) {
-      case kBefore:
-        stage_ = kSegments;
-        if (t.empty()) {
-          Emit(a_, b_, 0, 0, PowerPiece::kUnknown);
-          stage_ = kDone;
-        } else if (buckets_) {
-          // Nothing before the first bucket; from the bucket holding a, or the first.
-          Emit(a_, t.front(), 0, 0, PowerPiece::kUnknown);
-          next_ = size_t(std::upper_bound(t.begin(), t.end(), a_) - t.begin());
-          if (next_ > 0) --next_;
-          return true;
-        } else if (t.front() > a_) {
-          UnixNanos held = std::max(a_, t.front() - period_);
-          Emit(a_, held, 0, 0, PowerPiece::kUnknown);
-          Emit(held, t.front(), v.front(), v.front(), PowerPiece::kMeasured);
-        }
-        // From the sample before a (for interpolation), or the first.
-        next_ = size_t(std::lower_bound(t.begin(), t.end(), a_) - t.begin());
-        if (next_ > 0) --next_;
-        return true;
-      case kSegments:
-        if (buckets_ && next_ < t.size() && t[next_] < b_) {
-          // A bucket at its mean, then the missing buckets up to the next row, if any.
-          size_t i = next_++;
-          UnixNanos end = t[i] + period_;
-          if (i + 1 < t.size()) end = std::min(end, t[i + 1]);
-          Emit(t[i], end, v[i], v[i], PowerPiece::kMeasured);
-          if (i + 1 < t.size()) Emit(end, t[i + 1], v[i], v[i + 1], PowerPiece::kEstimated);
-          return true;
-        }
-        if (!buckets_ && next_ + 1 < t.size() && t[next_] < b_) {
-          size_t i = next_++;
-          Emit(t[i], t[i + 1], v[i], v[i + 1],
-               t[i + 1] - t[i] > gap_ ? PowerPiece::kEstimated : PowerPiece::kMeasured);
-          return true;
-        }
-        stage_ = kAfter;
-        return true;
-      case kAfter: {
-        stage_ = kDone;
-        if (buckets_) {
-          Emit(std::max(t.back() + period_, a_), b_, 0, 0, PowerPiece::kUnknown);
-        } else if (t.back() < b_) {
-          UnixNanos held = std::min(b_, t.back() + period_);
-          Emit(t.back(), held, v.back(), v.back(), PowerPiece::kMeasured);
-          Emit(std::max(held, a_), b_, 0, 0, PowerPiece::kUnknown);
-        }
-        return true;
-      }
-      case kDone:
-        return false;
-    }
-    return false;
-  }
-
-  const Series& s_;
-  const UnixNanos a_, b_;
-  const int64_t period_, gap_;
-  const bool buckets_;  // summary rows: each the mean over its bucket of `period_`
-  Stage stage_ = kBefore;
-  size_t next_ = 0;  // kSegments: the sample the next segment starts at
-  PowerPiece pending_[3];
-  int head_ = 0, count_ = 0;
-};
+using internal::PieceReader;
+using internal::PowerPiece;
+using internal::SecondsOf;
 
 }  // namespace
 
@@ -185,6 +63,7 @@ Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t perio
     f.peak_watts = f.has_power ? std::max(f.peak_watts, high) : high;
     f.has_power = true;
   }
+  f.terms = SeriesErrorTerms(s, a, b, period, gap_factor, kind);
   return f;
 }
 
@@ -295,6 +174,7 @@ Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos 
       sum.covered_seconds = std::min(sum.covered_seconds, f.covered_seconds);
       sum.gaps += f.gaps;
       sum.has_power = sum.has_power || f.has_power;
+      sum.terms.Add(f.terms);  // the series' meters err apart; their powers add at the edges
     }
   }
   // Several series (PSUs): the peak of their sum, not the sum of their peaks.

@@ -11,8 +11,29 @@ using nlohmann::ordered_json;
 
 ordered_json Number(double v) { return std::isnan(v) ? ordered_json(nullptr) : ordered_json(v); }
 
+// The 95 % interval of a figure's energy and its terms (uncertainty.h), joules; null without power
+// data.
+ordered_json IntervalJson(const Figures& f, double clock_offset_seconds) {
+  if (!f.has_power) return nullptr;
+  const Uncertainty u = f.uncertainty(clock_offset_seconds);
+  ordered_json out;
+  out["confidence"] = 0.95;
+  out["half_width_joules"] = u.half_width;
+  out["low_joules"] = f.total_joules() - u.half_width;
+  out["high_joules"] = f.total_joules() + u.half_width;
+  out["half_width_without_accuracy_joules"] = u.half_width_without_accuracy;
+  ordered_json terms;
+  terms["accuracy"] = Number(u.accuracy);
+  terms["resolution"] = u.resolution;
+  terms["sampling"] = u.sampling;
+  terms["gaps_and_edges"] = u.gaps_and_edges;
+  terms["clock"] = u.clock;
+  out["terms_joules"] = terms;
+  return out;
+}
+
 // Without power data (has_power false) the energy, mean and peak are unknown: null, not 0.
-ordered_json FiguresJson(const Figures& f) {
+ordered_json FiguresJson(const Figures& f, double clock_offset_seconds) {
   auto known = [&](double v) { return f.has_power ? Number(v) : ordered_json(nullptr); };
   ordered_json out;
   out["joules"] = known(f.total_joules());
@@ -26,14 +47,16 @@ ordered_json FiguresJson(const Figures& f) {
   out["gaps"] = f.gaps;
   out["counter_joules"] = Number(f.counter_joules);
   out["baseline_joules"] = Number(f.baseline_joules);
+  out["interval"] = IntervalJson(f, clock_offset_seconds);
   return out;
 }
 
 // {phase name: figures}, in the report's phase order.
-ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector<Figures>& phases) {
+ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector<Figures>& phases,
+                        double clock_offset_seconds) {
   ordered_json out = ordered_json::object();
   for (size_t p = 0; p < names.size() && p < phases.size(); ++p) {
-    out[names[p]] = FiguresJson(phases[p]);
+    out[names[p]] = FiguresJson(phases[p], clock_offset_seconds);
   }
   return out;
 }
@@ -41,6 +64,7 @@ ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector
 }  // namespace
 
 std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceCheck>* checks) {
+  const double clock = r.clock_offset_seconds;
   ordered_json out;
   out["start"] = FormatParisTimestamp(r.start);
   out["end"] = FormatParisTimestamp(r.end);
@@ -49,6 +73,7 @@ std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceChec
   out["notes"] = r.notes;
   out["nodes_without_power"] = r.nodes_without_power;
   out["phases"] = r.phase_names;
+  out["clock_offset_s"] = r.clock_offset_seconds;
   ordered_json nodes = ordered_json::array();
   for (const NodeEnergy& n : r.nodes) {
     ordered_json node;
@@ -59,22 +84,22 @@ std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceChec
     node["series"] = n.series;
     node["coarse"] = n.coarse;
     node["counter_metric"] = n.counter_metric;
-    node["window"] = n.metric.empty() ? ordered_json(nullptr) : FiguresJson(n.window);
+    node["window"] = n.metric.empty() ? ordered_json(nullptr) : FiguresJson(n.window, clock);
     node["phases"] =
-        n.metric.empty() ? ordered_json::object() : PhasesJson(r.phase_names, n.phases);
+        n.metric.empty() ? ordered_json::object() : PhasesJson(r.phase_names, n.phases, clock);
     node["baseline_watts"] = Number(n.baseline_watts);
     nodes.push_back(node);
   }
   out["nodes"] = nodes;
   ordered_json roles = ordered_json::object(), role_phases = ordered_json::object();
   for (size_t i = 0; i < r.roles.size(); ++i) {
-    roles[r.roles[i].first.name] = FiguresJson(r.roles[i].second);
-    role_phases[r.roles[i].first.name] = PhasesJson(r.phase_names, r.role_phases[i]);
+    roles[r.roles[i].first.name] = FiguresJson(r.roles[i].second, clock);
+    role_phases[r.roles[i].first.name] = PhasesJson(r.phase_names, r.role_phases[i], clock);
   }
   out["roles"] = roles;
   out["role_phases"] = role_phases;
-  out["phase_totals"] = PhasesJson(r.phase_names, r.phase_totals);
-  out["total"] = FiguresJson(r.total);
+  out["phase_totals"] = PhasesJson(r.phase_names, r.phase_totals, clock);
+  out["total"] = FiguresJson(r.total, clock);
   if (checks) out["source_checks"] = ordered_json::parse(SourceChecksJson(*checks));
   return out.dump(2);
 }

@@ -123,19 +123,22 @@ std::string_view VerdictName(SourceComparison::Verdict verdict) {
   return "";
 }
 
+const StatedAccuracy* AccuracyOf(const std::string& metric,
+                                 const std::map<std::string, StatedAccuracy>& accuracies) {
+  auto given = accuracies.find(metric);
+  if (given != accuracies.end()) return &given->second;
+  const PowerSourceKind* kind = FindPowerSourceKind(metric);
+  if (kind && kind->scope == SourceScope::kWholeNode) return &kind->accuracy;
+  return nullptr;
+}
+
 std::vector<SourceComparison> CompareSources(
     const std::vector<SourceEnergy>& sources, size_t reference,
     const std::map<std::string, StatedAccuracy>& accuracies) {
   std::vector<SourceComparison> out;
   if (reference >= sources.size()) return out;
   const SourceEnergy& ref = sources[reference];
-  auto accuracy_of = [&](const std::string& metric) -> const StatedAccuracy* {
-    auto given = accuracies.find(metric);
-    if (given != accuracies.end()) return &given->second;
-    const PowerSourceKind* kind = FindPowerSourceKind(metric);
-    if (kind && kind->scope == SourceScope::kWholeNode) return &kind->accuracy;
-    return nullptr;
-  };
+  auto accuracy_of = [&](const std::string& metric) { return AccuracyOf(metric, accuracies); };
   const double seconds = ref.figures.seconds;
   for (size_t i = 0; i < sources.size(); ++i) {
     if (i == reference) continue;
@@ -197,8 +200,7 @@ std::vector<SourceComparison> CompareSources(
 }
 
 std::vector<SourceCheck> CheckSources(const PowerCollector& data, const EnergyReport& report,
-                                      const EnergyOptions& options,
-                                      const std::map<std::string, StatedAccuracy>& accuracies) {
+                                      const EnergyOptions& options) {
   std::vector<SourceCheck> checks;
   for (const NodeEnergy& node : report.nodes) {
     const PowerSourceKind* chosen = FindPowerSourceKind(node.metric);
@@ -241,7 +243,7 @@ std::vector<SourceCheck> CheckSources(const PowerCollector& data, const EnergyRe
         }
         c.sources.push_back(std::move(energy));
       }
-      c.comparisons = CompareSources(c.sources, 0, accuracies);
+      c.comparisons = CompareSources(c.sources, 0, options.accuracies);
       checks.push_back(std::move(c));
     };
     check("window", {Interval{"window", report.start, report.end}});

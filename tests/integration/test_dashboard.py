@@ -172,6 +172,7 @@ def test_jobs_page_shows_energy(browser, server, shots):
             break
         time.sleep(0.2)
     assert len(cells) == 3 and all("Wh" in c for c in cells), cells
+    assert all(" ± " in c for c in cells), cells
     done = browser.find_element("css selector", f"tr[data-job='{DONE}']").text
     assert "alice" in done and "terminated" in done and "monitor" in done and "10m 0s" in done
     assert console_errors(browser) == []
@@ -202,6 +203,12 @@ def test_job_page_plots_and_energy(browser, server, shots):
     assert state["energy"]["nodes"] == expected["nodes"]
     shown = browser.find_element("css selector", "#energy tr.total td.joules").text
     assert float(shown.replace(",", "")) == pytest.approx(expected["total"]["joules"], abs=0.06)
+    # With its 95 % interval, the terms on demand.
+    interval = browser.find_element("css selector", "#energy tr.total td.interval")
+    assert float(interval.text.replace(",", "")) == pytest.approx(
+        expected["total"]["interval"]["half_width_joules"], abs=0.06)
+    assert "accuracy: " in interval.get_attribute("title")
+    assert "clock: " in interval.get_attribute("title")
     links = {a.get_attribute("id"): a.get_attribute("href")
              for a in browser.find_elements("css selector", ".toolbar a")}
     jsonl = urllib.request.urlopen(links["download-jsonl"]).read().decode().splitlines()

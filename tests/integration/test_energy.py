@@ -77,6 +77,56 @@ def test_wattmeter_at_1s_and_20ms_against_the_truth(setup):
     assert total == pytest.approx(one_second["window"]["joules"] + fifty_hz["window"]["joules"])
 
 
+def test_every_figure_has_an_interval_that_holds_the_truth(setup):
+    server, jobs = setup
+    # Boundaries in the middle of the 1 s power ramps, marks taken by a clock 0.25 s late.
+    report, _ = energy(server, "--nodes", "nova-1.lyon,nova-4.lyon,nova-5.lyon", "--start", T0,
+                       "--end", T0 + 1800, "--phase", f"busy={T0 + 299.5}..{T0 + 600.5}",
+                       "--clock-offset", "0.25")
+    assert report["clock_offset_s"] == 0.25
+    for fqdn in ("nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"):
+        node = node_of(report, fqdn)
+        for figures, (a, b) in ((node["window"], (T0, T0 + 1800)),
+                                (node["phases"]["busy"], (T0 + 299.5, T0 + 600.5))):
+            interval = figures["interval"]
+            terms = interval["terms_joules"]
+            assert interval["confidence"] == 0.95
+            assert interval["low_joules"] < figures["joules"] < interval["high_joules"]
+            # The half-width is the root of the sum of the terms' squares.
+            assert interval["half_width_joules"] == pytest.approx(
+                sum(v * v for v in terms.values()) ** 0.5)
+            # The wattmeter's stated 1 % + 0.1 W, as a rectangular bound at 95 %.
+            bound = 0.01 * figures["joules"] + 0.1 * figures["seconds"] * figures["coverage"]
+            assert terms["accuracy"] == pytest.approx(1.96 * bound / 3 ** 0.5, rel=1e-6)
+            # The simulator's meters have no class error: the truth within what the data and
+            # the marks' clock allow, the marks 0.25 s late.
+            true = truth(jobs, fqdn, a + 0.25, b + 0.25)
+            assert abs(figures["joules"] - true) <= interval["half_width_without_accuracy_joules"]
+    # nova-5's outage (2 minutes): its estimate's uncertainty is in the gaps term.
+    outage = node_of(report, "nova-5.lyon.grid5000.fr")["window"]["interval"]["terms_joules"]
+    steady = node_of(report, "nova-1.lyon.grid5000.fr")["window"]["interval"]["terms_joules"]
+    assert outage["gaps_and_edges"] > 100 * steady["gaps_and_edges"]
+    # In CSV, and in the table.
+    result = subprocess.run([KWATT, "energy", "--api", server.url, "--csv", "-q", "--nodes",
+                             "nova-1.lyon", "--start", str(T0), "--end", str(T0 + 1800)],
+                            capture_output=True, text=True, timeout=120, check=True)
+    row = next(csv.DictReader(io.StringIO(result.stdout)))
+    window = node_of(report, "nova-1.lyon.grid5000.fr")["window"]
+    assert float(row["low_joules"]) < float(row["joules"]) < float(row["high_joules"])
+    for term in ("accuracy", "resolution", "sampling", "gaps_and_edges", "clock"):
+        assert float(row[f"{term}_joules"]) >= 0
+    table = subprocess.run([KWATT, "energy", "--api", server.url, "-q", "--nodes", "nova-1.lyon",
+                            "--start", str(T0), "--end", str(T0 + 1800)],
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "± 95 % (J)" in table and "--clock-offset" in table
+    assert window["joules"] > 0
+    # A clock offset that is no bound is refused before anything is fetched.
+    bad = subprocess.run([KWATT, "energy", "--api", server.url, "--nodes", "nova-1.lyon",
+                          "--start", str(T0), "--end", str(T0 + 60), "--clock-offset", "-1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--clock-offset" in bad.stderr
+
+
 def test_phase_boundaries_between_samples_are_interpolated(setup):
     server, jobs = setup
     # Boundaries half-way between 1 s samples, in the middle of the 1 s power ramps.
@@ -500,7 +550,10 @@ def test_energy_csv_has_roles_and_totals_and_quotes_names(setup):
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert list(rows[0]) == ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts",
                              "peak_watts", "seconds", "coverage", "gaps", "gap_joules",
-                             "counter_joules", "baseline_joules", "reason"]
+                             "counter_joules", "baseline_joules", "half_width_joules",
+                             "low_joules", "high_joules", "accuracy_joules", "resolution_joules",
+                             "sampling_joules", "gaps_and_edges_joules", "clock_joules",
+                             "reason"]
     # Names with a comma or a quote come back whole (they were split into extra columns).
     names = ["nova-1.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"]
     assert [(r["scope"], r["name"], r["phase"]) for r in rows] == [

@@ -18,6 +18,7 @@
 #include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
+#include "kwatt/energy/uncertainty.h"
 
 namespace kwatt::energy {
 
@@ -91,7 +92,16 @@ struct EnergyOptions {
   // (below 1, every regular interval between two samples would be a gap): CheckGapFactor.
   double gap_factor = 3;
   std::string baseline_phase;  // a phase whose mean power is the idle baseline; empty: none
+  // The stated accuracies given by the user, by metric (ParseStatedAccuracy, source_check.h): for
+  // the interval of each figure (and the source checks); the others keep their kind's default.
+  std::map<std::string, StatedAccuracy> accuracies;
+  // The bound on the offset of the clock that took the window's and phases' marks from the
+  // meters' clocks, seconds (uncertainty.h): CheckClockOffset.
+  double clock_offset_seconds = kDefaultClockOffsetSeconds;
 };
+
+// OK when `seconds` is a finite number in [0, 3600]; else InvalidArgument naming it as `name`.
+Status CheckClockOffset(double seconds, std::string_view name = "clock_offset");
 
 // OK when `gap_factor` is a finite number of at least 1; else InvalidArgument naming it as `name`
 // (the option as the caller's user knows it: "gap_factor", "--gap-factor").
@@ -113,11 +123,17 @@ struct Figures {
   bool has_power = false;
   double counter_joules = NAN;   // increase of an energy counter over the interval, if any
   double baseline_joules = NAN;  // baseline power x seconds, when a baseline is set
+  // What its 95 % interval is made of (uncertainty.h): Add and Extend add them.
+  ErrorTerms terms;
 
   // Covered node-time / node-time: a sum over nodes one of which has no power data is partial.
   double coverage() const { return node_seconds > 0 ? covered_seconds / node_seconds : 0; }
   double total_joules() const { return joules + gap_joules; }
   double mean_watts() const { return seconds > 0 ? total_joules() / seconds : 0; }
+  // Its 95 % interval, the user's marks up to `clock_offset_seconds` off the meters' clocks.
+  Uncertainty uncertainty(double clock_offset_seconds) const {
+    return Combine(terms, clock_offset_seconds);
+  }
   // Sums figures of the same interval over nodes (nodes of a role, a total). The peak of the sum
   // cannot be had from the parts: peak_watts becomes the highest of the two, a lower bound, which
   // ComputeEnergy replaces with the peak of the summed power.
@@ -156,6 +172,8 @@ struct EnergyReport {
   // What was changed from what was asked, for the reader: the window or a phase clipped to the
   // data's window, overlapping intervals of a phase merged, roles given twice merged.
   std::vector<std::string> notes;
+  // The bound on the marks' clock offset the intervals are computed with (EnergyOptions).
+  double clock_offset_seconds = kDefaultClockOffsetSeconds;
 };
 
 // Roles with the same name merged into one (the union of their nodes, in order of first

@@ -33,6 +33,7 @@ int64_t ReadingPeriod(const PowerCollector::Series& series, RowKind kind);
 // joules, and its time is not covered. Before the first sample and after the last, the first
 // (last) value is held for one `period`; beyond that the time is uncovered and counted as a gap
 // with no energy (nothing is extrapolated).
+// `terms`: SeriesErrorTerms'.
 // peak_watts: the line's highest value over [a, b], its values at a and b included (a short
 // interval between two samples has no sample of its own), so never below the mean.
 //
@@ -44,6 +45,15 @@ int64_t ReadingPeriod(const PowerCollector::Series& series, RowKind kind);
 // instantaneous peak is not known.
 Figures IntegrateSeries(const PowerCollector::Series& series, UnixNanos a, UnixNanos b,
                         int64_t period, double gap_factor, RowKind kind = RowKind::kSamples);
+
+// The terms of the 95 % interval of IntegrateSeries' energy over [a, b] that the series itself
+// tells (uncertainty.h): the readings' resolution (the smallest step between two of them), what
+// the sampling may miss (how far each sample lies off the line of its neighbours, weighted by how
+// much of [a, b] the sample stands for), the gaps' and held edges' estimates, and the power at the
+// edges (for the clock's term). Not the accuracy: that is the meter's, not the data's
+// (accuracy_bound is 0). IntegrateSeries' figures carry these.
+ErrorTerms SeriesErrorTerms(const PowerCollector::Series& series, UnixNanos a, UnixNanos b,
+                            int64_t period, double gap_factor, RowKind kind = RowKind::kSamples);
 
 // A series and the period it is read with (ReadingPeriod).
 struct SeriesPeriod {

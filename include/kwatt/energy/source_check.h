@@ -17,21 +17,9 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/uncertainty.h"
 
 namespace kwatt::energy {
-
-// How far a source's readings may be from the truth, as its maker states it (or, where none is
-// published, as kwatt assumes and says): |error| <= relative x |reading| + watts.
-struct StatedAccuracy {
-  double relative = 0;  // 0.01: 1 % of the reading
-  double watts = 0;     // plus this, whatever the reading
-  std::string basis;    // where these figures come from (doc/energy.md cites each)
-
-  // The most an energy over `seconds` read as `joules` may be off by.
-  double BoundJoules(double joules, double seconds) const {
-    return relative * std::fabs(joules) + watts * seconds;
-  }
-};
 
 // What a power metric measures.
 enum class SourceScope {
@@ -56,6 +44,11 @@ const PowerSourceKind* FindPowerSourceKind(std::string_view metric);
 // else, an unknown metric (with the known ones), or a negative or absurd figure (above 100 %, or
 // a megawatt).
 Result<std::pair<std::string, StatedAccuracy>> ParseStatedAccuracy(std::string_view text);
+
+// The stated accuracy of `metric`: the user's (`accuracies`, by metric) where given, else its
+// kind's default (whole-node sources only); null for a metric with neither.
+const StatedAccuracy* AccuracyOf(const std::string& metric,
+                                 const std::map<std::string, StatedAccuracy>& accuracies);
 
 // One source's energy over an interval: the figures IntegrateNodeMetric gives for its metric.
 struct SourceEnergy {
@@ -112,10 +105,9 @@ struct SourceCheck {
 // whole-node source chosen and at least one other power source (PowerSourceKinds(), or
 // `options.metric`), over the window and each phase as the report has them: each source's series
 // taken as ChoosePowerMetric takes a node's (stray series set aside), integrated as the chosen
-// one is. `accuracies`: the user's stated accuracies, by metric (ParseStatedAccuracy).
+// one is; whole-node sources judged with options.accuracies (the user's, by metric) where given.
 std::vector<SourceCheck> CheckSources(const PowerCollector& data, const EnergyReport& report,
-                                      const EnergyOptions& options,
-                                      const std::map<std::string, StatedAccuracy>& accuracies = {});
+                                      const EnergyOptions& options);
 
 // The checks as a JSON array (`kwatt energy --json`'s "source_checks"; doc/energy.md): each
 // {node, interval, sources: [{metric, joules, coverage, mean_watts}], comparisons: [{metric,

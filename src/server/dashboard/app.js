@@ -570,7 +570,11 @@ async function jobsPage(main, site) {
       el("td", { text: j.types.join(", ") }), energy));
     if (j.state !== "waiting") {
       getJson(apiUrl("sites", site, "jobs", j.uid, "energy"))
-        .then(e => { energy.textContent = fmt(e.total.wh, 2) + " Wh (" + fmt(100 * e.total.coverage, 1) + " %)"; })
+        .then(e => {
+          const i = e.total.interval;
+          energy.textContent = fmt(e.total.wh, 2) + (i ? " ± " + fmt(i.half_width_joules / 3600, 2) : "") +
+            " Wh (" + fmt(100 * e.total.coverage, 1) + " %)";
+        })
         .catch(e => { energy.textContent = "–"; energy.title = String(e.message); });
     }
   }
@@ -578,10 +582,15 @@ async function jobsPage(main, site) {
 }
 
 function energyTable(report) {
-  const t = el("table", { id: "energy" }, el("tr", {}, ...["node", "metric", "energy (J)", "Wh",
+  const t = el("table", { id: "energy" }, el("tr", {}, ...["node", "metric", "energy (J)", "± 95 % (J)", "Wh",
     "mean (W)", "peak (W)", "coverage", "gaps", "gap J"].map(h => el("th", { text: h }))));
+  // The interval's terms on demand (doc/energy.md, "How far to trust it").
+  const terms = i => i ? Object.entries(i.terms_joules).map(([k, v]) =>
+    k.replace(/_/g, " ") + ": " + (v === null ? "unknown" : fmt(v, 1) + " J")).join(", ") : "";
   const row = (name, metric, f, cls) => el("tr", { class: cls || "" }, el("td", { text: name }),
     el("td", { text: metric }), el("td", { class: "num joules", text: f ? fmt(f.joules, 1) : "–" }),
+    el("td", { class: "num interval", title: terms(f && f.interval),
+      text: f && f.interval ? fmt(f.interval.half_width_joules, 1) : "–" }),
     el("td", { class: "num", text: f ? fmt(f.wh, 3) : "–" }),
     el("td", { class: "num", text: f ? fmt(f.mean_watts, 1) : "–" }),
     el("td", { class: "num", text: f ? fmt(f.peak_watts, 1) : "–" }),

@@ -1,0 +1,142 @@
+// The energy intervals against the simulator's truth (doc/energy.md, "How far to trust it";
+// BENCHMARKS.md): how often the truth lies within the 95 % interval, and how wide the intervals
+// are against the actual errors, by source, sampling period, interval kind and gaps.
+//
+//   kwatt_energy_interval_bench [--cases N] [--seed S] [--bmc-cases N] [--clock-offset S]
+//                               [--misses]
+//
+// Prints a Markdown table; --misses lists the figures whose truth fell outside.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/testing/energy_truth.h"
+
+namespace {
+
+using kwatt::testing::IntervalCheck;
+
+struct Group {
+  int figures = 0, covered = 0, covered_with_accuracy = 0;
+  std::vector<double> ratios;  // half-width / |error|
+  double squared_errors = 0, squared_half_widths = 0;
+
+  void Add(const IntervalCheck& c) {
+    ++figures;
+    covered += c.covered();
+    covered_with_accuracy += std::fabs(c.error()) <= c.with_accuracy;
+    ratios.push_back(c.half_width / std::max(std::fabs(c.error()), 1e-12));
+    squared_errors += c.error() * c.error();
+    squared_half_widths += c.half_width * c.half_width;
+  }
+  double Median() {
+    if (ratios.empty()) return NAN;
+    std::nth_element(ratios.begin(), ratios.begin() + long(ratios.size() / 2), ratios.end());
+    return ratios[ratios.size() / 2];
+  }
+};
+
+std::string PeriodText(double seconds) {
+  char text[32];
+  if (seconds < 1) {
+    std::snprintf(text, sizeof text, "%.0f ms", seconds * 1000);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g s", seconds);
+  }
+  return text;
+}
+
+std::string Short(const std::string& metric) {
+  if (metric == "wattmetre_power_watt") return "wattmeter";
+  if (metric == "pdu_outlet_power_watt") return "PDU outlet";
+  if (metric == "bmc_node_power_watt") return "BMC";
+  return metric;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kwatt::testing::IntervalTruthOptions options;
+  options.cases = 1000;
+  bool misses = false;
+  for (int i = 1; i < argc; ++i) {
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (!std::strcmp(argv[i], "--cases")) {
+      options.cases = std::atoi(value());
+    } else if (!std::strcmp(argv[i], "--seed")) {
+      options.seed = std::strtoull(value(), nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--bmc-cases")) {
+      options.bmc_cases = std::atoi(value());
+    } else if (!std::strcmp(argv[i], "--clock-offset")) {
+      options.clock_offset_s = std::atof(value());
+    } else if (!std::strcmp(argv[i], "--misses")) {
+      misses = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--cases N] [--seed S] [--bmc-cases N] [--clock-offset S] "
+                   "[--misses]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  auto checks = kwatt::testing::CheckIntervalsAgainstTruth(options);
+  if (!checks.ok()) {
+    std::fprintf(stderr, "%s\n", checks.status().ToString().c_str());
+    return 1;
+  }
+  std::map<std::string, Group> groups;
+  Group all, bmc;
+  for (const IntervalCheck& c : *checks) {
+    if (c.metric == "bmc_node_power_watt") {
+      bmc.Add(c);
+      continue;
+    }
+    all.Add(c);
+    groups[Short(c.metric) + " at " + PeriodText(c.period_s)].Add(c);
+    groups[std::string("interval: ") + c.interval].Add(c);
+    groups[c.gap ? "with a gap" : "without a gap"].Add(c);
+  }
+  std::printf("%d cases (seed %llu, marks off by up to %g s): %d figures\n\n", options.cases,
+              (unsigned long long)options.seed, options.clock_offset_s, all.figures);
+  std::printf(
+      "| figures | n | truth within the 95 %% interval | median half-width / \\|error\\| |"
+      " RMS half-width / RMS error |\n|---|---|---|---|---|\n");
+  auto row = [](const std::string& name, Group& g) {
+    std::printf("| %s | %d | %.1f %% | %.1f | %.2f |\n", name.c_str(), g.figures,
+                100.0 * g.covered / std::max(g.figures, 1), g.Median(),
+                std::sqrt(g.squared_half_widths / std::max(g.squared_errors, 1e-300)));
+  };
+  row("all", all);
+  for (auto& [name, g] : groups) row(name, g);
+  if (bmc.figures > 0) {
+    std::printf(
+        "\nBMC against the node's true energy (%d figures): within the interval without its "
+        "stated accuracy %.1f %%, with it (10 %% + 5 W) %.1f %%\n",
+        bmc.figures, 100.0 * bmc.covered / bmc.figures,
+        100.0 * bmc.covered_with_accuracy / bmc.figures);
+  }
+  if (misses) {
+    std::printf("\nmisses:\n");
+    for (const IntervalCheck& c : *checks) {
+      if (c.covered() || c.metric == "bmc_node_power_watt") continue;
+      std::printf(
+          "  %s %s %s %s %.1f s gap=%d shift=%+.3f s: %.3f J vs truth %.3f J, error %+.3f J, "
+          "half-width %.3f J\n",
+          c.node.c_str(), Short(c.metric).c_str(), PeriodText(c.period_s).c_str(),
+          c.interval.c_str(), c.seconds, int(c.gap), c.clock_shift_s, c.joules, c.truth_joules,
+          c.error(), c.half_width);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The energy intervals against the simulator's truth (doc/energy.md, "The interval on every
+figure").
+
+Usage: python3 bench/energy_interval_bench.py [KWATT_BINARY] [--cases N] [--no-write]
+
+What it does: runs build/kwatt_energy_interval_bench (bench/energy_interval_bench.cc) with three
+seeds, N cases each (default 1,000: 2,000 figures, a window's and a phase's) and 100 BMC cases;
+each case is a node with a wattmeter or PDU outlets of the simulated testbed, its source's own
+samples read every sample or every 5th to 750th (10 ms to 15 s), a window of 10 s to an hour within
+a four-hour job whose load changes every 2 s to 10 minutes, a phase within it, sometimes a gap, the
+marks off by up to 0.1 s. It counts how often the node's exact energy (the simulator's continuous
+model) lies within the 95 % interval without the accuracy term (the simulator's meters have no
+class error), and how wide the intervals are against the actual errors; then writes the section
+"## Energy intervals against the simulator's truth" of BENCHMARKS.md and
+bench/out/energy_interval.json. No timing: these figures do not depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import harness as h
+
+ROOT = h.ROOT
+SECTION_TITLE = "## Energy intervals against the simulator's truth"
+SEEDS = [1, 2, 3]
+
+
+def run(program: str, cases: int, seed: int) -> dict:
+    out = subprocess.run([program, "--cases", str(cases), "--seed", str(seed), "--bmc-cases",
+                          "100"], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise h.BenchError(f"{program} failed: {out.stderr.strip()}")
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ")][1:]
+    bmc = next(line for line in out.stdout.splitlines() if line.startswith("BMC"))
+    return {"table": rows, "bmc": bmc, "output": out.stdout}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kwatt", nargs="?", default=os.path.join(ROOT, "build", "kwatt"))
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    program = os.path.join(os.path.dirname(os.path.abspath(args.kwatt)),
+                           "kwatt_energy_interval_bench")
+    if not os.access(program, os.X_OK):
+        h.log(f"no {program}: build the tests (make build-tests)")
+        return 2
+    results = {"date": time.strftime("%Y-%m-%d"), "cases": args.cases, "seeds": {}}
+    for seed in SEEDS:
+        h.log(f"seed {seed}: {args.cases} cases")
+        results["seeds"][seed] = run(program, args.cases, seed)
+    first = results["seeds"][SEEDS[0]]
+    print(first["output"])
+    summary = ["| seed | figures | truth within the 95 % interval | median half-width / \\|error\\| "
+               "| RMS half-width / RMS error |", "|---|---|---|---|---|"]
+    for seed in SEEDS:
+        cells = results["seeds"][seed]["table"][0].split("|")[2:-1]  # the "all" row
+        summary.append(f"| {seed} |" + "|".join(cells) + "|")
+    section = "\n".join([
+        SECTION_TITLE, "",
+        f"`python3 bench/energy_interval_bench.py` ({results['date']}; the figures do not depend "
+        "on the machine). For each seed, "
+        f"{args.cases:,} cases of `build/kwatt_energy_interval_bench` "
+        "(bench/energy_interval_bench.cc, src/testing/energy_truth.cc): a node with a wattmeter "
+        "or PDU outlets, its source's samples read every sample or every 5th to 750th (10 ms to "
+        "15 s), a window of 10 s to an hour within a four-hour job whose load changes every 2 s "
+        "to 10 minutes, a phase within it, in 30 % of the cases a stretch of rows taken out (a "
+        "gap), the marks off by up to 0.1 s; the window's and the phase's energy against the "
+        "node's exact energy from the simulator's continuous model, over the marks as the meters' "
+        "clock has them. The interval checked has no accuracy term: the simulator's meters have "
+        "no class error (doc/energy.md, \"The interval on every figure\"). For a normal error, a "
+        "calibrated 95 % half-width is 2.9 times the median error and 1.96 times the RMS error.",
+        "", *summary, "", f"Seed {SEEDS[0]}, by group:", "",
+        "| figures | n | truth within the 95 % interval | median half-width / \\|error\\| | RMS "
+        "half-width / RMS error |", "|---|---|---|---|---|", *first["table"], "",
+        first["bmc"] + ".",
+        "",
+        "The wattmeter read every 5 s falls short because the simulated power has a 0.4 W ripple "
+        "of period 5.3 s that 5 s samples alias into a slow wave no sampling can tell from the "
+        "power (without that ripple the same cases give 97.0 %).", ""])
+    if not args.no_write:
+        h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE, results,
+                  "energy_interval")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

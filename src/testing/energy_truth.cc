@@ -1,0 +1,225 @@
+#include "src/testing/energy_truth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kwatt/energy/energy.h"
+#include "kwatt/jobs/jobs_file.h"
+#include "kwatt/simulate/node_model.h"
+#include "kwatt/simulate/series.h"
+#include "kwatt/simulate/testbed.h"
+
+namespace kwatt::testing {
+namespace {
+
+constexpr UnixNanos kS = kNanosPerSecond;
+// 2025-04-18T12:00:00Z: the cases' job runs for four hours from it.
+constexpr UnixNanos kJobStart = 1744977600 * kS;
+constexpr int64_t kJobSeconds = 4 * 3600;
+
+// Deterministic draws from the options' seed (the same cases on every machine).
+class Draws {
+ public:
+  explicit Draws(uint64_t seed) : state_(simulate::HashMix(seed)) {}
+  double Unit() {  // [0, 1)
+    state_ = simulate::HashMix(state_ + 0x9e3779b97f4a7c15ULL);
+    return simulate::UnitFromHash(state_);
+  }
+  double Between(double lo, double hi) { return lo + (hi - lo) * Unit(); }
+  size_t Index(size_t n) { return std::min(n - 1, size_t(Unit() * double(n))); }
+
+ private:
+  uint64_t state_;
+};
+
+struct Candidate {
+  const simulate::Site* site = nullptr;
+  const simulate::Node* node = nullptr;
+  std::string metric;
+  std::vector<int> decimations;  // of its period inside the job
+};
+
+// The first node of each cluster that has `metric`, up to `most` of them.
+std::vector<Candidate> NodesWith(const simulate::Testbed& testbed, const std::string& metric,
+                                 std::vector<int> decimations, size_t most) {
+  std::vector<Candidate> out;
+  for (const auto& site : testbed.sites()) {
+    for (const simulate::Cluster* cluster : site->clusters) {
+      if (cluster->nodes.empty() || out.size() >= most) continue;
+      const simulate::Node* node = cluster->nodes.front();
+      simulate::DeviceRef device{simulate::DeviceRef::Kind::kNode, node, nullptr};
+      if (simulate::SeriesOfDevice(testbed, *site, device, {metric}).empty()) continue;
+      out.push_back({site.get(), node, metric, decimations});
+    }
+  }
+  return out;
+}
+
+// A job on `nodes` of each site for the four hours, its load changing every 2 s to 10 min.
+std::string JobsFile(const std::vector<Candidate>& candidates, uint64_t seed) {
+  Draws draws(seed ^ 0x5eed);
+  std::string jobs;
+  int uid = 1;
+  std::vector<std::string> done;
+  for (const Candidate& c : candidates) {
+    const std::string key = c.site->uid + "/" + c.node->uid;
+    if (std::find(done.begin(), done.end(), key) != done.end()) continue;
+    done.push_back(key);
+    std::string phases;
+    for (double total = 0; total < kJobSeconds;) {
+      const double seconds = std::round(std::exp(draws.Between(std::log(2), std::log(600))));
+      const double cpu = draws.Unit() < 0.3 ? 0 : std::round(draws.Unit() * 100) / 100;
+      phases += std::string(phases.empty() ? "" : ",") +
+                "{\"duration\":" + std::to_string(int(seconds)) +
+                ",\"cpu\":" + std::to_string(cpu) + "}";
+      total += seconds;
+    }
+    jobs += std::string(jobs.empty() ? "" : ",") + "{\"site\":\"" + c.site->uid +
+            "\",\"uid\":" + std::to_string(uid++) + ",\"nodes\":[\"" + c.node->uid +
+            "\"],\"started_at\":" + std::to_string(kJobStart / kS) +
+            ",\"stopped_at\":" + std::to_string(kJobStart / kS + kJobSeconds) +
+            ",\"types\":[\"monitor=wattmetre_power_watt\"],\"phases\":[" + phases + "]}";
+  }
+  return "{\"jobs\":[" + jobs + "]}";
+}
+
+// The source's samples with a <= t <= b (what a fetch of [a, b] gets), every `decimation`-th,
+// none in [drop_from, drop_to); into `rows`. Returns the share of the node's power its feeds
+// carry and the period read.
+double Sample(const std::vector<simulate::OutputSeries>& all, UnixNanos a, UnixNanos b,
+              int decimation, UnixNanos drop_from, UnixNanos drop_to, const std::string& node,
+              energy::PowerCollector* rows, int64_t* period) {
+  double share = 0;
+  for (const simulate::OutputSeries& s : all) {
+    for (const simulate::Source& source : s.sources) share += source.share;
+    for (const simulate::Segment& segment : s.segments) {
+      const UnixNanos lo = std::max(a, segment.begin), hi = std::min(b + 1, segment.end);
+      if (hi <= lo) continue;
+      *period = segment.period * decimation;
+      int64_t k = s.grid.FirstIndexAtOrAfter(lo, segment.period);
+      k += (decimation - k % decimation) % decimation;
+      for (;; k += decimation) {
+        const UnixNanos t = s.grid.TimeOf(k, segment.period);
+        if (t >= hi) break;
+        if (t >= drop_from && t < drop_to) continue;
+        rows->Add(node, s.metric_id, s.labels_json, t, s.ValueAt(t));
+      }
+    }
+  }
+  return share;
+}
+
+Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, const Candidate& c,
+                                           Draws& draws, const IntervalTruthOptions& options) {
+  const std::string fqdn = c.node->uid + "." + c.site->uid + ".grid5000.fr";
+  const int decimation = c.decimations[draws.Index(c.decimations.size())];
+  simulate::DeviceRef device{simulate::DeviceRef::Kind::kNode, c.node, nullptr};
+  const std::vector<simulate::OutputSeries> all =
+      simulate::SeriesOfDevice(testbed, *c.site, device, {c.metric});
+  int64_t period = 0;  // the source's, read every `decimation`-th sample, within the job
+  {
+    energy::PowerCollector probe({fqdn});
+    Sample(all, kJobStart + kS, kJobStart + 2 * kS, decimation, 0, 0, fqdn, &probe, &period);
+  }
+  const double period_s = double(period) / 1e9;
+  // A window of at least four periods (a shorter one may hold no sample).
+  const double seconds =
+      std::max(4 * period_s, std::exp(draws.Between(std::log(10), std::log(3600))));
+  const double from = draws.Between(30, double(kJobSeconds) - seconds - 30);
+  const UnixNanos a = kJobStart + UnixNanos(from * 1e9), b = a + UnixNanos(seconds * 1e9);
+  const UnixNanos pa = a + UnixNanos(draws.Between(0, 0.5) * seconds * 1e9);
+  const UnixNanos pb = pa + std::max<UnixNanos>(2 * kS, UnixNanos(draws.Unit() * double(b - pa)));
+  const bool gap_wanted = draws.Unit() < 0.3;
+  const double shift = draws.Between(-options.clock_offset_s, options.clock_offset_s);
+
+  // A gap: rows missing over more than 5 periods, well inside the window.
+  UnixNanos drop_from = 0, drop_to = 0;
+  const bool gap = gap_wanted && seconds >= 60 && seconds >= 20 * period_s;
+  if (gap) {
+    drop_from = a + UnixNanos(0.3 * seconds * 1e9);
+    drop_to = drop_from + UnixNanos(std::max(0.1 * seconds, 5 * period_s) * 1e9);
+  }
+  energy::PowerCollector rows({fqdn});
+  const double share = Sample(all, a, b, decimation, drop_from, drop_to, fqdn, &rows, &period);
+  energy::EnergyOptions energy_options;
+  energy_options.metric = c.metric;
+  energy_options.phases = {{"phase", pa, std::min(pb, b)}};
+  energy_options.clock_offset_seconds = options.clock_offset_s;
+  KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
+                         energy::ComputeEnergy(rows, a, b, energy_options));
+  if (report.nodes.empty() || report.nodes[0].metric.empty()) {
+    return Status::Internal("no energy for " + fqdn + " from " + c.metric);
+  }
+  const UnixNanos moved = UnixNanos(shift * 1e9);
+  auto check = [&](const char* name, const energy::Figures& f, UnixNanos lo, UnixNanos hi) {
+    IntervalCheck out;
+    out.node = fqdn;
+    out.metric = c.metric;
+    out.period_s = double(period) / 1e9;
+    out.interval = name;
+    out.seconds = f.seconds;
+    out.gap = f.gaps > 0;
+    out.clock_shift_s = shift;
+    out.joules = f.total_joules();
+    out.truth_joules = share * c.node->model->EnergyJoules(lo + moved, hi + moved);
+    const energy::Uncertainty u = f.uncertainty(options.clock_offset_s);
+    out.half_width = u.half_width_without_accuracy;
+    out.with_accuracy = u.half_width;
+    return out;
+  };
+  const energy::Interval& phase = report.phase_intervals.at(0);
+  return std::vector<IntervalCheck>{
+      check("window", report.nodes[0].window, report.start, report.end),
+      check("phase", report.nodes[0].phases.at(0), phase.start, phase.end)};
+}
+
+}  // namespace
+
+Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTruthOptions& options) {
+  // The nodes: a first testbed, idle, says which have which source.
+  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> idle,
+                         simulate::Testbed::Build({}, jobs::JobSet{}));
+  // Wattmeters at 20 ms (a monitoring job's) read as they are, and at 100 ms, 1, 5 and 15 s;
+  // PDU outlets at their period (1 s to a few s), and 5 and 15 times it.
+  std::vector<Candidate> candidates =
+      NodesWith(*idle, "wattmetre_power_watt", {1, 5, 50, 250, 750}, 4);
+  const size_t wattmeters = candidates.size();
+  for (Candidate& c : NodesWith(*idle, "pdu_outlet_power_watt", {1, 5, 15}, 4)) {
+    candidates.push_back(c);
+  }
+  std::vector<Candidate> bmcs = NodesWith(*idle, "bmc_node_power_watt", {1}, 3);
+  if (wattmeters == 0 || candidates.size() == wattmeters || bmcs.empty()) {
+    return Status::Internal("the simulated testbed has no wattmeter, PDU or BMC node");
+  }
+  std::vector<Candidate> everyone = candidates;
+  everyone.insert(everyone.end(), bmcs.begin(), bmcs.end());
+  KWATT_ASSIGN_OR_RETURN(jobs::JobSet jobs,
+                         jobs::JobSet::Parse(JobsFile(everyone, options.seed), "interval cases"));
+  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> testbed,
+                         simulate::Testbed::Build({}, std::move(jobs)));
+  // The candidates again, on this testbed.
+  auto rebind = [&](Candidate& c) {
+    c.site = testbed->FindSite(c.site->uid);
+    c.node = testbed->FindNode(*c.site, c.node->uid);
+  };
+  for (Candidate& c : candidates) rebind(c);
+  for (Candidate& c : bmcs) rebind(c);
+
+  Draws draws(options.seed);
+  std::vector<IntervalCheck> checks;
+  for (int i = 0; i < options.cases + options.bmc_cases; ++i) {
+    const bool bmc = i >= options.cases;
+    const Candidate& c = bmc ? bmcs[draws.Index(bmcs.size())]
+                         : draws.Unit() < 0.5
+                             ? candidates[draws.Index(wattmeters)]
+                             : candidates[wattmeters + draws.Index(candidates.size() - wattmeters)];
+    KWATT_ASSIGN_OR_RETURN(std::vector<IntervalCheck> two, OneCase(*testbed, c, draws, options));
+    checks.insert(checks.end(), two.begin(), two.end());
+  }
+  return checks;
+}
+
+}  // namespace kwatt::testing
