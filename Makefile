@@ -23,7 +23,7 @@ LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # install` of the source needs: doc/install.md).
 BUILD_PACKAGES := build-essential cmake ninja-build pkg-config ccache ca-certificates \
   libcurl4-openssl-dev libzstd-dev libcli11-dev libsqlite3-dev libpq-dev libyaml-dev \
-  libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libsnmp-dev zlib1g-dev \
+  libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libsnmp-dev zlib1g-dev libboost-dev \
   python3 python3-dev python3-venv
 # What the tests need besides (make test-deps): GoogleTest, clang for the sanitized and fuzzing
 # tree, the real peers (PostgreSQL, Prometheus and its node exporter, InfluxDB, snmpd, OpenIPMI,

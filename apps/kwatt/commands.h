@@ -93,9 +93,12 @@ struct AnalysisArgs {
   std::vector<std::string> phases, roles;  // NAME=START..END, NAME=NODE,NODE
 };
 void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args);
-// Parses --phase and --role; InvalidArgument naming the one that is wrong.
+// Parses --phase and --role; InvalidArgument naming the one that is wrong. A phase given as
+// offsets after the window's start (NAME=+300..+600) is placed after `origin`, and refused
+// without one.
 Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
-                             std::vector<energy::Role>* roles);
+                             std::vector<energy::Role>* roles,
+                             std::optional<UnixNanos> origin = std::nullopt);
 
 // Registers a subcommand; the returned function runs it once parsed.
 using Runner = std::function<int()>;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/kwatt/commands.h"
+#include "apps/kwatt/energy_runs.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/source_check.h"
 #include "kwatt/meter/activity_record.h"
@@ -19,14 +20,48 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00"
-Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now) {
+// Seconds after the window's start, "+300" or "+12.5"; nullopt for anything that does not start
+// with '+'; InvalidArgument for a '+' without a number of seconds.
+Result<std::optional<double>> ParseOffset(const std::string& text) {
+  if (text.empty() || text[0] != '+') return std::optional<double>();
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str() + 1, &end);
+  if (text.size() < 2 || *end != '\0' || !std::isfinite(seconds) || seconds < 0 ||
+      !std::isdigit(uint8_t(text[1]))) {
+    return Status::InvalidArgument("'" + text + "' is no offset: expected +SECONDS after the " +
+                                   "window's start (+300, +12.5)");
+  }
+  return std::optional<double>(seconds);
+}
+
+// "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00", or relative to the window's start
+// `origin` "busy=+300..+600" (refused without an origin: stats knows no window before it reads).
+Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now,
+                                            std::optional<UnixNanos> origin) {
   size_t eq = text.find('='), dots = text.find("..");
   if (eq == std::string::npos || dots == std::string::npos || dots < eq || eq == 0) {
     return Status::InvalidArgument("--phase " + text + ": expected NAME=START..END");
   }
-  Result<UnixNanos> a = ParseUserTime(text.substr(eq + 1, dots - eq - 1), now);
-  Result<UnixNanos> b = ParseUserTime(text.substr(dots + 2), now);
+  const std::string from = text.substr(eq + 1, dots - eq - 1), to = text.substr(dots + 2);
+  Result<std::optional<double>> from_offset = ParseOffset(from), to_offset = ParseOffset(to);
+  if (!from_offset.ok()) return from_offset.status().WithContext("--phase " + text);
+  if (!to_offset.ok()) return to_offset.status().WithContext("--phase " + text);
+  if (from_offset->has_value() != to_offset->has_value()) {
+    return Status::InvalidArgument("--phase " + text +
+                                   ": give both ends as times or both as +SECONDS offsets");
+  }
+  if (from_offset->has_value()) {
+    if (!origin) {
+      return Status::InvalidArgument("--phase " + text +
+                                     ": offsets (+SECONDS) are kwatt energy's; give times here");
+    }
+    energy::Interval phase{text.substr(0, eq), *origin + UnixNanos(**from_offset * 1e9),
+                           *origin + UnixNanos(**to_offset * 1e9)};
+    KWATT_RETURN_IF_ERROR(energy::CheckPhases({phase}).WithContext("--phase " + text));
+    return phase;
+  }
+  Result<UnixNanos> a = ParseUserTime(from, now);
+  Result<UnixNanos> b = ParseUserTime(to, now);
   if (!a.ok()) return a.status().WithContext("--phase " + text);
   if (!b.ok()) return b.status().WithContext("--phase " + text);
   energy::Interval phase{text.substr(0, eq), *a, *b};
@@ -53,15 +88,17 @@ void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args) {
                       "An archive directory written by kwatt backup, instead of a query "
                       "(--start and --end then narrow its window)");
   AddQueryOptions(command, &args->query);
-  command->add_option("--phase", args->phases, "A named interval NAME=START..END (repeatable)");
+  command->add_option("--phase", args->phases,
+                      "A named interval NAME=START..END (repeatable; kwatt energy: also "
+                      "NAME=+SECONDS..+SECONDS after the window's start)");
   command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
 }
 
 Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
-                             std::vector<energy::Role>* roles) {
+                             std::vector<energy::Role>* roles, std::optional<UnixNanos> origin) {
   UnixNanos now = WallClockNow();
   for (const std::string& text : args.phases) {
-    Result<energy::Interval> phase = ParsePhaseArgument(text, now);
+    Result<energy::Interval> phase = ParsePhaseArgument(text, now, origin);
     if (!phase.ok()) return phase.status();
     phases->push_back(*phase);
   }
@@ -357,6 +394,7 @@ Runner RegisterEnergy(CLI::App* app) {
     std::vector<std::string> idle_power, accuracies;
     double gap_factor = energy::EnergyOptions().gap_factor;
     double clock_offset = energy::kDefaultClockOffsetSeconds;
+    RunsArgs runs;
     bool json = false, csv = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -381,6 +419,20 @@ Runner RegisterEnergy(CLI::App* app) {
                    "The most the clock that took the window's and phases' marks may be off the "
                    "meters', in seconds (for each figure's interval)")
       ->capture_default_str();
+  CLI::Option_group* compared = command->add_option_group("Runs compared (doc/energy.md)");
+  CLI::Option* run =
+      compared->add_option("--run", args->runs.a,
+                           "A run of the experiment: an archive directory or a job SITE:ID "
+                           "(repeatable): the runs' mean, spread and confidence interval");
+  compared
+      ->add_option("--versus", args->runs.b,
+                   "A run of a second set B, compared with the --run set A (repeatable)")
+      ->needs(run);
+  compared
+      ->add_option("--confidence", args->runs.confidence,
+                   "The confidence level of the runs' intervals and of the comparison")
+      ->capture_default_str()
+      ->needs(run);
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command
       ->add_flag("--csv", args->csv,
@@ -389,9 +441,11 @@ Runner RegisterEnergy(CLI::App* app) {
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   CLI::Option_group* after = command->add_option_group("Sharing it after the fact (doc/meter.md)");
   CLI::Option* activity =
-      after->add_option("--activity", args->activity,
-                        "An activity record (kwatt meter record): the node's energy shared among "
-                        "its processes, trees and cgroups");
+      after
+          ->add_option("--activity", args->activity,
+                       "An activity record (kwatt meter record): the node's energy shared among "
+                       "its processes, trees and cgroups")
+          ->excludes(run);
   after->add_option("--node", args->node, "The node it was recorded on (default: the record's)")
       ->needs(activity);
   after->add_option("--idle-policy", args->idle_policy, "none, proportional or equal")
@@ -409,8 +463,9 @@ Runner RegisterEnergy(CLI::App* app) {
     energy_options.clock_offset_seconds = args->clock_offset;
     Status parsed = energy::CheckGapFactor(args->gap_factor, "--gap-factor");
     if (parsed.ok()) parsed = energy::CheckClockOffset(args->clock_offset, "--clock-offset");
-    if (parsed.ok()) {
-      parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles);
+    if (parsed.ok()) {  // the text checked now; offsets (+SECONDS) placed once the window is known
+      parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles,
+                                     UnixNanos(0));
     }
     std::map<std::string, energy::StatedAccuracy>& accuracies = energy_options.accuracies;
     for (const std::string& text : args->accuracies) {
@@ -426,6 +481,13 @@ Runner RegisterEnergy(CLI::App* app) {
     if (!parsed.ok()) {
       std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
       return kExitUsage;
+    }
+    if (!args->runs.a.empty()) {
+      RunsArgs runs = args->runs;
+      runs.json = args->json;
+      runs.csv = args->csv;
+      runs.quiet = args->quiet;
+      return RunEnergyOfRuns(runs, args->analysis, energy_options);
     }
     energy::EnergySink collector(args->metric);
     Result<RowsReport> report = RunSource(args->analysis.archive, args->analysis.query,
@@ -448,6 +510,14 @@ Runner RegisterEnergy(CLI::App* app) {
                                                           : "archive " + args->analysis.archive;
       return ShareByActivity(collector, *report, origin, args->activity, args->node, args->metric,
                              args->idle_policy, args->idle_power, args->gap_factor, args->json);
+    }
+    energy_options.phases.clear();
+    energy_options.roles.clear();
+    Status placed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases,
+                                          &energy_options.roles, report->start);
+    if (!placed.ok()) {
+      std::fprintf(stderr, "kwatt energy: %s\n", placed.message().c_str());
+      return kExitUsage;
     }
     Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
     if (!result.ok()) {

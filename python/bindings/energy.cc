@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kwatt/backup/row_source.h"
+#include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
 #include "kwatt/energy/stats.h"
 #include "kwatt/kwollect/fetch.h"
@@ -137,6 +138,42 @@ py::dict PowerSources(const std::vector<std::string>& nodes,
   return out;
 }
 
+// A run's figures as (scope, name, phase, joules, half-width, seconds) rows: an energy frame's.
+using FigureRow = std::tuple<std::string, std::string, std::string, double, double, double>;
+
+std::vector<std::vector<energy::RunFigure>> MakeRuns(
+    const std::vector<std::vector<FigureRow>>& runs) {
+  std::vector<std::vector<energy::RunFigure>> out;
+  for (const auto& run : runs) {
+    out.emplace_back();
+    for (const auto& [scope, name, phase, joules, half_width, seconds] : run) {
+      // A figure without power data (NaN) is no figure of the run.
+      if (std::isnan(joules)) continue;
+      out.back().push_back(
+          {scope, name, phase, joules, std::isnan(half_width) ? 0 : half_width, seconds});
+    }
+  }
+  return out;
+}
+
+void CheckConfidenceOrThrow(double confidence) {
+  Status checked = energy::CheckConfidence(confidence);
+  if (!checked.ok()) Throw(checked);
+}
+
+py::object RunsSummary(const std::vector<std::vector<FigureRow>>& runs, double confidence) {
+  CheckConfidenceOrThrow(confidence);
+  return py::module_::import("json").attr("loads")(
+      energy::RunsSummaryJson(energy::SummarizeRuns(MakeRuns(runs), confidence)));
+}
+
+py::object CompareRuns(const std::vector<std::vector<FigureRow>>& a,
+                       const std::vector<std::vector<FigureRow>>& b, double confidence) {
+  CheckConfidenceOrThrow(confidence);
+  return py::module_::import("json").attr("loads")(
+      energy::RunsComparisonJson(energy::CompareRuns(MakeRuns(a), MakeRuns(b), confidence)));
+}
+
 py::dict StatsDict(const energy::MetricStats& s) {
   py::dict d;
   d["count"] = s.count;
@@ -217,6 +254,11 @@ void RegisterEnergy(py::module_& m) {
       "power_metrics", []() { return energy::PowerMetrics(); },
       "Power metrics, in the order energy() prefers them");
   m.attr("DEFAULT_CLOCK_OFFSET") = energy::kDefaultClockOffsetSeconds;
+  m.def("runs_summary", &RunsSummary, py::arg("runs"), py::kw_only(), py::arg("confidence"),
+        "Each figure over runs given as rows (scope, name, phase, joules, half_width, seconds): "
+        "[{scope, name, phase, runs, mean_joules, sd_joules, low_joules, high_joules, ...}]");
+  m.def("compare_runs", &CompareRuns, py::arg("a"), py::arg("b"), py::kw_only(),
+        py::arg("confidence"), "Each figure of set B against set A (Welch's t test)");
 }
 
 }  // namespace kwatt::python

@@ -15,7 +15,8 @@ from . import _core
 from .errors import (AuthenticationError, CorruptionError, DeployError, IncompleteError,
                      InvalidArgumentError, KwattError, KwattIOError, KwattPermissionError,
                      NotFoundError, UnavailableError)
-from .frames import energy_frame, load, manifest, source_checks_frame, stats_frame, table_frame
+from .frames import (compare_runs, energy_frame, load, manifest, runs_summary, source_checks_frame,
+                     stats_frame, table_frame)
 from .measure import Measurement, measure
 
 __version__ = _core.__version__
@@ -34,7 +35,7 @@ def __getattr__(name):
 
 __all__ = [
     "Kwollect", "measure", "Measurement", "load", "manifest", "table_frame", "energy_frame",
-    "source_checks_frame", "stats_frame",
+    "source_checks_frame", "stats_frame", "runs_summary", "compare_runs",
     "KwattError", "InvalidArgumentError", "NotFoundError", "CorruptionError", "KwattIOError",
     "UnavailableError", "AuthenticationError", "KwattPermissionError", "IncompleteError",
     "DeployError",

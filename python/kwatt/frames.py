@@ -169,6 +169,75 @@ def source_checks_frame(report):
     return frame
 
 
+RUNS_SUMMARY_COLUMNS = ["scope", "name", "phase", "runs", "mean_joules", "sd_joules",
+                        "low_joules", "high_joules", "mean_seconds", "mean_half_width_joules"]
+RUNS_COMPARISON_COLUMNS = ["scope", "name", "phase", "runs_a", "runs_b", "mean_a_joules",
+                           "mean_b_joules", "difference_joules", "relative", "low_joules",
+                           "high_joules", "t", "dof", "p_value", "significant", "why"]
+
+
+def _run_rows(run, what):
+    """A run's figures as _core's rows: (scope, name, phase, joules, half-width, seconds), from an
+    energy frame (Kwollect.energy(), kwatt.energy_frame) or a Kwollect instance (its energy())."""
+    if hasattr(run, "energy") and callable(run.energy):
+        run = run.energy()
+    if not isinstance(run, pd.DataFrame) or not {"joules", "half_width_joules"} <= set(run.columns):
+        raise InvalidArgumentError(f"{what}: a run is an energy frame (Kwollect.energy()) or a "
+                                   f"Kwollect instance, not {type(run).__name__}")
+    columns = [run[c] for c in ("scope", "name", "phase")]
+    values = [pd.to_numeric(run[c], errors="coerce").astype("float64")
+               for c in ("joules", "half_width_joules", "seconds")]
+    return list(zip(*(c.astype(str) for c in columns), *values))
+
+
+def _runs(runs, what):
+    runs = list(runs)
+    if not runs:
+        raise InvalidArgumentError(f"{what}: no run given")
+    return [_run_rows(run, what) for run in runs]
+
+
+def _confidence(confidence):
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
+        raise InvalidArgumentError(f"confidence should be a number from 0.5 to 0.999, not "
+                                   f"{confidence!r}")
+    return float(confidence)
+
+
+def runs_summary(runs, confidence=0.95):
+    """Runs of one experiment summarized (doc/energy.md, "Runs compared"): `runs` are their
+    energy frames (each run's Kwollect.energy(), with its own marks) or Kwollect instances. One
+    row per figure (scope, name, phase) found in any run: runs (how many have it), mean_joules,
+    sd_joules, low_joules and high_joules (the mean's interval at `confidence`, Student's t),
+    mean_seconds, mean_half_width_joules (the runs' own 95 % intervals, on average)."""
+    rows = _core.runs_summary(_runs(runs, "runs_summary"), confidence=_confidence(confidence))
+    frame = pd.DataFrame(rows, columns=RUNS_SUMMARY_COLUMNS)
+    for column in RUNS_SUMMARY_COLUMNS[4:]:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    return frame
+
+
+def compare_runs(a, b, confidence=0.95):
+    """Set B of runs against set A (doc/energy.md, "Runs compared"), each a list of energy frames
+    or Kwollect instances: one row per figure both sets have, with runs_a, runs_b, mean_a_joules,
+    mean_b_joules, difference_joules (B - A), relative, low_joules and high_joules (its interval at
+    `confidence`), t, dof and p_value (Welch's t test), significant (the interval excludes 0) and
+    why."""
+    rows = _core.compare_runs(_runs(a, "compare_runs (a)"), _runs(b, "compare_runs (b)"),
+                              confidence=_confidence(confidence))
+    flat = [{**{k: r[k] for k in ("scope", "name", "phase", "difference_joules", "relative",
+                                  "low_joules", "high_joules", "t", "dof", "p_value",
+                                  "significant", "why")},
+             "runs_a": r["a"]["runs"], "runs_b": r["b"]["runs"],
+             "mean_a_joules": r["a"]["mean_joules"], "mean_b_joules": r["b"]["mean_joules"]}
+            for r in rows]
+    frame = pd.DataFrame(flat, columns=RUNS_COMPARISON_COLUMNS)
+    for column in RUNS_COMPARISON_COLUMNS[5:-2]:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame["significant"] = frame["significant"].astype(bool)
+    return frame
+
+
 def stats_frame(report):
     """The long DataFrame of a stats report (see Kwollect.stats)."""
     rows = []

@@ -696,6 +696,41 @@ def test_energy_has_each_figures_interval_and_its_terms(server):
         k.energy(clock_offset="soon")
 
 
+def test_runs_are_summarized_and_compared(server):
+    # nova-1 idles from 14:00, 14:10 and 14:20, and is busy from 14:05, 14:15 and 14:25: three
+    # runs of a minute in each, marked alike ("work" 10 s after each start).
+    def run(minute):
+        k = kwatt.Kwollect([NOVA[0]], api=server.url, progress=False)
+        start = dt.datetime(2025, 4, 18, 14, minute, tzinfo=PARIS).timestamp()
+        k.start(start)
+        k.mark("work", start + 10)
+        k.stop(start + 70)
+        return k
+    idle = [run(m).energy() for m in (1, 11, 21)]
+    busy = [run(m) for m in (6, 16, 26)]  # Kwollect instances: their energy() is taken
+    summary = kwatt.runs_summary(idle)
+    assert list(summary.columns) == kwatt.frames.RUNS_SUMMARY_COLUMNS
+    total = summary[(summary["scope"] == "total") & (summary["phase"] == "window")].iloc[0]
+    assert total["runs"] == 3
+    windows = [e[(e["scope"] == "total") & (e["phase"] == "window")]["joules"].iloc[0]
+               for e in idle]
+    assert total["mean_joules"] == pytest.approx(sum(windows) / 3)
+    assert total["low_joules"] < total["mean_joules"] < total["high_joules"]
+    c = kwatt.compare_runs(idle, busy)
+    assert list(c.columns) == kwatt.frames.RUNS_COMPARISON_COLUMNS
+    work = c[(c["scope"] == "total") & (c["phase"] == "work")].iloc[0]
+    assert work["significant"] and work["difference_joules"] > 0 and work["p_value"] < 0.05
+    assert work["low_joules"] < work["difference_joules"] < work["high_joules"]
+    assert "B uses more" in work["why"]
+    # The runs against themselves: no difference.
+    same = kwatt.compare_runs(idle, idle)
+    assert not same["significant"].any()
+    with pytest.raises(kwatt.InvalidArgumentError, match="energy frame"):
+        kwatt.compare_runs(idle, [42])
+    with pytest.raises(kwatt.InvalidArgumentError, match="confidence"):
+        kwatt.runs_summary(idle, confidence=95)
+
+
 def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
     k = make(server)
     k.start(T0)

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
 
 namespace kwatt::energy {
@@ -61,6 +62,22 @@ ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector
   return out;
 }
 
+// A summary over runs (runs.h): NaN (and infinite) figures null.
+ordered_json SummaryJson(const RunsSummary& s) {
+  ordered_json j;
+  j["scope"] = s.scope;
+  j["name"] = s.name;
+  j["phase"] = s.phase;
+  j["runs"] = s.runs;
+  j["mean_joules"] = Number(s.mean);
+  j["sd_joules"] = Number(s.sd);
+  j["low_joules"] = Number(s.low);
+  j["high_joules"] = Number(s.high);
+  j["mean_seconds"] = Number(s.mean_seconds);
+  j["mean_half_width_joules"] = Number(s.mean_half_width);
+  return j;
+}
+
 }  // namespace
 
 std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceCheck>* checks) {
@@ -101,6 +118,35 @@ std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceChec
   out["phase_totals"] = PhasesJson(r.phase_names, r.phase_totals, clock);
   out["total"] = FiguresJson(r.total, clock);
   if (checks) out["source_checks"] = ordered_json::parse(SourceChecksJson(*checks));
+  return out.dump(2);
+}
+
+std::string RunsSummaryJson(const std::vector<RunsSummary>& summaries) {
+  ordered_json out = ordered_json::array();
+  for (const RunsSummary& s : summaries) out.push_back(SummaryJson(s));
+  return out.dump(2);
+}
+
+std::string RunsComparisonJson(const std::vector<RunsComparison>& comparisons) {
+  ordered_json out = ordered_json::array();
+  for (const RunsComparison& c : comparisons) {
+    ordered_json j;
+    j["scope"] = c.scope;
+    j["name"] = c.name;
+    j["phase"] = c.phase;
+    j["a"] = SummaryJson(c.a);
+    j["b"] = SummaryJson(c.b);
+    j["difference_joules"] = Number(c.difference);
+    j["relative"] = Number(c.relative);
+    j["low_joules"] = Number(c.low);
+    j["high_joules"] = Number(c.high);
+    j["t"] = Number(c.t);
+    j["dof"] = Number(c.dof);
+    j["p_value"] = Number(c.p_value);
+    j["significant"] = c.significant;
+    j["why"] = c.why;
+    out.push_back(j);
+  }
   return out.dump(2);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -20,20 +21,7 @@ constexpr UnixNanos kS = kNanosPerSecond;
 constexpr UnixNanos kJobStart = 1744977600 * kS;
 constexpr int64_t kJobSeconds = 4 * 3600;
 
-// Deterministic draws from the options' seed (the same cases on every machine).
-class Draws {
- public:
-  explicit Draws(uint64_t seed) : state_(simulate::HashMix(seed)) {}
-  double Unit() {  // [0, 1)
-    state_ = simulate::HashMix(state_ + 0x9e3779b97f4a7c15ULL);
-    return simulate::UnitFromHash(state_);
-  }
-  double Between(double lo, double hi) { return lo + (hi - lo) * Unit(); }
-  size_t Index(size_t n) { return std::min(n - 1, size_t(Unit() * double(n))); }
-
- private:
-  uint64_t state_;
-};
+using Draws = SeededDraws;
 
 struct Candidate {
   const simulate::Site* site = nullptr;
@@ -86,32 +74,6 @@ std::string JobsFile(const std::vector<Candidate>& candidates, uint64_t seed) {
   return "{\"jobs\":[" + jobs + "]}";
 }
 
-// The source's samples with a <= t <= b (what a fetch of [a, b] gets), every `decimation`-th,
-// none in [drop_from, drop_to); into `rows`. Returns the share of the node's power its feeds
-// carry and the period read.
-double Sample(const std::vector<simulate::OutputSeries>& all, UnixNanos a, UnixNanos b,
-              int decimation, UnixNanos drop_from, UnixNanos drop_to, const std::string& node,
-              energy::PowerCollector* rows, int64_t* period) {
-  double share = 0;
-  for (const simulate::OutputSeries& s : all) {
-    for (const simulate::Source& source : s.sources) share += source.share;
-    for (const simulate::Segment& segment : s.segments) {
-      const UnixNanos lo = std::max(a, segment.begin), hi = std::min(b + 1, segment.end);
-      if (hi <= lo) continue;
-      *period = segment.period * decimation;
-      int64_t k = s.grid.FirstIndexAtOrAfter(lo, segment.period);
-      k += (decimation - k % decimation) % decimation;
-      for (;; k += decimation) {
-        const UnixNanos t = s.grid.TimeOf(k, segment.period);
-        if (t >= hi) break;
-        if (t >= drop_from && t < drop_to) continue;
-        rows->Add(node, s.metric_id, s.labels_json, t, s.ValueAt(t));
-      }
-    }
-  }
-  return share;
-}
-
 Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, const Candidate& c,
                                            Draws& draws, const IntervalTruthOptions& options) {
   const std::string fqdn = c.node->uid + "." + c.site->uid + ".grid5000.fr";
@@ -122,7 +84,8 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
   int64_t period = 0;  // the source's, read every `decimation`-th sample, within the job
   {
     energy::PowerCollector probe({fqdn});
-    Sample(all, kJobStart + kS, kJobStart + 2 * kS, decimation, 0, 0, fqdn, &probe, &period);
+    AddSimulatedRows(all, kJobStart + kS, kJobStart + 2 * kS, decimation, 0, 0, fqdn, &probe,
+                     &period);
   }
   const double period_s = double(period) / 1e9;
   // A window of at least four periods (a shorter one may hold no sample).
@@ -143,7 +106,8 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
     drop_to = drop_from + UnixNanos(std::max(0.1 * seconds, 5 * period_s) * 1e9);
   }
   energy::PowerCollector rows({fqdn});
-  const double share = Sample(all, a, b, decimation, drop_from, drop_to, fqdn, &rows, &period);
+  const double share =
+      AddSimulatedRows(all, a, b, decimation, drop_from, drop_to, fqdn, &rows, &period);
   energy::EnergyOptions energy_options;
   energy_options.metric = c.metric;
   energy_options.phases = {{"phase", pa, std::min(pb, b)}};
@@ -177,6 +141,43 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
 }
 
 }  // namespace
+
+SeededDraws::SeededDraws(uint64_t seed) : state_(simulate::HashMix(seed)) {}
+
+double SeededDraws::Unit() {
+  state_ = simulate::HashMix(state_ + 0x9e3779b97f4a7c15ULL);
+  return simulate::UnitFromHash(state_);
+}
+
+size_t SeededDraws::Index(size_t n) { return std::min(n - 1, size_t(Unit() * double(n))); }
+
+double SeededDraws::Normal() {  // Box-Muller
+  const double u = 1 - Unit(), v = Unit();
+  return std::sqrt(-2 * std::log(u)) * std::cos(2 * std::numbers::pi * v);
+}
+
+double AddSimulatedRows(const std::vector<simulate::OutputSeries>& all, UnixNanos a, UnixNanos b,
+                        int decimation, UnixNanos drop_from, UnixNanos drop_to,
+                        const std::string& node, energy::PowerCollector* rows, int64_t* period) {
+  double share = 0;
+  for (const simulate::OutputSeries& s : all) {
+    for (const simulate::Source& source : s.sources) share += source.share;
+    for (const simulate::Segment& segment : s.segments) {
+      const UnixNanos lo = std::max(a, segment.begin), hi = std::min(b + 1, segment.end);
+      if (hi <= lo) continue;
+      *period = segment.period * decimation;
+      int64_t k = s.grid.FirstIndexAtOrAfter(lo, segment.period);
+      k += (decimation - k % decimation) % decimation;
+      for (;; k += decimation) {
+        const UnixNanos t = s.grid.TimeOf(k, segment.period);
+        if (t >= hi) break;
+        if (t >= drop_from && t < drop_to) continue;
+        rows->Add(node, s.metric_id, s.labels_json, t, s.ValueAt(t));
+      }
+    }
+  }
+  return share;
+}
 
 Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTruthOptions& options) {
   // The nodes: a first testbed, idle, says which have which source.

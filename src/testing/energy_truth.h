@@ -14,8 +14,30 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
+#include "kwatt/energy/energy.h"
+#include "kwatt/simulate/series.h"
 
 namespace kwatt::testing {
+
+// Deterministic draws from a seed (the same on every machine).
+class SeededDraws {
+ public:
+  explicit SeededDraws(uint64_t seed);
+  double Unit();  // [0, 1)
+  double Between(double lo, double hi) { return lo + (hi - lo) * Unit(); }
+  size_t Index(size_t n);  // [0, n)
+  double Normal();         // mean 0, standard deviation 1
+
+ private:
+  uint64_t state_;
+};
+
+// The samples a fetch of [a, b] gets of `series` (the simulator's, as SeriesOfDevice gives them),
+// every `decimation`-th, none in [drop_from, drop_to), added to `rows` under `node`. Returns the
+// share of the node's power their feeds carry; `period` receives the period read.
+double AddSimulatedRows(const std::vector<simulate::OutputSeries>& series, UnixNanos a, UnixNanos b,
+                        int decimation, UnixNanos drop_from, UnixNanos drop_to,
+                        const std::string& node, energy::PowerCollector* rows, int64_t* period);
 
 // One figure against the truth.
 struct IntervalCheck {

@@ -718,3 +718,89 @@ def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tm
     assert domains["mean_watts"] == pytest.approx(46, rel=0.05)  # 2 x (20 + 3) W
     assert part["rest_watts"] == pytest.approx(wall["mean_watts"] - domains["mean_watts"], rel=1e-6)
     assert "the rest of the platform" in part["why"] and "error" not in part["why"]
+
+
+# Runs of one experiment: ten minutes of nova-1 each (2 idle, 6 of work, 2 idle), 20 minutes apart;
+# set A works at 50, 51 and 52 % of the CPU, set B at 60, 61 and 62 %, set C as A.
+RUN_LEVELS = {"a": [0.50, 0.51, 0.52], "b": [0.60, 0.61, 0.62], "c": [0.50, 0.51, 0.52]}
+
+
+def runs_jobs():
+    jobs = []
+    for s, (name, levels) in enumerate(RUN_LEVELS.items()):
+        for i, level in enumerate(levels):
+            start = T0 + (3 * s + i) * 1200
+            jobs.append({"site": "lyon", "uid": 9000 + 3 * s + i, "nodes": ["nova-1"],
+                         "started_at": start, "stopped_at": start + 600,
+                         "phases": [{"name": "idle", "duration": 120, "cpu": 0},
+                                    {"name": "work", "duration": 360, "cpu": level},
+                                    {"name": "idle", "duration": 120, "cpu": 0}]})
+    return {"jobs": jobs}
+
+
+def run_args(name, flag):
+    return [a for i in range(3) for a in (flag, f"lyon:{9000 + 3 * 'abc'.index(name) + i}")]
+
+
+def test_runs_are_summarized_and_compared_with_the_truth(tmp_path):
+    jobs = runs_jobs()
+    jobs_file = tmp_path / "runs.json"
+    jobs_file.write_text(json.dumps(jobs))
+    server = start_server("--jobs", jobs_file, tmp_path=tmp_path)
+    try:
+        report, _ = energy(server, *run_args("a", "--run"), *run_args("b", "--versus"),
+                           "--phase", "work=+120..+480")
+        truths = {name: [truth(jobs_file, "nova-1.lyon", j["started_at"] + 120,
+                               j["started_at"] + 480)
+                         for j in jobs["jobs"][3 * s:3 * s + 3]]
+                  for s, name in enumerate("abc")}
+        assert report["confidence"] == 0.95
+        assert [r["run"] for r in report["runs"]["a"]] == ["lyon:9000", "lyon:9001", "lyon:9002"]
+        assert all(r["complete"] for r in report["runs"]["a"] + report["runs"]["b"])
+        work = next(s for s in report["a"] if s["scope"] == "total" and s["phase"] == "work")
+        assert work["runs"] == 3
+        assert work["mean_joules"] == pytest.approx(sum(truths["a"]) / 3, rel=0.005)
+        assert work["low_joules"] < sum(truths["a"]) / 3 < work["high_joules"]
+        compared = next(c for c in report["comparison"]
+                        if c["scope"] == "total" and c["phase"] == "work")
+        true_difference = (sum(truths["b"]) - sum(truths["a"])) / 3
+        assert compared["significant"] and compared["p_value"] < 0.05
+        assert compared["low_joules"] < true_difference < compared["high_joules"]
+        assert compared["difference_joules"] == pytest.approx(true_difference, rel=0.01)
+        # The same levels at other times: no difference claimed.
+        same, _ = energy(server, *run_args("a", "--run"), *run_args("c", "--versus"),
+                         "--phase", "work=+120..+480")
+        assert not any(c["significant"] for c in same["comparison"])
+        # CSV: the comparison's rows; the table says it.
+        result = subprocess.run([KWATT, "energy", "--api", server.url, "--csv", "-q",
+                                 *run_args("a", "--run"), *run_args("b", "--versus"),
+                                 "--phase", "work=+120..+480"],
+                                capture_output=True, text=True, timeout=120, check=True)
+        rows = list(csv.DictReader(io.StringIO(result.stdout)))
+        assert list(rows[0])[:5] == ["scope", "name", "phase", "runs_a", "runs_b"]
+        assert {(r["scope"], r["phase"], r["significant"]) for r in rows} >= {
+            ("total", "work", "true")}
+        table = subprocess.run([KWATT, "energy", "--api", server.url, "-q",
+                                *run_args("a", "--run"), *run_args("b", "--versus")],
+                               capture_output=True, text=True, timeout=120, check=True).stdout
+        assert "B against A" in table and "B uses more energy than A" in table
+        # Wrong runs are named.
+        for args, expected in ((["--run", "nowhere"], "neither an archive directory nor a job"),
+                               (["--run", "lyon:9000", "--job", "lyon:9001"], "--run"),
+                               (["--run", "lyon:9000", "--confidence", "95"], "--confidence"),
+                               (["--run", "lyon:9000", "--phase", "w=+1..2025-04-18"],
+                                "both ends")):
+            bad = subprocess.run([KWATT, "energy", "--api", server.url, *args],
+                                 capture_output=True, text=True, timeout=60)
+            assert bad.returncode == 2 and expected in bad.stderr, (args, bad.stderr)
+    finally:
+        server.stop()
+
+
+def test_a_phase_may_be_given_after_the_windows_start(setup):
+    server, jobs = setup
+    absolute, _ = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 1800,
+                         "--phase", f"busy={T0 + 300}..{T0 + 600}")
+    relative, _ = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 1800,
+                         "--phase", "busy=+300..+600")
+    assert relative["nodes"][0]["phases"]["busy"] == absolute["nodes"][0]["phases"]["busy"]

@@ -1,0 +1,29 @@
+// `kwatt energy --run RUN ... [--versus RUN ...]`: runs of one experiment summarized, and two
+// sets of runs compared (doc/energy.md, "Runs compared").
+#ifndef KWATT_APPS_KWATT_ENERGY_RUNS_H_
+#define KWATT_APPS_KWATT_ENERGY_RUNS_H_
+
+#include <string>
+#include <vector>
+
+#include "apps/kwatt/commands.h"
+#include "kwatt/energy/energy.h"
+
+namespace kwatt::cli {
+
+struct RunsArgs {
+  std::vector<std::string> a, b;  // each an archive directory or a job SITE:ID
+  double confidence = 0.95;
+  bool json = false, csv = false, quiet = false;
+};
+
+// Each run's energy as `kwatt energy` computes it (the query's other options, --phase, with
+// offsets after each run's start, and --role applying to every run), then the summary of set A,
+// of set B and B against A. Exit status: 0; 1 when a run could not be read whole or a node has
+// no power data; 2 for bad arguments.
+int RunEnergyOfRuns(const RunsArgs& runs, const AnalysisArgs& analysis,
+                    const energy::EnergyOptions& options);
+
+}  // namespace kwatt::cli
+
+#endif  // KWATT_APPS_KWATT_ENERGY_RUNS_H_
