@@ -27,10 +27,11 @@ BUILD_PACKAGES := build-essential cmake ninja-build pkg-config ccache ca-certifi
   python3 python3-dev python3-venv
 # What the tests need besides (make test-deps): GoogleTest, clang for the sanitized and fuzzing
 # tree, the real peers (PostgreSQL, Prometheus and its node exporter, InfluxDB, snmpd, OpenIPMI,
-# Chromium), mmdebstrap for the wheel's minimal root, and the tools the tests call.
+# Chromium), mmdebstrap for the wheel's minimal root, LaTeX for the report's tables (booktabs,
+# siunitx), and the tools the tests call.
 TEST_PACKAGES := git curl zstd time libgtest-dev libgmock-dev clang libclang-rt-14-dev clang-format \
   postgresql prometheus-node-exporter prometheus influxdb snmpd snmp openipmi freeipmi-tools ipmitool \
-  chromium chromium-driver mmdebstrap
+  chromium chromium-driver mmdebstrap texlive-latex-base texlive-latex-recommended texlive-science
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := $(VENV)/.kwatt-build-deps
 TEST_DEPS := $(VENV)/.kwatt-test-deps
@@ -155,7 +156,7 @@ build-tests: $(PY_STAMP) $(TEST_DEPS)
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query \
   pushed_rows store_block testbed_description prometheus_text metric_descriptions wattmetre_line \
   rapl_sysfs proc_stat activity_record hwpc_json hwpc_csv nvml_counters output_spec \
-  meter_state
+  meter_state carbon_intensity
 $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(TEST_DEPS) $(UPLOT_STAMP)
 	CC=clang CXX=clang++ cmake -S . -B $(ASAN_DIR) -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" -DKWATT_WERROR=ON -DKWATT_SANITIZE=ON \

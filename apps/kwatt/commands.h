@@ -100,12 +100,18 @@ Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Inter
                              std::vector<energy::Role>* roles,
                              std::optional<UnixNanos> origin = std::nullopt);
 
+// The Python of the installed package, for what the Python package does for the CLI (Parquet,
+// the report's figures): the python3 beside this executable (a pip-installed kwatt's), else
+// $KWATT_PYTHON; empty when neither.
+std::string PackagePython();
+
 // Registers a subcommand; the returned function runs it once parsed.
 using Runner = std::function<int()>;
 Runner RegisterServe(CLI::App* app);
 Runner RegisterFetch(CLI::App* app);
 Runner RegisterBackup(CLI::App* app);
 Runner RegisterEnergy(CLI::App* app);
+Runner RegisterReport(CLI::App* app);
 Runner RegisterSimulate(CLI::App* app);
 // `simulate wattmetre`, under `simulate` (simulate_wattmetre.cc).
 Runner RegisterSimulateWattmetre(CLI::App* simulate);

@@ -13,12 +13,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-struct Run {
-  std::string given;  // as the user wrote it
-  RowsReport rows;
-  energy::EnergyReport energy;
-};
-
 // A job "SITE:ID" (lyon:1234), when `text` is no directory.
 bool IsJob(const std::string& text) {
   const size_t colon = text.find(':');
@@ -32,35 +26,6 @@ bool IsJob(const std::string& text) {
   return true;
 }
 
-// One run's energy, as `kwatt energy` computes it, its phases placed after its own start.
-Result<Run> EnergyOfRun(const std::string& given, const AnalysisArgs& analysis,
-                        energy::EnergyOptions options, bool quiet) {
-  QueryArgs query = analysis.query;
-  std::string archive;
-  std::error_code error;
-  if (std::filesystem::is_directory(given, error)) {
-    archive = given;
-  } else if (IsJob(given)) {
-    query.job = given;
-  } else {
-    return Status::InvalidArgument("--run " + given +
-                                   ": neither an archive directory nor a job SITE:ID (lyon:1234)");
-  }
-  energy::EnergySink sink(options.metric);
-  Run run{given, {}, {}};
-  KWATT_ASSIGN_OR_RETURN(
-      run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
-                          MakeProgress("kwatt energy " + given, quiet),
-                          /*metrics_are_candidates=*/true));
-  PrintFailures("kwatt energy", run.rows);
-  options.phases.clear();
-  options.roles.clear();
-  KWATT_RETURN_IF_ERROR(
-      ResolvePhasesAndRoles(analysis, &options.phases, &options.roles, run.rows.start));
-  KWATT_ASSIGN_OR_RETURN(run.energy, sink.Compute(run.rows, options));
-  return run;
-}
-
 std::string Number(const char* format, double v) {
   if (!std::isfinite(v)) return "-";
   char text[48];
@@ -72,9 +37,9 @@ std::string Label(const std::string& scope, const std::string& name) {
   return scope == "role" ? "role " + name : name;
 }
 
-void PrintRuns(const char* set, const std::vector<Run>& runs) {
+void PrintRuns(const char* set, const std::vector<ExperimentRun>& runs) {
   std::printf("%s: %zu run%s\n", set, runs.size(), runs.size() == 1 ? "" : "s");
-  for (const Run& r : runs) {
+  for (const ExperimentRun& r : runs) {
     const energy::Figures& total = r.energy.total;
     std::printf(
         "  %-30s %s .. %s (%.0f s)  %s J ± %s\n", r.given.c_str(),
@@ -115,9 +80,9 @@ void PrintComparisons(const std::vector<energy::RunsComparison>& comparisons, do
   }
 }
 
-ordered_json RunsJson(const std::vector<Run>& runs) {
+ordered_json RunsJson(const std::vector<ExperimentRun>& runs) {
   ordered_json out = ordered_json::array();
-  for (const Run& r : runs) {
+  for (const ExperimentRun& r : runs) {
     const energy::Figures& total = r.energy.total;
     ordered_json j;
     j["run"] = r.given;
@@ -176,6 +141,41 @@ std::string ComparisonsCsv(const std::vector<energy::RunsComparison>& comparison
 
 }  // namespace
 
+Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
+                              energy::EnergyOptions options, bool quiet) {
+  QueryArgs query = analysis.query;
+  std::string archive;
+  std::error_code error;
+  if (std::filesystem::is_directory(given, error)) {
+    archive = given;
+  } else if (IsJob(given)) {
+    query.job = given;
+  } else {
+    return Status::InvalidArgument("--run " + given +
+                                   ": neither an archive directory nor a job SITE:ID (lyon:1234)");
+  }
+  ExperimentRun run{given, {}, {}, {}, std::make_shared<energy::EnergySink>(options.metric)};
+  energy::EnergySink& sink = *run.sink;
+  KWATT_ASSIGN_OR_RETURN(
+      run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
+                          MakeProgress("kwatt energy " + given, quiet),
+                          /*metrics_are_candidates=*/true));
+  PrintFailures("kwatt energy", run.rows);
+  options.phases.clear();
+  options.roles.clear();
+  KWATT_RETURN_IF_ERROR(
+      ResolvePhasesAndRoles(analysis, &options.phases, &options.roles, run.rows.start));
+  KWATT_ASSIGN_OR_RETURN(run.energy, sink.Compute(run.rows, options));
+  run.checks = energy::CheckSources(*sink.power(), run.energy, options);
+  return run;
+}
+
+std::vector<std::vector<energy::RunFigure>> FiguresOfRuns(const std::vector<ExperimentRun>& runs) {
+  std::vector<std::vector<energy::RunFigure>> out;
+  for (const ExperimentRun& r : runs) out.push_back(energy::RunFiguresOf(r.energy));
+  return out;
+}
+
 int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
                     const energy::EnergyOptions& options) {
   auto usage = [](const std::string& message) {
@@ -195,10 +195,10 @@ int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
   Status parsed = ResolvePhasesAndRoles(analysis, &phases, &roles, UnixNanos(0));
   if (!parsed.ok()) return usage(parsed.message());
   bool complete = true;
-  std::vector<Run> a, b;
+  std::vector<ExperimentRun> a, b;
   for (auto [given, runs] : {std::pair{&args.a, &a}, std::pair{&args.b, &b}}) {
     for (const std::string& text : *given) {
-      Result<Run> run = EnergyOfRun(text, analysis, options, args.quiet || args.json);
+      Result<ExperimentRun> run = ReadRun(text, analysis, options, args.quiet || args.json);
       if (!run.ok()) {
         std::fprintf(stderr, "kwatt energy: %s: %s\n", text.c_str(),
                      run.status().message().c_str());
@@ -208,11 +208,7 @@ int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
       runs->push_back(std::move(*run));
     }
   }
-  auto figures = [](const std::vector<Run>& runs) {
-    std::vector<std::vector<energy::RunFigure>> out;
-    for (const Run& r : runs) out.push_back(energy::RunFiguresOf(r.energy));
-    return out;
-  };
+  auto figures = FiguresOfRuns;
   const std::vector<energy::RunsSummary> summary_a =
       energy::SummarizeRuns(figures(a), args.confidence);
   const std::vector<energy::RunsSummary> summary_b =

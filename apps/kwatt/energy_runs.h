@@ -3,11 +3,14 @@
 #ifndef KWATT_APPS_KWATT_ENERGY_RUNS_H_
 #define KWATT_APPS_KWATT_ENERGY_RUNS_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/runs.h"
+#include "kwatt/energy/source_check.h"
 
 namespace kwatt::cli {
 
@@ -16,6 +19,24 @@ struct RunsArgs {
   double confidence = 0.95;
   bool json = false, csv = false, quiet = false;
 };
+
+// One run read and computed.
+struct ExperimentRun {
+  std::string given;  // as the user wrote it: an archive directory or a job SITE:ID
+  RowsReport rows;
+  energy::EnergyReport energy;
+  std::vector<energy::SourceCheck> checks;
+  std::shared_ptr<energy::EnergySink> sink;  // its power rows
+};
+
+// A run's energy as `kwatt energy` computes it: `given` an archive directory or a job SITE:ID,
+// the query's other options, --phase (offsets after the run's start) and --role; its sources
+// checked against each other.
+Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
+                              energy::EnergyOptions options, bool quiet);
+
+// Each run's figures (RunFiguresOf).
+std::vector<std::vector<energy::RunFigure>> FiguresOfRuns(const std::vector<ExperimentRun>& runs);
 
 // Each run's energy as `kwatt energy` computes it (the query's other options, --phase, with
 // offsets after each run's start, and --role applying to every run), then the summary of set A,

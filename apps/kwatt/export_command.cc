@@ -21,17 +21,7 @@ namespace {
 // Python beside this executable (a pip-installed kwatt's), or $KWATT_PYTHON.
 int ExportParquet(const std::string& dir, const std::string& output,
                   const ArchiveFilterArgs& filters) {
-  std::string python;
-  char self[4096];
-  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length > 0) {
-    std::string beside = std::string(self, size_t(length));
-    beside = beside.substr(0, beside.rfind('/') + 1) + "python3";
-    if (::access(beside.c_str(), X_OK) == 0) python = beside;
-  }
-  if (const char* given = std::getenv("KWATT_PYTHON"); python.empty() && given && *given) {
-    python = given;
-  }
+  std::string python = PackagePython();
   if (python.empty()) {
     std::fprintf(stderr,
                  "kwatt export: Parquet is written by the Python package (pyarrow): install it "
@@ -62,6 +52,18 @@ int ExportParquet(const std::string& dir, const std::string& output,
 }
 
 }  // namespace
+
+std::string PackagePython() {
+  char self[4096];
+  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length > 0) {
+    std::string beside = std::string(self, size_t(length));
+    beside = beside.substr(0, beside.rfind('/') + 1) + "python3";
+    if (::access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  if (const char* given = std::getenv("KWATT_PYTHON"); given && *given) return given;
+  return "";
+}
 
 Runner RegisterExport(CLI::App* app) {
   struct Args {

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
       kwatt::cli::RegisterInspect(&app),  kwatt::cli::RegisterCat(&app),
       kwatt::cli::RegisterExport(&app),   kwatt::cli::RegisterImport(&app),
       kwatt::cli::RegisterStore(&app),    kwatt::cli::RegisterCollect(&app),
-      kwatt::cli::RegisterJobs(&app),     kwatt::cli::RegisterMeter(&app)};
+      kwatt::cli::RegisterJobs(&app),     kwatt::cli::RegisterMeter(&app),
+      kwatt::cli::RegisterReport(&app)};
   // `kwatt NOSUCH --help` would print the main help and exit 0: an unknown command is an error
   // whatever follows it.
   const CLI::App& commands = app;

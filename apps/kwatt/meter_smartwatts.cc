@@ -59,7 +59,7 @@ class FanOutSink : public meter::ReportSink {
   }
 };
 
-struct Args {
+struct SmartWattsArgs {
   std::string input;
   std::vector<std::string> outputs;
   meter::SmartWattsOptions formula;
@@ -67,7 +67,7 @@ struct Args {
   bool disable_cpu = false, disable_dram = false, no_scaling = false, quiet = false;
 };
 
-int Run(Args& args) {
+int Run(SmartWattsArgs& args) {
   const char* kName = "kwatt meter smartwatts";
   auto fail = [&](const Status& status) {
     std::fprintf(stderr, "%s: %s\n", kName, status.message().c_str());
@@ -200,7 +200,7 @@ int Run(Args& args) {
 }  // namespace
 
 Runner RegisterMeterSmartwatts(CLI::App* meter) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<SmartWattsArgs>();
   meter::SmartWattsOptions& o = args->formula;
   CLI::App* c = meter->add_subcommand(
       "smartwatts",

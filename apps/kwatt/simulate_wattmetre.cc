@@ -34,7 +34,7 @@ Result<size_t> AddNode(simulate::SimulatedWattmetre* wattmetre, const std::strin
   return wattmetre->AddNode(uid, site);
 }
 
-struct Args {
+struct WattmetreArgs {
   std::string id = "wattmetre1";
   std::string nodes;
   int version = 2;
@@ -83,7 +83,7 @@ Status AddPorts(const std::string& nodes, simulate::SimulatedWattmetre* wattmetr
 // Prints the wattmeter's lines on standard output, each once measured (at its interval's end, by
 // the wall clock) or as fast as possible (--fast), until --duration's samples are printed, a
 // signal (SIGINT, SIGTERM) or a closed pipe. Returns how many lines reached the reader whole.
-int64_t StreamLines(simulate::SimulatedWattmetre& wattmetre, const Args& args) {
+int64_t StreamLines(simulate::SimulatedWattmetre& wattmetre, const WattmetreArgs& args) {
   const int64_t period = wattmetre.period();
   const UnixNanos first = wattmetre.first();
   int64_t samples_wanted = -1;  // until stopped
@@ -136,7 +136,7 @@ int64_t StreamLines(simulate::SimulatedWattmetre& wattmetre, const Args& args) {
   return written;
 }
 
-int Run(const Args& args) {
+int Run(const WattmetreArgs& args) {
   auto fail = [](const Status& status) {
     std::fprintf(stderr, "kwatt simulate wattmetre: %s\n", status.message().c_str());
     return ExitCodeOf(status);
@@ -188,7 +188,7 @@ int Run(const Args& args) {
 }  // namespace
 
 Runner RegisterSimulateWattmetre(CLI::App* simulate) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<WattmetreArgs>();
   CLI::App* command = simulate->add_subcommand(
       "wattmetre",
       "The line stream of a simulated Omegawatt wattmeter (wattmetre-read's), each port's value "

@@ -1,4 +1,5 @@
-"""python -m kwatt export DIR --to parquet -o PATH: an archive's rows as a Parquet file.
+"""python -m kwatt export DIR --to parquet -o PATH: an archive's rows as a Parquet file; python -m
+kwatt report-figures DIR: the figures of `kwatt report` (kwatt.report_figures).
 
 `kwatt export --to parquet` runs this (the C++ CLI has no Parquet writer: pyarrow is the well-kept
 one, and it comes with the Python package). The columns are those of kwatt.load(): timestamp
@@ -78,6 +79,18 @@ def _export(args):
     return 0
 
 
+def _report_figures(args):
+    try:
+        from .report_figures import draw
+        import matplotlib  # noqa: F401  (the plot extra)
+    except ImportError as e:
+        print(f"kwatt report: the figures are drawn by matplotlib, which is not installed ({e}): "
+              "pip install 'kwatt[plot]'", file=sys.stderr)
+        return 1
+    draw(args.dir)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m kwatt")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -97,7 +110,12 @@ def main(argv=None):
                              "once per slice of that many rows)")
     export.add_argument("--rows-per-group", type=_rows,
                         help="the most rows of a Parquet row group (default 131072)")
+    figures = commands.add_parser("report-figures",
+                                  help="draw the figures of a kwatt report's directory")
+    figures.add_argument("dir", help="the directory kwatt report is writing (its report.json)")
     args = parser.parse_args(argv)
+    if args.command == "report-figures":
+        return _report_figures(args)
     return _export(args)
 
 
