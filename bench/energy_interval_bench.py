@@ -84,7 +84,7 @@ def main() -> int:
         "",
         "The wattmeter read every 5 s falls short because the simulated power has a 0.4 W ripple "
         "of period 5.3 s that 5 s samples alias into a slow wave no sampling can tell from the "
-        "power (without that ripple the same cases give 97.0 %).", ""])
+        "power (without that ripple the same cases give about 97 %).", ""])
     if not args.no_write:
         h.publish(os.path.join(ROOT, "BENCHMARKS.md"), section, SECTION_TITLE, results,
                   "energy_interval")

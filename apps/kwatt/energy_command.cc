@@ -26,7 +26,8 @@ Result<std::optional<double>> ParseOffset(const std::string& text) {
   if (text.empty() || text[0] != '+') return std::optional<double>();
   char* end = nullptr;
   const double seconds = std::strtod(text.c_str() + 1, &end);
-  if (text.size() < 2 || *end != '\0' || !std::isfinite(seconds) || seconds < 0 ||
+  // (At most 30 years: an offset in nanoseconds must fit.)
+  if (text.size() < 2 || *end != '\0' || !std::isfinite(seconds) || seconds < 0 || seconds > 1e9 ||
       !std::isdigit(uint8_t(text[1]))) {
     return Status::InvalidArgument("'" + text + "' is no offset: expected +SECONDS after the " +
                                    "window's start (+300, +12.5)");

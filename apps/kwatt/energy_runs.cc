@@ -99,8 +99,41 @@ ordered_json RunsJson(const std::vector<ExperimentRun>& runs) {
   return out;
 }
 
+}  // namespace
+
+Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
+                              energy::EnergyOptions options, bool quiet) {
+  QueryArgs query = analysis.query;
+  std::string archive;
+  std::error_code error;
+  if (std::filesystem::is_directory(given, error)) {
+    archive = given;
+  } else if (IsJob(given)) {
+    query.job = given;
+  } else {
+    return Status::InvalidArgument("--run " + given +
+                                   ": neither an archive directory nor a job SITE:ID (lyon:1234)");
+  }
+  ExperimentRun run{given, {}, {}, {}, std::make_shared<energy::EnergySink>(options.metric)};
+  energy::EnergySink& sink = *run.sink;
+  KWATT_ASSIGN_OR_RETURN(
+      run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
+                          MakeProgress("kwatt energy " + given, quiet),
+                          /*metrics_are_candidates=*/true));
+  PrintFailures("kwatt energy", run.rows);
+  options.phases.clear();
+  options.roles.clear();
+  KWATT_RETURN_IF_ERROR(
+      ResolvePhasesAndRoles(analysis, &options.phases, &options.roles, run.rows.start));
+  KWATT_ASSIGN_OR_RETURN(run.energy, sink.Compute(run.rows, options));
+  run.checks = energy::CheckSources(*sink.power(), run.energy, options);
+  return run;
+}
+
 std::string SummariesCsv(const char* set, const std::vector<energy::RunsSummary>& summaries) {
-  std::string out;
+  std::string out =
+      "set,scope,name,phase,runs,mean_joules,sd_joules,low_joules,high_joules,mean_seconds,"
+      "mean_half_width_joules\n";
   for (const energy::RunsSummary& s : summaries) {
     out += set;
     for (const std::string* text : {&s.scope, &s.name, &s.phase}) {
@@ -137,37 +170,6 @@ std::string ComparisonsCsv(const std::vector<energy::RunsComparison>& comparison
     out += '\n';
   }
   return out;
-}
-
-}  // namespace
-
-Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
-                              energy::EnergyOptions options, bool quiet) {
-  QueryArgs query = analysis.query;
-  std::string archive;
-  std::error_code error;
-  if (std::filesystem::is_directory(given, error)) {
-    archive = given;
-  } else if (IsJob(given)) {
-    query.job = given;
-  } else {
-    return Status::InvalidArgument("--run " + given +
-                                   ": neither an archive directory nor a job SITE:ID (lyon:1234)");
-  }
-  ExperimentRun run{given, {}, {}, {}, std::make_shared<energy::EnergySink>(options.metric)};
-  energy::EnergySink& sink = *run.sink;
-  KWATT_ASSIGN_OR_RETURN(
-      run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
-                          MakeProgress("kwatt energy " + given, quiet),
-                          /*metrics_are_candidates=*/true));
-  PrintFailures("kwatt energy", run.rows);
-  options.phases.clear();
-  options.roles.clear();
-  KWATT_RETURN_IF_ERROR(
-      ResolvePhasesAndRoles(analysis, &options.phases, &options.roles, run.rows.start));
-  KWATT_ASSIGN_OR_RETURN(run.energy, sink.Compute(run.rows, options));
-  run.checks = energy::CheckSources(*sink.power(), run.energy, options);
-  return run;
 }
 
 std::vector<std::vector<energy::RunFigure>> FiguresOfRuns(const std::vector<ExperimentRun>& runs) {
@@ -225,10 +227,7 @@ int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
     out["comparison"] = ordered_json::parse(energy::RunsComparisonJson(comparisons));
     std::printf("%s\n", out.dump(2).c_str());
   } else if (args.csv) {
-    std::string csv = b.empty() ? "set,scope,name,phase,runs,mean_joules,sd_joules,low_joules,"
-                                  "high_joules,mean_seconds,mean_half_width_joules\n" +
-                                      SummariesCsv("a", summary_a)
-                                : ComparisonsCsv(comparisons);
+    std::string csv = b.empty() ? SummariesCsv("a", summary_a) : ComparisonsCsv(comparisons);
     std::fwrite(csv.data(), 1, csv.size(), stdout);
   } else {
     PrintRuns("A", a);

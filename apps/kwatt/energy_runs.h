@@ -35,6 +35,11 @@ struct ExperimentRun {
 Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
                               energy::EnergyOptions options, bool quiet);
 
+// `kwatt energy --run ... --csv`: a set's summary (`set` names it), with its header; the
+// comparison, with its header.
+std::string SummariesCsv(const char* set, const std::vector<energy::RunsSummary>& summaries);
+std::string ComparisonsCsv(const std::vector<energy::RunsComparison>& comparisons);
+
 // Each run's figures (RunFiguresOf).
 std::vector<std::vector<energy::RunFigure>> FiguresOfRuns(const std::vector<ExperimentRun>& runs);
 

@@ -140,6 +140,13 @@ std::string HtmlEscape(const std::string& text) {
   return out;
 }
 
+// 95, 97.5: a confidence in percent, as short as it reads.
+std::string Number100(double confidence) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", 100 * confidence);
+  return text;
+}
+
 std::string Fixed(double v, int digits) {
   if (!std::isfinite(v)) return "";
   char text[64];
@@ -250,8 +257,7 @@ std::string ComparisonLatex(const std::vector<energy::RunsComparison>& compariso
       "S[table-format=-3.2] c S[table-format=1.4]}\n\\toprule\nPhase & {A (\\si{\\kilo\\joule})} "
       "& {B (\\si{\\kilo\\joule})} & {B $-$ A (\\si{\\kilo\\joule})} & {B $-$ A "
       "(\\si{\\percent})} & " +
-      Fixed(100 * confidence, 0) +
-      "\\,\\% interval (\\si{\\kilo\\joule}) & {$p$} \\\\\n\\midrule\n";
+      Number100(confidence) + "\\,\\% interval (\\si{\\kilo\\joule}) & {$p$} \\\\\n\\midrule\n";
   for (const energy::RunsComparison& c : comparisons) {
     if (c.scope != "total") continue;
     out += LatexEscape(c.phase) + " & " + Fixed(c.a.mean / 1e3, 2) + " & " +
@@ -530,6 +536,10 @@ std::vector<std::string> ReportArgv(const ReportArgs& args) {
   if (!args.query.api.empty())
     argv.insert(argv.end(), {"--api", UrlWithoutCredentials(args.query.api)});
   if (!args.query.nodes.empty()) argv.insert(argv.end(), {"--nodes", args.query.nodes});
+  if (!args.query.start.empty()) argv.insert(argv.end(), {"--start", args.query.start});
+  if (!args.query.end.empty()) argv.insert(argv.end(), {"--end", args.query.end});
+  if (!args.query.config.empty()) argv.insert(argv.end(), {"--config", args.query.config});
+  if (args.query.summary) argv.push_back("--summary");
   for (const std::string& phase : args.phases) argv.insert(argv.end(), {"--phase", phase});
   for (const std::string& role : args.roles) argv.insert(argv.end(), {"--role", role});
   if (!args.metric.empty()) argv.insert(argv.end(), {"--metric", args.metric});
@@ -569,9 +579,15 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
   if (!args.query.job.empty()) {
     return fail(kExitUsage, "give each job as a run (kwatt report lyon:1234 ...), not --job");
   }
-  const fs::path target = args.output;
+  // "paper/" is the directory "paper": the work directory is its sibling, never inside it.
+  fs::path target = fs::path(args.output).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
   std::error_code error;
-  if (fs::exists(target, error) && !(fs::is_directory(target) && fs::is_empty(target))) {
+  if (target.empty() || target == "." || target == "..") {
+    return fail(kExitUsage, "-o " + args.output + ": give the name of a new directory");
+  }
+  if (fs::exists(target, error) &&
+      !(fs::is_directory(target, error) && fs::is_empty(target, error))) {
     return fail(kExitUsage, args.output +
                                 " exists: kwatt report writes a new directory (remove "
                                 "it, or choose another -o)");
@@ -624,7 +640,7 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
     f.intensity.source = args.carbon_source.empty()
                              ? (f.intensity.series() ? "the file " + args.carbon : "given")
                              : args.carbon_source;
-    if (checked.ok()) checked = energy::CheckEmissionFactors(f).WithContext("--pue");
+    if (checked.ok()) checked = energy::CheckEmissionFactors(f);
     factors = std::move(f);
   } else if (checked.ok() && (args.pue != 1 || !args.pue_source.empty())) {
     checked = Status::InvalidArgument("--pue applies to emissions: give --carbon-intensity too");
@@ -725,7 +741,8 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
 
   // Written into a directory beside the target, renamed once whole: an interrupted report never
   // looks finished.
-  const fs::path work = target.string() + ".kwatt-report-" + std::to_string(::getpid());
+  const fs::path work = target.parent_path() / (target.filename().string() + ".kwatt-report-" +
+                                                std::to_string(::getpid()));
   fs::remove_all(work, error);
   fs::create_directories(work / "tables", error);
   fs::create_directories(work / "figures", error);
@@ -741,10 +758,16 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
   write("tables/energy.csv", EnergyCsv(rows));
   write("tables/energy.json", EnergyJson(rows).dump(2) + "\n");
   write("tables/energy.tex", EnergyLatex(rows, factors.has_value()));
-  if (all.size() > 1) {
+  if (a.size() > 1) {
     write("tables/runs_a.json", energy::RunsSummaryJson(summary_a) + "\n");
+    write("tables/runs_a.csv", SummariesCsv("a", summary_a));
+  }
+  if (b.size() > 1) {
+    write("tables/runs_b.json", energy::RunsSummaryJson(summary_b) + "\n");
+    write("tables/runs_b.csv", SummariesCsv("b", summary_b));
   }
   if (!comparisons.empty()) {
+    write("tables/comparison.csv", ComparisonsCsv(comparisons));
     write("tables/comparison.json", energy::RunsComparisonJson(comparisons) + "\n");
     write("tables/comparison.tex", ComparisonLatex(comparisons, args.confidence));
   }
@@ -775,7 +798,7 @@ Runner RegisterReport(CLI::App* app) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* command = app->add_subcommand(
       "report",
-      "A directory a paper can use: an HTML page, figures (PNG, PDF), tables (CSV, JSON, "
+      "A directory a paper can use: an HTML page, figures (PNG, PDF, SVG), tables (CSV, JSON, "
       "LaTeX) and a provenance record, from archives or jobs (doc/report.md)");
   command->add_option("runs", args->a, "Runs: archive directories or jobs SITE:ID (set A)")
       ->required();

@@ -18,6 +18,7 @@ from .errors import (AuthenticationError, CorruptionError, DeployError, Incomple
 from .frames import (compare_runs, energy_frame, load, manifest, runs_summary, source_checks_frame,
                      stats_frame, table_frame)
 from .measure import Measurement, measure
+from .report import report
 
 __version__ = _core.__version__
 
@@ -35,7 +36,7 @@ def __getattr__(name):
 
 __all__ = [
     "Kwollect", "measure", "Measurement", "load", "manifest", "table_frame", "energy_frame",
-    "source_checks_frame", "stats_frame", "runs_summary", "compare_runs",
+    "source_checks_frame", "stats_frame", "runs_summary", "compare_runs", "report",
     "KwattError", "InvalidArgumentError", "NotFoundError", "CorruptionError", "KwattIOError",
     "UnavailableError", "AuthenticationError", "KwattPermissionError", "IncompleteError",
     "DeployError",

@@ -33,6 +33,11 @@ def _save(fig, directory, name):
                     metadata=metadata, **kwargs)
 
 
+def _text(name):
+    """A run's or phase's name as matplotlib shows it: never read as math ($...$)."""
+    return str(name).replace("$", r"\$")
+
+
 def _runs(report):
     for set_name in ("a", "b"):
         for run in report["sets"][set_name]:
@@ -59,7 +64,7 @@ def power_figure(report, plt):
                 total = {t: w + points[t] for t, w in total.items() if t in points}
                 seconds = [t for t in seconds if t in total]
         label = f"set {set_name.upper()}" if set_name not in labelled and report["sets"]["b"] \
-            else (None if set_name in labelled else run["run"])
+            else (None if set_name in labelled else _text(run["run"]))
         labelled.add(set_name)
         ax.plot([t / 60 for t in seconds], [total[t] for t in seconds], lw=1,
                 color=COLORS[set_name] if report["sets"]["b"] else None, alpha=0.8, label=label)
@@ -72,7 +77,7 @@ def power_figure(report, plt):
                 a = _minutes_between(start, p["start"])
                 b = _minutes_between(start, p["end"])
                 ax.axvspan(a, b, color="0.85", zorder=0)
-                ax.text(a, 1.0, f" {phase}", transform=ax.get_xaxis_transform(), va="top",
+                ax.text(a, 1.0, f" {_text(phase)}", transform=ax.get_xaxis_transform(), va="top",
                         fontsize=8, color="0.3")
     ax.set_xlabel("minutes since the run's start")
     ax.set_ylabel("power (W), all nodes")
@@ -103,9 +108,9 @@ def energy_figure(report, plt):
         x = [k + (i - (len(runs) - 1) / 2) * width for k in range(len(phases))]
         ax.bar(x, values, width * 0.9, yerr=errors, capsize=2,
                color=COLORS[set_name] if report["sets"]["b"] else None, alpha=0.85,
-               label=run["run"])
+               label=_text(run["run"]))
     ax.set_xticks(range(len(phases)))
-    ax.set_xticklabels(phases)
+    ax.set_xticklabels([_text(p) for p in phases])
     ax.set_ylabel("energy (kJ), 95 % interval")
     ax.grid(axis="y", alpha=0.3)
     if len(runs) <= 12:
@@ -128,7 +133,7 @@ def runs_figure(report, plt):
             ax.errorbar(k + offset, s["mean_joules"] / 1e3,
                         yerr=[[(s["mean_joules"] - low) / 1e3], [(high - s["mean_joules"]) / 1e3]],
                         fmt="o", color=COLORS[set_name], capsize=4,
-                        label=f"set {set_name.upper()} (mean, {report['confidence']:.0%})"
+                        label=f"set {set_name.upper()} (mean, {100 * report['confidence']:g} %)"
                         if k == 0 else None)
         for _, run in ((s, r) for s, r in _runs(report) if s == set_name):
             for k, phase in enumerate(phases):
@@ -138,7 +143,7 @@ def runs_figure(report, plt):
                     ax.plot(k + offset * 1.6, f["joules"] / 1e3, ".", color=COLORS[set_name],
                             alpha=0.5)
     ax.set_xticks(range(len(phases)))
-    ax.set_xticklabels(phases)
+    ax.set_xticklabels([_text(p) for p in phases])
     ax.set_ylabel("energy per run (kJ)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)

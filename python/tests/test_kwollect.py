@@ -731,6 +731,27 @@ def test_runs_are_summarized_and_compared(server):
         kwatt.runs_summary(idle, confidence=95)
 
 
+def test_report_writes_kwatt_reports_directory(server, tmp_path):
+    # The job lyon:1001 (nova-1, 4, 5, 6 alternating 5 idle and 5 busy minutes), its busy phase.
+    out = kwatt.report(["lyon:1001"], tmp_path / "paper", api=server.url,
+                       phases={"busy": (300, 600)}, carbon_intensity=52,
+                       carbon_source="a constant for the test", title="One job")
+    assert out == str(tmp_path / "paper")
+    data = json.loads((tmp_path / "paper" / "report.json").read_text())
+    assert data["title"] == "One job"
+    run = data["sets"]["a"][0]
+    assert run["run"] == "lyon:1001" and run["energy"]["phases"] == ["busy"]
+    assert run["emissions"]["mean_grams_per_kwh"] == 52
+    assert (tmp_path / "paper" / "figures" / "energy.pdf").exists()
+    assert "--phase busy=+300..+600" in data["provenance"]["reproduce"][-1]
+    with pytest.raises(kwatt.InvalidArgumentError, match="PUE"):
+        kwatt.report(["lyon:1001"], tmp_path / "other", api=server.url, carbon_intensity=52,
+                     pue=0.5)
+    with pytest.raises(kwatt.InvalidArgumentError, match="phases"):
+        kwatt.report(["lyon:1001"], tmp_path / "other", api=server.url, phases={"busy": 3})
+    assert not (tmp_path / "other").exists()
+
+
 def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
     k = make(server)
     k.start(T0)

@@ -75,8 +75,9 @@ Result<CarbonIntensity> ParseEco2mix(const std::vector<std::string_view>& lines,
   auto column = [&](std::string_view name) -> int {
     for (size_t i = 0; i < names.size(); ++i) {
       if (names[i].size() == name.size() &&
-          std::equal(name.begin(), name.end(), names[i].begin(),
-                     [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+          std::equal(name.begin(), name.end(), names[i].begin(), [](char a, char b) {
+            return std::tolower(uint8_t(a)) == std::tolower(uint8_t(b));
+          })) {
         return int(i);
       }
     }
@@ -208,10 +209,19 @@ Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& re
     parts.roles.clear();
     parts.baseline_phase.clear();
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      // A value holds at most kMaxStaleSeconds: a part whose end is further from its value's
+      // time (the series ends, or has a hole, inside the window) has none there.
       const double value = c.At(cuts[i]);
-      if (std::isnan(value)) {
-        e.why = "the carbon intensity series (" + c.source + ") has no value at " +
-                FormatParisTimestamp(cuts[i]);
+      const UnixNanos last = cuts[i + 1] - 1;
+      if (std::isnan(value) || std::isnan(c.At(last))) {
+        // From when: this part's start, or where its value stops holding.
+        UnixNanos from = cuts[i];
+        if (!std::isnan(value)) {
+          auto held = std::upper_bound(c.times.begin(), c.times.end(), cuts[i]) - 1;
+          from = *held + kMaxStaleSeconds * kNanosPerSecond;
+        }
+        e.why = "the carbon intensity series (" + c.source + ") has no value from " +
+                FormatParisTimestamp(from) + " (a value holds an hour at most)";
         return e;
       }
       parts.phases.push_back({"part " + std::to_string(i), cuts[i], cuts[i + 1]});

@@ -78,7 +78,22 @@ TEST(EmissionsOf, EachPartOfTheWindowAtItsIntensityTimesThePue) {
   e = EmissionsOf(c, *report, options, factors);
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(std::isnan(e->grams));
-  EXPECT_NE(e->why.find("no value at"), std::string::npos) << e->why;
+  EXPECT_NE(e->why.find("no value from"), std::string::npos) << e->why;
+  // A series that stops inside the window (its last value at 14:20 holds until 15:20 at most):
+  // no figure for the hour, and why.
+  PowerCollector longer({"n-1.s.grid5000.fr"});
+  for (int i = 0; i <= 4 * 3600; ++i) {
+    longer.Add("n-1.s.grid5000.fr", "wattmetre_power_watt", "{}", (kT0 + i) * kS, 100);
+  }
+  Result<EnergyReport> four_hours = ComputeEnergy(longer, kT0 * kS, (kT0 + 4 * 3600) * kS, options);
+  ASSERT_TRUE(four_hours.ok());
+  factors.intensity =
+      *ParseCarbonIntensity("time,grams_per_kwh\n1744977600,30\n1744978800,40\n", "short.csv");
+  e = EmissionsOf(longer, *four_hours, options, factors);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(std::isnan(e->grams));
+  EXPECT_NE(e->why.find("has no value from 2025-04-18T15:20:00+02:00"), std::string::npos)
+      << e->why;
   // A PUE below 1 is none.
   factors.pue = 0.9;
   EXPECT_FALSE(EmissionsOf(c, *report, options, factors).ok());

@@ -144,9 +144,11 @@ void AddSampleTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t
     } else if (near.Close(i, i + 1)) {
       line += LineShare(t[i], t[i + 1], a, b, /*rising=*/false);
     }
+    // One reading's error weighs on both its shares: its variance (line + held)^2 x own, the
+    // cross term split between the two terms.
     const double own = std::max(0.0, spread[i - near.first] - rounding);
-    terms->sampling_variance += line * line * own;
-    terms->gaps_variance += held * held * own;
+    terms->sampling_variance += (line * line + line * held) * own;
+    terms->gaps_variance += (held * held + line * held) * own;
     shares += line + held;
     shares_squared += (line + held) * (line + held);
   }
@@ -158,7 +160,8 @@ void AddSampleTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t
 }
 
 // Summary rows: a bucket's mean is its energy exactly; one cut by an edge counts at its mean, the
-// part inside off by up to how the power moved within it, read from how the means move.
+// part inside off by up to how the power moved within it, read from how the means move and
+// scatter.
 void AddBucketTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t period,
                     ErrorTerms* terms) {
   const std::vector<UnixNanos>& t = near.s.time;
@@ -170,7 +173,15 @@ void AddBucketTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t
     const double inside = Overlap(t[i], end, a, b);
     if (length <= 0 || inside <= 0 || inside >= length) continue;
     const double cut = inside * (1 - inside / length);
-    terms->sampling_variance += cut * cut * spread[i - near.first];
+    // How far the power moved within it: as far as the means around it move (a steady ramp's
+    // part of a bucket is off its mean by up to half the move), and as they scatter.
+    double move = 0;
+    if (i > 0 && near.Close(i - 1, i)) move = std::fabs(near.s.value[i] - near.s.value[i - 1]);
+    if (i + 1 < t.size() && near.Close(i, i + 1)) {
+      move = std::max(move, std::fabs(near.s.value[i + 1] - near.s.value[i]));
+    }
+    const double ramp = cut * move / 2;
+    terms->sampling_variance += cut * cut * spread[i - near.first] + ramp * ramp / 3;
   }
 }
 

@@ -106,6 +106,25 @@ TEST(SeriesErrorTerms, AStepBetweenSlowSamplesIsWhatTheSamplingMayMiss) {
   }
 }
 
+TEST(SeriesErrorTerms, ASummaryBucketCutByAnEdgeIsOffByHowThePowerMovedWithinIt) {
+  // 5-minute means rising 10 W a bucket (a steady ramp), the window ending half-way through a
+  // bucket: its first half's mean is 2.5 W below the bucket's, 375 J over 150 s.
+  PowerCollector::Series s;
+  for (int i = 0; i < 10; ++i) {
+    s.time.push_back(i * kSummaryBucketNanos);
+    s.value.push_back(100 + 10 * i);
+  }
+  const UnixNanos end = 4 * kSummaryBucketNanos + kSummaryBucketNanos / 2;
+  ErrorTerms t = SeriesErrorTerms(s, 0, end, kSummaryBucketNanos, 3, RowKind::kBucketMeans);
+  const double sampling = Combine(t, 0).sampling;
+  EXPECT_GE(sampling, 375);
+  EXPECT_LT(sampling, 4 * 375);
+  // Whole buckets: their means are their energy, nothing to add.
+  ErrorTerms whole = SeriesErrorTerms(s, 0, 4 * kSummaryBucketNanos, kSummaryBucketNanos, 3,
+                                      RowKind::kBucketMeans);
+  EXPECT_EQ(whole.sampling_variance, 0);
+}
+
 TEST(Uncertainty, TermsCombineAsTheGumSaysAndAddOverNodesAndIntervals) {
   ErrorTerms a;
   a.accuracy_bound = 300;

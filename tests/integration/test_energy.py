@@ -789,7 +789,9 @@ def test_runs_are_summarized_and_compared_with_the_truth(tmp_path):
                                (["--run", "lyon:9000", "--job", "lyon:9001"], "--run"),
                                (["--run", "lyon:9000", "--confidence", "95"], "--confidence"),
                                (["--run", "lyon:9000", "--phase", "w=+1..2025-04-18"],
-                                "both ends")):
+                                "both ends"),
+                               (["--run", "lyon:9000", "--phase", "w=+1e12..+1e13"],
+                                "is no offset")):
             bad = subprocess.run([KWATT, "energy", "--api", server.url, *args],
                                  capture_output=True, text=True, timeout=60)
             assert bad.returncode == 2 and expected in bad.stderr, (args, bad.stderr)

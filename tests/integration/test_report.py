@@ -53,7 +53,7 @@ def report(tmp_path_factory):
     out = directory / "paper"
     command = [KWATT, "report", "--api", server.url, "lyon:100", "lyon:101", "lyon:102",
                "--versus", "lyon:103", "--versus", "lyon:104", "--versus", "lyon:105",
-               "--phase", "work=+120..+480", "-o", str(out), "--title", "Harder work",
+               "--phase", "work=+120..+480", "-o", f"{out}/", "--title", "Harder work",
                "--carbon-intensity", str(eco2mix), "--carbon-source", "RTE eCO2mix, France",
                "--pue", "1.4", "--pue-source", "assumed for the test", "-q"]
     # The figures are drawn by the Python package of this interpreter (the build tree's kwatt
@@ -68,8 +68,9 @@ def report(tmp_path_factory):
 def test_the_directory_holds_the_page_figures_tables_and_provenance(report):
     out = report["dir"]
     for name in ("report.html", "report.json", "provenance.json", "tables/energy.csv",
-                 "tables/energy.json", "tables/energy.tex", "tables/comparison.json",
-                 "tables/comparison.tex"):
+                 "tables/energy.json", "tables/energy.tex", "tables/comparison.csv",
+                 "tables/comparison.json", "tables/comparison.tex", "tables/runs_a.csv",
+                 "tables/runs_a.json", "tables/runs_b.csv", "tables/runs_b.json"):
         assert (out / name).stat().st_size > 0, name
     for figure in ("power", "energy", "runs"):
         for ext in ("png", "pdf", "svg"):

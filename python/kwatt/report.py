@@ -1,0 +1,88 @@
+"""kwatt.report(): `kwatt report` from Python (doc/report.md).
+
+The report is made by the `kwatt` command installed with this package (its C++ core computes
+every figure, this package's matplotlib draws them): this runs it, with the arguments named as
+Python users name them, and raises kwatt's exceptions with its message.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+from .errors import InvalidArgumentError, KwattError
+
+
+def _kwatt_command():
+    """The `kwatt` executable: $KWATT_BIN, else the one beside this interpreter (a virtualenv's,
+    where pip installed it), else the first on PATH."""
+    given = os.environ.get("KWATT_BIN")
+    if given:
+        return given
+    beside = os.path.join(os.path.dirname(sys.executable), "kwatt")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("kwatt")
+    if found is None:
+        raise KwattError("no kwatt command: it is installed with the package (pip install "
+                         "kwatt-...whl); or set KWATT_BIN")
+    return found
+
+
+def _phase_arguments(phases):
+    """--phase NAME=+A..+B from {name: (start_s, end_s)} or [(name, start_s, end_s)], seconds
+    after each run's start."""
+    items = phases.items() if hasattr(phases, "items") else phases
+    out = []
+    for item in items:
+        try:
+            name, (a, b) = item if hasattr(phases, "items") else (item[0], item[1:])
+            a, b = float(a), float(b)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"phases: {item!r} is not a name with (start, end) "
+                                       "seconds after each run's start") from None
+        out += ["--phase", f"{name}=+{a:g}..+{b:g}"]
+    return out
+
+
+def report(runs, output, versus=None, phases=None, roles=None, api=None, title=None,
+           accuracies=None, clock_offset=None, confidence=None, carbon_intensity=None,
+           carbon_source=None, pue=None, pue_source=None, quiet=True):
+    """Writes `kwatt report`'s directory `output` (doc/report.md) and returns its path.
+
+    runs: the runs of set A, each an archive directory (kwatt backup, Kwollect.backup()) or a job
+    "SITE:ID"; versus: set B's, compared with A. phases: {name: (start, end)} in seconds after each
+    run's start. roles: {name: [node, ...]}. accuracies: {metric: "P%+WW"}. carbon_intensity:
+    grams of CO2e per kWh, or the path of RTE's eCO2mix export (or CSV time,grams_per_kwh), with
+    carbon_source naming it; pue with pue_source. A run that could not be read whole, or figures
+    that could not be drawn, raise KwattError after the report is written; bad arguments raise
+    InvalidArgumentError."""
+    runs = [os.fspath(r) for r in ([runs] if isinstance(runs, (str, os.PathLike)) else runs)]
+    if not runs:
+        raise InvalidArgumentError("report: give at least one run")
+    argv = [_kwatt_command(), "report", *runs, "-o", os.fspath(output)]
+    for run in versus or []:
+        argv += ["--versus", os.fspath(run)]
+    if phases:
+        argv += _phase_arguments(phases)
+    for name, nodes in (roles or {}).items():
+        argv += ["--role", f"{name}={','.join(nodes)}"]
+    for metric, accuracy in (accuracies or {}).items():
+        argv += ["--accuracy", f"{metric}={accuracy}"]
+    for flag, value in (("--api", api), ("--title", title), ("--clock-offset", clock_offset),
+                        ("--confidence", confidence), ("--carbon-intensity", carbon_intensity),
+                        ("--carbon-source", carbon_source), ("--pue", pue),
+                        ("--pue-source", pue_source)):
+        if value is not None:
+            argv += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    if quiet:
+        argv.append("-q")
+    # The figures are drawn by this interpreter's package.
+    env = dict(os.environ, KWATT_PYTHON=os.environ.get("KWATT_PYTHON", sys.executable))
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    message = result.stderr.strip().replace("kwatt report: ", "")
+    if result.returncode == 2:
+        raise InvalidArgumentError(message)
+    if result.returncode != 0:
+        raise KwattError(message or f"kwatt report exited with status {result.returncode}")
+    return os.fspath(output)
