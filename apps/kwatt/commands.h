@@ -93,6 +93,10 @@ struct AnalysisArgs {
   std::vector<std::string> phases, roles;  // NAME=START..END, NAME=NODE,NODE
 };
 void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args);
+// Parses --accuracy METRIC=P%+WW options into `accuracies` (by metric); InvalidArgument naming
+// the one that is wrong.
+Status ParseAccuracyOptions(const std::vector<std::string>& texts,
+                            std::map<std::string, energy::StatedAccuracy>* accuracies);
 // Parses --phase and --role; InvalidArgument naming the one that is wrong. A phase given as
 // offsets after the window's start (NAME=+300..+600) is placed after `origin`, and refused
 // without one.

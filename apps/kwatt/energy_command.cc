@@ -95,6 +95,17 @@ void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args) {
   command->add_option("--role", args->roles, "A named set of nodes NAME=NODE,NODE (repeatable)");
 }
 
+Status ParseAccuracyOptions(const std::vector<std::string>& texts,
+                            std::map<std::string, energy::StatedAccuracy>* accuracies) {
+  for (const std::string& text : texts) {
+    Result<std::pair<std::string, energy::StatedAccuracy>> accuracy =
+        energy::ParseStatedAccuracy(text);
+    if (!accuracy.ok()) return accuracy.status().WithContext("--accuracy");
+    (*accuracies)[accuracy->first] = accuracy->second;
+  }
+  return Status::OK();
+}
+
 Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
                              std::vector<energy::Role>* roles, std::optional<UnixNanos> origin) {
   UnixNanos now = WallClockNow();
@@ -386,19 +397,18 @@ int ShareByActivity(const energy::EnergySink& rows, const RowsReport& report,
   return replay->gap_intervals ? kExitFailure : kExitOk;
 }
 
-}  // namespace
+struct EnergyArgs {
+  AnalysisArgs analysis;
+  std::string metric, baseline, activity, node, idle_policy = "proportional";
+  std::vector<std::string> idle_power, accuracies;
+  double gap_factor = energy::EnergyOptions().gap_factor;
+  double clock_offset = energy::kDefaultClockOffsetSeconds;
+  RunsArgs runs;
+  bool json = false, csv = false, quiet = false;
+};
 
-Runner RegisterEnergy(CLI::App* app) {
-  struct Args {
-    AnalysisArgs analysis;
-    std::string metric, baseline, activity, node, idle_policy = "proportional";
-    std::vector<std::string> idle_power, accuracies;
-    double gap_factor = energy::EnergyOptions().gap_factor;
-    double clock_offset = energy::kDefaultClockOffsetSeconds;
-    RunsArgs runs;
-    bool json = false, csv = false, quiet = false;
-  };
-  auto args = std::make_shared<Args>();
+// The options of `kwatt energy` into `args`.
+CLI::App* AddEnergyOptions(CLI::App* app, EnergyArgs* args) {
   CLI::App* command = app->add_subcommand(
       "energy",
       "Energy of nodes over a window or a job: best power source, exact integration, "
@@ -454,94 +464,96 @@ Runner RegisterEnergy(CLI::App* app) {
       ->needs(activity);
   after->add_option("--idle-power", args->idle_power, "Idle power: node=95 (default: learned)")
       ->needs(activity);
+  return command;
+}
+
+int RunEnergy(const EnergyArgs& args) {
+  energy::EnergyOptions energy_options;
+  energy_options.metric = args.metric;
+  energy_options.baseline_phase = args.baseline;
+  energy_options.gap_factor = args.gap_factor;
+  // Checked before anything is fetched; ComputeEnergy checks it again (for every caller).
+  energy_options.clock_offset_seconds = args.clock_offset;
+  Status parsed = energy::CheckGapFactor(args.gap_factor, "--gap-factor");
+  if (parsed.ok()) parsed = energy::CheckClockOffset(args.clock_offset, "--clock-offset");
+  if (parsed.ok()) {  // the text checked now; offsets (+SECONDS) placed once the window is known
+    parsed = ResolvePhasesAndRoles(args.analysis, &energy_options.phases, &energy_options.roles,
+                                   UnixNanos(0));
+  }
+  if (parsed.ok()) parsed = ParseAccuracyOptions(args.accuracies, &energy_options.accuracies);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
+    return kExitUsage;
+  }
+  if (!args.runs.a.empty()) {
+    RunsArgs runs = args.runs;
+    runs.json = args.json;
+    runs.csv = args.csv;
+    runs.quiet = args.quiet;
+    return RunEnergyOfRuns(runs, args.analysis, energy_options);
+  }
+  energy::EnergySink collector(args.metric);
+  Result<RowsReport> report =
+      RunSource(args.analysis.archive, args.analysis.query, energy::EnergyInputMetrics(args.metric),
+                &collector, MakeProgress("kwatt energy", args.quiet || args.json),
+                /*metrics_are_candidates=*/true);
+  if (!report.ok()) {
+    std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
+    return ExitCodeOf(report.status());
+  }
+  PrintFailures("kwatt energy", *report);
+  if (!args.activity.empty()) {
+    if (report->summary) {
+      std::fprintf(stderr,
+                   "kwatt energy: --activity shares the power second by second: it needs raw "
+                   "rows, not 5-minute summaries (--summary, or an archive of them)\n");
+      return kExitUsage;
+    }
+    std::string origin = args.analysis.archive.empty() ? std::string("Kwollect's API")
+                                                       : "archive " + args.analysis.archive;
+    return ShareByActivity(collector, *report, origin, args.activity, args.node, args.metric,
+                           args.idle_policy, args.idle_power, args.gap_factor, args.json);
+  }
+  energy_options.phases.clear();
+  energy_options.roles.clear();
+  Status placed = ResolvePhasesAndRoles(args.analysis, &energy_options.phases,
+                                        &energy_options.roles, report->start);
+  if (!placed.ok()) {
+    std::fprintf(stderr, "kwatt energy: %s\n", placed.message().c_str());
+    return kExitUsage;
+  }
+  Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
+    return ExitCodeOf(result.status());
+  }
+  const std::vector<energy::SourceCheck> checks =
+      energy::CheckSources(*collector.power(), *result, energy_options);
+  if (args.json) {
+    std::printf("%s\n", energy::EnergyReportJson(*result, &checks).c_str());
+  } else if (args.csv) {
+    for (const std::string& note : result->notes) {
+      std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
+    }
+    std::string csv = CsvReport(*result);
+    std::fwrite(csv.data(), 1, csv.size(), stdout);
+  } else {
+    PrintTable(*result);
+    PrintSourceChecks(checks);
+  }
+  bool missing = std::any_of(result->nodes.begin(), result->nodes.end(),
+                             [](const auto& n) { return n.metric.empty(); });
+  return report->complete() && !missing ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+Runner RegisterEnergy(CLI::App* app) {
+  auto args = std::make_shared<EnergyArgs>();
+  CLI::App* command = AddEnergyOptions(app, args.get());
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
-    energy::EnergyOptions energy_options;
-    energy_options.metric = args->metric;
-    energy_options.baseline_phase = args->baseline;
-    energy_options.gap_factor = args->gap_factor;
-    // Checked before anything is fetched; ComputeEnergy checks it again (for every caller).
-    energy_options.clock_offset_seconds = args->clock_offset;
-    Status parsed = energy::CheckGapFactor(args->gap_factor, "--gap-factor");
-    if (parsed.ok()) parsed = energy::CheckClockOffset(args->clock_offset, "--clock-offset");
-    if (parsed.ok()) {  // the text checked now; offsets (+SECONDS) placed once the window is known
-      parsed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases, &energy_options.roles,
-                                     UnixNanos(0));
-    }
-    std::map<std::string, energy::StatedAccuracy>& accuracies = energy_options.accuracies;
-    for (const std::string& text : args->accuracies) {
-      if (!parsed.ok()) break;
-      Result<std::pair<std::string, energy::StatedAccuracy>> accuracy =
-          energy::ParseStatedAccuracy(text);
-      if (accuracy.ok()) {
-        accuracies[accuracy->first] = accuracy->second;
-      } else {
-        parsed = accuracy.status().WithContext("--accuracy");
-      }
-    }
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "kwatt energy: %s\n", parsed.message().c_str());
-      return kExitUsage;
-    }
-    if (!args->runs.a.empty()) {
-      RunsArgs runs = args->runs;
-      runs.json = args->json;
-      runs.csv = args->csv;
-      runs.quiet = args->quiet;
-      return RunEnergyOfRuns(runs, args->analysis, energy_options);
-    }
-    energy::EnergySink collector(args->metric);
-    Result<RowsReport> report = RunSource(args->analysis.archive, args->analysis.query,
-                                          energy::EnergyInputMetrics(args->metric), &collector,
-                                          MakeProgress("kwatt energy", args->quiet || args->json),
-                                          /*metrics_are_candidates=*/true);
-    if (!report.ok()) {
-      std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
-      return ExitCodeOf(report.status());
-    }
-    PrintFailures("kwatt energy", *report);
-    if (!args->activity.empty()) {
-      if (report->summary) {
-        std::fprintf(stderr,
-                     "kwatt energy: --activity shares the power second by second: it needs raw "
-                     "rows, not 5-minute summaries (--summary, or an archive of them)\n");
-        return kExitUsage;
-      }
-      std::string origin = args->analysis.archive.empty() ? std::string("Kwollect's API")
-                                                          : "archive " + args->analysis.archive;
-      return ShareByActivity(collector, *report, origin, args->activity, args->node, args->metric,
-                             args->idle_policy, args->idle_power, args->gap_factor, args->json);
-    }
-    energy_options.phases.clear();
-    energy_options.roles.clear();
-    Status placed = ResolvePhasesAndRoles(args->analysis, &energy_options.phases,
-                                          &energy_options.roles, report->start);
-    if (!placed.ok()) {
-      std::fprintf(stderr, "kwatt energy: %s\n", placed.message().c_str());
-      return kExitUsage;
-    }
-    Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
-    if (!result.ok()) {
-      std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
-      return ExitCodeOf(result.status());
-    }
-    const std::vector<energy::SourceCheck> checks =
-        energy::CheckSources(*collector.power(), *result, energy_options);
-    if (args->json) {
-      std::printf("%s\n", energy::EnergyReportJson(*result, &checks).c_str());
-    } else if (args->csv) {
-      for (const std::string& note : result->notes) {
-        std::fprintf(stderr, "kwatt energy: note: %s\n", note.c_str());
-      }
-      std::string csv = CsvReport(*result);
-      std::fwrite(csv.data(), 1, csv.size(), stdout);
-    } else {
-      PrintTable(*result);
-      PrintSourceChecks(checks);
-    }
-    bool missing = std::any_of(result->nodes.begin(), result->nodes.end(),
-                               [](const auto& n) { return n.metric.empty(); });
-    return report->complete() && !missing ? kExitOk : kExitFailure;
+    return RunEnergy(*args);
   };
 }
 

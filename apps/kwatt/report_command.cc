@@ -570,131 +570,128 @@ std::string NowText() {
   return FormatParisTimestamp(WallClockNow() / kNanosPerSecond * kNanosPerSecond);
 }
 
-int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
-  auto fail = [](int code, const std::string& message) {
-    std::fprintf(stderr, "kwatt report: %s\n", message.c_str());
-    return code;
-  };
-  if (args.a.empty()) return fail(kExitUsage, "give at least one run (an archive or SITE:ID)");
-  if (!args.query.job.empty()) {
-    return fail(kExitUsage, "give each job as a run (kwatt report lyon:1234 ...), not --job");
-  }
-  // "paper/" is the directory "paper": the work directory is its sibling, never inside it.
-  fs::path target = fs::path(args.output).lexically_normal();
-  if (!target.has_filename()) target = target.parent_path();
-  std::error_code error;
-  if (target.empty() || target == "." || target == "..") {
-    return fail(kExitUsage, "-o " + args.output + ": give the name of a new directory");
-  }
-  if (fs::exists(target, error) &&
-      !(fs::is_directory(target, error) && fs::is_empty(target, error))) {
-    return fail(kExitUsage, args.output +
-                                " exists: kwatt report writes a new directory (remove "
-                                "it, or choose another -o)");
-  }
+// What the report is made with, its arguments checked.
+struct ReportSetup {
+  fs::path target;  // the directory to write ("paper/" is "paper")
   energy::EnergyOptions options;
-  options.metric = args.metric;
-  options.gap_factor = args.gap_factor;
-  options.clock_offset_seconds = args.clock_offset;
-  Status checked = energy::CheckGapFactor(args.gap_factor, "--gap-factor");
-  if (checked.ok()) checked = energy::CheckClockOffset(args.clock_offset, "--clock-offset");
-  if (checked.ok()) checked = energy::CheckConfidence(args.confidence, "--confidence");
-  for (const std::string& text : args.accuracies) {
-    if (!checked.ok()) break;
-    Result<std::pair<std::string, energy::StatedAccuracy>> accuracy =
-        energy::ParseStatedAccuracy(text);
-    if (accuracy.ok()) {
-      options.accuracies[accuracy->first] = accuracy->second;
-    } else {
-      checked = accuracy.status().WithContext("--accuracy");
-    }
-  }
-  // The emission factors.
   std::optional<energy::EmissionFactors> factors;
-  if (checked.ok() && !args.carbon.empty()) {
-    energy::EmissionFactors f;
-    f.pue = args.pue;
-    f.pue_source =
-        args.pue_source.empty() ? (args.pue == 1 ? "not counted" : "given") : args.pue_source;
-    char* end = nullptr;
-    const double constant = std::strtod(args.carbon.c_str(), &end);
-    if (end != args.carbon.c_str() && *end == '\0') {
-      f.intensity.constant = constant;
-    } else {
-      std::ifstream file(args.carbon, std::ios::binary);
-      if (!file) {
-        checked = Status::InvalidArgument("--carbon-intensity " + args.carbon +
-                                          ": neither grams per kWh nor a readable file");
-      } else {
-        std::stringstream text;
-        text << file.rdbuf();
-        Result<energy::CarbonIntensity> series =
-            energy::ParseCarbonIntensity(text.str(), args.carbon);
-        if (series.ok()) {
-          f.intensity = std::move(*series);
-        } else {
-          checked = series.status().WithContext("--carbon-intensity");
-        }
-      }
-    }
-    f.intensity.source = args.carbon_source.empty()
-                             ? (f.intensity.series() ? "the file " + args.carbon : "given")
-                             : args.carbon_source;
-    if (checked.ok()) checked = energy::CheckEmissionFactors(f);
-    factors = std::move(f);
-  } else if (checked.ok() && (args.pue != 1 || !args.pue_source.empty())) {
-    checked = Status::InvalidArgument("--pue applies to emissions: give --carbon-intensity too");
-  }
   AnalysisArgs analysis;
-  analysis.query = args.query;
-  analysis.phases = args.phases;
-  analysis.roles = args.roles;
-  if (checked.ok()) {
-    std::vector<energy::Interval> phases;
-    std::vector<energy::Role> roles;
-    checked = ResolvePhasesAndRoles(analysis, &phases, &roles, UnixNanos(0));
-  }
-  if (!checked.ok()) return fail(kExitUsage, checked.message());
+};
 
-  // The runs.
+// The carbon intensity and PUE given, if any: a constant, or a file's series.
+Result<std::optional<energy::EmissionFactors>> EmissionFactorsOf(const ReportArgs& args) {
+  if (args.carbon.empty()) {
+    if (args.pue != 1 || !args.pue_source.empty()) {
+      return Status::InvalidArgument("--pue applies to emissions: give --carbon-intensity too");
+    }
+    return std::optional<energy::EmissionFactors>();
+  }
+  energy::EmissionFactors f;
+  f.pue = args.pue;
+  f.pue_source =
+      args.pue_source.empty() ? (args.pue == 1 ? "not counted" : "given") : args.pue_source;
+  char* end = nullptr;
+  const double constant = std::strtod(args.carbon.c_str(), &end);
+  if (end != args.carbon.c_str() && *end == '\0') {
+    f.intensity.constant = constant;
+  } else {
+    std::ifstream file(args.carbon, std::ios::binary);
+    if (!file) {
+      return Status::InvalidArgument("--carbon-intensity " + args.carbon +
+                                     ": neither grams per kWh nor a readable file");
+    }
+    std::stringstream text;
+    text << file.rdbuf();
+    Result<energy::CarbonIntensity> series = energy::ParseCarbonIntensity(text.str(), args.carbon);
+    if (!series.ok()) return series.status().WithContext("--carbon-intensity");
+    f.intensity = std::move(*series);
+  }
+  f.intensity.source = args.carbon_source.empty()
+                           ? (f.intensity.series() ? "the file " + args.carbon : "given")
+                           : args.carbon_source;
+  KWATT_RETURN_IF_ERROR(energy::CheckEmissionFactors(f));
+  return std::optional<energy::EmissionFactors>(std::move(f));
+}
+
+// Checks every argument before anything is read: InvalidArgument naming the one that is wrong.
+Result<ReportSetup> SetUpReport(const ReportArgs& args) {
+  if (args.a.empty())
+    return Status::InvalidArgument("give at least one run (an archive or SITE:ID)");
+  if (!args.query.job.empty()) {
+    return Status::InvalidArgument(
+        "give each job as a run (kwatt report lyon:1234 ...), not --job");
+  }
+  ReportSetup setup;
+  setup.target = fs::path(args.output).lexically_normal();
+  if (!setup.target.has_filename()) setup.target = setup.target.parent_path();
+  if (setup.target.empty() || setup.target == "." || setup.target == "..") {
+    return Status::InvalidArgument("-o " + args.output + ": give the name of a new directory");
+  }
+  std::error_code error;
+  if (fs::exists(setup.target, error) &&
+      !(fs::is_directory(setup.target, error) && fs::is_empty(setup.target, error))) {
+    return Status::InvalidArgument(
+        args.output +
+        " exists: kwatt report writes a new directory (remove it, or choose "
+        "another -o)");
+  }
+  setup.options.metric = args.metric;
+  setup.options.gap_factor = args.gap_factor;
+  setup.options.clock_offset_seconds = args.clock_offset;
+  KWATT_RETURN_IF_ERROR(energy::CheckGapFactor(args.gap_factor, "--gap-factor"));
+  KWATT_RETURN_IF_ERROR(energy::CheckClockOffset(args.clock_offset, "--clock-offset"));
+  KWATT_RETURN_IF_ERROR(energy::CheckConfidence(args.confidence, "--confidence"));
+  KWATT_RETURN_IF_ERROR(ParseAccuracyOptions(args.accuracies, &setup.options.accuracies));
+  KWATT_ASSIGN_OR_RETURN(setup.factors, EmissionFactorsOf(args));
+  setup.analysis.query = args.query;
+  setup.analysis.phases = args.phases;
+  setup.analysis.roles = args.roles;
+  std::vector<energy::Interval> phases;
+  std::vector<energy::Role> roles;
+  KWATT_RETURN_IF_ERROR(ResolvePhasesAndRoles(setup.analysis, &phases, &roles, UnixNanos(0)));
+  return setup;
+}
+
+// The runs of both sets, computed, with their emissions and the sets' summaries and comparison.
+struct ReportData {
   std::vector<ExperimentRun> a, b;
-  bool complete = true;
-  for (auto [given, runs] : {std::pair{&args.a, &a}, std::pair{&args.b, &b}}) {
+  std::vector<energy::Emissions> emissions_a, emissions_b;
+  std::vector<energy::RunsSummary> summary_a, summary_b;
+  std::vector<energy::RunsComparison> comparisons;
+  bool complete = true;  // every run read whole, every node with power data
+};
+
+Result<ReportData> ComputeReport(const ReportArgs& args, const ReportSetup& setup) {
+  ReportData d;
+  for (auto [given, runs] : {std::pair{&args.a, &d.a}, std::pair{&args.b, &d.b}}) {
     for (const std::string& text : *given) {
-      Result<ExperimentRun> run = ReadRun(text, analysis, options, args.quiet);
-      if (!run.ok()) return fail(ExitCodeOf(run.status()), text + ": " + run.status().message());
-      complete = complete && run->rows.complete() && run->energy.nodes_without_power.empty();
+      Result<ExperimentRun> run = ReadRun(text, setup.analysis, setup.options, args.quiet);
+      if (!run.ok()) return run.status().WithContext(text);
+      d.complete = d.complete && run->rows.complete() && run->energy.nodes_without_power.empty();
       runs->push_back(std::move(*run));
     }
   }
-  std::vector<ExperimentRun> all = a;
-  all.insert(all.end(), b.begin(), b.end());
-  auto emissions_of =
-      [&](const std::vector<ExperimentRun>& runs) -> Result<std::vector<energy::Emissions>> {
-    std::vector<energy::Emissions> out;
-    if (!factors) return out;
-    for (const ExperimentRun& r : runs) {
-      KWATT_ASSIGN_OR_RETURN(energy::Emissions e,
-                             energy::EmissionsOf(*r.sink->power(), r.energy, options, *factors));
-      out.push_back(e);
+  for (auto [runs, emissions] :
+       {std::pair{&d.a, &d.emissions_a}, std::pair{&d.b, &d.emissions_b}}) {
+    for (const ExperimentRun& r : *runs) {
+      if (!setup.factors) break;
+      KWATT_ASSIGN_OR_RETURN(
+          energy::Emissions e,
+          energy::EmissionsOf(*r.sink->power(), r.energy, setup.options, *setup.factors));
+      emissions->push_back(e);
     }
-    return out;
-  };
-  Result<std::vector<energy::Emissions>> emissions_a = emissions_of(a),
-                                         emissions_b = emissions_of(b);
-  if (!emissions_a.ok())
-    return fail(ExitCodeOf(emissions_a.status()), emissions_a.status().message());
-  if (!emissions_b.ok())
-    return fail(ExitCodeOf(emissions_b.status()), emissions_b.status().message());
-  const std::vector<energy::RunsSummary> summary_a =
-      energy::SummarizeRuns(FiguresOfRuns(a), args.confidence);
-  const std::vector<energy::RunsSummary> summary_b =
-      energy::SummarizeRuns(FiguresOfRuns(b), args.confidence);
-  const std::vector<energy::RunsComparison> comparisons =
-      b.empty() ? std::vector<energy::RunsComparison>{}
-                : energy::CompareRuns(FiguresOfRuns(a), FiguresOfRuns(b), args.confidence);
+  }
+  d.summary_a = energy::SummarizeRuns(FiguresOfRuns(d.a), args.confidence);
+  d.summary_b = energy::SummarizeRuns(FiguresOfRuns(d.b), args.confidence);
+  if (!d.b.empty()) {
+    d.comparisons = energy::CompareRuns(FiguresOfRuns(d.a), FiguresOfRuns(d.b), args.confidence);
+  }
+  return d;
+}
 
-  // report.json: everything the page, the tables and the figures show.
+// report.json: everything the page, the tables and the figures show.
+ordered_json ReportJson(const ReportArgs& args, const ReportSetup& setup, const ReportData& d,
+                        const std::vector<std::string>& argv) {
   ordered_json report;
   report["format"] = "kwatt-report";
   report["format_version"] = 1;
@@ -704,7 +701,7 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
   report["confidence"] = args.confidence;
   report["clock_offset_s"] = args.clock_offset;
   for (auto [set, runs, emissions] :
-       {std::tuple{"a", &a, &*emissions_a}, std::tuple{"b", &b, &*emissions_b}}) {
+       {std::tuple{"a", &d.a, &d.emissions_a}, std::tuple{"b", &d.b, &d.emissions_b}}) {
     ordered_json list = ordered_json::array();
     for (size_t i = 0; i < runs->size(); ++i) {
       const ExperimentRun& r = (*runs)[i];
@@ -726,29 +723,29 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
     }
     report["sets"][set] = list;
   }
-  report["summary"] = {{"a", ordered_json::parse(energy::RunsSummaryJson(summary_a))},
-                       {"b", ordered_json::parse(energy::RunsSummaryJson(summary_b))}};
-  report["comparison"] = ordered_json::parse(energy::RunsComparisonJson(comparisons));
+  report["summary"] = {{"a", ordered_json::parse(energy::RunsSummaryJson(d.summary_a))},
+                       {"b", ordered_json::parse(energy::RunsSummaryJson(d.summary_b))}};
+  report["comparison"] = ordered_json::parse(energy::RunsComparisonJson(d.comparisons));
+  const std::optional<energy::EmissionFactors>& f = setup.factors;
   report["emissions_factors"] =
-      factors ? ordered_json{{"pue", factors->pue},
-                             {"pue_source", factors->pue_source},
-                             {"intensity", factors->intensity.series()
-                                               ? ordered_json("series")
-                                               : ordered_json(factors->intensity.constant)},
-                             {"intensity_source", factors->intensity.source}}
-              : ordered_json(nullptr);
+      f ? ordered_json{{"pue", f->pue},
+                       {"pue_source", f->pue_source},
+                       {"intensity", f->intensity.series() ? ordered_json("series")
+                                                           : ordered_json(f->intensity.constant)},
+                       {"intensity_source", f->intensity.source}}
+        : ordered_json(nullptr);
+  std::vector<ExperimentRun> all = d.a;
+  all.insert(all.end(), d.b.begin(), d.b.end());
   report["provenance"] = Provenance(args, all, argv);
+  return report;
+}
 
-  // Written into a directory beside the target, renamed once whole: an interrupted report never
-  // looks finished.
-  const fs::path work = target.parent_path() / (target.filename().string() + ".kwatt-report-" +
-                                                std::to_string(::getpid()));
-  fs::remove_all(work, error);
-  fs::create_directories(work / "tables", error);
-  fs::create_directories(work / "figures", error);
-  if (error) return fail(kExitFailure, "cannot create " + work.string() + ": " + error.message());
-  std::vector<EnergyRow> rows = EnergyRows(a, "a", *emissions_a);
-  std::vector<EnergyRow> rows_b = EnergyRows(b, "b", *emissions_b);
+// Writes the report's files into `work`, the figures drawn there too (`drawn` says whether they
+// were). IOError when a file cannot be written.
+Status WriteReport(const fs::path& work, const ReportArgs& args, const ReportSetup& setup,
+                   const ReportData& d, const ordered_json& report, Status* drawn) {
+  std::vector<EnergyRow> rows = EnergyRows(d.a, "a", d.emissions_a);
+  std::vector<EnergyRow> rows_b = EnergyRows(d.b, "b", d.emissions_b);
   rows.insert(rows.end(), rows_b.begin(), rows_b.end());
   Status written = WriteText(work / "report.json", report.dump(1) + "\n");
   auto write = [&](const fs::path& path, const std::string& text) {
@@ -757,27 +754,47 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
   write("provenance.json", report["provenance"].dump(2) + "\n");
   write("tables/energy.csv", EnergyCsv(rows));
   write("tables/energy.json", EnergyJson(rows).dump(2) + "\n");
-  write("tables/energy.tex", EnergyLatex(rows, factors.has_value()));
-  if (a.size() > 1) {
-    write("tables/runs_a.json", energy::RunsSummaryJson(summary_a) + "\n");
-    write("tables/runs_a.csv", SummariesCsv("a", summary_a));
+  write("tables/energy.tex", EnergyLatex(rows, setup.factors.has_value()));
+  for (auto [set, runs, summary] :
+       {std::tuple{"a", &d.a, &d.summary_a}, std::tuple{"b", &d.b, &d.summary_b}}) {
+    if (runs->size() < 2) continue;
+    write("tables/runs_" + std::string(set) + ".json", energy::RunsSummaryJson(*summary) + "\n");
+    write("tables/runs_" + std::string(set) + ".csv", SummariesCsv(set, *summary));
   }
-  if (b.size() > 1) {
-    write("tables/runs_b.json", energy::RunsSummaryJson(summary_b) + "\n");
-    write("tables/runs_b.csv", SummariesCsv("b", summary_b));
+  if (!d.comparisons.empty()) {
+    write("tables/comparison.csv", ComparisonsCsv(d.comparisons));
+    write("tables/comparison.json", energy::RunsComparisonJson(d.comparisons) + "\n");
+    write("tables/comparison.tex", ComparisonLatex(d.comparisons, args.confidence));
   }
-  if (!comparisons.empty()) {
-    write("tables/comparison.csv", ComparisonsCsv(comparisons));
-    write("tables/comparison.json", energy::RunsComparisonJson(comparisons) + "\n");
-    write("tables/comparison.tex", ComparisonLatex(comparisons, args.confidence));
-  }
-  if (!written.ok()) {
-    fs::remove_all(work, error);
-    return fail(kExitFailure, written.message());
-  }
-  Status drawn = DrawFigures(work, args.quiet);
+  KWATT_RETURN_IF_ERROR(written);
+  *drawn = DrawFigures(work, args.quiet);
+  write("report.html", Html(report, work, rows, d.comparisons, drawn->ok()));
+  return written;
+}
+
+int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
+  auto fail = [](int code, const std::string& message) {
+    std::fprintf(stderr, "kwatt report: %s\n", message.c_str());
+    return code;
+  };
+  Result<ReportSetup> setup = SetUpReport(args);
+  if (!setup.ok()) return fail(kExitUsage, setup.status().message());
+  Result<ReportData> data = ComputeReport(args, *setup);
+  if (!data.ok()) return fail(ExitCodeOf(data.status()), data.status().message());
+  const ordered_json report = ReportJson(args, *setup, *data, argv);
+  // Written into a directory beside the target, renamed once whole: an interrupted report never
+  // looks finished.
+  const fs::path& target = setup->target;
+  const fs::path work = target.parent_path() / (target.filename().string() + ".kwatt-report-" +
+                                                std::to_string(::getpid()));
+  std::error_code error;
+  fs::remove_all(work, error);
+  fs::create_directories(work / "tables", error);
+  fs::create_directories(work / "figures", error);
+  if (error) return fail(kExitFailure, "cannot create " + work.string() + ": " + error.message());
+  Status drawn = Status::OK();
+  Status written = WriteReport(work, args, *setup, *data, report, &drawn);
   if (!drawn.ok()) std::fprintf(stderr, "kwatt report: %s\n", drawn.message().c_str());
-  write("report.html", Html(report, work, rows, comparisons, drawn.ok()));
   if (written.ok() && fs::exists(target, error)) fs::remove(target, error);
   if (written.ok()) fs::rename(work, target, error);
   if (!written.ok() || error) {
@@ -785,11 +802,12 @@ int RunReport(const ReportArgs& args, const std::vector<std::string>& argv) {
     return fail(kExitFailure,
                 !written.ok() ? written.message() : "cannot rename the report into " + args.output);
   }
+  const size_t runs = data->a.size() + data->b.size();
   if (!args.quiet) {
-    std::fprintf(stderr, "kwatt report: %s/report.html (%zu run%s)\n", args.output.c_str(),
-                 all.size(), all.size() == 1 ? "" : "s");
+    std::fprintf(stderr, "kwatt report: %s/report.html (%zu run%s)\n", target.c_str(), runs,
+                 runs == 1 ? "" : "s");
   }
-  return complete && drawn.ok() ? kExitOk : kExitFailure;
+  return data->complete && drawn.ok() ? kExitOk : kExitFailure;
 }
 
 }  // namespace
