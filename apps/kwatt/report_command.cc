@@ -459,7 +459,10 @@ ordered_json Provenance(const ReportArgs& args, const std::vector<ExperimentRun>
     for (const NodeName& n : r.rows.nodes) {
       ordered_json node = {{"node", n.Fqdn()}, {"site", n.site}, {"cluster", n.Cluster()}};
       ordered_json periods = ordered_json::object();
-      if (const Catalogue* c = FindCatalogue(r.rows.catalogues, n.site + "/" + n.Cluster())) {
+      const Catalogue* c = FindCatalogue(r.rows.catalogues, n.site + "/" + n.Cluster());
+      // The cluster's hardware as the reference names it (an archive keeps only the metrics).
+      node["model"] = c && !c->model().empty() ? ordered_json(c->model()) : ordered_json(nullptr);
+      if (c) {
         for (const CatalogueEntry& e : c->entries()) {
           periods[e.name] = {{"period_ms", e.period_ms},
                              {"optional_period_ms", e.optional_period_ms}};

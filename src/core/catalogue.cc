@@ -108,6 +108,11 @@ Result<Catalogue> Catalogue::FromJson(std::string_view json_text) {
     catalogue.entries_.push_back(std::move(entry));
   }
   catalogue.json_ = metrics->dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (doc.is_object()) {
+    if (auto model = doc.find("model"); model != doc.end() && model->is_string()) {
+      catalogue.model_ = model->get<std::string>();
+    }
+  }
   return catalogue;
 }
 

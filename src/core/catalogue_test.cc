@@ -84,6 +84,17 @@ TEST(Catalogue, KeepsTheMetricsArrayItWasReadFrom) {
   EXPECT_EQ(FindCatalogue(all, "lyon/d"), nullptr);
 }
 
+TEST(Catalogue, KeepsTheClustersModelWhenTheObjectNamesIt) {
+  auto cluster = Catalogue::FromJson(
+      R"({"uid":"nova","model":"Dell PowerEdge R430","metrics":[{"name":"m1"}]})");
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_EQ(cluster->model(), "Dell PowerEdge R430");
+  // A bare metrics array (an archive's) has none, nor an object without one, nor a non-string.
+  EXPECT_EQ(Catalogue::FromJson(cluster->json())->model(), "");
+  EXPECT_EQ(Catalogue::FromJson(R"({"metrics":[]})")->model(), "");
+  EXPECT_EQ(Catalogue::FromJson(R"({"model":3,"metrics":[]})")->model(), "");
+}
+
 TEST(Catalogue, RejectsDamagedInput) {
   EXPECT_EQ(Catalogue::FromJson("{").status().code(), Status::Code::kCorruption);
   EXPECT_EQ(Catalogue::FromJson(R"({"uid":"x"})").status().code(), Status::Code::kCorruption);

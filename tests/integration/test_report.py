@@ -130,6 +130,7 @@ def test_provenance_says_how_to_make_it_again(report):
     nodes = p["runs"][0]["nodes"]
     assert [n["node"] for n in nodes] == ["nova-1.lyon.grid5000.fr", "taurus-3.lyon.grid5000.fr"]
     assert nodes[0]["cluster"] == "nova" and nodes[0]["power_metric"] == "wattmetre_power_watt"
+    assert nodes[0]["model"] == "Dell PowerEdge R430"  # the reference's cluster object
     assert nodes[0]["catalogue_periods"]["wattmetre_power_watt"]["period_ms"] == 1000
     assert p["runs"][0]["phases"] == [{"name": "work", "start": "2025-04-18T14:02:00+02:00",
                                        "end": "2025-04-18T14:08:00+02:00"}]

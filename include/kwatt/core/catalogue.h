@@ -53,6 +53,10 @@ class Catalogue {
   const std::vector<CatalogueEntry>& entries() const { return entries_; }
   // The `metrics` array it was read from, as compact JSON ("[]" for an empty catalogue).
   const std::string& json() const { return json_; }
+  // The cluster's hardware model as the reference names it (the cluster object's "model", "Dell
+  // PowerEdge R430"); empty when it was read from a bare metrics array (an archive's manifest) or
+  // the object has none.
+  const std::string& model() const { return model_; }
 
   // The metric ids `node_uid` can report (one per expanded id and label set; prometheus groups
   // expanded, `only_for` honoured), in catalogue order.
@@ -61,6 +65,7 @@ class Catalogue {
  private:
   std::vector<CatalogueEntry> entries_;
   std::string json_ = "[]";
+  std::string model_;
 };
 
 // The catalogue of each cluster a query involves, keyed "site/cluster", in the order the clusters
