@@ -713,6 +713,14 @@ ordered_json ReportJson(const ReportArgs& args, const ReportSetup& setup, const 
       run["complete"] = r.rows.complete();
       run["energy"] = ordered_json::parse(energy::EnergyReportJson(r.energy, &r.checks));
       run["power"] = PowerCurves(r);
+      // Its phases' intervals in the curves' time: seconds after the window's start.
+      ordered_json phases = ordered_json::array();
+      for (const energy::Interval& i : r.energy.phase_intervals) {
+        phases.push_back({{"name", i.name},
+                          {"start_s", double(i.start - r.energy.start) / 1e9},
+                          {"end_s", double(i.end - r.energy.start) / 1e9}});
+      }
+      run["phase_seconds"] = phases;
       if (i < emissions->size()) {
         const energy::Emissions& e = (*emissions)[i];
         run["emissions"] = {{"co2e_grams", Number(e.grams)},

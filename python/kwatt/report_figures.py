@@ -69,27 +69,19 @@ def power_figure(report, plt):
         ax.plot([t / 60 for t in seconds], [total[t] for t in seconds], lw=1,
                 color=COLORS[set_name] if report["sets"]["b"] else None, alpha=0.8, label=label)
     if first is not None:
-        start = first["energy"]["start"]
-        for phase in first["energy"]["phases"]:
-            intervals = [p for p in report["provenance"]["runs"][0]["phases"]
-                         if p["name"] == phase]
-            for p in intervals:
-                a = _minutes_between(start, p["start"])
-                b = _minutes_between(start, p["end"])
-                ax.axvspan(a, b, color="0.85", zorder=0)
-                ax.text(a, 1.0, f" {_text(phase)}", transform=ax.get_xaxis_transform(), va="top",
-                        fontsize=8, color="0.3")
+        shown = set()
+        for p in first["phase_seconds"]:
+            ax.axvspan(p["start_s"] / 60, p["end_s"] / 60, color="0.85", zorder=0)
+            if p["name"] not in shown:
+                shown.add(p["name"])
+                ax.text(p["start_s"] / 60, 1.0, f" {_text(p['name'])}",
+                        transform=ax.get_xaxis_transform(), va="top", fontsize=8, color="0.3")
     ax.set_xlabel("minutes since the run's start")
     ax.set_ylabel("power (W), all nodes")
     ax.grid(alpha=0.3)
     if labelled:
         ax.legend(fontsize=8, loc="lower right")
     return fig
-
-
-def _minutes_between(a, b):
-    from datetime import datetime
-    return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds() / 60
 
 
 def energy_figure(report, plt):

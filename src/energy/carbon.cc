@@ -18,10 +18,10 @@ std::vector<std::string> Fields(std::string_view line, char separator) {
   size_t start = 0;
   while (true) {
     size_t end = line.find(separator, start);
-    std::string_view field = line.substr(start, end == std::string_view::npos ? end : end - start);
-    while (!field.empty() && (field.front() == ' ' || field.front() == '"')) field.remove_prefix(1);
-    while (!field.empty() && (field.back() == ' ' || field.back() == '"' || field.back() == '\r')) {
-      field.remove_suffix(1);
+    std::string_view field =
+        TrimBlanks(line.substr(start, end == std::string_view::npos ? end : end - start));
+    if (field.size() >= 2 && field.front() == '"' && field.back() == '"') {
+      field = field.substr(1, field.size() - 2);
     }
     out.emplace_back(field);
     if (end == std::string_view::npos) return out;
@@ -118,7 +118,7 @@ Result<CarbonIntensity> ParseCsv(const std::vector<std::string_view>& lines, siz
   }
   CarbonIntensity out;
   for (size_t i = header + 1; i < lines.size(); ++i) {
-    if (lines[i].find_first_not_of(" \r\t") == std::string_view::npos) continue;
+    if (TrimBlanks(lines[i]).empty()) continue;
     std::vector<std::string> f = Fields(lines[i], ',');
     if (f.size() != 2) {
       return Status::InvalidArgument(Where(origin, i + 1) + ": expected TIME,GRAMS_PER_KWH");
@@ -145,8 +145,7 @@ Result<CarbonIntensity> ParseCarbonIntensity(std::string_view text, std::string_
   std::vector<std::string_view> lines = Lines(text);
   // The header: the first line that is not blank.
   size_t header = 0;
-  while (header < lines.size() &&
-         lines[header].find_first_not_of(" \r\t") == std::string_view::npos) {
+  while (header < lines.size() && TrimBlanks(lines[header]).empty()) {
     ++header;
   }
   if (header == lines.size()) {

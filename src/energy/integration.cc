@@ -63,7 +63,6 @@ Figures IntegrateSeries(const Series& s, UnixNanos a, UnixNanos b, int64_t perio
     f.peak_watts = f.has_power ? std::max(f.peak_watts, high) : high;
     f.has_power = true;
   }
-  f.terms = SeriesErrorTerms(s, a, b, period, gap_factor, kind);
   return f;
 }
 
@@ -164,6 +163,8 @@ Figures IntegrateNodeMetric(const std::map<std::string, Series>& all, UnixNanos 
     period = std::max(period, p);
     parts.push_back({&series, p});
     Figures f = IntegrateSeries(series, a, b, p, gap_factor, kind);
+    // The interval's terms of a figure that is reported (not of a coverage asked in passing).
+    f.terms = SeriesErrorTerms(series, a, b, p, gap_factor, kind);
     if (first) {
       sum = f;
       first = false;

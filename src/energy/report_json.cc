@@ -62,7 +62,7 @@ ordered_json PhasesJson(const std::vector<std::string>& names, const std::vector
   return out;
 }
 
-// A summary over runs (runs.h): NaN (and infinite) figures null.
+// A summary over runs (runs.h): NaN figures null.
 ordered_json SummaryJson(const RunsSummary& s) {
   ordered_json j;
   j["scope"] = s.scope;

@@ -33,7 +33,6 @@ int64_t ReadingPeriod(const PowerCollector::Series& series, RowKind kind);
 // joules, and its time is not covered. Before the first sample and after the last, the first
 // (last) value is held for one `period`; beyond that the time is uncovered and counted as a gap
 // with no energy (nothing is extrapolated).
-// `terms`: SeriesErrorTerms'.
 // peak_watts: the line's highest value over [a, b], its values at a and b included (a short
 // interval between two samples has no sample of its own), so never below the mean.
 //
@@ -51,7 +50,7 @@ Figures IntegrateSeries(const PowerCollector::Series& series, UnixNanos a, UnixN
 // the sampling may miss (how far each sample lies off the line of its neighbours, weighted by how
 // much of [a, b] the sample stands for), the gaps' and held edges' estimates, and the power at the
 // edges (for the clock's term). Not the accuracy: that is the meter's, not the data's
-// (accuracy_bound is 0). IntegrateSeries' figures carry these.
+// (accuracy_bound is 0). IntegrateNodeMetric's figures carry these.
 ErrorTerms SeriesErrorTerms(const PowerCollector::Series& series, UnixNanos a, UnixNanos b,
                             int64_t period, double gap_factor, RowKind kind = RowKind::kSamples);
 
@@ -71,8 +70,9 @@ double PeakOfSum(const std::vector<SeriesPeriod>& series, UnixNanos a, UnixNanos
 
 // The figures of one node's metric over [a, b]: each series (by labels text: a 2-PSU node's
 // outlets) integrated with its own ReadingPeriod, and summed; the node is covered where
-// every series is, and its peak is the peak of their sum (PeakOfSum). `period_out`, when given,
-// receives the longest of the series' periods.
+// every series is, and its peak is the peak of their sum (PeakOfSum); `terms` are the series'
+// SeriesErrorTerms added (each series its own meter). `period_out`, when given, receives the
+// longest of the series' periods.
 Figures IntegrateNodeMetric(const std::map<std::string, PowerCollector::Series>& series,
                             UnixNanos a, UnixNanos b, double gap_factor,
                             int64_t* period_out = nullptr, RowKind kind = RowKind::kSamples);
