@@ -530,13 +530,43 @@ Status ParseNodes(const ManifestReader& r, const Json& root, Manifest* m) {
   return Status::OK();
 }
 
-// "catalogue" (each cluster's metric catalogue) and "fetch" (the fetch's figures).
+// "hardware" (optional; absent in archives written before it): each cluster's hardware as the
+// reference names it, by "site/cluster", every one of them a cluster of "catalogue".
+Status ParseHardware(const ManifestReader& r, const Json& root, const Json* catalogue,
+                     std::map<std::string, std::string>* models) {
+  const Json* hardware = r.Member(root, "hardware");
+  if (hardware == nullptr) return Status::OK();
+  if (!hardware->is_object()) return r.Bad("\"hardware\"", "should be an object");
+  for (auto it = hardware->begin(); it != hardware->end(); ++it) {
+    std::string where = "hardware " + it.key();
+    if (!it.value().is_object()) return r.Bad(where, "should be an object");
+    if (catalogue == nullptr || !catalogue->contains(it.key())) {
+      return r.Bad(where, "names a cluster that \"catalogue\" lacks");
+    }
+    KWATT_RETURN_IF_ERROR(r.String(it.value(), "model", where, false, &(*models)[it.key()]));
+  }
+  return Status::OK();
+}
+
+// "catalogue" (each cluster's metric catalogue, with its "hardware") and "fetch" (the fetch's
+// figures).
 Status ParseCatalogueAndFetch(const ManifestReader& r, const Json& root, Manifest* m) {
-  if (const Json* catalogue = r.Member(root, "catalogue")) {
-    if (!catalogue->is_object()) return r.Bad("\"catalogue\"", "should be an object");
+  const Json* catalogue = r.Member(root, "catalogue");
+  if (catalogue != nullptr && !catalogue->is_object()) {
+    return r.Bad("\"catalogue\"", "should be an object");
+  }
+  std::map<std::string, std::string> models;
+  KWATT_RETURN_IF_ERROR(ParseHardware(r, root, catalogue, &models));
+  if (catalogue != nullptr) {
     for (auto it = catalogue->begin(); it != catalogue->end(); ++it) {
+      // Read as the reference's cluster object: its metrics, and its model when the manifest
+      // keeps one.
+      Json cluster = {{"metrics", it.value()}};
+      if (auto model = models.find(it.key()); model != models.end() && !model->second.empty()) {
+        cluster["model"] = model->second;
+      }
       Result<Catalogue> parsed =
-          Catalogue::FromJson(it.value().dump(-1, ' ', false, Json::error_handler_t::replace));
+          Catalogue::FromJson(cluster.dump(-1, ' ', false, Json::error_handler_t::replace));
       if (!parsed.ok()) return r.Bad("catalogue " + it.key() + ":", parsed.status().message());
       m->catalogue.push_back({it.key(), std::move(*parsed)});
     }

@@ -118,6 +118,30 @@ TEST(ManifestTest, ADamagedCatalogueIsCorruptionNamingTheCluster) {
   ExpectCorruption(m.dump(), "field \"period\" = 1e+30");
 }
 
+// Each cluster's hardware, as the reference named it at backup time, comes back with its catalogue
+// (what a report's provenance names); an archive written before the field has none.
+TEST(ManifestTest, TheHardwareOfEachClusterIsKeptWithItsCatalogue) {
+  Json m = Complete();
+  Result<Manifest> before = Parse(m.dump());
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ(before->catalogue[0].catalogue.model(), "");
+  m["hardware"] = {{"lyon/nova", {{"model", "Dell PowerEdge R430"}}}};
+  Result<Manifest> parsed = Parse(m.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->catalogue[0].catalogue.model(), "Dell PowerEdge R430");
+  EXPECT_EQ(parsed->Resolved().catalogues[0].catalogue.model(), "Dell PowerEdge R430");
+  EXPECT_EQ(parsed->catalogue[0].catalogue.json(), before->catalogue[0].catalogue.json());
+
+  m["hardware"] = {{"lyon/taurus", {{"model", "Dell PowerEdge R720"}}}};
+  ExpectCorruption(m.dump(), "hardware lyon/taurus names a cluster that \"catalogue\" lacks");
+  m["hardware"] = {{"lyon/nova", {{"model", 430}}}};
+  ExpectCorruption(m.dump(), "hardware lyon/nova.model should be a string");
+  m["hardware"] = {{"lyon/nova", "Dell"}};
+  ExpectCorruption(m.dump(), "hardware lyon/nova should be an object");
+  m["hardware"] = Json::array();
+  ExpectCorruption(m.dump(), "\"hardware\" should be an object");
+}
+
 TEST(ManifestTest, CataloguesAreParsedAndTheResolvedQueryRebuilt) {
   Result<Manifest> m = Parse(Complete().dump());
   ASSERT_TRUE(m.ok()) << m.status().ToString();

@@ -580,6 +580,13 @@ Status ArchiveWriter::Begin(const RowsReport& resolved) {
       catalogue[cluster.cluster] = ordered_json::parse(cluster.catalogue.json());
     }
     impl.manifest["catalogue"] = catalogue;
+    ordered_json hardware = ordered_json::object();  // what the reference says of each cluster
+    for (const ClusterCatalogue& cluster : resolved.catalogues) {
+      if (!cluster.catalogue.model().empty()) {
+        hardware[cluster.cluster] = {{"model", cluster.catalogue.model()}};
+      }
+    }
+    if (!hardware.empty()) impl.manifest["hardware"] = hardware;
     std::error_code error;
     fs::create_directories(impl.dir / kDataDir, error);
     if (error) return Status::IOError("cannot create " + (impl.dir / kDataDir).string());

@@ -167,6 +167,29 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
 }
 
 // Defect 3: journal records are outside input.
+// The reference's hardware model of each cluster is written with its catalogue and read back: a
+// report from the archive names it as a report from the API does.
+TEST(WriterTest, EachClustersHardwareIsKept) {
+  TempDir temp;
+  RowsReport resolved = Resolved();
+  Result<Catalogue> nova = Catalogue::FromJson(
+      R"({"uid":"nova","model":"Dell PowerEdge R430","metrics":[{"name":"wattmetre_power_watt"}]})");
+  ASSERT_TRUE(nova.ok());
+  resolved.catalogues = {{"lyon/nova", *nova}};
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(temp.archive(), Query(), "test");
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE((*writer)->Begin(resolved).ok());
+  ASSERT_TRUE((*writer)->Finish(resolved).ok());
+  Result<Manifest> manifest = ReadManifest(temp.archive());
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  ASSERT_EQ(manifest->catalogue.size(), 1u);
+  EXPECT_EQ(manifest->catalogue[0].catalogue.model(), "Dell PowerEdge R430");
+  EXPECT_EQ(manifest->catalogue[0].catalogue.json(), nova->json());
+  Json written = Json::parse(ReadFile(fs::path(temp.archive()) / "manifest.json"));
+  EXPECT_EQ(written["hardware"], Json::parse(R"({"lyon/nova": {"model": "Dell PowerEdge R430"}})"));
+}
+
 TEST(WriterTest, AJournalRecordNamingAFileOutsideDataIsNotFollowed) {
   TempDir temp;
   Interrupted(temp.archive());

@@ -141,6 +141,33 @@ def test_provenance_says_how_to_make_it_again(report):
     assert "--pue 1.4" in command and "--phase work=+120..+480" in command
 
 
+def test_a_report_from_archives_names_the_hardware_as_one_from_the_api(report, tmp_path):
+    """The backup keeps each cluster's hardware in its manifest (doc/archive_format.md,
+    "hardware"); the report from the archives names it as the report from the jobs does."""
+    server = report["server"]
+    archives = []
+    for job in ("lyon:100", "lyon:103"):
+        archive = tmp_path / job.replace(":", "-")
+        subprocess.run([KWATT, "backup", "--api", server.url, "--job", job, "-o", archive,
+                        "--quiet"], capture_output=True, text=True, timeout=300, check=True)
+        archives.append(archive)
+    manifest = json.loads((archives[0] / "manifest.json").read_text())
+    assert manifest["hardware"] == {"lyon/nova": {"model": "Dell PowerEdge R430"},
+                                    "lyon/taurus": {"model": "Dell PowerEdge R720"}}
+    out = tmp_path / "from-archives"
+    env = {**os.environ, "KWATT_PYTHON": sys.executable}
+    result = subprocess.run([KWATT, "report", archives[0], "--versus", archives[1], "--phase",
+                             "work=+120..+480", "-o", out, "-q"], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    from_archive = json.loads((out / "provenance.json").read_text())["runs"][0]["nodes"]
+    from_api = json.loads((report["dir"] / "provenance.json").read_text())["runs"][0]["nodes"]
+    assert [(n["node"], n["model"]) for n in from_archive] == \
+        [(n["node"], n["model"]) for n in from_api] == \
+        [("nova-1.lyon.grid5000.fr", "Dell PowerEdge R430"),
+         ("taurus-3.lyon.grid5000.fr", "Dell PowerEdge R720")]
+
+
 def test_the_latex_tables_compile(report, tmp_path):
     pdflatex = shutil.which("pdflatex")
     if pdflatex is None:

@@ -54,8 +54,8 @@ class Catalogue {
   // The `metrics` array it was read from, as compact JSON ("[]" for an empty catalogue).
   const std::string& json() const { return json_; }
   // The cluster's hardware model as the reference names it (the cluster object's "model", "Dell
-  // PowerEdge R430"); empty when it was read from a bare metrics array (an archive's manifest) or
-  // the object has none.
+  // PowerEdge R430"; an archive's manifest keeps it in "hardware"); empty when it was read from a
+  // bare metrics array or the object has none.
   const std::string& model() const { return model_; }
 
   // The metric ids `node_uid` can report (one per expanded id and label set; prometheus groups
