@@ -7,8 +7,10 @@ namespace kwatt::cli {
 
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                              const std::vector<std::string>& metrics, RowSink* sink,
-                             const ProgressCallback& progress, bool metrics_are_candidates) {
+                             const ProgressCallback& progress, bool metrics_are_candidates,
+                             const std::vector<std::string>& with_archives) {
   backup::RowSource source;
+  source.with_archives = with_archives;
   if (!archive_dir.empty()) {
     if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
     source.archive_dir = archive_dir;

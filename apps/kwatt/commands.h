@@ -78,10 +78,12 @@ std::string HumanBytes(double bytes);
 // The rows of energy and stats: an archive directory's (backup::FeedSource) when `archive_dir` is
 // given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 // `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
-// check_metrics false), for energy's list of power sources.
+// check_metrics false), for energy's list of power sources. `with_archives`: other archives of
+// the same nodes read with it (backup::RowSource::with_archives; `kwatt energy --with-archive`).
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                              const std::vector<std::string>& metrics, RowSink* sink,
-                             const ProgressCallback& progress, bool metrics_are_candidates = false);
+                             const ProgressCallback& progress, bool metrics_are_candidates = false,
+                             const std::vector<std::string>& with_archives = {});
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
 ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const RowsReport& report);

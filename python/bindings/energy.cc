@@ -68,7 +68,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
                 const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                 const std::string& metric, const std::string& baseline, double gap_factor,
                 const std::vector<std::string>& accuracies, double clock_offset,
-                py::object progress) {
+                py::object progress, const std::vector<std::string>& with_archives) {
   std::map<std::string, energy::StatedAccuracy> stated;
   for (const std::string& text : accuracies)
     stated.insert(Unwrap(energy::ParseStatedAccuracy(text)));
@@ -76,6 +76,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   if (!clock_checked.ok()) Throw(clock_checked);
   backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
+  source.with_archives = with_archives;
   energy::EnergyOptions options;
   options.phases = MakePhases(phases);
   options.roles = MakeRoles(roles);
@@ -241,7 +242,8 @@ void RegisterEnergy(py::module_& m) {
   m.def("energy", &Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
         py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("accuracies"),
-        py::arg("clock_offset"), py::arg("progress"));
+        py::arg("clock_offset"), py::arg("progress"),
+        py::arg("with_archives") = std::vector<std::string>{});
   m.def("stats", &Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
         py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
         py::arg("roles"), py::arg("progress"));

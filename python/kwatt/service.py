@@ -470,19 +470,21 @@ class Kwollect(_ServiceBase):
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                       gap_factor=3.0, accuracies=None, clock_offset=None,
-                      allow_incomplete=False):
+                      allow_incomplete=False, with_archives=None):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
         phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
         fetched, failures). A fetch that could not get everything raises IncompleteError
         (``.partial`` holds the report) unless allow_incomplete."""
         report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
-                              clock_offset)
+                              clock_offset, with_archives)
         return self._check_report(report["fetch"], report, allow_incomplete)
 
     def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None,
-                clock_offset=None):
+                clock_offset=None, with_archives=None):
         archive, nodes, start, stop = self._source(source)
+        if isinstance(with_archives, (str, os.PathLike)):
+            with_archives = [with_archives]
         accuracies = [f"{m}={a}" for m, a in (accuracies or {}).items()]
         if clock_offset is None:
             clock_offset = _core.DEFAULT_CLOCK_OFFSET
@@ -494,10 +496,12 @@ class Kwollect(_ServiceBase):
                             metric=metric or "", baseline=baseline or "",
                             gap_factor=float(gap_factor), accuracies=accuracies,
                             clock_offset=float(clock_offset),
+                            with_archives=[os.fspath(d) for d in with_archives or []],
                             progress=self._progress("kwatt energy"))
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-               gap_factor=3.0, accuracies=None, clock_offset=None, allow_incomplete=False):
+               gap_factor=3.0, accuracies=None, clock_offset=None, allow_incomplete=False,
+               with_archives=None):
         """The energy of the experiment, as a DataFrame with one row per node, role and total,
         for the whole window (phase "window") and each phase (marks, and `phases`).
 
@@ -514,15 +518,18 @@ class Kwollect(_ServiceBase):
         sampling_joules, gaps_and_edges_joules, clock_joules (doc/energy.md, "How far to trust
         it"), then reason. accuracies: {metric: "P%+WW"} replacing the documented stated
         accuracies; clock_offset: the most, in seconds, the clock that took the marks may be off
-        the meters' (default 0.1). A fetch that could not get everything raises IncompleteError
+        the meters' (default 0.1). with_archives: other archives of the same nodes read with the
+        rows (a path or a list), such as `kwatt meter -o archive:` recordings on them, whose RAPL
+        and GPU domains source_checks() then checks against the wall (`kwatt energy
+        --with-archive`). A fetch that could not get everything raises IncompleteError
         (``.partial`` holds the DataFrame) unless allow_incomplete.
         """
         report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
-                              clock_offset)
+                              clock_offset, with_archives)
         return self._check_report(report["fetch"], energy_frame(report), allow_incomplete)
 
     def source_checks(self, phases=None, roles=None, source=None, gap_factor=3.0,
-                      accuracies=None, allow_incomplete=False):
+                      accuracies=None, allow_incomplete=False, with_archives=None):
         """Each node's power sources checked against each other (doc/energy.md, "How far to trust
         it"), as a DataFrame with one row per node, interval (window, then each phase) and source
         compared with the node's chosen one: node, interval, metric, reference, verdict (agrees,
@@ -531,8 +538,10 @@ class Kwollect(_ServiceBase):
         accuracies allow), rest_watts (for a part of the node: the mean power it does not see),
         why.
         accuracies: {metric: "P%+WW"} replacing the documented defaults (e.g.
-        {"bmc_node_power_watt": "5%+2W"})."""
-        report = self._energy(phases, roles, None, None, source, gap_factor, accuracies)
+        {"bmc_node_power_watt": "5%+2W"}). with_archives: as energy()'s (a kwatt meter
+        recording on a node: its RAPL and GPU domains checked against the node's wall power)."""
+        report = self._energy(phases, roles, None, None, source, gap_factor, accuracies,
+                              with_archives=with_archives)
         return self._check_report(report["fetch"], source_checks_frame(report), allow_incomplete)
 
     def stats(self, metrics=None, phases=None, roles=None, source=None, allow_incomplete=False):

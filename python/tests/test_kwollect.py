@@ -792,6 +792,31 @@ def test_source_checks_compare_each_nodes_sources_and_take_the_users_accuracies(
         k.source_checks(accuracies={"bmc_node_power_watt": "5"})
 
 
+def test_source_checks_read_another_archive_of_the_nodes_with_the_rows(server, tmp_path):
+    # The wattmeters in one archive, the BMCs in another (as a kwatt meter recording's domains
+    # would be): with_archives reads them together, and the two sources are checked.
+    k = make(server, hosts=["taurus-1.lyon.grid5000.fr"])
+    start = dt.datetime(2025, 4, 18, 14, 0, tzinfo=PARIS).timestamp()
+    k.start(start)
+    k.stop(start + 600)
+    walls = k.backup(backup_dir=tmp_path / "walls", metrics=["wattmetre_power_watt"])
+    bmcs = k.backup(backup_dir=tmp_path / "bmcs", metrics=["bmc_node_power_watt"])
+    assert k.source_checks(source=walls).empty  # one source: nothing to check
+    checks = k.source_checks(source=walls, with_archives=bmcs)
+    assert list(checks["metric"]) == ["bmc_node_power_watt"]
+    assert list(checks["verdict"]) == ["agrees"]
+    assert checks.equals(k.source_checks())  # as the API's rows give it
+    # The node's energy is still its wattmeter's.
+    assert k.energy(source=walls, with_archives=[bmcs])["joules"].tolist() == \
+        k.energy(source=walls)["joules"].tolist()
+    other = make(server, hosts=["taurus-7.lyon.grid5000.fr"])
+    other.start(start)
+    other.stop(start + 600)
+    with pytest.raises(kwatt.InvalidArgumentError, match="holds node taurus-1.lyon.grid5000.fr, "
+                       "which is not among the nodes read"):
+        other.energy(with_archives=bmcs)
+
+
 def test_energy_explains_a_node_without_power_data(server):
     k = make(server, hosts=["nova-1.lyon.grid5000.fr"])
     k.start(T0)

@@ -677,11 +677,10 @@ def test_sources_are_checked_against_each_other_and_the_lying_one_is_flagged(tmp
         server.stop()
 
 
-def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tmp_path):
-    # `kwatt meter` pushes the RAPL domains of a (simulated) taurus-3 to Kwollect while it runs;
-    # `kwatt energy` over that time then finds the domains below the node's wattmeter: the rest
-    # is the platform's, named as such and never flagged.
-    server = start_server("--auth", "u:p", tmp_path=tmp_path)
+def meter_taurus_3(server, tmp_path, *outputs):
+    """Runs a real `kwatt meter` for 8 s on a simulated taurus-3 (RAPL: a package of 20 W and a
+    DRAM of 3 W on each of its 2 sockets), pushing to `server`'s Kwollect (user u:p) and writing
+    to `outputs` too; returns when it ran (start, end)."""
     root = tmp_path / "sys"
     rapl = subprocess.Popen([KWATT, "simulate", "rapl", str(root), "--watts", "package=20,dram=3",
                              "--period-ms", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -690,13 +689,26 @@ def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tm
         assert rapl.stdout.readline().strip() == str(root), rapl.stderr.read()
         start = time.time()
         push = server.url.replace("http://", "http://u:p@") + "/sites/lyon"
+        extra = [a for output in outputs for a in ("-o", output)]
         metered = subprocess.run([KWATT, "meter", "--sysfs-root", root, "--period", "1s",
                                   "--output-node", "taurus-3", "--site", "lyon",
-                                  "-o", f"kwollect:{push}", "--", "sleep", "8"],
+                                  "-o", f"kwollect:{push}", *extra, "--", "sleep", "8"],
                                  capture_output=True, text=True, timeout=120)
         assert metered.returncode == 0, metered.stderr
         assert "dropped" not in metered.stderr, metered.stderr
-        end = time.time()
+        return start, time.time()
+    finally:
+        rapl.terminate()
+        rapl.wait(timeout=10)
+
+
+def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tmp_path):
+    # `kwatt meter` pushes the RAPL domains of a (simulated) taurus-3 to Kwollect while it runs;
+    # `kwatt energy` over that time then finds the domains below the node's wattmeter: the rest
+    # is the platform's, named as such and never flagged.
+    server = start_server("--auth", "u:p", tmp_path=tmp_path)
+    try:
+        start, end = meter_taurus_3(server, tmp_path)
         env = dict(os.environ, KWATT_USERNAME="u", KWATT_PASSWORD="p")
         result = subprocess.run([KWATT, "energy", "--api", server.url, "--json",
                                  "--nodes", "taurus-3.lyon", "--start", f"{start + 2:.3f}",
@@ -705,8 +717,6 @@ def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tm
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout)
     finally:
-        rapl.terminate()
-        rapl.wait(timeout=10)
         server.stop()
     check = next(c for c in report["source_checks"] if c["interval"] == "window")
     part = next(c for c in check["comparisons"]
@@ -718,6 +728,58 @@ def test_rapl_recorded_by_the_meter_is_a_part_of_the_node_below_its_wattmeter(tm
     assert domains["mean_watts"] == pytest.approx(46, rel=0.05)  # 2 x (20 + 3) W
     assert part["rest_watts"] == pytest.approx(wall["mean_watts"] - domains["mean_watts"], rel=1e-6)
     assert "the rest of the platform" in part["why"] and "error" not in part["why"]
+
+
+def test_a_meters_recording_is_checked_against_the_nodes_archive(tmp_path):
+    # The same, from archives: a real `kwatt meter` records a (simulated) taurus-3's RAPL domains
+    # into an archive (and pushes them to Kwollect); the job's wattmeter is backed up into
+    # another. `kwatt energy BACKUP --with-archive RECORDING` reads the two together. Over the API,
+    # the domains the meter pushed are the API's: the recording's are not read a second time.
+    server = start_server("--auth", "u:p", tmp_path=tmp_path)
+    recording = tmp_path / "recording"
+    env = dict(os.environ, KWATT_USERNAME="u", KWATT_PASSWORD="p")
+    try:
+        start, end = meter_taurus_3(server, tmp_path, f"archive:{recording}")
+        window = ["--nodes", "taurus-3.lyon", "--start", f"{start + 2:.3f}",
+                  "--end", f"{end - 1:.3f}"]
+        backup = tmp_path / "backup"
+        subprocess.run([KWATT, "backup", "--api", server.url, *window, "--metrics",
+                        "wattmetre_power_watt", "-o", backup, "--quiet"],
+                       capture_output=True, text=True, timeout=300, env=env, check=True)
+
+        def energy_of(*source):
+            result = subprocess.run([KWATT, "energy", "--json", *source], capture_output=True,
+                                    text=True, timeout=300, env=env)
+            assert result.returncode == 0, result.stderr
+            return json.loads(result.stdout)
+
+        alone = energy_of(backup)
+        together = energy_of(backup, "--with-archive", recording)
+        over_api = energy_of("--api", server.url, *window, "--with-archive", recording)
+        refused = subprocess.run([KWATT, "energy", "--api", server.url, "--nodes", "nova-1.lyon",
+                                  "--start", f"{start + 2:.3f}", "--end", f"{end - 1:.3f}",
+                                  "--with-archive", recording], capture_output=True, text=True,
+                                 timeout=300, env=env)
+    finally:
+        server.stop()
+
+    def checked(report):
+        check = next(c for c in report["source_checks"] if c["interval"] == "window")
+        return {s["metric"]: s for s in check["sources"]}, \
+            {c["metric"]: c for c in check["comparisons"]}
+
+    assert alone["source_checks"] == []  # the wattmeter alone: nothing to check it against
+    for report in (together, over_api):
+        sources, comparisons = checked(report)
+        part = comparisons["kwatt_meter_domain_power_watt"]
+        assert part["verdict"] == "part_of_node", part
+        assert sources["kwatt_meter_domain_power_watt"]["mean_watts"] == \
+            pytest.approx(46, rel=0.05)  # 2 x (20 + 3) W, once: never the pushed and recorded
+    # The node's energy is its wattmeter's, with or without the recording.
+    assert together["total"]["joules"] == alone["total"]["joules"]
+    assert refused.returncode == 2
+    assert "holds node taurus-3.lyon.grid5000.fr, which is not among the nodes read " \
+        "(nova-1.lyon.grid5000.fr)" in refused.stderr, refused.stderr
 
 
 # Runs of one experiment: ten minutes of nova-1 each (2 idle, 6 of work, 2 idle), 20 minutes apart;

@@ -20,10 +20,22 @@ struct RowSource {
   std::string archive_dir;
   kwollect::ClientOptions options;
   kwollect::FetchQuery query;
+  // Other archives of the same experiment read with it (`kwatt energy --with-archive`): a `kwatt
+  // meter` recording (-o archive:) on one of its nodes, whose RAPL and GPU domains are then
+  // checked against the node's wall power. Each must be complete, hold only nodes of the source,
+  // and hold samples if the source does (summaries if it does). Their rows of the resolved window
+  // follow the source's; a node's metric that the source (or an earlier archive) gave is taken
+  // from there only, never twice.
+  std::vector<std::string> with_archives;
 };
 
 // Feeds `sink` with the source's rows of `metrics` (empty: the query's, else every metric):
-// archive::FeedArchive's or kwollect::Fetch's.
+// archive::FeedArchive's or kwollect::Fetch's, then those of `with_archives`. The sink sees one
+// Begin (the source's resolved query); each series' rows are chronological, but a node's rows from
+// another archive come after the source's (RowSink's order holds within each source). The report
+// is the source's, its rows and catalogues with the other archives'. Errors: FeedArchive's and
+// Fetch's; for another archive, InvalidArgument naming a node it holds that the source lacks, or
+// that it holds summaries where the source holds samples (or the reverse).
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
                               RowSink* sink, const ProgressCallback& progress = {});
 

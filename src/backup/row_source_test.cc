@@ -1,0 +1,195 @@
+// FeedSource with other archives of the same experiment (`kwatt energy --with-archive`): real
+// archives written by ArchiveWriter in a temporary directory, read back through FeedArchive.
+#include "kwatt/backup/row_source.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kwatt/archive/writer.h"
+#include "kwatt/core/row_parser.h"
+#include "kwatt/core/time.h"
+#include "src/testing/temp_dir.h"
+
+namespace kwatt::backup::row_source_test {
+namespace {
+
+constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;  // 2025-04-18T12:00:00Z
+constexpr UnixNanos kMinute = 60 * kNanosPerSecond;
+
+// One row a minute of `metric` for each node uid over [from, to), lyon.
+std::string Rows(const std::vector<std::string>& uids, const std::string& metric, UnixNanos from,
+                 UnixNanos to) {
+  std::string text;
+  for (const std::string& uid : uids) {
+    for (UnixNanos t = from; t < to; t += kMinute) {
+      text += R"({"timestamp":")" + FormatParisTimestamp(t) + R"(","device_id":")" + uid +
+              R"(","metric_id":")" + metric + R"(","value":10,"labels":{}})" + "\n";
+    }
+  }
+  return text;
+}
+
+// A complete archive of `uids` (lyon) over [from, to) holding `rows`.
+void WriteArchive(const std::string& dir, const std::vector<std::string>& uids, UnixNanos from,
+                  UnixNanos to, const std::string& rows, bool summary = false) {
+  archive::BackupQuery query;
+  query.api = "kwatt meter";
+  for (const std::string& uid : uids) query.nodes.push_back(uid + ".lyon.grid5000.fr");
+  query.start = from;
+  query.end = to;
+  query.summary = summary;
+  RowsReport resolved;
+  for (const std::string& uid : uids) resolved.nodes.push_back(NodeName{uid, "lyon"});
+  resolved.start = from;
+  resolved.end = to;
+  resolved.summary = summary;
+  Result<std::unique_ptr<archive::ArchiveWriter>> writer =
+      archive::ArchiveWriter::Open(dir, query, "test");
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE((*writer)->Begin(resolved).ok());
+  StringInterner interner;
+  RowBatch batch;
+  internal::RowStreamParser parser(&interner, internal::Framing::kJsonLines);
+  ASSERT_TRUE(parser.Feed(rows, &batch).ok());
+  ASSERT_TRUE(parser.Finish().ok());
+  ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+  Status finished = (*writer)->Finish(resolved);
+  ASSERT_TRUE(finished.ok()) << finished.ToString();
+}
+
+// What a sink is given: its Begins, and each row as (device, metric, time).
+class Collected : public RowSink {
+ public:
+  Status Begin(const RowsReport& resolved) override {
+    ++begins;
+    return Status::OK();
+  }
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      rows.emplace_back(std::string(interner.Get(batch.device[i])),
+                        std::string(interner.Get(batch.metric[i])), batch.time[i]);
+    }
+    return Status::OK();
+  }
+  int Count(const std::string& device, const std::string& metric) const {
+    int n = 0;
+    for (const auto& [d, m, t] : rows) n += d == device && m == metric;
+    return n;
+  }
+  int begins = 0;
+  std::vector<std::tuple<std::string, std::string, UnixNanos>> rows;
+};
+
+class WithArchives : public ::testing::Test {
+ protected:
+  WithArchives() {
+    backup_ = (temp_.root() / "backup").string();
+    meter_ = (temp_.root() / "meter").string();
+    // The job's backup: nova-1 and nova-4's wattmeters over 10 minutes.
+    WriteArchive(backup_, {"nova-1", "nova-4"}, kT0, kT0 + 10 * kMinute,
+                 Rows({"nova-1", "nova-4"}, "wattmetre_power_watt", kT0, kT0 + 10 * kMinute));
+  }
+  // The backup, read with the meter's recording.
+  RowSource BackupWithMeter() const {
+    RowSource source;
+    source.archive_dir = backup_;
+    source.with_archives = {meter_};
+    return source;
+  }
+  kwatt::testing::TempDir temp_{"kwatt_row_source_test"};
+  std::string backup_, meter_;
+};
+
+// The meter's recording of nova-1 began before the job and ended after it: its domains are read
+// in the job's window, after the backup's rows, with one Begin; the wattmeter rows it holds too
+// are the backup's series, taken once.
+TEST_F(WithArchives, AMetersRecordingIsReadInTheSourcesWindowAndNothingTwice) {
+  WriteArchive(
+      meter_, {"nova-1"}, kT0 - 5 * kMinute, kT0 + 15 * kMinute,
+      Rows({"nova-1"}, "kwatt_meter_domain_power_watt", kT0 - 5 * kMinute, kT0 + 15 * kMinute) +
+          Rows({"nova-1"}, "wattmetre_power_watt", kT0 - 5 * kMinute, kT0 + 15 * kMinute));
+  RowSource source = BackupWithMeter();
+  Collected sink;
+  Result<RowsReport> report = FeedSource(source, {}, &sink);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(sink.begins, 1);
+  EXPECT_EQ(sink.Count("nova-1", "wattmetre_power_watt"), 10);  // the backup's only
+  EXPECT_EQ(sink.Count("nova-4", "wattmetre_power_watt"), 10);
+  EXPECT_EQ(sink.Count("nova-1", "kwatt_meter_domain_power_watt"), 11);  // [T0, T0 + 10 min]
+  for (const auto& [device, metric, t] : sink.rows) {
+    EXPECT_TRUE(t >= kT0 && t <= kT0 + 10 * kMinute) << metric << " at " << t;
+  }
+  EXPECT_EQ(report->rows, int64_t(sink.rows.size()));
+  EXPECT_EQ(report->start, kT0);
+  EXPECT_EQ(report->end, kT0 + 10 * kMinute);
+
+  // Only the metrics asked for are read from it.
+  Collected wattmeters;
+  ASSERT_TRUE(FeedSource(source, {"wattmetre_power_watt"}, &wattmeters).ok());
+  EXPECT_EQ(wattmeters.Count("nova-1", "kwatt_meter_domain_power_watt"), 0);
+  EXPECT_EQ(wattmeters.rows.size(), 20u);
+}
+
+TEST_F(WithArchives, ARecordingOfAnotherNodeIsRefusedNamingIt) {
+  WriteArchive(meter_, {"nova-7"}, kT0, kT0 + 10 * kMinute,
+               Rows({"nova-7"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute));
+  RowSource source = BackupWithMeter();
+  Collected sink;
+  Result<RowsReport> report = FeedSource(source, {}, &sink);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(report.status().message().find(
+                "holds node nova-7.lyon.grid5000.fr, which is not among the nodes read "
+                "(nova-1.lyon.grid5000.fr, nova-4.lyon.grid5000.fr)"),
+            std::string::npos)
+      << report.status().ToString();
+
+  // Narrowed to nova-4, the recording of nova-1 is refused too.
+  WriteArchive((temp_.root() / "meter-1").string(), {"nova-1"}, kT0, kT0 + 10 * kMinute,
+               Rows({"nova-1"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute));
+  source.with_archives = {(temp_.root() / "meter-1").string()};
+  source.query.nodes = {NodeName{"nova-4", "lyon"}};
+  EXPECT_EQ(FeedSource(source, {}, &sink).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(WithArchives, SummariesAreNotReadWithSamples) {
+  WriteArchive(meter_, {"nova-1"}, kT0, kT0 + 10 * kMinute,
+               Rows({"nova-1"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute),
+               /*summary=*/true);
+  RowSource source = BackupWithMeter();
+  Collected sink;
+  Result<RowsReport> report = FeedSource(source, {}, &sink);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("holds 5-minute summaries, the rows it is read with "
+                                           "samples"),
+            std::string::npos)
+      << report.status().ToString();
+}
+
+TEST_F(WithArchives, AnUnfinishedRecordingIsNotTakenForAWholeOne) {
+  {
+    archive::BackupQuery query;
+    query.api = "kwatt meter";
+    query.nodes = {"nova-1.lyon.grid5000.fr"};
+    query.start = kT0;
+    Result<std::unique_ptr<archive::ArchiveWriter>> writer =
+        archive::ArchiveWriter::Open(meter_, query, "test");
+    ASSERT_TRUE(writer.ok());
+    RowsReport resolved;
+    resolved.nodes = {NodeName{"nova-1", "lyon"}};
+    resolved.start = kT0;
+    resolved.end = kT0 + kMinute;
+    ASSERT_TRUE((*writer)->Begin(resolved).ok());
+  }  // destroyed without Finish: as if killed
+  RowSource source = BackupWithMeter();
+  Collected sink;
+  EXPECT_EQ(FeedSource(source, {}, &sink).status().code(), Status::Code::kIncomplete);
+}
+
+}  // namespace
+}  // namespace kwatt::backup::row_source_test
