@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <tuple>
 
 #include "apps/kwatt/commands.h"
@@ -8,9 +9,11 @@ namespace kwatt::cli {
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                              const std::vector<std::string>& metrics, RowSink* sink,
                              const ProgressCallback& progress, bool metrics_are_candidates,
-                             const std::vector<std::string>& with_archives) {
+                             const std::vector<std::string>& with_archives,
+                             bool with_archives_shared) {
   backup::RowSource source;
   source.with_archives = with_archives;
+  source.with_archives_shared = with_archives_shared;
   if (!archive_dir.empty()) {
     if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
     source.archive_dir = archive_dir;
@@ -32,6 +35,30 @@ Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& ar
     source.query.check_metrics = source.query.check_metrics && !metrics_are_candidates;
   }
   return backup::FeedSource(source, metrics, sink, progress);
+}
+
+CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives) {
+  return command->add_option(
+      "--with-archive", *with_archives,
+      "Another archive of the same nodes read with the rows: a kwatt meter recording (-o "
+      "archive:) on one of them, whose RAPL and GPU domains are then checked against the node's "
+      "wall power (repeatable; with several runs, each recording goes with the runs it meets)");
+}
+
+Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,
+                             const std::vector<const RowsReport*>& runs) {
+  for (const std::string& dir : with_archives) {
+    bool read = std::any_of(runs.begin(), runs.end(), [&](const RowsReport* run) {
+      return std::find(run->with_archives.begin(), run->with_archives.end(), dir) !=
+             run->with_archives.end();
+    });
+    if (!read) {
+      return Status::InvalidArgument("--with-archive " + dir +
+                                     ": no run has its nodes during its window (give the "
+                                     "recordings made on the runs' nodes while they ran)");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace kwatt::cli

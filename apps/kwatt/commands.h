@@ -79,11 +79,13 @@ std::string HumanBytes(double bytes);
 // given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 // `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
 // check_metrics false), for energy's list of power sources. `with_archives`: other archives of
-// the same nodes read with it (backup::RowSource::with_archives; `kwatt energy --with-archive`).
+// the same nodes read with it (backup::RowSource::with_archives; `kwatt energy --with-archive`),
+// shared by several runs when `with_archives_shared`.
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                              const std::vector<std::string>& metrics, RowSink* sink,
                              const ProgressCallback& progress, bool metrics_are_candidates = false,
-                             const std::vector<std::string>& with_archives = {});
+                             const std::vector<std::string>& with_archives = {},
+                             bool with_archives_shared = false);
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
 ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const RowsReport& report);
@@ -93,7 +95,15 @@ struct AnalysisArgs {
   QueryArgs query;
   std::string archive;
   std::vector<std::string> phases, roles;  // NAME=START..END, NAME=NODE,NODE
+  // Other archives read with the rows (`--with-archive`: kwatt energy and kwatt report only).
+  std::vector<std::string> with_archives;
 };
+// `--with-archive DIR` (repeatable) into `with_archives`: `what` says what the rows are read for.
+CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives);
+// After runs were read with `with_archives` shared among them: InvalidArgument naming a given
+// archive that no run read (none of its nodes is a run's during the run).
+Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,
+                             const std::vector<const RowsReport*>& runs);
 void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args);
 // Parses --accuracy METRIC=P%+WW options into `accuracies` (by metric); InvalidArgument naming
 // the one that is wrong.

@@ -400,7 +400,7 @@ int ShareByActivity(const energy::EnergySink& rows, const RowsReport& report,
 struct EnergyArgs {
   AnalysisArgs analysis;
   std::string metric, baseline, activity, node, idle_policy = "proportional";
-  std::vector<std::string> idle_power, accuracies, with_archives;
+  std::vector<std::string> idle_power, accuracies;
   double gap_factor = energy::EnergyOptions().gap_factor;
   double clock_offset = energy::kDefaultClockOffsetSeconds;
   RunsArgs runs;
@@ -444,12 +444,7 @@ CLI::App* AddEnergyOptions(CLI::App* app, EnergyArgs* args) {
                    "The confidence level of the runs' intervals and of the comparison")
       ->capture_default_str()
       ->needs(run);
-  command
-      ->add_option("--with-archive", args->with_archives,
-                   "Another archive of the same nodes read with the rows: a kwatt meter "
-                   "recording (-o archive:) on one of them, whose RAPL and GPU domains are then "
-                   "checked against the node's wall power (repeatable)")
-      ->excludes(run);
+  AddWithArchiveOption(command, &args->analysis.with_archives)->excludes(run);
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command
       ->add_flag("--csv", args->csv,
@@ -502,7 +497,7 @@ int RunEnergy(const EnergyArgs& args) {
   Result<RowsReport> report =
       RunSource(args.analysis.archive, args.analysis.query, energy::EnergyInputMetrics(args.metric),
                 &collector, MakeProgress("kwatt energy", args.quiet || args.json),
-                /*metrics_are_candidates=*/true, args.with_archives);
+                /*metrics_are_candidates=*/true, args.analysis.with_archives);
   if (!report.ok()) {
     std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
     return ExitCodeOf(report.status());

@@ -119,7 +119,8 @@ Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& anal
   KWATT_ASSIGN_OR_RETURN(
       run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
                           MakeProgress("kwatt energy " + given, quiet),
-                          /*metrics_are_candidates=*/true));
+                          /*metrics_are_candidates=*/true, analysis.with_archives,
+                          /*with_archives_shared=*/true));
   PrintFailures("kwatt energy", run.rows);
   options.phases.clear();
   options.roles.clear();

@@ -34,7 +34,7 @@ constexpr size_t kPlotPoints = 600;
 
 struct ReportArgs {
   QueryArgs query;
-  std::vector<std::string> a, b, phases, roles, accuracies;
+  std::vector<std::string> a, b, phases, roles, accuracies, with_archives;
   std::string output, title = "Energy report", metric, carbon, carbon_source, pue_source;
   double pue = 1, confidence = 0.95, clock_offset = energy::kDefaultClockOffsetSeconds;
   double gap_factor = energy::EnergyOptions().gap_factor;
@@ -455,12 +455,13 @@ ordered_json Provenance(const ReportArgs& args, const std::vector<ExperimentRun>
     run["window"] = {FormatParisTimestamp(r.rows.start), FormatParisTimestamp(r.rows.end)};
     run["job_user"] = r.rows.job_user;
     run["job_types"] = r.rows.job_types;
+    run["with_archives"] = r.rows.with_archives;  // kwatt meter recordings read with it
     ordered_json nodes = ordered_json::array();
     for (const NodeName& n : r.rows.nodes) {
       ordered_json node = {{"node", n.Fqdn()}, {"site", n.site}, {"cluster", n.Cluster()}};
       ordered_json periods = ordered_json::object();
       const Catalogue* c = FindCatalogue(r.rows.catalogues, n.site + "/" + n.Cluster());
-      // The cluster's hardware as the reference names it (an archive keeps only the metrics).
+      // The cluster's hardware as the reference names it (an archive's manifest keeps it too).
       node["model"] = c && !c->model().empty() ? ordered_json(c->model()) : ordered_json(nullptr);
       if (c) {
         for (const CatalogueEntry& e : c->entries()) {
@@ -547,6 +548,8 @@ std::vector<std::string> ReportArgv(const ReportArgs& args) {
   for (const std::string& role : args.roles) argv.insert(argv.end(), {"--role", role});
   if (!args.metric.empty()) argv.insert(argv.end(), {"--metric", args.metric});
   for (const std::string& a : args.accuracies) argv.insert(argv.end(), {"--accuracy", a});
+  for (const std::string& dir : args.with_archives)
+    argv.insert(argv.end(), {"--with-archive", dir});
   auto number = [](double v) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", v);
@@ -649,6 +652,7 @@ Result<ReportSetup> SetUpReport(const ReportArgs& args) {
   setup.analysis.query = args.query;
   setup.analysis.phases = args.phases;
   setup.analysis.roles = args.roles;
+  setup.analysis.with_archives = args.with_archives;
   std::vector<energy::Interval> phases;
   std::vector<energy::Role> roles;
   KWATT_RETURN_IF_ERROR(ResolvePhasesAndRoles(setup.analysis, &phases, &roles, UnixNanos(0)));
@@ -674,6 +678,11 @@ Result<ReportData> ComputeReport(const ReportArgs& args, const ReportSetup& setu
       runs->push_back(std::move(*run));
     }
   }
+  std::vector<const RowsReport*> read;
+  for (const std::vector<ExperimentRun>* runs : {&d.a, &d.b}) {
+    for (const ExperimentRun& r : *runs) read.push_back(&r.rows);
+  }
+  KWATT_RETURN_IF_ERROR(CheckEveryArchiveRead(args.with_archives, read));
   for (auto [runs, emissions] :
        {std::pair{&d.a, &d.emissions_a}, std::pair{&d.b, &d.emissions_b}}) {
     for (const ExperimentRun& r : *runs) {
@@ -857,6 +866,7 @@ Runner RegisterReport(CLI::App* app) {
   command->add_option("--pue", args->pue, "The data centre's PUE (with --carbon-intensity)")
       ->capture_default_str();
   command->add_option("--pue-source", args->pue_source, "Where the PUE comes from");
+  AddWithArchiveOption(command, &args->with_archives);
   command->add_option("--title", args->title, "The report's title")->capture_default_str();
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {

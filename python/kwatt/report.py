@@ -47,14 +47,16 @@ def _phase_arguments(phases):
 
 def report(runs, output, versus=None, phases=None, roles=None, api=None, title=None,
            accuracies=None, clock_offset=None, confidence=None, carbon_intensity=None,
-           carbon_source=None, pue=None, pue_source=None, quiet=True):
+           carbon_source=None, pue=None, pue_source=None, with_archives=None, quiet=True):
     """Writes `kwatt report`'s directory `output` (doc/report.md) and returns its path.
 
     runs: the runs of set A, each an archive directory (kwatt backup, Kwollect.backup()) or a job
     "SITE:ID"; versus: set B's, compared with A. phases: {name: (start, end)} in seconds after each
     run's start. roles: {name: [node, ...]}. accuracies: {metric: "P%+WW"}. carbon_intensity:
     grams of CO2e per kWh, or the path of RTE's eCO2mix export (or CSV time,grams_per_kwh), with
-    carbon_source naming it; pue with pue_source. A run that could not be read whole, or figures
+    carbon_source naming it; pue with pue_source. with_archives: `kwatt meter -o archive:`
+    recordings on the runs' nodes, each read with the runs it meets (its RAPL and GPU domains
+    checked against the wall: `--with-archive`). A run that could not be read whole, or figures
     that could not be drawn, raise KwattError after the report is written; bad arguments raise
     InvalidArgumentError."""
     runs = [os.fspath(r) for r in ([runs] if isinstance(runs, (str, os.PathLike)) else runs)]
@@ -69,6 +71,10 @@ def report(runs, output, versus=None, phases=None, roles=None, api=None, title=N
         argv += ["--role", f"{name}={','.join(nodes)}"]
     for metric, accuracy in (accuracies or {}).items():
         argv += ["--accuracy", f"{metric}={accuracy}"]
+    if isinstance(with_archives, (str, os.PathLike)):
+        with_archives = [with_archives]
+    for recording in with_archives or []:
+        argv += ["--with-archive", os.fspath(recording)]
     for flag, value in (("--api", api), ("--title", title), ("--clock-offset", clock_offset),
                         ("--confidence", confidence), ("--carbon-intensity", carbon_intensity),
                         ("--carbon-source", carbon_source), ("--pue", pue),

@@ -815,6 +815,14 @@ def test_source_checks_read_another_archive_of_the_nodes_with_the_rows(server, t
     with pytest.raises(kwatt.InvalidArgumentError, match="holds node taurus-1.lyon.grid5000.fr, "
                        "which is not among the nodes read"):
         other.energy(with_archives=bmcs)
+    # kwatt.report() reads it with the run, and names it.
+    out = kwatt.report([walls], tmp_path / "paper", with_archives=bmcs)
+    data = json.loads((tmp_path / "paper" / "report.json").read_text())
+    assert data["provenance"]["runs"][0]["with_archives"] == [str(bmcs)]
+    [check] = [c for c in data["sets"]["a"][0]["energy"]["source_checks"]
+               if c["interval"] == "window"]
+    assert [c["verdict"] for c in check["comparisons"]] == ["agrees"]
+    assert out == str(tmp_path / "paper")
 
 
 def test_energy_explains_a_node_without_power_data(server):

@@ -7,6 +7,7 @@
 
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/source.h"
+#include "kwatt/core/time.h"
 
 namespace kwatt::backup {
 
@@ -68,12 +69,20 @@ Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::strin
 std::string SamplesOrSummaries(bool summary) { return summary ? "5-minute summaries" : "samples"; }
 
 // Another archive's rows of `report`'s nodes and window, of `metrics` (empty: all), but for the
-// series `seen` holds; notes what it gives in `seen`.
-Status FeedWithArchive(const std::string& dir, const std::vector<std::string>& metrics,
+// series `seen` holds; notes what it gives in `seen`. `shared`: RowSource::with_archives_shared.
+Status FeedWithArchive(const std::string& dir, const std::vector<std::string>& metrics, bool shared,
                        RowSink* sink, std::set<SeriesKey>* seen, RowsReport* report) {
   Result<archive::Manifest> manifest = archive::ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   if (!manifest->complete) return Status::Incomplete(archive::IncompleteArchiveMessage(*manifest));
+  if (manifest->window_end < report->start || manifest->window_start > report->end) {
+    if (shared) return Status::OK();
+    return Status::InvalidArgument(
+        "archive " + dir + " holds " + FormatParisTimestamp(manifest->window_start) + " to " +
+        FormatParisTimestamp(manifest->window_end) + ", outside the window read (" +
+        FormatParisTimestamp(report->start) + " to " + FormatParisTimestamp(report->end) +
+        "): give the recording made during it");
+  }
   if (manifest->query.summary != report->summary) {
     return Status::InvalidArgument(
         "archive " + dir + " holds " + SamplesOrSummaries(manifest->query.summary) +
@@ -82,16 +91,19 @@ Status FeedWithArchive(const std::string& dir, const std::vector<std::string>& m
   }
   std::string ours;
   for (const NodeName& node : report->nodes) ours += (ours.empty() ? "" : ", ") + node.Fqdn();
+  bool read = false;  // a node of it is the source's
   for (const archive::ManifestNode& held : manifest->nodes) {
     auto node = std::find_if(report->nodes.begin(), report->nodes.end(),
                              [&](const NodeName& n) { return n.Fqdn() == held.node; });
     if (node == report->nodes.end()) {
+      if (shared) continue;
       return Status::InvalidArgument(
           "archive " + dir + " holds node " + held.node + ", which is not among the nodes read (" +
           ours +
           "): give it with the rows of that node, or record the node under its Grid'5000 "
           "name (kwatt meter --output-node UID --site SITE)");
     }
+    read = true;
     std::vector<std::string> take;  // its metrics asked for that no earlier source gave
     for (const archive::ManifestFile& file : manifest->files) {
       if (file.node != held.node) continue;
@@ -110,6 +122,8 @@ Status FeedWithArchive(const std::string& dir, const std::vector<std::string>& m
         archive::FeedArchive(dir, take, report->start, report->end, &noter, &fed, {*node}));
     report->rows += fed.rows;
   }
+  if (!read) return Status::OK();  // shared, and none of its nodes is the source's
+  report->with_archives.push_back(dir);
   for (const ClusterCatalogue& cluster : manifest->catalogue) {
     if (FindCatalogue(report->catalogues, cluster.cluster) == nullptr) {
       report->catalogues.push_back(cluster);
@@ -129,7 +143,7 @@ Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::st
   if (!report.ok()) return report;
   for (const std::string& dir : source.with_archives) {
     KWATT_RETURN_IF_ERROR(FeedWithArchive(dir, metrics.empty() ? source.query.metrics : metrics,
-                                          sink, &seen, &*report));
+                                          source.with_archives_shared, sink, &seen, &*report));
   }
   return report;
 }

@@ -85,6 +85,20 @@ class Collected : public RowSink {
   std::vector<std::tuple<std::string, std::string, UnixNanos>> rows;
 };
 
+// FeedSource refuses `source` (InvalidArgument) saying `what`.
+void ExpectRefused(const RowSource& source, const std::string& what) {
+  Collected sink;
+  Result<RowsReport> report = FeedSource(source, {}, &sink);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(report.status().message().find(what), std::string::npos) << report.status().ToString();
+}
+
+// A kwatt meter recording of `uid`'s domains over [from, to).
+void WriteRecording(const std::string& dir, const std::string& uid, UnixNanos from, UnixNanos to) {
+  WriteArchive(dir, {uid}, from, to, Rows({uid}, "kwatt_meter_domain_power_watt", from, to));
+}
+
 class WithArchives : public ::testing::Test {
  protected:
   WithArchives() {
@@ -136,39 +150,51 @@ TEST_F(WithArchives, AMetersRecordingIsReadInTheSourcesWindowAndNothingTwice) {
 }
 
 TEST_F(WithArchives, ARecordingOfAnotherNodeIsRefusedNamingIt) {
-  WriteArchive(meter_, {"nova-7"}, kT0, kT0 + 10 * kMinute,
-               Rows({"nova-7"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute));
+  WriteRecording(meter_, "nova-7", kT0, kT0 + 10 * kMinute);
   RowSource source = BackupWithMeter();
-  Collected sink;
-  Result<RowsReport> report = FeedSource(source, {}, &sink);
-  ASSERT_FALSE(report.ok());
-  EXPECT_EQ(report.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(report.status().message().find(
+  ExpectRefused(source,
                 "holds node nova-7.lyon.grid5000.fr, which is not among the nodes read "
-                "(nova-1.lyon.grid5000.fr, nova-4.lyon.grid5000.fr)"),
-            std::string::npos)
-      << report.status().ToString();
+                "(nova-1.lyon.grid5000.fr, nova-4.lyon.grid5000.fr)");
 
   // Narrowed to nova-4, the recording of nova-1 is refused too.
-  WriteArchive((temp_.root() / "meter-1").string(), {"nova-1"}, kT0, kT0 + 10 * kMinute,
-               Rows({"nova-1"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute));
+  WriteRecording((temp_.root() / "meter-1").string(), "nova-1", kT0, kT0 + 10 * kMinute);
   source.with_archives = {(temp_.root() / "meter-1").string()};
   source.query.nodes = {NodeName{"nova-4", "lyon"}};
-  EXPECT_EQ(FeedSource(source, {}, &sink).status().code(), Status::Code::kInvalidArgument);
+  ExpectRefused(source, "holds node nova-1.lyon.grid5000.fr");
+}
+
+// A recording made before the job: refused when given for it; skipped when several runs share the
+// recordings (kwatt report), each run then naming those it read.
+TEST_F(WithArchives, ARecordingGoesWithTheRunsItMeets) {
+  WriteRecording(meter_, "nova-1", kT0 - 20 * kMinute, kT0 - 10 * kMinute);
+  std::string during = (temp_.root() / "during").string();
+  WriteRecording(during, "nova-4", kT0, kT0 + 10 * kMinute);
+  RowSource source = BackupWithMeter();
+  ExpectRefused(source,
+                "holds 2025-04-18T13:40:00+02:00 to 2025-04-18T13:50:00+02:00, outside the "
+                "window read (2025-04-18T14:00:00+02:00 to 2025-04-18T14:10:00+02:00)");
+
+  source.with_archives = {meter_, during};
+  source.with_archives_shared = true;
+  Collected shared;
+  Result<RowsReport> report = FeedSource(source, {}, &shared);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->with_archives, std::vector<std::string>{during});
+  EXPECT_EQ(shared.Count("nova-4", "kwatt_meter_domain_power_watt"), 10);
+  EXPECT_EQ(shared.Count("nova-1", "kwatt_meter_domain_power_watt"), 0);
+
+  // A run of nova-1 alone: the recording of nova-4 is not its own.
+  source.query.nodes = {NodeName{"nova-1", "lyon"}};
+  Result<RowsReport> alone = FeedSource(source, {}, &shared);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_TRUE(alone->with_archives.empty());
 }
 
 TEST_F(WithArchives, SummariesAreNotReadWithSamples) {
   WriteArchive(meter_, {"nova-1"}, kT0, kT0 + 10 * kMinute,
                Rows({"nova-1"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute),
                /*summary=*/true);
-  RowSource source = BackupWithMeter();
-  Collected sink;
-  Result<RowsReport> report = FeedSource(source, {}, &sink);
-  ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("holds 5-minute summaries, the rows it is read with "
-                                           "samples"),
-            std::string::npos)
-      << report.status().ToString();
+  ExpectRefused(BackupWithMeter(), "holds 5-minute summaries, the rows it is read with samples");
 }
 
 TEST_F(WithArchives, AnUnfinishedRecordingIsNotTakenForAWholeOne) {

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -760,6 +761,20 @@ def test_a_meters_recording_is_checked_against_the_nodes_archive(tmp_path):
                                   "--start", f"{start + 2:.3f}", "--end", f"{end - 1:.3f}",
                                   "--with-archive", recording], capture_output=True, text=True,
                                  timeout=300, env=env)
+        # kwatt report reads it with the run it meets, and names it in the provenance.
+        paper = tmp_path / "paper"
+        made = subprocess.run([KWATT, "report", backup, "--with-archive", recording, "-o", paper,
+                               "-q"], capture_output=True, text=True, timeout=300,
+                              env=dict(env, KWATT_PYTHON=sys.executable))
+        assert made.returncode == 0, made.stderr
+        # An archive of another node meets no run: refused, nothing written.
+        other = tmp_path / "nova-1"
+        subprocess.run([KWATT, "backup", "--api", server.url, "--nodes", "nova-1.lyon",
+                        *window[2:], "--metrics", "wattmetre_power_watt", "-o", other, "--quiet"],
+                       capture_output=True, text=True, timeout=300, env=env, check=True)
+        nowhere = subprocess.run([KWATT, "report", backup, "--with-archive", other, "-o",
+                                  tmp_path / "unwritten", "-q"], capture_output=True, text=True,
+                                 timeout=300, env=env)
     finally:
         server.stop()
 
@@ -780,6 +795,16 @@ def test_a_meters_recording_is_checked_against_the_nodes_archive(tmp_path):
     assert refused.returncode == 2
     assert "holds node taurus-3.lyon.grid5000.fr, which is not among the nodes read " \
         "(nova-1.lyon.grid5000.fr)" in refused.stderr, refused.stderr
+    report = json.loads((paper / "report.json").read_text())
+    run = report["sets"]["a"][0]["energy"]
+    assert checked(run)[1]["kwatt_meter_domain_power_watt"]["verdict"] == "part_of_node"
+    provenance = json.loads((paper / "provenance.json").read_text())
+    assert provenance["runs"][0]["with_archives"] == [str(recording)]
+    assert f"--with-archive {recording}" in provenance["reproduce"][-1]
+    assert "part_of_node" in (paper / "report.html").read_text()
+    assert nowhere.returncode == 2, nowhere.stderr
+    assert f"--with-archive {other}: no run has its nodes during its window" in nowhere.stderr
+    assert not (tmp_path / "unwritten").exists()
 
 
 # Runs of one experiment: ten minutes of nova-1 each (2 idle, 6 of work, 2 idle), 20 minutes apart;

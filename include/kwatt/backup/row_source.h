@@ -27,15 +27,21 @@ struct RowSource {
   // follow the source's; a node's metric that the source (or an earlier archive) gave is taken
   // from there only, never twice.
   std::vector<std::string> with_archives;
+  // `with_archives` is shared by several runs (`kwatt energy --run`, `kwatt report`): an archive
+  // whose window does not meet the source's, or a node of it the source lacks, is skipped rather
+  // than refused. The report's `with_archives` names those read.
+  bool with_archives_shared = false;
 };
 
 // Feeds `sink` with the source's rows of `metrics` (empty: the query's, else every metric):
 // archive::FeedArchive's or kwollect::Fetch's, then those of `with_archives`. The sink sees one
 // Begin (the source's resolved query); each series' rows are chronological, but a node's rows from
 // another archive come after the source's (RowSink's order holds within each source). The report
-// is the source's, its rows and catalogues with the other archives'. Errors: FeedArchive's and
-// Fetch's; for another archive, InvalidArgument naming a node it holds that the source lacks, or
-// that it holds summaries where the source holds samples (or the reverse).
+// is the source's, its rows and catalogues with the other archives', which it names
+// (`with_archives`). Errors: FeedArchive's and Fetch's; for another archive, InvalidArgument naming
+// a node it holds that the source lacks, or a window that does not meet the source's (unless
+// `with_archives_shared`), or that it holds summaries where the source holds samples (or the
+// reverse).
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
                               RowSink* sink, const ProgressCallback& progress = {});
 

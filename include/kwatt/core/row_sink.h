@@ -59,6 +59,9 @@ struct RowsReport {
   int64_t bytes = 0;
   double seconds = 0;
   std::vector<MissingPiece> failures;
+  // Other archives whose rows were read with the source's (a `kwatt meter` recording given with
+  // `--with-archive`), as given.
+  std::vector<std::string> with_archives;
 
   bool complete() const { return failures.empty(); }
 };
