@@ -37,12 +37,14 @@ Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& ar
   return backup::FeedSource(source, metrics, sink, progress);
 }
 
-CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives) {
-  return command->add_option(
-      "--with-archive", *with_archives,
+CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives,
+                                  bool several_runs) {
+  std::string help =
       "Another archive of the same nodes read with the rows: a kwatt meter recording (-o "
       "archive:) on one of them, whose RAPL and GPU domains are then checked against the node's "
-      "wall power (repeatable; with several runs, each recording goes with the runs it meets)");
+      "wall power (repeatable";
+  help += several_runs ? "; each recording goes with the runs it meets)" : ")";
+  return command->add_option("--with-archive", *with_archives, help);
 }
 
 Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,

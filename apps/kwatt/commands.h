@@ -98,8 +98,10 @@ struct AnalysisArgs {
   // Other archives read with the rows (`--with-archive`: kwatt energy and kwatt report only).
   std::vector<std::string> with_archives;
 };
-// `--with-archive DIR` (repeatable) into `with_archives`: `what` says what the rows are read for.
-CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives);
+// `--with-archive DIR` (repeatable) into `with_archives`; `several_runs`: the command reads
+// several runs, each recording going with those it meets (kwatt report).
+CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives,
+                                  bool several_runs);
 // After runs were read with `with_archives` shared among them: InvalidArgument naming a given
 // archive that no run read (none of its nodes is a run's during the run).
 Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,

@@ -444,7 +444,8 @@ CLI::App* AddEnergyOptions(CLI::App* app, EnergyArgs* args) {
                    "The confidence level of the runs' intervals and of the comparison")
       ->capture_default_str()
       ->needs(run);
-  AddWithArchiveOption(command, &args->analysis.with_archives)->excludes(run);
+  AddWithArchiveOption(command, &args->analysis.with_archives, /*several_runs=*/false)
+      ->excludes(run);
   CLI::Option* json = command->add_flag("--json", args->json, "JSON output");
   command
       ->add_flag("--csv", args->csv,

@@ -866,7 +866,7 @@ Runner RegisterReport(CLI::App* app) {
   command->add_option("--pue", args->pue, "The data centre's PUE (with --carbon-intensity)")
       ->capture_default_str();
   command->add_option("--pue-source", args->pue_source, "Where the PUE comes from");
-  AddWithArchiveOption(command, &args->with_archives);
+  AddWithArchiveOption(command, &args->with_archives, /*several_runs=*/true);
   command->add_option("--title", args->title, "The report's title")->capture_default_str();
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   return [command, args]() -> int {

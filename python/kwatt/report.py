@@ -47,7 +47,7 @@ def _phase_arguments(phases):
 
 def report(runs, output, versus=None, phases=None, roles=None, api=None, title=None,
            accuracies=None, clock_offset=None, confidence=None, carbon_intensity=None,
-           carbon_source=None, pue=None, pue_source=None, with_archives=None, quiet=True):
+           carbon_source=None, pue=None, pue_source=None, quiet=True, with_archives=None):
     """Writes `kwatt report`'s directory `output` (doc/report.md) and returns its path.
 
     runs: the runs of set A, each an archive directory (kwatt backup, Kwollect.backup()) or a job

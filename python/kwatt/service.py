@@ -474,7 +474,7 @@ class Kwollect(_ServiceBase):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
         phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
-        fetched, failures). A fetch that could not get everything raises IncompleteError
+        fetched, failures, the with_archives read). with_archives: as energy()'s. A fetch that could not get everything raises IncompleteError
         (``.partial`` holds the report) unless allow_incomplete."""
         report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
                               clock_offset, with_archives)

@@ -382,6 +382,15 @@ std::string IncompleteArchiveMessage(const Manifest& m) {
   std::string committed = " (" + std::to_string(m.rows()) + " rows committed so far)";
   std::string partial =
       "read what it holds so far with --allow-incomplete (allow_incomplete in the API)";
+  if (m.query.api == kRecordingApi) {  // a kwatt meter recording, not a backup
+    if (BeingWritten(m.dir)) {
+      return m.dir + " is a kwatt meter recording still running" + committed +
+             ": stop the meter (Ctrl-C, or SIGTERM) to finish it, or " + partial;
+    }
+    return m.dir + " is a kwatt meter recording that stopped before it was finished" + committed +
+           ": start the meter again with the same -o archive:" + m.dir +
+           " and stop it to finish it, or " + partial;
+  }
   if (BeingWritten(m.dir)) {
     return m.dir + " is being written by a kwatt backup running now" + committed +
            ": wait for it to end, or " + partial;

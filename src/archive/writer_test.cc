@@ -166,14 +166,13 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   EXPECT_LT(report.rows, 4 * 60 * 100);  // the frame in progress at the stop was lost
 }
 
-// Defect 3: journal records are outside input.
 // The reference's hardware model of each cluster is written with its catalogue and read back: a
 // report from the archive names it as a report from the API does.
 TEST(WriterTest, EachClustersHardwareIsKept) {
   TempDir temp;
   RowsReport resolved = Resolved();
-  Result<Catalogue> nova = Catalogue::FromJson(
-      R"({"uid":"nova","model":"Dell PowerEdge R430","metrics":[{"name":"wattmetre_power_watt"}]})");
+  Result<Catalogue> nova = Catalogue::FromJson(R"({"uid":"nova","model":"Dell PowerEdge R430",)"
+                                               R"("metrics":[{"name":"wattmetre_power_watt"}]})");
   ASSERT_TRUE(nova.ok());
   resolved.catalogues = {{"lyon/nova", *nova}};
   Result<std::unique_ptr<ArchiveWriter>> writer =
@@ -190,6 +189,7 @@ TEST(WriterTest, EachClustersHardwareIsKept) {
   EXPECT_EQ(written["hardware"], Json::parse(R"({"lyon/nova": {"model": "Dell PowerEdge R430"}})"));
 }
 
+// Defect 3: journal records are outside input.
 TEST(WriterTest, AJournalRecordNamingAFileOutsideDataIsNotFollowed) {
   TempDir temp;
   Interrupted(temp.archive());

@@ -1,6 +1,8 @@
 #include "kwatt/backup/row_source.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <set>
 #include <tuple>
 #include <unordered_set>
@@ -13,30 +15,31 @@ namespace kwatt::backup {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 // A series a source gave: (site, device id, metric id).
 using SeriesKey = std::tuple<std::string, std::string, std::string>;
 
-// Passes rows on, noting each (site, device, metric) it saw; Begin is passed on only when asked
-// (the rows of another archive follow a Begin already given).
+// Passes the source's rows on, noting each (site, device, metric) series it gave.
 class SeriesNoter : public RowSink {
  public:
-  SeriesNoter(RowSink* next, std::set<SeriesKey>* seen, bool pass_begin)
-      : next_(next), seen_(seen), pass_begin_(pass_begin) {}
-  Status Begin(const RowsReport& resolved) override {
-    return pass_begin_ ? next_->Begin(resolved) : Status::OK();
-  }
+  SeriesNoter(RowSink* next, std::set<SeriesKey>* seen) : next_(next), seen_(seen) {}
+  Status Begin(const RowsReport& resolved) override { return next_->Begin(resolved); }
   Status Write(std::string_view site, const RowBatch& batch,
                const StringInterner& interner) override {
-    if (&interner != interner_ || site != site_) {  // ids are the interner's, per site
-      interner_ = &interner;
+    if (interner.serial() != interner_ || site != site_) {  // ids are the interner's, per site
+      interner_ = interner.serial();
       site_ = std::string(site);
       ids_.clear();
     }
+    uint64_t last = UINT64_MAX;  // a series' rows mostly follow each other
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (ids_.insert(uint64_t(batch.device[i]) << 32 | batch.metric[i]).second) {
+      uint64_t id = uint64_t(batch.device[i]) << 32 | batch.metric[i];
+      if (id != last && ids_.insert(id).second) {
         seen_->emplace(site_, std::string(interner.Get(batch.device[i])),
                        std::string(interner.Get(batch.metric[i])));
       }
+      last = id;
     }
     return next_->Write(site, batch, interner);
   }
@@ -45,12 +48,12 @@ class SeriesNoter : public RowSink {
  private:
   RowSink* next_;
   std::set<SeriesKey>* seen_;
-  bool pass_begin_;
-  const StringInterner* interner_ = nullptr;
+  uint64_t interner_ = 0;  // the serial of the interner ids_ is for
   std::string site_;
   std::unordered_set<uint64_t> ids_;
 };
 
+// The source's own rows: its archive's, or its query's.
 Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::string>& metrics,
                            RowSink* sink, const ProgressCallback& progress) {
   if (!source.archive_dir.empty()) {
@@ -66,65 +69,128 @@ Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::strin
   return kwollect::Fetch(source.options, query, sink, progress);
 }
 
-std::string SamplesOrSummaries(bool summary) { return summary ? "5-minute summaries" : "samples"; }
+// Passes another archive's rows on, without its Begin: the sink began with the source's.
+class RowsOnly : public RowSink {
+ public:
+  explicit RowsOnly(RowSink* next) : next_(next) {}
+  Status Write(std::string_view site, const RowBatch& batch,
+               const StringInterner& interner) override {
+    return next_->Write(site, batch, interner);
+  }
+
+ private:
+  RowSink* next_;
+};
+
+// Which other archive gave a series, and up to when its window went: a later recording of the
+// same series must begin after it (a meter started again into a new directory).
+struct Recorded {
+  std::string dir;
+  UnixNanos window_end = 0;
+};
+
+// Why another archive cannot be read with rows of `summary` kind, or "".
+std::string KindMismatch(const archive::Manifest& m, bool summary) {
+  if (m.query.summary == summary) return "";
+  if (summary) {
+    return "archive " + m.dir + " holds samples, the rows it is read with 5-minute summaries: " +
+           "read them without --summary";
+  }
+  return "archive " + m.dir + " holds 5-minute summaries, the rows it is read with samples: " +
+         "give an archive of samples (a kwatt meter recording, a backup without --summary)";
+}
+
+// The other archives, complete, each given once, none the source's own, in the order of their
+// windows' starts (so that two recordings of a series, one after the other, come in time order).
+Result<std::vector<archive::Manifest>> ReadOtherArchives(const RowSource& source) {
+  std::vector<archive::Manifest> out;
+  for (const std::string& dir : source.with_archives) {
+    Result<archive::Manifest> manifest = archive::ReadManifest(dir);
+    if (!manifest.ok()) return manifest.status();
+    if (!manifest->complete) {
+      return Status::Incomplete(archive::IncompleteArchiveMessage(*manifest));
+    }
+    std::error_code error;
+    if (!source.archive_dir.empty() && fs::equivalent(source.archive_dir, dir, error)) {
+      return Status::InvalidArgument("archive " + dir +
+                                     " is the one read: give another one with it (a kwatt meter "
+                                     "recording on its nodes)");
+    }
+    for (const archive::Manifest& earlier : out) {
+      if (fs::equivalent(earlier.dir, dir, error)) {
+        return Status::InvalidArgument("archive " + dir + " is given twice");
+      }
+    }
+    out.push_back(std::move(*manifest));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const archive::Manifest& a, const archive::Manifest& b) {
+                     return a.window_start < b.window_start;
+                   });
+  return out;
+}
 
 // Another archive's rows of `report`'s nodes and window, of `metrics` (empty: all), but for the
-// series `seen` holds; notes what it gives in `seen`. `shared`: RowSource::with_archives_shared.
-Status FeedWithArchive(const std::string& dir, const std::vector<std::string>& metrics, bool shared,
-                       RowSink* sink, std::set<SeriesKey>* seen, RowsReport* report) {
-  Result<archive::Manifest> manifest = archive::ReadManifest(dir);
-  if (!manifest.ok()) return manifest.status();
-  if (!manifest->complete) return Status::Incomplete(archive::IncompleteArchiveMessage(*manifest));
-  if (manifest->window_end < report->start || manifest->window_start > report->end) {
+// series the source gave (`from_source`); `recorded` notes what the other archives gave.
+// `shared`: RowSource::with_archives_shared.
+Status FeedWithArchive(const archive::Manifest& m, const std::vector<std::string>& metrics,
+                       bool shared, const std::set<SeriesKey>& from_source,
+                       std::map<SeriesKey, Recorded>* recorded, RowSink* sink, RowsReport* report) {
+  if (m.window_end < report->start || m.window_start > report->end) {
     if (shared) return Status::OK();
     return Status::InvalidArgument(
-        "archive " + dir + " holds " + FormatParisTimestamp(manifest->window_start) + " to " +
-        FormatParisTimestamp(manifest->window_end) + ", outside the window read (" +
+        "archive " + m.dir + " holds " + FormatParisTimestamp(m.window_start) + " to " +
+        FormatParisTimestamp(m.window_end) + ", outside the window read (" +
         FormatParisTimestamp(report->start) + " to " + FormatParisTimestamp(report->end) +
         "): give the recording made during it");
   }
-  if (manifest->query.summary != report->summary) {
-    return Status::InvalidArgument(
-        "archive " + dir + " holds " + SamplesOrSummaries(manifest->query.summary) +
-        ", the rows it is read with " + SamplesOrSummaries(report->summary) +
-        ": read both as samples, or both as summaries");
+  if (std::string why = KindMismatch(m, report->summary); !why.empty()) {
+    return Status::InvalidArgument(why);
   }
   std::string ours;
   for (const NodeName& node : report->nodes) ours += (ours.empty() ? "" : ", ") + node.Fqdn();
-  bool read = false;  // a node of it is the source's
-  for (const archive::ManifestNode& held : manifest->nodes) {
+  bool met = false;  // a node of it is the source's
+  for (const archive::ManifestNode& held : m.nodes) {
     auto node = std::find_if(report->nodes.begin(), report->nodes.end(),
                              [&](const NodeName& n) { return n.Fqdn() == held.node; });
     if (node == report->nodes.end()) {
       if (shared) continue;
       return Status::InvalidArgument(
-          "archive " + dir + " holds node " + held.node + ", which is not among the nodes read (" +
-          ours +
+          "archive " + m.dir + " holds node " + held.node +
+          ", which is not among the nodes read (" + ours +
           "): give it with the rows of that node, or record the node under its Grid'5000 "
           "name (kwatt meter --output-node UID --site SITE)");
     }
-    read = true;
-    std::vector<std::string> take;  // its metrics asked for that no earlier source gave
-    for (const archive::ManifestFile& file : manifest->files) {
+    met = true;
+    std::vector<std::string> take;  // its metrics asked for that the source did not give
+    for (const archive::ManifestFile& file : m.files) {
       if (file.node != held.node) continue;
       for (const auto& [metric, rows] : file.metrics) {
+        SeriesKey key{node->site, node->uid, metric};
         bool asked =
             metrics.empty() || std::find(metrics.begin(), metrics.end(), metric) != metrics.end();
-        if (rows > 0 && asked && !seen->contains({node->site, node->uid, metric})) {
-          take.push_back(metric);
+        if (rows == 0 || !asked || from_source.contains(key)) continue;
+        if (auto before = recorded->find(key);
+            before != recorded->end() && m.window_start <= before->second.window_end) {
+          return Status::InvalidArgument("archives " + before->second.dir + " and " + m.dir +
+                                         " both hold " + held.node + "'s " + metric + " from " +
+                                         FormatParisTimestamp(m.window_start) +
+                                         ": give one recording of each stretch of time");
         }
+        (*recorded)[key] = {m.dir, m.window_end};
+        take.push_back(metric);
       }
     }
     if (take.empty()) continue;
-    SeriesNoter noter(sink, seen, /*pass_begin=*/false);
+    RowsOnly rows(sink);
     RowsReport fed;
     KWATT_RETURN_IF_ERROR(
-        archive::FeedArchive(dir, take, report->start, report->end, &noter, &fed, {*node}));
+        archive::FeedArchive(m.dir, take, report->start, report->end, &rows, &fed, {*node}));
     report->rows += fed.rows;
   }
-  if (!read) return Status::OK();  // shared, and none of its nodes is the source's
-  report->with_archives.push_back(dir);
-  for (const ClusterCatalogue& cluster : manifest->catalogue) {
+  if (!met) return Status::OK();  // shared, and none of its nodes is the source's
+  report->with_archives.push_back(m.dir);
+  for (const ClusterCatalogue& cluster : m.catalogue) {
     if (FindCatalogue(report->catalogues, cluster.cluster) == nullptr) {
       report->catalogues.push_back(cluster);
     }
@@ -137,13 +203,19 @@ Status FeedWithArchive(const std::string& dir, const std::vector<std::string>& m
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
                               RowSink* sink, const ProgressCallback& progress) {
   if (source.with_archives.empty()) return FeedOne(source, metrics, sink, progress);
-  std::set<SeriesKey> seen;
-  SeriesNoter noter(sink, &seen, /*pass_begin=*/true);
+  // Checked before the source is read: a fetch is not wasted on an archive refused afterwards.
+  Result<std::vector<archive::Manifest>> others = ReadOtherArchives(source);
+  if (!others.ok()) return others.status();
+  std::set<SeriesKey> from_source;
+  SeriesNoter noter(sink, &from_source);
   Result<RowsReport> report = FeedOne(source, metrics, &noter, progress);
   if (!report.ok()) return report;
-  for (const std::string& dir : source.with_archives) {
-    KWATT_RETURN_IF_ERROR(FeedWithArchive(dir, metrics.empty() ? source.query.metrics : metrics,
-                                          source.with_archives_shared, sink, &seen, &*report));
+  std::map<SeriesKey, Recorded> recorded;
+  for (const archive::Manifest& m : *others) {
+    KWATT_RETURN_IF_ERROR(FeedWithArchive(m, metrics.empty() ? source.query.metrics : metrics,
+                                          source.with_archives_shared, from_source, &recorded, sink,
+                                          &*report));
+    if (progress) KWATT_RETURN_IF_ERROR(progress(RowsProgress{.rows = report->rows}));
   }
   return report;
 }

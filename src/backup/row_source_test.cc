@@ -4,14 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kwatt/archive/format.h"
 #include "kwatt/archive/writer.h"
 #include "kwatt/core/row_parser.h"
 #include "kwatt/core/time.h"
+#include "kwatt/energy/energy.h"
 #include "src/testing/temp_dir.h"
 
 namespace kwatt::backup::row_source_test {
@@ -37,7 +40,7 @@ std::string Rows(const std::vector<std::string>& uids, const std::string& metric
 void WriteArchive(const std::string& dir, const std::vector<std::string>& uids, UnixNanos from,
                   UnixNanos to, const std::string& rows, bool summary = false) {
   archive::BackupQuery query;
-  query.api = "kwatt meter";
+  query.api = std::string(archive::kRecordingApi);
   for (const std::string& uid : uids) query.nodes.push_back(uid + ".lyon.grid5000.fr");
   query.start = from;
   query.end = to;
@@ -190,17 +193,74 @@ TEST_F(WithArchives, ARecordingGoesWithTheRunsItMeets) {
   EXPECT_TRUE(alone->with_archives.empty());
 }
 
+// The energy code caches what a reader's ids mean; each other archive is read by a reader of its
+// own, often made where the last one was freed, whose ids mean other things (here nova-4's id in
+// the recording is nova-1's in the backup). The recording's domains are nova-4's.
+TEST_F(WithArchives, ARecordingsRowsGoToItsNodeInTheEnergy) {
+  WriteRecording(meter_, "nova-4", kT0, kT0 + 10 * kMinute);
+  std::string later = (temp_.root() / "later").string();
+  WriteRecording(later, "nova-1", kT0 + 5 * kMinute, kT0 + 10 * kMinute);
+  RowSource source = BackupWithMeter();
+  source.with_archives.push_back(later);
+  energy::EnergySink sink;
+  Result<RowsReport> report = FeedSource(source, energy::EnergyInputMetrics(), &sink);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const energy::PowerCollector::Store& store = sink.power()->store();
+  const std::string domain = "kwatt_meter_domain_power_watt";
+  ASSERT_TRUE(store.contains("nova-4.lyon.grid5000.fr"));
+  EXPECT_EQ(store.at("nova-4.lyon.grid5000.fr").at(domain).at("{}").time.size(), 10u);
+  EXPECT_EQ(store.at("nova-1.lyon.grid5000.fr").at(domain).at("{}").time.size(), 5u);
+  EXPECT_EQ(store.at("nova-1.lyon.grid5000.fr").at("wattmetre_power_watt").at("{}").time.size(),
+            10u);
+}
+
+// Two recordings of a node, the meter started again into a new directory: both read, in time
+// order whatever the order given. Two of the same time, or one archive given twice (or the one
+// read), are refused.
+TEST_F(WithArchives, RecordingsOneAfterTheOtherAreReadAndOverlapsRefused) {
+  std::string first = (temp_.root() / "first").string();
+  WriteRecording(first, "nova-1", kT0, kT0 + 4 * kMinute);
+  WriteRecording(meter_, "nova-1", kT0 + 5 * kMinute, kT0 + 10 * kMinute);
+  RowSource source = BackupWithMeter();
+  source.with_archives.push_back(first);  // given after the later one
+  energy::EnergySink sink;
+  Result<RowsReport> report = FeedSource(source, energy::EnergyInputMetrics(), &sink);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const std::vector<UnixNanos>& times = sink.power()
+                                            ->store()
+                                            .at("nova-1.lyon.grid5000.fr")
+                                            .at("kwatt_meter_domain_power_watt")
+                                            .at("{}")
+                                            .time;
+  EXPECT_EQ(times.size(), 9u);
+  EXPECT_TRUE(std::is_sorted(times.begin(), times.end()));
+  EXPECT_EQ(report->with_archives, (std::vector<std::string>{first, meter_}));
+
+  std::string overlapping = (temp_.root() / "overlapping").string();
+  WriteRecording(overlapping, "nova-1", kT0 + 3 * kMinute, kT0 + 6 * kMinute);
+  source.with_archives = {first, overlapping};
+  ExpectRefused(source, "archives " + first + " and " + overlapping +
+                            " both hold nova-1.lyon.grid5000.fr's kwatt_meter_domain_power_watt "
+                            "from 2025-04-18T14:03:00+02:00");
+  source.with_archives = {first, first};
+  ExpectRefused(source, "archive " + first + " is given twice");
+  source.with_archives = {backup_};
+  ExpectRefused(source, "archive " + backup_ + " is the one read");
+}
+
 TEST_F(WithArchives, SummariesAreNotReadWithSamples) {
   WriteArchive(meter_, {"nova-1"}, kT0, kT0 + 10 * kMinute,
                Rows({"nova-1"}, "kwatt_meter_domain_power_watt", kT0, kT0 + 10 * kMinute),
                /*summary=*/true);
-  ExpectRefused(BackupWithMeter(), "holds 5-minute summaries, the rows it is read with samples");
+  ExpectRefused(BackupWithMeter(),
+                "holds 5-minute summaries, the rows it is read with samples: "
+                "give an archive of samples");
 }
 
 TEST_F(WithArchives, AnUnfinishedRecordingIsNotTakenForAWholeOne) {
   {
     archive::BackupQuery query;
-    query.api = "kwatt meter";
+    query.api = std::string(archive::kRecordingApi);
     query.nodes = {"nova-1.lyon.grid5000.fr"};
     query.start = kT0;
     Result<std::unique_ptr<archive::ArchiveWriter>> writer =
@@ -214,7 +274,12 @@ TEST_F(WithArchives, AnUnfinishedRecordingIsNotTakenForAWholeOne) {
   }  // destroyed without Finish: as if killed
   RowSource source = BackupWithMeter();
   Collected sink;
-  EXPECT_EQ(FeedSource(source, {}, &sink).status().code(), Status::Code::kIncomplete);
+  Status refused = FeedSource(source, {}, &sink).status();
+  EXPECT_EQ(refused.code(), Status::Code::kIncomplete);
+  EXPECT_NE(refused.message().find("is a kwatt meter recording that stopped before it was "
+                                   "finished"),
+            std::string::npos)
+      << refused.ToString();
 }
 
 }  // namespace

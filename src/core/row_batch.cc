@@ -1,10 +1,42 @@
 #include "kwatt/core/row_batch.h"
 
+#include <atomic>
 #include <limits>
+#include <utility>
 
 #include "kwatt/core/json_text.h"
 
 namespace kwatt {
+
+uint64_t StringInterner::NextSerial() {
+  static std::atomic<uint64_t> next{1};  // 0: no interner
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+StringInterner::StringInterner(StringInterner&& other) noexcept
+    : serial_(std::exchange(other.serial_, NextSerial())),
+      storage_(std::move(other.storage_)),
+      strings_(std::move(other.strings_)),
+      ids_(std::move(other.ids_)) {
+  other.Clear();
+}
+
+StringInterner& StringInterner::operator=(StringInterner&& other) noexcept {
+  if (this != &other) {
+    serial_ = std::exchange(other.serial_, NextSerial());
+    storage_ = std::move(other.storage_);
+    strings_ = std::move(other.strings_);
+    ids_ = std::move(other.ids_);
+    other.Clear();
+  }
+  return *this;
+}
+
+void StringInterner::Clear() {  // what a moved-from container holds is unspecified
+  storage_.clear();
+  strings_.clear();
+  ids_.clear();
+}
 
 uint32_t StringInterner::Intern(std::string_view text) {
   auto it = ids_.find(text);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -33,6 +34,28 @@ TEST(StringInterner, ViewsStayValidAndDoNotAliasTheArgument) {
   EXPECT_EQ(interner.Get(id).data(), view.data());
   EXPECT_EQ(interner.Intern("taurus-7"), id);
   EXPECT_EQ(interner.Intern("device-9999"), 10000u);
+}
+
+// Caches of what ids mean are keyed on the serial: an interner made where a freed one was (the
+// next archive's reader) is another one, and so is one emptied by a move.
+TEST(StringInterner, ASerialIsNeverReused) {
+  std::optional<StringInterner> slot;
+  slot.emplace();
+  const StringInterner* address = &*slot;
+  uint64_t first = slot->serial();
+  slot.reset();
+  slot.emplace();
+  EXPECT_EQ(&*slot, address);
+  EXPECT_NE(slot->serial(), first);
+
+  slot->Intern("nova-1");
+  uint64_t before = slot->serial();
+  StringInterner moved = std::move(*slot);
+  EXPECT_EQ(moved.serial(), before);
+  EXPECT_EQ(moved.Get(0), "nova-1");
+  EXPECT_NE(slot->serial(), before);
+  EXPECT_EQ(slot->size(), 0u);
+  EXPECT_EQ(slot->Intern("nova-4"), 0u);
 }
 
 RowBatch OneRowBatch(StringInterner* interner, std::string_view raw, double value) {

@@ -67,8 +67,8 @@ double Seconds(int64_t ns) { return double(ns) / 1e9; }
 
 int detail::NodeLookup::Find(const std::vector<std::string>& nodes, std::string_view site,
                              uint32_t device, const StringInterner& interner) {
-  if (&interner != interner_ || site != site_) {
-    interner_ = &interner;
+  if (interner.serial() != interner_ || site != site_) {
+    interner_ = interner.serial();
     site_ = std::string(site);
     cache_.clear();
   }
@@ -84,8 +84,8 @@ int detail::NodeLookup::Find(const std::vector<std::string>& nodes, std::string_
 
 Status PowerCollector::Write(std::string_view site, const RowBatch& batch,
                              const StringInterner& interner) {
-  if (&interner != metric_interner_) {
-    metric_interner_ = &interner;
+  if (interner.serial() != metric_interner_) {
+    metric_interner_ = interner.serial();
     wanted_metric_.clear();
   }
   for (size_t i = 0; i < batch.size(); ++i) {

@@ -63,9 +63,9 @@ Downsampler::Series& Downsampler::SeriesOf(uint32_t device, uint32_t metric, uin
 }
 
 void Downsampler::Add(const RowBatch& batch, const StringInterner& interner) {
-  if (&interner != interner_) {
+  if (interner.serial() != interner_) {
     cache_.clear();
-    interner_ = &interner;
+    interner_ = interner.serial();
   }
   const UnixNanos start = options_.start;
   const int64_t step = options_.step;

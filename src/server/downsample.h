@@ -57,10 +57,9 @@ class Downsampler {
 
   // Adds rows (of one time-ordered answer: a series' rows come in time order); rows before
   // `start` or from start + buckets * step on count for no bucket (a counter's rate still starts
-  // from them). The ids refer to `interner`; one whose ids change meaning at the same address
-  // (a reused object) must be announced with ForgetInterner().
+  // from them). The ids refer to `interner` (another one than the last call's, even at the same
+  // address, is told by its serial).
   void Add(const RowBatch& batch, const StringInterner& interner);
-  void ForgetInterner() { interner_ = nullptr; }
 
   const Options& options() const { return options_; }
   // Every series seen, ordered by (device, metric, labels).
@@ -81,7 +80,7 @@ class Downsampler {
   Options options_;
   std::vector<Series> series_;
   std::unordered_map<std::string, size_t> by_key_;  // device \0 metric \0 labels -> index
-  const StringInterner* interner_ = nullptr;        // the one cache_ refers to
+  uint64_t interner_ = 0;                           // the serial of the one cache_ refers to
   std::unordered_map<uint64_t, size_t> cache_;      // (device, metric, labels ids) -> index
   int64_t rows_ = 0;
 };

@@ -17,6 +17,8 @@ inline constexpr std::string_view kDataDir = "data";
 inline constexpr std::string_view kDataSuffix = ".jsonl.zst";
 inline constexpr std::string_view kStateComplete = "complete";
 inline constexpr std::string_view kStateIncomplete = "incomplete";
+// The `query.api` of a `kwatt meter` recording (doc/archive_format.md, "Recordings").
+inline constexpr std::string_view kRecordingApi = "kwatt meter";
 
 // A frame closes before the first row at or after a boundary once it holds this much text.
 inline constexpr size_t kFrameMinBytes = 1 << 20;

@@ -23,13 +23,15 @@ struct RowSource {
   // Other archives of the same experiment read with it (`kwatt energy --with-archive`): a `kwatt
   // meter` recording (-o archive:) on one of its nodes, whose RAPL and GPU domains are then
   // checked against the node's wall power. Each must be complete, hold only nodes of the source,
-  // and hold samples if the source does (summaries if it does). Their rows of the resolved window
-  // follow the source's; a node's metric that the source (or an earlier archive) gave is taken
-  // from there only, never twice.
+  // and hold samples if the source does (summaries if it does), be given once and not be the
+  // source's own. Their rows of the resolved window follow the source's, in the order of their
+  // windows; a node's metric that the source gave is taken from the source only (never twice),
+  // and two of them may give a series only one after the other (a meter started again into a new
+  // directory), else InvalidArgument.
   std::vector<std::string> with_archives;
-  // `with_archives` is shared by several runs (`kwatt energy --run`, `kwatt report`): an archive
-  // whose window does not meet the source's, or a node of it the source lacks, is skipped rather
-  // than refused. The report's `with_archives` names those read.
+  // `with_archives` is shared by several runs (`kwatt report`): an archive whose window does not
+  // meet the source's, or a node of it the source lacks, is skipped rather than refused. The
+  // report's `with_archives` names those read.
   bool with_archives_shared = false;
 };
 

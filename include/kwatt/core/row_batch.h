@@ -26,11 +26,26 @@ namespace kwatt {
 // Get() stay valid for the interner's life.
 class StringInterner {
  public:
+  StringInterner() : serial_(NextSerial()) {}
+  // Moved, the ids go with the strings (and the serial); the emptied one is a new interner.
+  StringInterner(StringInterner&& other) noexcept;
+  StringInterner& operator=(StringInterner&& other) noexcept;
+  StringInterner(const StringInterner&) = delete;  // views into its own storage
+  StringInterner& operator=(const StringInterner&) = delete;
+
   uint32_t Intern(std::string_view text);
   std::string_view Get(uint32_t id) const { return *strings_[id]; }
   size_t size() const { return strings_.size(); }
+  // Unique to this interner in the process, never reused: what a cache of what its ids mean is
+  // keyed on. Its address is not enough: readers made one after the other (another archive's,
+  // another file's) often get the freed one's, with other ids.
+  uint64_t serial() const { return serial_; }
 
  private:
+  static uint64_t NextSerial();
+  void Clear();
+
+  uint64_t serial_;
   std::deque<std::string> storage_;          // stable addresses
   std::vector<const std::string*> strings_;  // id -> text
   std::unordered_map<std::string_view, uint32_t> ids_;

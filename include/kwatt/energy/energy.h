@@ -56,7 +56,7 @@ class NodeLookup {
            const StringInterner& interner);
 
  private:
-  const StringInterner* interner_ = nullptr;
+  uint64_t interner_ = 0;  // the serial of the interner cache_ is for
   std::string site_;
   std::vector<int> cache_;  // by device id; -2: not looked up yet
 };
@@ -235,7 +235,7 @@ class PowerCollector : public RowSink {
   std::map<std::string, std::map<std::string, int64_t>> nan_rows_;
   std::map<std::string, std::string> unfetched_;
   detail::NodeLookup lookup_;
-  const StringInterner* metric_interner_ = nullptr;
+  uint64_t metric_interner_ = 0;       // the serial of the interner wanted_metric_ is for
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
 };
 

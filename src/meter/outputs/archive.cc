@@ -3,6 +3,7 @@
 // `kwatt.load` read it as they read a backup.
 #include <filesystem>
 
+#include "kwatt/archive/format.h"
 #include "kwatt/archive/manifest.h"
 #include "kwatt/archive/writer.h"
 #include "kwatt/core/row_batch.h"
@@ -16,7 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // What an archive's manifest says its query was, for a recording of the meter.
-constexpr const char* kMeterApi = "kwatt meter";
 
 class ArchiveOutput : public SeriesOutput {
  public:
@@ -41,7 +41,7 @@ class ArchiveOutput : public SeriesOutput {
  protected:
   Status BeginSeries(const MeterHeader& header) override {
     archive::BackupQuery query;
-    query.api = kMeterApi;
+    query.api = std::string(archive::kRecordingApi);
     query.nodes = {node_.Fqdn()};
     start_ = resumed_start_ ? *resumed_start_ : header.start;
     query.start = start_;
@@ -121,7 +121,7 @@ Result<std::unique_ptr<OutputSink>> OpenArchiveOutput(const OutputSpec& spec,
     // A recording of this node that a stopped meter left incomplete: the meter goes on with it.
     Result<archive::Manifest> manifest = archive::ReadManifest(spec.path);
     if (!manifest.ok()) return manifest.status().WithContext("output '" + spec.shown + "'");
-    bool ours = manifest->query.api == kMeterApi &&
+    bool ours = manifest->query.api == archive::kRecordingApi &&
                 manifest->query.nodes == std::vector<std::string>{node.Fqdn()};
     if (manifest->complete || !ours) {
       return Status::InvalidArgument(
