@@ -215,7 +215,6 @@ Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::st
     KWATT_RETURN_IF_ERROR(FeedWithArchive(m, metrics.empty() ? source.query.metrics : metrics,
                                           source.with_archives_shared, from_source, &recorded, sink,
                                           &*report));
-    if (progress) KWATT_RETURN_IF_ERROR(progress(RowsProgress{.rows = report->rows}));
   }
   return report;
 }

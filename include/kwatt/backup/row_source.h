@@ -40,10 +40,10 @@ struct RowSource {
 // Begin (the source's resolved query); each series' rows are chronological, but a node's rows from
 // another archive come after the source's (RowSink's order holds within each source). The report
 // is the source's, its rows and catalogues with the other archives', which it names
-// (`with_archives`). Errors: FeedArchive's and Fetch's; for another archive, InvalidArgument naming
-// a node it holds that the source lacks, or a window that does not meet the source's (unless
-// `with_archives_shared`), or that it holds summaries where the source holds samples (or the
-// reverse).
+// (`with_archives`). `progress` is the source's (the other archives are local, and read after it
+// without one). Errors: FeedArchive's and Fetch's; for another archive, those RowSource names
+// (InvalidArgument naming the archive and what is wrong), checked before the source is read
+// where its manifest tells.
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
                               RowSink* sink, const ProgressCallback& progress = {});
 
