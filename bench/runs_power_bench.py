@@ -6,9 +6,10 @@ Usage: python3 bench/runs_power_bench.py [KWATT_BINARY] [--comparisons N] [--no-
 What it does: runs build/kwatt_runs_power_bench (bench/runs_power_bench.cc): for true differences
 of 0 to 5 % between two sets of simulated runs (nova-1, 10-minute runs whose work phase's energy
 varies by 1 % from run to run, src/testing/runs_truth.h) and 3, 5 and 10 runs a set, N
-comparisons each (default 400; seed 1's table, and seeds 1 to 3's range at no difference), as kwatt energy --run compares them (ComputeEnergy on each run's
+comparisons each (default 400), as kwatt energy --run compares them (ComputeEnergy on each run's
 wattmeter rows, then Welch's t test at 95 %): how often a difference is claimed, and how often the
-interval of the difference holds the true one. Writes the section "## Runs compared: the power of
+interval of the difference holds the true one. Seed 1's table is shown, and seeds 1 to 3's range
+where there is no difference. Writes the section "## Runs compared: the power of
 the test" of BENCHMARKS.md and bench/out/runs_power.json. No timing: the figures do not depend on
 the machine.
 """

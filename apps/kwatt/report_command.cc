@@ -685,8 +685,8 @@ Result<ReportData> ComputeReport(const ReportArgs& args, const ReportSetup& setu
   KWATT_RETURN_IF_ERROR(CheckEveryArchiveRead(args.with_archives, read));
   for (auto [runs, emissions] :
        {std::pair{&d.a, &d.emissions_a}, std::pair{&d.b, &d.emissions_b}}) {
+    if (!setup.factors) break;  // no emissions asked for
     for (const ExperimentRun& r : *runs) {
-      if (!setup.factors) break;
       KWATT_ASSIGN_OR_RETURN(
           energy::Emissions e,
           energy::EmissionsOf(*r.sink->power(), r.energy, setup.options, *setup.factors));

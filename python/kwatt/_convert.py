@@ -3,6 +3,7 @@
 import datetime as _dt
 import math
 import numbers
+import os
 import re
 
 from . import _core
@@ -130,3 +131,12 @@ def unique(items):
             seen.add(item)
             out.append(item)
     return out
+
+
+def path_list(paths):
+    """Paths as strings, from one path (str or os.PathLike) or an iterable of them; [] for None."""
+    if paths is None:
+        return []
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return [os.fspath(p) for p in paths]

@@ -6,27 +6,12 @@ Python users name them, and raises kwatt's exceptions with its message.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 
+from ._convert import path_list
 from .errors import InvalidArgumentError, KwattError
-
-
-def _kwatt_command():
-    """The `kwatt` executable: $KWATT_BIN, else the one beside this interpreter (a virtualenv's,
-    where pip installed it), else the first on PATH."""
-    given = os.environ.get("KWATT_BIN")
-    if given:
-        return given
-    beside = os.path.join(os.path.dirname(sys.executable), "kwatt")
-    if os.access(beside, os.X_OK):
-        return beside
-    found = shutil.which("kwatt")
-    if found is None:
-        raise KwattError("no kwatt command: it is installed with the package (pip install "
-                         "kwatt-...whl); or set KWATT_BIN")
-    return found
+from .simulator import find_kwatt
 
 
 def _phase_arguments(phases):
@@ -59,22 +44,20 @@ def report(runs, output, versus=None, phases=None, roles=None, api=None, title=N
     checked against the wall: `--with-archive`). A run that could not be read whole, or figures
     that could not be drawn, raise KwattError after the report is written; bad arguments raise
     InvalidArgumentError."""
-    runs = [os.fspath(r) for r in ([runs] if isinstance(runs, (str, os.PathLike)) else runs)]
+    runs = path_list(runs)
     if not runs:
         raise InvalidArgumentError("report: give at least one run")
-    argv = [_kwatt_command(), "report", *runs, "-o", os.fspath(output)]
-    for run in versus or []:
-        argv += ["--versus", os.fspath(run)]
+    argv = [find_kwatt(), "report", *runs, "-o", os.fspath(output)]
+    for run in path_list(versus):
+        argv += ["--versus", run]
     if phases:
         argv += _phase_arguments(phases)
     for name, nodes in (roles or {}).items():
         argv += ["--role", f"{name}={','.join(nodes)}"]
     for metric, accuracy in (accuracies or {}).items():
         argv += ["--accuracy", f"{metric}={accuracy}"]
-    if isinstance(with_archives, (str, os.PathLike)):
-        with_archives = [with_archives]
-    for recording in with_archives or []:
-        argv += ["--with-archive", os.fspath(recording)]
+    for recording in path_list(with_archives):
+        argv += ["--with-archive", recording]
     for flag, value in (("--api", api), ("--title", title), ("--clock-offset", clock_offset),
                         ("--confidence", confidence), ("--carbon-intensity", carbon_intensity),
                         ("--carbon-source", carbon_source), ("--pue", pue),

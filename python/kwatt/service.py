@@ -5,7 +5,7 @@ import sys
 import time
 
 from . import _core
-from ._convert import fqdn, host_list, node_name, role_map, to_ns, unique
+from ._convert import fqdn, host_list, node_name, path_list, role_map, to_ns, unique
 from .errors import DeployError, IncompleteError, InvalidArgumentError
 from .frames import energy_frame, load, source_checks_frame, stats_frame, table_frame
 
@@ -474,8 +474,9 @@ class Kwollect(_ServiceBase):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
         phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
-        fetched, failures, the with_archives read). with_archives: as energy()'s. A fetch that could not get everything raises IncompleteError
-        (``.partial`` holds the report) unless allow_incomplete."""
+        fetched, failures, the with_archives read). with_archives: as energy()'s. A fetch that
+        could not get everything raises IncompleteError (``.partial`` holds the report) unless
+        allow_incomplete."""
         report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
                               clock_offset, with_archives)
         return self._check_report(report["fetch"], report, allow_incomplete)
@@ -483,8 +484,6 @@ class Kwollect(_ServiceBase):
     def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None,
                 clock_offset=None, with_archives=None):
         archive, nodes, start, stop = self._source(source)
-        if isinstance(with_archives, (str, os.PathLike)):
-            with_archives = [with_archives]
         accuracies = [f"{m}={a}" for m, a in (accuracies or {}).items()]
         if clock_offset is None:
             clock_offset = _core.DEFAULT_CLOCK_OFFSET
@@ -496,7 +495,7 @@ class Kwollect(_ServiceBase):
                             metric=metric or "", baseline=baseline or "",
                             gap_factor=float(gap_factor), accuracies=accuracies,
                             clock_offset=float(clock_offset),
-                            with_archives=[os.fspath(d) for d in with_archives or []],
+                            with_archives=path_list(with_archives),
                             progress=self._progress("kwatt energy"))
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
