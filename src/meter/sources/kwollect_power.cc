@@ -224,7 +224,8 @@ class LiveSource final : public KwollectPowerSource {
     {
       std::lock_guard lock(mutex_);
       for (const auto& [labels, s] : series_) {
-        if (!s.time.empty()) from = std::min(from, s.time.back() - options_.reread.count());
+        if (!s.time.empty())
+          from = std::min(from, s.time.back() - UnixNanos(options_.reread.count()));
       }
     }
     if (from == std::numeric_limits<UnixNanos>::max()) from = oldest;
