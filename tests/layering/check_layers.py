@@ -37,7 +37,7 @@ THIRD_PARTY_HEADERS = re.compile(
 # Libraries as CMake names them, for the table's "never" column.
 LIBRARY_NAMES = {
     "curl": "CURL::libcurl",
-    "httplib": "PkgConfig::HTTPLIB",
+    "httplib": "kwatt_httplib",
 }
 # The headers of those libraries, which a target that must never link them must not include.
 LIBRARY_HEADERS = {
