@@ -37,7 +37,7 @@ BUILD_DEPS := $(VENV)/.kwatt-build-deps
 TEST_DEPS := $(VENV)/.kwatt-test-deps
 
 .PHONY: test-layers deps test-deps build python wheel build-tests build-asan build-tsan demo demo-cli test \
-  wheels sdist test-wheels \
+  wheels sdist uplot test-wheels \
   test-unit test-asan test-tsan test-fuzz test-integration test-python test-wheel check-full \
   fuzz format-check format bench bench-deps clean
 
@@ -65,11 +65,13 @@ $(TEST_DEPS): requirements-dev.txt Makefile | $(BUILD_DEPS)
 	@touch $@
 
 # uPlot (the dashboard's plots, doc/dashboard.md), from npm's registry, unpacked into
-# third_party/uplot/ (gitignored) and embedded into the binary by CMake.
+# third_party/uplot/ (gitignored) and embedded into the binary by CMake. `make uplot` needs npm
+# only (no root where npm is installed): what `pip install .` from a clone asks for.
 UPLOT_VERSION := 1.6.32
 UPLOT_DIR := third_party/uplot
 UPLOT_STAMP := $(UPLOT_DIR)/.kwatt-uplot-$(UPLOT_VERSION)
-$(UPLOT_STAMP): | $(BUILD_DEPS)
+uplot: $(UPLOT_STAMP)
+$(UPLOT_STAMP):
 	@command -v npm >/dev/null || { echo "installing Debian's npm"; $(SUDO) apt-get install -y -q npm; }
 	rm -rf $(UPLOT_DIR) && mkdir -p $(UPLOT_DIR)
 	cd $(UPLOT_DIR) && npm pack --silent uplot@$(UPLOT_VERSION) >/dev/null && \
@@ -133,7 +135,6 @@ wheels wheel: $(BUILD_DEPS) $(UPLOT_STAMP)
 
 # The source distribution (it carries uPlot, so that it builds offline), into dist/.
 sdist: $(BUILD_DEPS) $(UPLOT_STAMP)
-	$(PIP) install -q "build==1.3.0"
 	$(VENV)/bin/python -m build --sdist --no-isolation -o dist .
 
 # The unit tests, the test peers and the benchmarks' programs, in the release tree.

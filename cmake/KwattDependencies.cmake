@@ -106,6 +106,18 @@ if(KWATT_TESTS)
   _kwatt_need(GTest_FOUND "libgtest-dev libgmock-dev")
 endif()
 
+# uPlot (the dashboard's plots), from npm's registry: a clone does not carry it, the sdist does.
+set(KWATT_UPLOT_DIR ${PROJECT_SOURCE_DIR}/third_party/uplot/dist)
+set(_kwatt_uplot "")
+foreach(file uPlot.iife.min.js uPlot.min.css)
+  if(NOT EXISTS ${KWATT_UPLOT_DIR}/${file})
+    string(CONCAT _kwatt_uplot
+      "uPlot, the dashboard's plots, is missing (${KWATT_UPLOT_DIR}/${file}): a clone does not "
+      "carry it. `make uplot` fetches it from npm's registry (npm only, no root); kwatt's source "
+      "archive (make sdist) carries it.\n")
+  endif()
+endforeach()
+
 if(_kwatt_missing)
   list(REMOVE_DUPLICATES _kwatt_missing)
   list(JOIN _kwatt_missing " " _kwatt_packages)
@@ -113,7 +125,10 @@ if(_kwatt_missing)
     "kwatt: missing build dependencies. On Debian or Ubuntu, as root:\n"
     "  apt-get install ${_kwatt_packages}\n"
     "(make deps installs every one of them; doc/install.md lists them). Without root, install "
-    "the self-contained wheel instead: pip install kwatt-VERSION-cp3XX-cp3XX-manylinux_*.whl")
+    "the self-contained wheel instead: pip install kwatt-VERSION-cp3XX-cp3XX-manylinux_*.whl\n"
+    ${_kwatt_uplot})
+elseif(_kwatt_uplot)
+  message(FATAL_ERROR "kwatt: ${_kwatt_uplot}")
 endif()
 
 add_library(kwatt_xxhash INTERFACE)
