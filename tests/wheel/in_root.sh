@@ -4,7 +4,7 @@
 # `pip install kwatt-*.whl`, then the CLI against a simulator it starts, the embedded store, the
 # meter on a simulated machine, the collector, a report with its figures, a parquet export and the
 # Python service with pandas.
-# HOME holds the wheel (one kwatt-*.whl), wheels/ (numpy, pandas, matplotlib, pyarrow and their
+# HOME holds the wheel (one kwatt-*.whl), other/ (another CPython's wheel), wheels/ (numpy, pandas, matplotlib, pyarrow and their
 # dependencies, for an offline install) and jobs.json; PYTHON names the interpreter (default the
 # root's python3). Each step prints "ok: STEP"; the first failure stops it.
 set -euo pipefail
@@ -18,6 +18,12 @@ done
 step "no compiler, user $(id -u)"
 
 "${PYTHON:-python3}" -m venv venv
+# Another CPython's wheel (other/) is refused by pip, with the reason.
+if venv/bin/pip install -q --no-index --find-links wheels other/kwatt-*.whl 2>refused.err; then
+  echo "pip installed $(basename other/kwatt-*.whl) with $("${PYTHON:-python3}" --version)" >&2; exit 1
+fi
+grep -q "is not a supported wheel on this platform" refused.err || { cat refused.err >&2; exit 1; }
+step "$(basename other/kwatt-*.whl) refused: $(grep -o 'is not a supported wheel on this platform' refused.err)"
 venv/bin/pip install -q --no-index --find-links wheels "$(ls ./kwatt-*.whl)[plot,parquet]"
 . venv/bin/activate
 kwatt --version
