@@ -23,7 +23,7 @@ LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # install` of the source needs: doc/install.md).
 BUILD_PACKAGES := build-essential cmake ninja-build pkg-config ccache ca-certificates \
   libcurl4-openssl-dev libzstd-dev libcli11-dev libsqlite3-dev libpq-dev libyaml-dev \
-  libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libsnmp-dev zlib1g-dev libboost-dev \
+  nlohmann-json3-dev libxxhash-dev libsnmp-dev zlib1g-dev libboost-dev \
   python3 python3-dev python3-venv
 # What the tests need besides (make test-deps): GoogleTest, clang for the sanitized and fuzzing
 # tree, the real peers (PostgreSQL, Prometheus and its node exporter, InfluxDB, snmpd, OpenIPMI,
@@ -148,7 +148,7 @@ build-tests: $(PY_STAMP) $(TEST_DEPS)
 FUZZERS := row_parser time node_name catalogue jobs_file manifest archive_data server_query \
   pushed_rows store_block testbed_description prometheus_text metric_descriptions wattmetre_line \
   rapl_sysfs proc_stat activity_record hwpc_json hwpc_csv nvml_counters output_spec \
-  meter_state carbon_intensity
+  meter_state carbon_intensity http_request
 $(ASAN_DIR)/build.ninja: CMakeLists.txt | $(TEST_DEPS) $(UPLOT_STAMP)
 	CC=clang CXX=clang++ cmake -S . -B $(ASAN_DIR) -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" -DKWATT_WERROR=ON -DKWATT_SANITIZE=ON \
@@ -159,8 +159,7 @@ build-asan: $(ASAN_DIR)/build.ninja
 	  $(addsuffix _fuzzer,$(FUZZERS))
 
 # ThreadSanitizer over the unit tests that run threads, alone (each part's THREADED list,
-# KWATT_THREADED_TESTS). tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache,
-# Debian's uninstrumented cpp-httplib).
+# KWATT_THREADED_TESTS). tests/tsan.supp names what is not kwatt's (libstdc++'s ctype cache).
 TSAN_CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKWATT_WERROR=ON -DKWATT_TSAN=ON -DKWATT_BUILD_TESTS=ON
 $(TSAN_DIR)/build.ninja: CMakeLists.txt | $(TEST_DEPS) $(UPLOT_STAMP)
@@ -215,7 +214,7 @@ fuzz: build-asan
 # inputs) against the sanitized kwatt, the others against the release build.
 ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_server.py test_collect.py test_meter.py \
   test_serve_hostile.py test_store_hostile.py test_collect_hostile.py \
-  test_edges.py
+  test_edges.py test_http_hostile.py
 RELEASE_INTEGRATION := $(filter-out $(ASAN_INTEGRATION),$(notdir $(wildcard tests/integration/test_*.py)))
 PYTEST := $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider -n $(JOBS)
 PEERS_ENV := KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_test_peers

@@ -204,7 +204,7 @@ def render(r):
         " asked once the plots are drawn). Bytes of the median run: "
         + ", ".join(f"{short(r[0])} {r[1] / 1e3:,.1f} kB" for r in p["resources"]) +
         " (transfer sizes as the browser counts them: the dashboard gzips its JSON answers at"
-        " zlib's fastest level, cpp-httplib the static files, uPlot's 51 kB among them). The"
+        " zlib's fastest level, and the static files, uPlot's 51 kB among them). The"
         " first column's bytes are uncompressed (no Accept-Encoding), as the raw rows'."
         " Live: every second each plot asks for the buckets after its last one (about 1,000 new"
         " rows a second); the energy table is computed again every 30 s (over the whole job),"

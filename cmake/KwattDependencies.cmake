@@ -45,32 +45,13 @@ endif()
 _kwatt_need(zstd_FOUND libzstd-dev)
 find_package(ZLIB QUIET)
 _kwatt_need(ZLIB_FOUND zlib1g-dev)
-# Boost.Math's distributions (Student's t for runs compared), header-only.
+# Boost, header-only: Math's distributions (Student's t for runs compared), Beast and Asio (the
+# HTTP server, src/http/hardened_server.cc).
 find_package(Boost 1.74 QUIET)
 _kwatt_need(Boost_FOUND libboost-dev)
 find_path(KWATT_XXHASH_INCLUDE xxhash.h)
 find_library(KWATT_XXHASH_LIBRARY xxhash)
 _kwatt_need(KWATT_XXHASH_LIBRARY libxxhash-dev)
-# cpp-httplib: Debian's compiled library, or upstream's single header (its functions inline; the
-# wheels' cross-build, whose libc++ cannot link a library built against libstdc++).
-add_library(kwatt_httplib INTERFACE)
-if(PKG_CONFIG_FOUND)
-  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
-endif()
-if(HTTPLIB_FOUND)
-  target_link_libraries(kwatt_httplib INTERFACE PkgConfig::HTTPLIB)
-else()
-  find_path(KWATT_HTTPLIB_INCLUDE httplib.h)
-  if(KWATT_HTTPLIB_INCLUDE)
-    file(STRINGS ${KWATT_HTTPLIB_INCLUDE}/httplib.h _kwatt_httplib_inline
-         REGEX "^inline bool Server::listen\\(")
-    if(_kwatt_httplib_inline)
-      target_include_directories(kwatt_httplib SYSTEM INTERFACE ${KWATT_HTTPLIB_INCLUDE})
-      set(HTTPLIB_FOUND TRUE)
-    endif()
-  endif()
-endif()
-_kwatt_need(HTTPLIB_FOUND libcpp-httplib-dev)
 if(NOT PKG_CONFIG_FOUND)
   # Without pkg-config none of these could be looked for: name them now rather than in a second
   # round, once pkg-config is installed.

@@ -8,7 +8,7 @@
 #   KWATT_ZIG_BIN   a directory with the wrappers c++, ar and ranlib (zig c++ -target ..., zig ar)
 #   KWATT_SYSROOT   the Debian root holding the -dev packages (its /usr/include, its libraries)
 #   KWATT_HEADERS   a prefix whose include/ holds the header-only libraries (nlohmann/json,
-#                   CLI11, cpp-httplib's single header)
+#                   CLI11; Boost.Beast and Asio are the root's, from its libboost-dev)
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR x86_64)
 

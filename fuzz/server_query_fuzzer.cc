@@ -2,8 +2,13 @@
 // (e.g. "/sites/lyon/metrics?nodes=nova-1&start_time=..."), sent over loopback to a server
 // started once in this process. No crash, no hang (answers above 20,000 rows are refused as
 // Kwollect's timeout), and an answer for every request.
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +31,35 @@ kwatt::server::Server& TheServer() {
   return *server;
 }
 
+// The status line of the answer to a GET of `target` on a connection of its own ("Connection:
+// close": the answer ends where the server closes), or "" when none came within 20 s.
+std::string StatusLineOf(int port, const std::string& target) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(uint16_t(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    std::string request =
+        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
+      for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        int ready = ::poll(&p, 1, 20'000);
+        if (ready < 0 && errno == EINTR) continue;  // libFuzzer's timer signal
+        if (ready <= 0) break;
+        char buffer[65536];
+        ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+        if (n <= 0) break;
+        if (answer.size() < 4096) answer.append(buffer, size_t(n));
+      }
+    }
+  }
+  ::close(fd);
+  return answer.substr(0, answer.find("\r\n"));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -35,11 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c == ' ' || c == '\r' || c == '\n' || c == '\0') c = '+';
   }
   if (target.empty() || target[0] != '/') target.insert(0, "/");
-  static httplib::Client client("127.0.0.1", TheServer().port());
-  client.set_keep_alive(true);
-  client.set_tcp_nodelay(true);  // else each request waits for a delayed ACK (40 ms)
-  client.set_read_timeout(20);
-  httplib::Result result = client.Get("/stable" + target);
-  KWATT_FUZZ_CHECK(result);  // an answer, whatever the request
+  std::string status = StatusLineOf(TheServer().port(), "/stable" + target);
+  KWATT_FUZZ_CHECK(status.rfind("HTTP/1.1 ", 0) == 0);  // an answer, whatever the request
   return 0;
 }

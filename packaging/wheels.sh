@@ -66,28 +66,15 @@ if [ ! -e "$sysroot/.kwatt-complete" ]; then
   done
   touch "$sysroot/.kwatt-complete"
 fi
-# 2. The header-only libraries: nlohmann/json and CLI11 as this machine's build uses them, and
-# cpp-httplib's single header from Debian's source package (Debian ships it compiled against
-# libstdc++, which libc++ cannot link).
+# 2. The header-only libraries nlohmann/json and CLI11 as this machine's build uses them (Debian
+# 11's are too old; Boost, header-only, is the root's).
 headers=$work/headers
 if [ ! -e "$headers/.kwatt-complete" ]; then
   for header in /usr/include/nlohmann/json.hpp /usr/include/CLI/CLI.hpp; do
     [ -e "$header" ] || die "$header is missing: make deps installs it"
   done
-  [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || die "Debian's archive keyring is missing: apt-get install debian-archive-keyring"
-  rm -rf "$headers" && mkdir -p "$headers/include" "$work/src/lists/partial"
+  rm -rf "$headers" && mkdir -p "$headers/include"
   cp -r /usr/include/nlohmann /usr/include/CLI "$headers/include/"
-  # Debian 12's cpp-httplib (0.11.4 with Debian's security fixes): the version kwatt is built
-  # against on Debian 12, whatever this machine has.
-  say "cpp-httplib's source from Debian 12"
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" \
-    >"$work/src/sources.list"
-  apt_src=(-o Dir::Etc::SourceList="$work/src/sources.list" -o Dir::Etc::SourceParts=/dev/null
-           -o Dir::State::Lists="$work/src/lists" -o Debug::NoDropPrivs=1 -o APT::Sandbox::User=root)
-  apt-get "${apt_src[@]}" update -qq || die "Debian 12's source index could not be had through apt"
-  (cd "$work/src" && rm -rf httplib cpp-httplib_* && apt-get "${apt_src[@]}" source -qq --download-only cpp-httplib \
-     && dpkg-source --no-check -x cpp-httplib_*.dsc httplib >/dev/null) || die "cpp-httplib's source could not be unpacked"
-  cp "$work/src/httplib/httplib.h" "$work/src/httplib/LICENSE" "$headers/include/" 
   touch "$headers/.kwatt-complete"
 fi
 

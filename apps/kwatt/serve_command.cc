@@ -77,10 +77,24 @@ Runner RegisterServe(CLI::App* app) {
                    "With --store: serve the sites, clusters, nodes and metrics of this "
                    "description file (YAML or JSON, doc/store.md) instead of Grid'5000's")
       ->excludes("--reference");
-  serve->add_option("--threads", o.threads, "Requests served at once")
+  serve
+      ->add_option("--threads", o.threads,
+                   "Handlers run at once (connections wait on the event loop)")
       ->check(NumberIn(1, http::kMaxThreads, true))
       ->capture_default_str();
-  serve->add_flag("--log", o.log_requests, "Log each request on stderr");
+  serve
+      ->add_option("--max-connections", o.max_connections,
+                   "Connections open at once; beyond it a client is answered 503")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_option("--max-connections-per-client", o.max_connections_per_client,
+                    "Connections open at once from one address; beyond it, 503 (0: no cap)");
+  serve
+      ->add_option("--log", o.access_log,
+                   "Access log, one line per answer (Combined Log Format and the duration in "
+                   "microseconds): into FILE, or stderr when no FILE is given")
+      ->expected(0, 1)
+      ->default_str("-");
   return [serve, args]() -> int {
     if (!serve->parsed()) return -1;
     if (args->simulate == !args->options.store_uri.empty()) {

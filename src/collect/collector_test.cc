@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kwatt/http/hardened_server.h"
 #include "kwatt/store/open_store.h"
 #include "src/testing/ports.h"
 #include "src/testing/temp_dir.h"
@@ -27,28 +27,24 @@ using std::chrono::milliseconds;
 class Exporter {
  public:
   Exporter() {
-    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+    server_.Get("/metrics", [this](const http::Request&, http::Response& response) {
       if (slow_) std::this_thread::sleep_for(milliseconds(350));
       ++scrapes_;
       response.set_content(
           "# TYPE power gauge\npower{psu=\"1\"} " + std::to_string(value_.load()) + "\nother 1\n",
           "text/plain");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    port_ = *server_.Bind("127.0.0.1", 0);
+    EXPECT_TRUE(server_.Serve().ok());
   }
-  ~Exporter() {
-    server_.stop();
-    thread_.join();
-  }
+  ~Exporter() { server_.Shutdown(); }
   int port() const { return port_; }
   void set_slow(bool slow) { slow_ = slow; }
   void set_value(int value) { value_ = value; }
   int scrapes() const { return scrapes_; }
 
  private:
-  httplib::Server server_;
-  std::thread thread_;
+  http::HardenedServer server_;
   int port_ = 0;
   std::atomic<bool> slow_{false};
   std::atomic<int> value_{100};

@@ -39,7 +39,7 @@ class HttpGetter {
     limits.max_body_bytes = kMaxBodyBytes;
     limits.fail_when_larger = true;
     http::TransferError error;
-    Result<http::Response> response = client_.Get(url, limits, &error);
+    Result<http::ClientResponse> response = client_.Get(url, limits, &error);
     if (!response.ok()) {
       if (error.reason.empty()) return response.status();  // no request was sent
       switch (error.kind) {

@@ -1,13 +1,13 @@
 // The Prometheus and JSON drivers against a real HTTP server on loopback (the integration test
 // polls Debian's prometheus-node-exporter).
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <cmath>
 #include <map>
 #include <thread>
 
 #include "kwatt/collect/device.h"
+#include "kwatt/http/hardened_server.h"
 
 namespace kwatt::collect::http_devices_test {
 namespace {
@@ -16,7 +16,7 @@ class Peer {
  public:
   using Pages = std::map<std::string, std::string>;
   explicit Peer(Pages pages) : pages_(std::move(pages)) {
-    server_.Get(".*", [this](const httplib::Request& request, httplib::Response& response) {
+    server_.Get(".*", [this](const http::Request& request, http::Response& response) {
       if (request.path == "/secret/status.json") {
         if (request.get_header_value("Authorization") != "Basic dTpwQHNz") {  // u:p@ss
           response.status = 401;
@@ -32,21 +32,17 @@ class Peer {
       }
       response.set_content(it->second, "text/plain");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    port_ = *server_.Bind("127.0.0.1", 0);
+    EXPECT_TRUE(server_.Serve().ok());
   }
-  ~Peer() {
-    server_.stop();
-    thread_.join();
-  }
+  ~Peer() { server_.Shutdown(); }
   std::string url(const std::string& scheme, const std::string& path) const {
     return scheme + "://127.0.0.1:" + std::to_string(port_) + "/" + path;
   }
 
  private:
   std::map<std::string, std::string> pages_;
-  httplib::Server server_;
-  std::thread thread_;
+  http::HardenedServer server_;
   int port_ = 0;
 };
 

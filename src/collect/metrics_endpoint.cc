@@ -16,7 +16,7 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const Collector*
                                                                 const std::string& host, int port) {
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
   http::HardenedServer& http = endpoint->server_->http;
-  http.Get("/metrics", [collector](const httplib::Request&, httplib::Response& response) {
+  http.Get("/metrics", [collector](const http::Request&, http::Response& response) {
     response.set_content(collector->PrometheusText(), "text/plain; version=0.0.4");
   });
   KWATT_ASSIGN_OR_RETURN(endpoint->port_, http.Bind(host, port));

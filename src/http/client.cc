@@ -46,7 +46,7 @@ void ConfigureEasy(CURL* easy, const ClientSettings& settings) {
   if (!settings.use_proxy) curl_easy_setopt(easy, CURLOPT_PROXY, "");
 }
 
-void ReadResponseInfo(CURL* easy, Response* response) {
+void ReadResponseInfo(CURL* easy, ClientResponse* response) {
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &response->status);
   char* location = nullptr;
   if (curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location) {
@@ -84,11 +84,11 @@ size_t AppendBody(char* data, size_t size, size_t count, void* user) {
 
 }  // namespace
 
-Result<Response> GetSmall(const ClientSettings& settings, const std::string& url) {
+Result<ClientResponse> GetSmall(const ClientSettings& settings, const std::string& url) {
   EnsureCurlInitialised();
   CURL* easy = curl_easy_init();
   if (!easy) return Status::Internal("curl_easy_init failed");
-  Response response;
+  ClientResponse response;
   char error[CURL_ERROR_SIZE] = "";
   ConfigureEasy(easy, settings);
   curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
@@ -96,7 +96,7 @@ Result<Response> GetSmall(const ClientSettings& settings, const std::string& url
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &response.body);
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, error);
   for (int attempt = 1;; ++attempt) {
-    response = Response();
+    response = ClientResponse();
     error[0] = '\0';
     CURLcode code = curl_easy_perform(easy);
     ReadResponseInfo(easy, &response);
@@ -153,9 +153,9 @@ struct SmallClient::Connection {
   }
 
   // Sends the request set up on `easy`.
-  Result<Response> Perform(const std::string& url, const RequestLimits& limits,
-                           TransferError* failure) {
-    Response response;
+  Result<ClientResponse> Perform(const std::string& url, const RequestLimits& limits,
+                                 TransferError* failure) {
+    ClientResponse response;
     BodyBuffer buffer{&response.body, limits.max_body_bytes, limits.fail_when_larger};
     char error[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
@@ -194,8 +194,8 @@ SmallClient::SmallClient(const ClientSettings& settings)
 
 SmallClient::~SmallClient() = default;
 
-Result<Response> SmallClient::Post(const std::string& url, std::string_view body,
-                                   const std::string& content_type) {
+Result<ClientResponse> SmallClient::Post(const std::string& url, std::string_view body,
+                                         const std::string& content_type) {
   CURL* easy = connection_->easy;
   if (!easy) return Status::Internal("curl_easy_init failed");
   curl_easy_reset(easy);  // keeps the connection, forgets the last request's options
@@ -206,14 +206,14 @@ Result<Response> SmallClient::Post(const std::string& url, std::string_view body
   curl_easy_setopt(easy, CURLOPT_POST, 1L);
   curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.size()));
-  Result<Response> response = connection_->Perform(url, RequestLimits(), nullptr);
+  Result<ClientResponse> response = connection_->Perform(url, RequestLimits(), nullptr);
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, nullptr);
   curl_slist_free_all(headers);
   return response;
 }
 
-Result<Response> SmallClient::Get(const std::string& url, const RequestLimits& limits,
-                                  TransferError* error) {
+Result<ClientResponse> SmallClient::Get(const std::string& url, const RequestLimits& limits,
+                                        TransferError* error) {
   CURL* easy = connection_->easy;
   if (!easy) return Status::Internal("curl_easy_init failed");
   curl_easy_reset(easy);

@@ -16,7 +16,7 @@ void EnsureCurlInitialised();
 void ConfigureEasy(CURL* easy, const ClientSettings& settings);
 
 // Reads the status, Location and Retry-After of the answer `easy` received into `response`.
-void ReadResponseInfo(CURL* easy, Response* response);
+void ReadResponseInfo(CURL* easy, ClientResponse* response);
 
 }  // namespace kwatt::http::internal
 

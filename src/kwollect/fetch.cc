@@ -47,7 +47,7 @@ bool IsBlank(const std::string& text) {
 }
 
 Result<json> GetJson(const ClientOptions& options, const std::string& url) {
-  Result<http::Response> response = http::GetSmall(HttpSettings(options), url);
+  Result<http::ClientResponse> response = http::GetSmall(HttpSettings(options), url);
   if (!response.ok()) return response.status();
   if (response->status != 200) return HttpError(*response, url, options);
   if (IsBlank(response->body)) {
@@ -574,7 +574,7 @@ class Fetcher {
     enum class Action { kDone, kRetry, kSplit, kFail } action;
     bool split_by_time = true;
     Status outcome;
-    http::Response& response = transferred.response;
+    http::ClientResponse& response = transferred.response;
     if (response.status != 200) report_->bytes += int64_t(response.body.size());
     std::string url = MetricsUrl(site);
     std::string where = http::Redact(url);

@@ -65,7 +65,7 @@ std::string BodyExcerpt(const std::string& body) {
 
 }  // namespace
 
-Status HttpError(const http::Response& response, const std::string& url,
+Status HttpError(const http::ClientResponse& response, const std::string& url,
                  const ClientOptions& options) {
   const long status = response.status;
   const std::string& body = response.body;

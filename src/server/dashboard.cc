@@ -1,6 +1,5 @@
 #include "src/server/dashboard.h"
 
-#include <httplib.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -23,7 +22,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// With the charset, cpp-httplib leaves the answer as it is: Send() compresses it itself.
 constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr size_t kBatchRows = 65536;
 // The site page's latest power: the newest value of the last minute.
@@ -50,24 +48,25 @@ bool Gzip(std::string_view text, std::string* out) {
   return done == Z_STREAM_END;
 }
 
-// A JSON answer, gzipped when the client accepts it and it is worth it: a series answer is mostly
-// numbers and nulls and shrinks 5 to 25 times, in milliseconds. (cpp-httplib's own compression
-// would choose brotli for a browser, at a quality that takes seconds for a 1 MB answer.)
-void Send(const httplib::Request& req, httplib::Response& res, std::string body) {
+// An answer (JSON unless said), gzipped when the client accepts it and it is worth it: a series
+// answer is mostly numbers and nulls and shrinks 5 to 25 times, in milliseconds; the page's
+// scripts and styles 3 times.
+void Send(const http::Request& req, http::Response& res, std::string body,
+          const std::string& content_type = kJson) {
   if (body.size() >= 1024 &&
       req.get_header_value("Accept-Encoding").find("gzip") != std::string::npos) {
     std::string compressed;
     if (Gzip(body, &compressed)) {
       res.set_header("Content-Encoding", "gzip");
       res.set_header("Vary", "Accept-Encoding");
-      res.set_content(std::move(compressed), kJson);
+      res.set_content(std::move(compressed), content_type);
       return;
     }
   }
-  res.set_content(std::move(body), kJson);
+  res.set_content(std::move(body), content_type);
 }
 
-void Error(httplib::Response& res, int status, const std::string& message) {
+void Error(http::Response& res, int status, const std::string& message) {
   ordered_json body;
   body["code"] = status;
   body["message"] = message;
@@ -75,7 +74,7 @@ void Error(httplib::Response& res, int status, const std::string& message) {
   res.set_content(Dump(body), kJson);
 }
 
-void ErrorOf(httplib::Response& res, const Status& status) {
+void ErrorOf(http::Response& res, const Status& status) {
   int code = status.code() == Status::Code::kNotFound          ? 404
              : status.code() == Status::Code::kInvalidArgument ? 400
              : status.code() == Status::Code::kIncomplete      ? 503
@@ -123,7 +122,7 @@ std::optional<double> ParseNumber(const std::string& text) {
   return value;
 }
 
-std::vector<std::string> ListParam(const httplib::Request& req, const char* key) {
+std::vector<std::string> ListParam(const http::Request& req, const char* key) {
   std::vector<std::string> out;
   auto range = req.params.equal_range(key);
   for (auto it = range.first; it != range.second; ++it) {
@@ -134,7 +133,7 @@ std::vector<std::string> ListParam(const httplib::Request& req, const char* key)
   return out;
 }
 
-bool IsTrue(const httplib::Request& req, const char* key) {
+bool IsTrue(const http::Request& req, const char* key) {
   std::string v = req.get_param_value(key);
   return v == "1" || v == "true" || v == "yes";
 }
@@ -147,14 +146,14 @@ class Dashboard {
   static void Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http);
 
  private:
-  const simulate::Site* SiteOr404(const std::string& uid, httplib::Response& res) {
+  const simulate::Site* SiteOr404(const std::string& uid, http::Response& res) {
     const simulate::Site* site = c_.testbed->FindSite(uid);
     if (!site) Error(res, 404, "Site '" + uid + "' does not exist");
     return site;
   }
   // The job of the request's `id` (path) or `job_id` (parameter); an answer written when none.
   std::optional<jobs::Job> JobOr404(const simulate::Site& site, const std::string& id,
-                                    httplib::Response& res) {
+                                    http::Response& res) {
     std::optional<int64_t> uid = ParseInteger(id);
     if (!uid) {
       Error(res, 400, "job id '" + id + "' is not an integer");
@@ -196,14 +195,14 @@ class Dashboard {
     return answer.status();
   }
 
-  void SiteList(const httplib::Request& req, httplib::Response& res);
-  void SitePage(const httplib::Request& req, httplib::Response& res);
-  void JobList(const httplib::Request& req, httplib::Response& res);
-  void JobPage(const httplib::Request& req, httplib::Response& res);
-  void Energy(const httplib::Request& req, httplib::Response& res);
-  void SeriesAnswer(const httplib::Request& req, httplib::Response& res);
-  void Rows(const httplib::Request& req, httplib::Response& res);
-  void NodeMetrics(const httplib::Request& req, httplib::Response& res);
+  void SiteList(const http::Request& req, http::Response& res);
+  void SitePage(const http::Request& req, http::Response& res);
+  void JobList(const http::Request& req, http::Response& res);
+  void JobPage(const http::Request& req, http::Response& res);
+  void Energy(const http::Request& req, http::Response& res);
+  void SeriesAnswer(const http::Request& req, http::Response& res);
+  void Rows(const http::Request& req, http::Response& res);
+  void NodeMetrics(const http::Request& req, http::Response& res);
 
   ordered_json JobSummary(const jobs::Job& job, UnixNanos now);
   // Each of `devices`' latest power (the site page's and the node page's): for the first power
@@ -221,7 +220,7 @@ class Dashboard {
     std::vector<std::string> devices, metrics;
     UnixNanos start = 0, end = 0, now = 0;
   };
-  bool ParseQuery(const httplib::Request& req, httplib::Response& res, Query* query);
+  bool ParseQuery(const http::Request& req, http::Response& res, Query* query);
 
   DashboardContext c_;
 };
@@ -254,7 +253,7 @@ ordered_json Dashboard::JobSummary(const jobs::Job& job, UnixNanos now) {
   return out;
 }
 
-void Dashboard::SiteList(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::SiteList(const http::Request& req, http::Response& res) {
   ordered_json sites = ordered_json::array();
   for (const auto& site : c_.testbed->sites()) {
     ordered_json item;
@@ -308,7 +307,7 @@ Result<std::map<std::string, ordered_json>> Dashboard::LatestPower(
   return out;
 }
 
-void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::SitePage(const http::Request& req, http::Response& res) {
   const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   UnixNanos now = c_.now();
@@ -350,7 +349,7 @@ void Dashboard::SitePage(const httplib::Request& req, httplib::Response& res) {
   Send(req, res, Dump(out));
 }
 
-void Dashboard::JobList(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::JobList(const http::Request& req, http::Response& res) {
   const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   Result<std::vector<jobs::Job>> jobs = c_.jobs_of(site->uid);
@@ -367,7 +366,7 @@ void Dashboard::JobList(const httplib::Request& req, httplib::Response& res) {
   Send(req, res, Dump(out));
 }
 
-void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::JobPage(const http::Request& req, http::Response& res) {
   const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   std::optional<jobs::Job> job = JobOr404(*site, req.matches[2], res);
@@ -419,7 +418,7 @@ void Dashboard::JobPage(const httplib::Request& req, httplib::Response& res) {
   Send(req, res, Dump(out));
 }
 
-void Dashboard::Energy(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::Energy(const http::Request& req, http::Response& res) {
   const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   std::optional<jobs::Job> job = JobOr404(*site, req.matches[2], res);
@@ -461,7 +460,7 @@ void Dashboard::Energy(const httplib::Request& req, httplib::Response& res) {
   Send(req, res, energy::EnergyReportJson(*report));
 }
 
-bool Dashboard::ParseQuery(const httplib::Request& req, httplib::Response& res, Query* q) {
+bool Dashboard::ParseQuery(const http::Request& req, http::Response& res, Query* q) {
   q->site = SiteOr404(req.matches[1], res);
   if (!q->site) return false;
   q->now = c_.now();
@@ -507,7 +506,7 @@ bool Dashboard::ParseQuery(const httplib::Request& req, httplib::Response& res, 
   return true;
 }
 
-void Dashboard::SeriesAnswer(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::SeriesAnswer(const http::Request& req, http::Response& res) {
   Query q;
   if (!ParseQuery(req, res, &q)) return;
   Downsampler::Options options;
@@ -558,7 +557,7 @@ void Dashboard::SeriesAnswer(const httplib::Request& req, httplib::Response& res
   Send(req, res, downsampler.Json());
 }
 
-void Dashboard::Rows(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::Rows(const http::Request& req, http::Response& res) {
   Query q;
   if (!ParseQuery(req, res, &q)) return;
   std::string format = req.has_param("format") ? req.get_param_value("format") : "jsonl";
@@ -597,7 +596,7 @@ void Dashboard::Rows(const httplib::Request& req, httplib::Response& res) {
   std::string site = q.site->uid;
   res.set_chunked_content_provider(
       format == "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson; charset=utf-8",
-      [rows, writer, site](size_t, httplib::DataSink& sink) {
+      [rows, writer, site](size_t, http::DataSink& sink) {
         RowBatch batch;
         const StringInterner* interner = nullptr;
         bool more = rows->NextRows(&batch, &interner, kBatchRows);
@@ -613,7 +612,7 @@ void Dashboard::Rows(const httplib::Request& req, httplib::Response& res) {
       });
 }
 
-void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res) {
+void Dashboard::NodeMetrics(const http::Request& req, http::Response& res) {
   const simulate::Site* site = SiteOr404(req.matches[1], res);
   if (!site) return;
   std::string uid = req.matches[2];
@@ -657,26 +656,24 @@ void Dashboard::NodeMetrics(const httplib::Request& req, httplib::Response& res)
 }
 
 void Dashboard::Register(std::shared_ptr<Dashboard> dashboard, http::HardenedServer* http) {
-  auto bind = [dashboard](void (Dashboard::*method)(const httplib::Request&, httplib::Response&)) {
-    return [dashboard, method](const httplib::Request& req, httplib::Response& res) {
+  auto bind = [dashboard](void (Dashboard::*method)(const http::Request&, http::Response&)) {
+    return [dashboard, method](const http::Request& req, http::Response& res) {
       ((*dashboard).*method)(req, res);
     };
   };
-  http->Get("/dashboard", [](const httplib::Request&, httplib::Response& res) {
-    res.set_redirect("/dashboard/");
+  http->Get("/dashboard",
+            [](const http::Request&, http::Response& res) { res.set_redirect("/dashboard/"); });
+  http->Get(R"(/dashboard/([A-Za-z0-9._-]*))", [](const http::Request& req, http::Response& res) {
+    std::string name = req.matches[1];
+    if (name.empty()) name = "index.html";
+    const DashboardFile* file = FindDashboardFile(name);
+    if (!file) {
+      Error(res, 404, "No such file: /dashboard/" + name);
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    Send(req, res, std::string(file->content), std::string(file->content_type));
   });
-  http->Get(R"(/dashboard/([A-Za-z0-9._-]*))",
-            [](const httplib::Request& req, httplib::Response& res) {
-              std::string name = req.matches[1];
-              if (name.empty()) name = "index.html";
-              const DashboardFile* file = FindDashboardFile(name);
-              if (!file) {
-                Error(res, 404, "No such file: /dashboard/" + name);
-                return;
-              }
-              res.set_header("Cache-Control", "no-cache");
-              res.set_content(std::string(file->content), std::string(file->content_type));
-            });
   const std::string api = "/dashboard/api";
   http->Get(api + "/sites/?", bind(&Dashboard::SiteList));
   http->Get(api + R"(/sites/([^/]+)/?)", bind(&Dashboard::SitePage));

@@ -1,7 +1,5 @@
 #include "kwatt/server/server.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +11,7 @@
 #include <thread>
 
 #include "kwatt/core/text.h"
+#include "kwatt/http/access_log.h"
 #include "kwatt/http/hardened_server.h"
 #include "kwatt/simulate/series.h"
 #include "kwatt/simulate/testbed.h"
@@ -27,9 +26,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// PostgREST sends this; with the charset, cpp-httplib also leaves bodies uncompressed.
+// What PostgREST sends.
 constexpr const char* kJson = "application/json; charset=utf-8";
-constexpr size_t kChunkBytes = 256 * 1024;
+constexpr size_t kChunkBytes = 128 * 1024;
 
 // A JSON body. Texts from the request (a path, a parameter) are quoted in error messages and may
 // not be UTF-8: bytes that are not are replaced (U+FFFD) instead of failing the whole answer
@@ -109,6 +108,8 @@ bool SleepUnlessAbandoned(std::chrono::steady_clock::time_point until) {
 http::ServerLimits LimitsOf(const ServerOptions& options) {
   http::ServerLimits limits;
   limits.threads = options.threads;
+  limits.max_connections = options.max_connections;
+  limits.max_connections_per_client = options.max_connections_per_client;
   return limits;
 }
 
@@ -133,19 +134,19 @@ struct Server::Impl {
 
   UnixNanos Now() const { return WallClockNow() + clock_shift_ns; }
 
-  static std::string Prefix(const httplib::Request& req) { return "/" + req.matches[1].str(); }
+  static std::string Prefix(const http::Request& req) { return "/" + req.matches[1].str(); }
 
-  void SendJson(httplib::Response& res, const ordered_json& body, int status = 200) {
+  void SendJson(http::Response& res, const ordered_json& body, int status = 200) {
     res.status = status;
     res.set_content(Dump(body), kJson);
   }
-  void NotFound(httplib::Response& res, const std::string& message) {
+  void NotFound(http::Response& res, const std::string& message) {
     res.status = 404;
     res.set_content(ApiError(404, "Not Found", message), kJson);
   }
 
   // A store error as an answer: 500 naming what failed (the store's message names no secret).
-  void StoreError(httplib::Response& res, const Status& status) {
+  void StoreError(http::Response& res, const Status& status) {
     res.status = 500;
     res.set_content(ApiError(500, "Internal Server Error", "the store: " + status.message()),
                     kJson);
@@ -181,7 +182,7 @@ struct Server::Impl {
     return jobs;
   }
 
-  const simulate::Site* SiteOr404(const httplib::Request& req, httplib::Response& res) {
+  const simulate::Site* SiteOr404(const http::Request& req, http::Response& res) {
     std::string uid = req.matches[2];
     const simulate::Site* site = testbed->FindSite(uid);
     if (!site) {
@@ -305,10 +306,10 @@ struct Server::Impl {
   void TestbedRoutes(const std::string& p, const std::string& site);
   void JobRoutes(const std::string& site);
   void DashboardRoutes();
-  void Metrics(const httplib::Request& req, httplib::Response& res);
-  bool InjectFailure(int64_t rows, httplib::Response& res, int64_t* cut_after);
-  void Push(const httplib::Request& req, httplib::Response& res);
-  bool PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res);
+  void Metrics(const http::Request& req, http::Response& res);
+  bool InjectFailure(int64_t rows, http::Response& res, int64_t* cut_after);
+  void Push(const http::Request& req, http::Response& res);
+  bool PushIsFromThisOrigin(const http::Request& req, http::Response& res);
   Status PushToStore(const std::string& site, const std::vector<internal::PushedRow>& rows);
 };
 
@@ -332,63 +333,49 @@ void Server::Impl::Routes() {
   TestbedRoutes(p, site);
   JobRoutes(site);
   http.Get(site + "/metrics/?",
-           [this](const httplib::Request& req, httplib::Response& res) { Metrics(req, res); });
+           [this](const http::Request& req, http::Response& res) { Metrics(req, res); });
   http.Post(site + "/metrics/?",
-            [this](const httplib::Request& req, httplib::Response& res) { Push(req, res); });
+            [this](const http::Request& req, http::Response& res) { Push(req, res); });
   DashboardRoutes();
 }
 
-// Before every route: the simulated latency and the HTTP Basic check; after: the log line and
-// the API's error bodies for 404 and 414.
+// Before every route: the simulated latency and the HTTP Basic check; after: the API's error
+// body for 404. The access log is the server's (--log).
 void Server::Impl::GuardAndLogRoutes() {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  http.set_pre_routing_handler([this](const http::Request& req, http::Response& res) {
     if (options.latency_ms > 0 &&
         !SleepUnlessAbandoned(std::chrono::steady_clock::now() +
                               std::chrono::milliseconds(options.latency_ms))) {
       res.status = 503;
-      return httplib::Server::HandlerResponse::Handled;
+      return true;
     }
     if (!options.auth.empty()) {
       size_t colon = options.auth.find(':');
-      std::string expected = httplib::make_basic_authentication_header(
-                                 options.auth.substr(0, colon), options.auth.substr(colon + 1))
-                                 .second;
-      if (req.get_header_value("Authorization") != expected) {
+      if (!req.basic_credentials_are(
+              options.auth.substr(0, colon),
+              colon == std::string::npos ? std::string() : options.auth.substr(colon + 1))) {
         res.status = 401;
         res.set_header("WWW-Authenticate", "Basic realm=\"Grid'5000 API\"");
         res.set_content(
             ApiError(401, "Unauthorized", "Authentication required: send HTTP Basic credentials"),
             kJson);
-        return httplib::Server::HandlerResponse::Handled;
+        return true;
       }
     }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return false;
   });
-  if (options.log_requests) {
-    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      // The request target as sent: path and query (which holds no credential: those travel
-      // in the Authorization header).
-      std::fprintf(stderr, "%s %s -> %d\n", req.method.c_str(), req.target.c_str(), res.status);
-    });
-  }
-
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  // The server's own refusals (413, 414, 431...) come with a body already.
+  http.set_error_handler([](const http::Request& req, http::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404) {
       res.set_content(ApiError(404, "Not Found", "No such resource: " + req.path), kJson);
-    } else if (res.status == 414) {  // cpp-httplib refuses the request line, before any handler
-      res.set_content(ApiError(414, "URI Too Long",
-                               "the request's URL is longer than " +
-                                   std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
-                                   " bytes: ask for fewer nodes or metrics at a time"),
-                      kJson);
     }
   });
 }
 
 // The reference API's testbed: the grid, sites, clusters, nodes.
 void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) {
-  http.Get(p + "/?", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get(p + "/?", [this](const http::Request& req, http::Response& res) {
     std::string prefix = Prefix(req);
     ordered_json out;
     out["uid"] = prefix.substr(1);
@@ -396,16 +383,16 @@ void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) 
     out["links"] = {Link("self", prefix, false), Link("sites", prefix + "/sites", true)};
     SendJson(res, out);
   });
-  http.Get(p + "/sites/?", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get(p + "/sites/?", [this](const http::Request& req, http::Response& res) {
     std::string prefix = Prefix(req);
     ordered_json items = ordered_json::array();
     for (const auto& site : testbed->sites()) items.push_back(SiteJson(*site, prefix));
     SendJson(res, Collection(items, prefix + "/sites", prefix));
   });
-  http.Get(site + "/?", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get(site + "/?", [this](const http::Request& req, http::Response& res) {
     if (const simulate::Site* s = SiteOr404(req, res)) SendJson(res, SiteJson(*s, Prefix(req)));
   });
-  http.Get(site + "/clusters/?", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get(site + "/clusters/?", [this](const http::Request& req, http::Response& res) {
     const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string prefix = Prefix(req);
@@ -418,7 +405,7 @@ void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) 
     SendJson(res, Collection(items, prefix + "/sites/" + s->uid + "/clusters",
                              prefix + "/sites/" + s->uid));
   });
-  auto cluster_or_404 = [this](const httplib::Request& req, httplib::Response& res,
+  auto cluster_or_404 = [this](const http::Request& req, http::Response& res,
                                const simulate::Site& s) -> const simulate::Cluster* {
     std::string uid = req.matches[3];
     const simulate::Cluster* cluster = testbed->FindCluster(s, uid);
@@ -431,7 +418,7 @@ void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) 
     return cluster;
   };
   http.Get(site + "/clusters/([^/]+)/?",
-           [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
+           [this, cluster_or_404](const http::Request& req, http::Response& res) {
              const simulate::Site* s = SiteOr404(req, res);
              if (!s) return;
              if (const simulate::Cluster* c = cluster_or_404(req, res, *s)) {
@@ -441,7 +428,7 @@ void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) 
              }
            });
   http.Get(site + "/clusters/([^/]+)/nodes/?",
-           [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
+           [this, cluster_or_404](const http::Request& req, http::Response& res) {
              const simulate::Site* s = SiteOr404(req, res);
              if (!s) return;
              const simulate::Cluster* c = cluster_or_404(req, res, *s);
@@ -453,7 +440,7 @@ void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) 
              SendJson(res, Collection(items, self + "/nodes", self));
            });
   http.Get(site + "/clusters/([^/]+)/nodes/([^/]+)/?",
-           [this, cluster_or_404](const httplib::Request& req, httplib::Response& res) {
+           [this, cluster_or_404](const http::Request& req, http::Response& res) {
              const simulate::Site* s = SiteOr404(req, res);
              if (!s) return;
              const simulate::Cluster* c = cluster_or_404(req, res, *s);
@@ -471,7 +458,7 @@ void Server::Impl::TestbedRoutes(const std::string& p, const std::string& site) 
 
 // A site's jobs: the list (state, user, offset, limit) and one job.
 void Server::Impl::JobRoutes(const std::string& site) {
-  http.Get(site + "/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get(site + "/jobs/?", [this](const http::Request& req, http::Response& res) {
     const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string prefix = Prefix(req);
@@ -509,7 +496,7 @@ void Server::Impl::JobRoutes(const std::string& site) {
     SendJson(res, Collection(page, prefix + "/sites/" + s->uid + "/jobs",
                              prefix + "/sites/" + s->uid, int64_t(matching.size()), offset));
   });
-  http.Get(site + "/jobs/([^/]+)/?", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get(site + "/jobs/([^/]+)/?", [this](const http::Request& req, http::Response& res) {
     const simulate::Site* s = SiteOr404(req, res);
     if (!s) return;
     std::string id = req.matches[3];
@@ -559,7 +546,7 @@ void Server::Impl::DashboardRoutes() {
 
 // --fail-rate: a failed answer now and then, as a loaded API gives. True when `res` is the
 // failure (an error status page); else the answer goes on, maybe cut after *cut_after rows.
-bool Server::Impl::InjectFailure(int64_t rows, httplib::Response& res, int64_t* cut_after) {
+bool Server::Impl::InjectFailure(int64_t rows, http::Response& res, int64_t* cut_after) {
   std::lock_guard<std::mutex> lock(random_mutex);
   std::uniform_real_distribution<double> unit(0, 1);
   if (unit(random) < options.fail_rate) {
@@ -589,7 +576,7 @@ bool Server::Impl::InjectFailure(int64_t rows, httplib::Response& res, int64_t* 
   return false;
 }
 
-void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::Metrics(const http::Request& req, http::Response& res) {
   const simulate::Site* site = SiteOr404(req, res);
   if (!site) return;
   UnixNanos now = Now();
@@ -692,7 +679,7 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
   int64_t pace = options.rows_per_second;
   auto began = std::chrono::steady_clock::now();
   res.set_chunked_content_provider(kJson, [stream, cut_after, pace, began, buffer = std::string()](
-                                              size_t, httplib::DataSink& sink) mutable {
+                                              size_t, http::DataSink& sink) mutable {
     buffer.clear();
     bool more = stream->Next(&buffer, pace > 0 ? kChunkBytes / 16 : kChunkBytes);
     if (!stream->status().ok()) {
@@ -715,7 +702,8 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
       if (half > 0) sink.write(buffer.data(), half);
       return false;
     }
-    if (!buffer.empty() && !sink.write(buffer.data(), buffer.size())) return false;
+    // Handed over whole: the provider keeps no buffer while its client reads the last piece.
+    if (!buffer.empty() && !sink.write(std::move(buffer))) return false;
     if (!more || stream->finished()) sink.done();
     return true;
   });
@@ -725,7 +713,7 @@ void Server::Impl::Metrics(const httplib::Request& req, httplib::Response& res) 
 // that any other web page makes: a form, or a fetch() without CORS. Such a page can send neither
 // `Content-Type: application/json` (that needs a CORS preflight, which this server never grants)
 // nor another Origin than its own; scripts and tools send no Origin.
-bool Server::Impl::PushIsFromThisOrigin(const httplib::Request& req, httplib::Response& res) {
+bool Server::Impl::PushIsFromThisOrigin(const http::Request& req, http::Response& res) {
   std::string type = req.get_header_value("Content-Type");
   type = std::string(TrimBlanks(std::string_view(type).substr(0, type.find(';'))));
   std::transform(type.begin(), type.end(), type.begin(), ::tolower);
@@ -760,7 +748,7 @@ bool Server::Impl::PushIsFromThisOrigin(const httplib::Request& req, httplib::Re
   return false;
 }
 
-void Server::Impl::Push(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::Push(const http::Request& req, http::Response& res) {
   if (options.auth.empty()) {
     // Anyone could write into an open server: pushing is for a server that checks who writes.
     res.status = 403;
@@ -852,6 +840,11 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     impl->clock_shift_ns = *options.start_clock_at - WallClockNow();
   }
   impl->Routes();
+  if (!options.access_log.empty()) {
+    KWATT_ASSIGN_OR_RETURN(std::shared_ptr<http::AccessLog> log,
+                           http::AccessLog::Open(options.access_log));
+    impl->http.set_access_log(std::move(log));
+  }
   Result<int> port = impl->http.Bind(options.host, options.port);
   if (!port.ok()) return port.status();
   impl->port = *port;

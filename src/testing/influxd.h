@@ -97,7 +97,7 @@ class TestInfluxd {
     std::string body = "q=" + http::UrlEncode(query);
     if (!db.empty()) body += "&db=" + http::UrlEncode(db);
     KWATT_ASSIGN_OR_RETURN(
-        http::Response response,
+        http::ClientResponse response,
         client.Post(url() + "/query", body, "application/x-www-form-urlencoded"));
     if (response.status != 200) {
       return Status::IOError("query answered HTTP " + std::to_string(response.status) + ": " +
@@ -163,7 +163,7 @@ class TestInfluxd {
         http::ClientSettings options;
         options.timeout_s = 5;
         http::SmallClient client(options);
-        Result<http::Response> ping = client.Get(url() + "/ping");
+        Result<http::ClientResponse> ping = client.Get(url() + "/ping");
         if (ping.ok() && ping->status == 204) return Status::OK();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -55,7 +55,7 @@ class TestNodeExporter {
     client_options.timeout_s = 5;
     http::SmallClient client(client_options);
     for (int i = 0; i < 200; ++i) {
-      Result<http::Response> answer = client.Get(exporter->url());
+      Result<http::ClientResponse> answer = client.Get(exporter->url());
       if (answer.ok() && answer->status == 200) return exporter;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }

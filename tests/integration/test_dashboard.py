@@ -695,7 +695,7 @@ def test_a_too_long_url_is_answered_with_a_reason(lab):
         urllib.request.urlopen(url)
     assert refused.value.code == 414
     body = refused.value.read().decode()
-    assert "8192" in body and "URL" in body, body
+    assert "16384" in body and "URL" in body, body
 
 
 def test_serve_prints_the_dashboard_url(browser, tmp_path):

@@ -162,7 +162,7 @@ def test_the_request_log_shows_the_query(tmp_path):
         s.stop()
     log = s.process.stderr.read()
     assert "GET /stable/sites/lyon/metrics?nodes=nova-1&start_time=" in log, log
-    assert "metrics=wattmetre_power_watt" in log and "-> 200" in log
+    assert "metrics=wattmetre_power_watt" in log and 'HTTP/1.1" 200 ' in log
 
 
 def test_a_request_that_is_not_utf8_gets_an_answer_and_the_server_stays_up(server):

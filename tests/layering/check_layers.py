@@ -14,7 +14,7 @@ CMakeLists.txt files, this script checks:
 - a part's private headers (src/PART/...) are included by that part and by tests only, never by
   another part, the CLI (apps/kwatt) or the bindings (python/bindings);
 - the testing library (src/testing) is included by tests, fuzzers, benchmarks and peers only;
-- public headers hold no third-party header (no libcurl, httplib, YAML, JSON library... types);
+- public headers hold no third-party header (no libcurl, Boost, YAML, JSON library... types);
 - core declares no type in a source's words (Fetch..., Kwollect..., Oar...): the row contract is
   every source's, so its names belong to none.
 
@@ -32,17 +32,17 @@ import sys
 
 # Third-party headers a public header must not include (their types would leak through the door).
 THIRD_PARTY_HEADERS = re.compile(
-    r"^(curl/|httplib\.h|yaml\.h|yaml-cpp/|nlohmann/|sqlite3\.h|libpq-fe\.h|zstd\.h|xxhash\.h|"
+    r"^(curl/|yaml\.h|yaml-cpp/|nlohmann/|sqlite3\.h|libpq-fe\.h|zstd\.h|xxhash\.h|"
     r"net-snmp/|pybind11/|CLI/|gtest/|simdjson|fmt/|boost/)")
 # Libraries as CMake names them, for the table's "never" column.
 LIBRARY_NAMES = {
     "curl": "CURL::libcurl",
-    "httplib": "kwatt_httplib",
+    "beast": "kwatt_http_server",
 }
 # The headers of those libraries, which a target that must never link them must not include.
 LIBRARY_HEADERS = {
     "curl": "curl/",
-    "httplib": "httplib.h",
+    "beast": "boost/beast",
 }
 # Folders whose files are tests of some kind: any public header, private headers, the testing
 # library.

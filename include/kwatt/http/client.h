@@ -30,7 +30,7 @@ struct ClientSettings {
   int max_connections = 12;       // a transport's connections open at once
 };
 
-struct Response {
+struct ClientResponse {
   long status = 0;
   std::string body;
   std::string location;        // where a 3xx answer redirects to ("" if none)
@@ -56,7 +56,7 @@ double RetryDelay(const ClientSettings& settings, int attempt, int64_t retry_aft
 // GET of a small document. Transient refusals (429 with its Retry-After, 502, 503, 504) are
 // retried as settings say; the last answer is returned. Transport failures are Unavailable,
 // naming the URL (Redact) and curl's reason.
-Result<Response> GetSmall(const ClientSettings& settings, const std::string& url);
+Result<ClientResponse> GetSmall(const ClientSettings& settings, const std::string& url);
 
 // The limits of one SmallClient request.
 struct RequestLimits {
@@ -89,10 +89,10 @@ class SmallClient {
   // POSTs `body` (of `content_type`) to `url`; GETs `url`. The answer whatever its status (its
   // body up to `limits.max_body_bytes`); Unavailable naming the URL (Redact) and curl's reason
   // when none came, and then, when `error` is not null, why in *error.
-  Result<Response> Post(const std::string& url, std::string_view body,
-                        const std::string& content_type);
-  Result<Response> Get(const std::string& url, const RequestLimits& limits = {},
-                       TransferError* error = nullptr);
+  Result<ClientResponse> Post(const std::string& url, std::string_view body,
+                              const std::string& content_type);
+  Result<ClientResponse> Get(const std::string& url, const RequestLimits& limits = {},
+                             TransferError* error = nullptr);
 
  private:
   struct Connection;  // libcurl's easy handle, with the settings

@@ -1,77 +1,80 @@
 // The HTTP server of every endpoint kwatt serves (`kwatt serve`, `kwatt collect --listen`,
-// `kwatt meter --listen`): cpp-httplib's routing over connections that hostile or broken clients
-// cannot hold (doc/server.md, "Limits").
+// `kwatt meter --listen`; doc/server.md, "The HTTP server"): Boost.Beast's HTTP/1.1 parser and
+// serializer on one Boost.Asio event loop, handlers on a bounded pool of threads.
 //
-// cpp-httplib 0.11 times out each recv and send alone, so a client that sends one byte of its
-// request every few seconds, or reads one byte of its answer now and then, holds a thread for
-// ever, and as many such clients as threads stop the server for everyone. HardenedServer serves
-// each connection itself, with deadlines that such a client cannot push back:
-//   - the request line and headers must arrive within `header_timeout` of the request's first
-//     byte, and the body within `body_timeout` of the headers' end;
-//   - each write to the client (the headers, each block of the body) must be taken within
-//     `write_timeout`;
-//   - an idle keep-alive connection is closed after `keep_alive_timeout`.
-// A slow client therefore holds one thread for a bounded time: fewer slow clients than threads
-// leave the others answered at once, and more only delay them until the deadlines.
-// It also checks what httplib takes as it comes: conflicting, signed or oversized Content-Length
-// (400 or 413, before any body is read, and the connection is closed), a body without a length
-// (411); it never answers 206 (Range headers are ignored: every answer is whole), answers OPTIONS
-// on a route with 204 and Allow, and adds nosniff, frame and content-security headers to every
-// answer. Bind errors name the system's cause.
+// Every connection waits on the event loop, never on a thread: an idle, slow or silent client
+// costs a socket and a few kilobytes, and is cut at its deadline (ServerLimits). A handler runs on
+// a worker once its request is read whole; a streamed answer's provider runs on a worker for each
+// piece, after the client has taken the last one, so a client that does not read holds no worker.
 //
-// Thread safety: configure (routes, handlers) before Serve(); Shutdown() may be called from any
-// thread. Handlers run on the worker threads.
+// Requests are taken as RFC 9112 says, and refused at once, the connection closed, otherwise:
+//   - a body, on any method, is read within the one body limit (413 for Content-Length or chunked
+//     alike) and never taken as a request; without a length a POST is 411;
+//   - conflicting, signed or non-numeric Content-Length, Content-Length with Transfer-Encoding,
+//     a malformed chunk size: 400; a transfer coding other than chunked: 501;
+//   - headers beyond `max_header_bytes` or `max_header_fields`: 431; two Host headers, none in
+//     HTTP/1.1, an obs-folded line, whitespace before a colon: 400; a request line longer than
+//     `max_target_bytes`: 414;
+//   - trailers are read and ignored; Expect: 100-continue is answered before the body is read;
+//   - Range is ignored (never a 206); OPTIONS on a route answers 204 with Allow; every answer
+//     carries the security headers; beyond `max_connections` (or a client's share) a connection
+//     is answered 503 and closed.
+// Each answer is written to the access log, when one is set (access_log.h).
 //
-// The one public header that names a third-party type: a HardenedServer is an httplib::Server,
-// whose users register handlers over httplib's Request and Response; hiding them would mean a
-// second request and response model for the same server. The parts that serve (server, collect,
-// the meter's outputs) include it; the CLI and the bindings do not (they use
-// kwatt/http/server_limits.h and the parts' own endpoints).
+// Thread safety: configure (routes, handlers, log) before Serve(); Shutdown() may be called from
+// any thread. Handlers run on the worker threads, several at once.
 #ifndef KWATT_HTTP_HARDENED_SERVER_H_
 #define KWATT_HTTP_HARDENED_SERVER_H_
 
-#include <httplib.h>
-
-#include <atomic>
-#include <chrono>
-#include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "kwatt/core/status.h"
+#include "kwatt/http/message.h"
 #include "kwatt/http/server_limits.h"
 
 namespace kwatt::http {
 
-class HardenedServer : public httplib::Server {
+class AccessLog;
+
+class HardenedServer {
  public:
+  using Handler = std::function<void(const Request&, Response&)>;
+  // True when it answered the request (routing stops).
+  using PreRoutingHandler = std::function<bool(const Request&, Response&)>;
+
   explicit HardenedServer(const ServerLimits& limits = ServerLimits());
-  ~HardenedServer() override;  // Shutdown()
+  ~HardenedServer();  // Shutdown()
 
   HardenedServer(const HardenedServer&) = delete;
   HardenedServer& operator=(const HardenedServer&) = delete;
 
-  const ServerLimits& limits() const { return limits_; }
+  const ServerLimits& limits() const;
 
-  // Routes, recorded for OPTIONS (they hide httplib's, which they call).
+  // Routes: a regular expression over the whole decoded path; the first that matches answers.
+  // A GET route answers HEAD too (headers only).
   HardenedServer& Get(const std::string& pattern, Handler handler);
   HardenedServer& Post(const std::string& pattern, Handler handler);
-  // Runs after the server's own checks, before routing (and before a body is read); hides
-  // httplib's.
-  HardenedServer& set_pre_routing_handler(HandlerWithResponse handler);
+  // Runs before routing, after the request is read and checked.
+  HardenedServer& set_pre_routing_handler(PreRoutingHandler handler);
+  // Runs on every answer of status >= 400 (the server's own refusals too), to give it a body.
+  HardenedServer& set_error_handler(Handler handler);
+  // Where each answer is logged (nullptr: nowhere).
+  HardenedServer& set_access_log(std::shared_ptr<AccessLog> log);
 
   // Binds `host`:`port` (0: any free port) with SO_REUSEADDR (not SO_REUSEPORT, with which a
   // second server would share the port). The port, or IOError naming the address and the
   // system's cause ("Cannot assign requested address": not an address of this machine).
   Result<int> Bind(const std::string& host, int port);
-  // Starts the worker threads and serves on a thread of its own; returns once it serves.
-  // IOError when the threads cannot be started. REQUIRES: Bind succeeded.
+  // Starts the worker threads and the event loop; returns once it serves. Raises the process's
+  // soft limit of open files to its hard limit, so that max_connections can be met. IOError when
+  // the threads cannot be started. REQUIRES: Bind succeeded.
   Status Serve();
-  // Stops accepting, ends the connections (a request being answered is cut within about 0.1 s
-  // of its next read or write, or when its handler checks RequestAbandoned()), and joins the
-  // threads. Closes the socket of a server bound and never served. Idempotent.
+  // Stops accepting, closes every connection (a streamed answer is cut; a handler computing for
+  // long sees RequestAbandoned()), and joins the threads. Idempotent.
   void Shutdown();
   bool Stopping() const;
 
@@ -80,22 +83,13 @@ class HardenedServer : public httplib::Server {
   // stops. False outside a HardenedServer's handler.
   static bool RequestAbandoned();
 
- private:
-  struct Route {
-    std::regex pattern;
-    std::string method;
-  };
-  bool process_and_close_socket(socket_t sock) override;
-  std::string AllowedMethods(const std::string& path) const;
+  // Connections open now (for tests and the limits' checks).
+  size_t OpenConnections() const;
 
-  ServerLimits limits_;
-  std::vector<Route> routes_;
-  HandlerWithResponse user_pre_routing_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> ended_{false};
-  bool bound_ = false;
-  bool serving_ = false;
-  std::thread thread_;
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
 };
 
 // The security headers every answer of a HardenedServer carries (exposed for tests).

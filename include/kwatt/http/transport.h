@@ -28,8 +28,8 @@ struct TransferOutcome {
   // OK when an answer was received whole, whatever its status; else why not: Unavailable naming
   // the transport's reason (connection refused, connection cut...), or the BodySink's error.
   Status transport;
-  Response response;       // status, Location, Retry-After; `body`: a non-200's (first 64 kB)
-  int64_t body_bytes = 0;  // body bytes received, any status
+  ClientResponse response;  // status, Location, Retry-After; `body`: a non-200's (first 64 kB)
+  int64_t body_bytes = 0;   // body bytes received, any status
 };
 
 class Transport {

@@ -25,7 +25,7 @@ bool IsKwollectTimeout(long status, const std::string& body);
 // message, where a redirect leads, whether credentials were refused or are missing.
 // Codes: Unauthenticated (401), NotFound (404), Unavailable (429, 5xx), InvalidArgument (others,
 // redirects included).
-Status HttpError(const http::Response& response, const std::string& url,
+Status HttpError(const http::ClientResponse& response, const std::string& url,
                  const ClientOptions& options);
 
 }  // namespace kwatt::kwollect

@@ -39,8 +39,11 @@ struct ServerOptions {
   std::string auth;  // "user:password" to require HTTP Basic auth, and to take pushed metrics
                      // (POST: into the store, or kept in memory); empty: open, pushes refused
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
-  int threads = 8;                          // requests served at once
-  bool log_requests = false;                // one line per request on stderr
+  int threads = 8;                          // handlers run at once (the worker pool)
+  size_t max_connections = 10'000;          // beyond it, 503 (kwatt/http/server_limits.h)
+  size_t max_connections_per_client = 0;    // one address's share; 0: no cap of its own
+  // The access log (kwatt/http/access_log.h): "" none, "-" stderr, else a file appended to.
+  std::string access_log;
 };
 
 class Server {

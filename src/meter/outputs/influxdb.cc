@@ -32,7 +32,7 @@ void AppendTagValue(std::string* out, std::string_view value) {
 std::string ScopeOf(const Domain& domain) { return domain.kind == "package" ? "cpu" : domain.kind; }
 
 // The server's reason: InfluxDB answers {"error": "..."}.
-std::string InfluxError(const http::Response& response) {
+std::string InfluxError(const http::ClientResponse& response) {
   nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
   std::string error;
   if (body.is_object() && body.contains("error") && body["error"].is_string()) {
@@ -135,7 +135,8 @@ class InfluxdbOutput : public HttpRowOutput {
   }
 
   Status Send(const std::string& body) override {
-    Result<http::Response> response = client_.Post(write_url_, body, "text/plain; charset=utf-8");
+    Result<http::ClientResponse> response =
+        client_.Post(write_url_, body, "text/plain; charset=utf-8");
     if (!response.ok()) return response.status();
     long status = response->status;
     if (status == 204 || status == 200) return Status::OK();
@@ -158,7 +159,7 @@ Status Probe(const OutputSpec& spec, const OutputOptions& options,
              const http::ClientSettings& client_options, InfluxdbOutput* output) {
   SmallClient& client = output->client();
   std::string origin = spec.url.Origin();
-  Result<http::Response> ping = client.Get(origin + "/ping");
+  Result<http::ClientResponse> ping = client.Get(origin + "/ping");
   if (!ping.ok() || ping->status >= 500) {
     output->Note(spec.shown + ": the InfluxDB server does not answer (" +
                  (ping.ok() ? InfluxError(*ping) : ping.status().message()) +
@@ -169,7 +170,8 @@ Status Probe(const OutputSpec& spec, const OutputOptions& options,
     return Status::InvalidArgument("output '" + spec.shown + "': " + origin + "/ping answered " +
                                    InfluxError(*ping) + ": is it an InfluxDB 1.x server?");
   }
-  Result<http::Response> shown = client.Get(origin + "/query?q=" + UrlEncode("SHOW DATABASES"));
+  Result<http::ClientResponse> shown =
+      client.Get(origin + "/query?q=" + UrlEncode("SHOW DATABASES"));
   if (!shown.ok()) return shown.status().WithContext("output '" + spec.shown + "'");
   if (shown->status == 401 || shown->status == 403) {
     return Status::Unauthenticated(
@@ -195,7 +197,7 @@ Status Probe(const OutputSpec& spec, const OutputOptions& options,
   std::string quoted = "\"";
   for (char c : spec.database) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
   quoted += "\"";
-  Result<http::Response> created =
+  Result<http::ClientResponse> created =
       client.Post(origin + "/query", "q=" + UrlEncode("CREATE DATABASE " + quoted),
                   "application/x-www-form-urlencoded");
   if (!created.ok()) return created.status().WithContext("output '" + spec.shown + "'");

@@ -25,7 +25,7 @@ class KwollectOutput : public HttpRowOutput {
 
   // Whether the API knows the site (and takes the credentials); a note when it does not answer.
   Status Probe() {
-    Result<http::Response> answer = client_.Get(site_url_);
+    Result<http::ClientResponse> answer = client_.Get(site_url_);
     if (answer.ok() && answer->status == 200) return Status::OK();
     if (!answer.ok() || answer->status >= 500 || answer->status == 429) {
       AddNote(name_ + ": the API does not answer (" +
@@ -75,7 +75,7 @@ class KwollectOutput : public HttpRowOutput {
 
   Status Send(const std::string& body) override {
     std::string url = site_url_ + "/metrics";
-    Result<http::Response> response = client_.Post(url, body, "application/json");
+    Result<http::ClientResponse> response = client_.Post(url, body, "application/json");
     if (!response.ok()) return response.status();
     if (response->status >= 200 && response->status < 300) return Status::OK();
     Status error = kwollect::HttpError(*response, url, client_options_);

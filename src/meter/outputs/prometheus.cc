@@ -1,6 +1,5 @@
 // The Prometheus exposition of the meter, and the HTTP server of --listen (doc/meter.md,
 // "Prometheus").
-#include <httplib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -203,10 +202,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Bind(const std::string& ho
   auto impl = std::make_unique<Impl>();
   impl->host = host;
   const PrometheusExposition* source = &exposition;
-  impl->http.Get("/metrics", [source](const httplib::Request&, httplib::Response& response) {
+  impl->http.Get("/metrics", [source](const http::Request&, http::Response& response) {
     response.set_content(source->Text(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  impl->http.Get("/", [](const httplib::Request&, httplib::Response& response) {
+  impl->http.Get("/", [](const http::Request&, http::Response& response) {
     response.set_content("kwatt meter: its metrics are at /metrics\n", "text/plain");
   });
   Result<int> bound = impl->http.Bind(host, port);

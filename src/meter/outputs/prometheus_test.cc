@@ -148,7 +148,7 @@ TEST(PrometheusExposition, CountersContinueFromTheirSavedState) {
   EXPECT_EQ(second.RestoreState("{").code(), Status::Code::kCorruption);
 }
 
-Result<http::Response> Get(const std::string& url) {
+Result<http::ClientResponse> Get(const std::string& url) {
   http::ClientSettings options;
   options.timeout_s = 10;
   http::SmallClient client(options);
@@ -166,7 +166,7 @@ TEST(MetricsServer, ServesTheLastTextAndAScrapeNeverMakesANewOne) {
   (*server)->Serve();
   ASSERT_TRUE(exposition.Begin(header).ok());
   ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{ProcessTarget(1, "a"), 1000}})).ok());
-  Result<http::Response> scrape = Get((*server)->url());
+  Result<http::ClientResponse> scrape = Get((*server)->url());
   ASSERT_TRUE(scrape.ok()) << scrape.status().ToString();
   EXPECT_EQ(scrape->status, 200);
   EXPECT_EQ(scrape->body, exposition.Text());
@@ -195,7 +195,7 @@ TEST(MetricsServer, ScrapesWhileTheMeterWritesGetWholeTexts) {
     for (const IntervalReport& report : all) EXPECT_TRUE(exposition.Write(report).ok());
   });
   for (int i = 0; i < 40; ++i) {
-    Result<http::Response> scrape = Get((*server)->url());
+    Result<http::ClientResponse> scrape = Get((*server)->url());
     ASSERT_TRUE(scrape.ok());
     std::map<std::string, Sample> samples = Samples(scrape->body);  // reads whole, or fails
     EXPECT_TRUE(samples.count("kwatt_meter_info{sensor=nova-1,formula=cputime,idle_policy=none,}"));
