@@ -385,19 +385,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Deadline(Clock::time_point deadline) {
     stream_.expires_never();
     timed_out_ = false;
-    read_timer_.expires_at(deadline);
-    read_timer_.async_wait([weak = weak_from_this(), armed = ++read_armed_](beast::error_code ec) {
-      std::shared_ptr<Connection> self = weak.lock();
-      // A wait that ended before a later Deadline() or DeadlineMet() is not this one's.
-      if (ec || !self || armed != self->read_armed_) return;
-      self->timed_out_ = true;
-      beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);
-    });
+    deadline_timer_.expires_at(deadline);
+    deadline_timer_.async_wait(
+        [weak = weak_from_this(), armed = ++deadline_armed_](beast::error_code ec) {
+          std::shared_ptr<Connection> self = weak.lock();
+          // A wait that ended before a later Deadline() or DeadlineMet() is not this one's.
+          if (ec || !self || armed != self->deadline_armed_) return;
+          self->timed_out_ = true;
+          beast::error_code ignored;
+          self->stream_.socket().cancel(ignored);
+        });
   }
   void DeadlineMet() {
-    ++read_armed_;
-    read_timer_.cancel();
+    ++deadline_armed_;
+    deadline_timer_.cancel();
   }
 
   void OnReadError(const beast::error_code& ec, bool in_body) {
@@ -716,8 +717,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<HardenedServer::Impl> server_;
   const ServerLimits& limits_;
   beast::tcp_stream stream_;
-  net::steady_timer read_timer_{stream_.get_executor()};
-  uint64_t read_armed_ = 0;
+  net::steady_timer deadline_timer_{stream_.get_executor()};
+  uint64_t deadline_armed_ = 0;
   bool timed_out_ = false;
   std::string client_;
   int fd_;

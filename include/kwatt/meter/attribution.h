@@ -67,12 +67,19 @@ struct IdleEstimate {
 // --follow-cpu's); else the lowest power seen, an upper bound (the dynamic power at the lowest
 // load is in it: 74 W for a true 60 W at a steady 17 % load), with that uncertainty. None until
 // `min_samples` intervals were seen. Given power (MeterOptions) replaces it.
+//
+// With `block_seconds` > 0, intervals are learned from in blocks of at least that long (their
+// time-weighted mean power and busy fraction; `window` counts blocks): a counter that was updated
+// a little late (a loaded machine) moves energy from one interval to the next, which makes an
+// interval's power lower than the idle power, but seldom out of a block.
 class IdlePowerEstimator {
  public:
-  explicit IdlePowerEstimator(size_t window = 600, size_t min_samples = 10)
-      : window_(window), min_samples_(min_samples) {}
-  // An interval: its mean power and the machine's busy fraction (busy / capacity, 0..1).
-  void Add(double watts, double busy_fraction);
+  explicit IdlePowerEstimator(size_t window = 600, size_t min_samples = 10,
+                              double block_seconds = 0)
+      : window_(window), min_samples_(min_samples), block_seconds_(block_seconds) {}
+  // An interval: its mean power, the machine's busy fraction (busy / capacity, 0..1) and its
+  // length (needed with blocks only).
+  void Add(double watts, double busy_fraction, double seconds = 0);
   std::optional<IdleEstimate> Estimate() const;
   std::optional<double> IdleWatts() const {
     std::optional<IdleEstimate> estimate = Estimate();
@@ -80,8 +87,13 @@ class IdlePowerEstimator {
   }
 
  private:
+  void Learn(double busy_fraction, double watts);
+
   size_t window_, min_samples_;
-  std::deque<std::pair<double, double>> points_;  // (busy fraction, watts)
+  double block_seconds_;
+  size_t intervals_ = 0;                                                 // intervals seen
+  double block_joules_ = 0, block_busy_seconds_ = 0, block_length_ = 0;  // the block begun
+  std::deque<std::pair<double, double>> points_;                         // (busy fraction, watts)
 };
 
 }  // namespace kwatt::meter

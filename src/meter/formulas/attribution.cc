@@ -104,15 +104,27 @@ DomainEnergy Attribute(int64_t measured_microjoules, int64_t idle_microjoules,
   return out;
 }
 
-void IdlePowerEstimator::Add(double watts, double busy_fraction) {
+void IdlePowerEstimator::Add(double watts, double busy_fraction, double seconds) {
   if (!(watts >= 0) || !(busy_fraction >= 0)) return;  // NaN or nonsense: not learned from
-  points_.emplace_back(std::min(busy_fraction, 1.0), watts);
+  busy_fraction = std::min(busy_fraction, 1.0);
+  ++intervals_;
+  if (!(block_seconds_ > 0) || !(seconds > 0)) return Learn(busy_fraction, watts);
+  block_joules_ += watts * seconds;
+  block_busy_seconds_ += busy_fraction * seconds;
+  block_length_ += seconds;
+  if (block_length_ < block_seconds_) return;
+  Learn(block_busy_seconds_ / block_length_, block_joules_ / block_length_);
+  block_joules_ = block_busy_seconds_ = block_length_ = 0;
+}
+
+void IdlePowerEstimator::Learn(double busy_fraction, double watts) {
+  points_.emplace_back(busy_fraction, watts);
   while (points_.size() > window_) points_.pop_front();
 }
 
 std::optional<IdleEstimate> IdlePowerEstimator::Estimate() const {
   const size_t n = points_.size();
-  if (n < std::max<size_t>(min_samples_, 2)) return std::nullopt;
+  if (intervals_ < std::max<size_t>(min_samples_, 2) || n < 2) return std::nullopt;
   double lowest = points_.front().second, min_u = 1, max_u = 0;
   double mean_u = 0, mean_p = 0;
   for (const auto& [u, p] : points_) {

@@ -12,7 +12,9 @@ CpuTimeFormula::CpuTimeFormula(IdlePolicy policy,
     : policy_(policy),
       given_(std::move(given_idle_watts)),
       learn_(learn_idle),
-      estimators_(given_.size()) {}
+      // Learned in blocks of at least half a second (IdlePowerEstimator): at 100 ms periods on a
+      // loaded machine, single intervals read a late counter update as power below the idle.
+      estimators_(given_.size(), IdlePowerEstimator(600, 10, 0.5)) {}
 
 Result<std::vector<std::optional<double>>> CpuTimeFormula::IdleWattsByDomain(
     const std::vector<Domain>& domains, const std::map<std::string, double>& idle_watts) {
@@ -100,7 +102,8 @@ void CpuTimeFormula::FillDomain(IntervalReport* report, const std::vector<int64_
   const uint32_t gap = kReset | kUnreadable | kMaybeMissedWrap;
   if (learn_ && !(flags & gap) && seconds > 0 && report->capacity_microseconds > 0) {
     estimators_[d].Add(double(measured) / 1e6 / seconds,
-                       double(report->busy_microseconds) / double(report->capacity_microseconds));
+                       double(report->busy_microseconds) / double(report->capacity_microseconds),
+                       seconds);
   }
 }
 
