@@ -217,12 +217,19 @@ ASAN_INTEGRATION := test_hostile.py test_archive_read.py test_server.py test_col
   test_edges.py test_http_hostile.py
 RELEASE_INTEGRATION := $(filter-out $(ASAN_INTEGRATION),$(notdir $(wildcard tests/integration/test_*.py)))
 PYTEST := $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider -n $(JOBS)
+# Run alone, after the others: the meter's learned idle power against the simulator's truth, a
+# fit of power against the machine's busy fraction, which the other tests' load makes a fit of
+# noise (16 W +- 3.6 W for a true 60 W when run beside them; right alone, and beside two busy
+# loops). The meter's estimate under such load is issue 37's.
+ALONE_INTEGRATION := test_meter_hostile.py::test_the_learned_idle_power_is_the_simulators_within_its_stated_uncertainty
 PEERS_ENV := KWATT_PEERS_BIN=$(abspath $(BUILD_DIR))/kwatt_test_peers
 test-integration: build-tests build-asan $(POWERAPI_STAMP)
 	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
 	  $(PYTEST) $(ASAN_INTEGRATION)
 	cd tests/integration && $(PEERS_ENV) KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt \
-	  $(PYTEST) $(RELEASE_INTEGRATION)
+	  $(PYTEST) $(RELEASE_INTEGRATION) --deselect $(ALONE_INTEGRATION)
+	cd tests/integration && $(PEERS_ENV) KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt \
+	  $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider $(ALONE_INTEGRATION)
 
 test-python: build-tests
 	KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt $(PYTEST) python/tests
