@@ -227,7 +227,7 @@ test-integration: build-tests build-asan $(POWERAPI_STAMP)
 	cd tests/integration && $(SANITIZER_ENV) $(PEERS_ENV) KWATT_BIN=$(abspath $(ASAN_DIR))/kwatt \
 	  $(PYTEST) $(ASAN_INTEGRATION)
 	cd tests/integration && $(PEERS_ENV) KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt \
-	  $(PYTEST) $(RELEASE_INTEGRATION) --deselect $(ALONE_INTEGRATION)
+	  $(PYTEST) $(RELEASE_INTEGRATION) --deselect tests/integration/$(ALONE_INTEGRATION)
 	cd tests/integration && $(PEERS_ENV) KWATT_BIN=$(abspath $(BUILD_DIR))/kwatt \
 	  $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider $(ALONE_INTEGRATION)
 
