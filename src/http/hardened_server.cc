@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kwatt/core/json_text.h"
 #include "kwatt/core/text.h"
 #include "kwatt/http/access_log.h"
 
@@ -140,21 +141,13 @@ struct Current {
 };
 thread_local Current current;
 
-std::string JsonQuoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// The server's own JSON answer: {"code": status, "message": message}.
+void SetJsonError(Response* response, int status, std::string_view message) {
+  std::string body = "{\"code\":" + std::to_string(status) + ",\"message\":";
+  AppendJsonString(&body, message);
+  body += "}";
+  response->status = status;
+  response->set_content(std::move(body), "application/json; charset=utf-8");
 }
 
 // The query's parameters: '&'-separated key=value pairs, '+' a space, percent-decoded.
@@ -532,10 +525,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       wall_started_ = std::chrono::system_clock::now();
     }
     response_ = std::make_unique<Response>();
-    response_->status = status;
-    response_->set_content(
-        "{\"code\":" + std::to_string(status) + ",\"message\":" + JsonQuoted(message) + "}",
-        "application/json; charset=utf-8");
+    SetJsonError(response_.get(), status, message);
     server_->Finish(*request_, *response_);
     keep_alive_ = false;
     Write();
@@ -778,9 +768,7 @@ void HardenedServer::Impl::Answer(Request& request, Response& response) const {
     }
   } catch (const std::exception& e) {
     response = Response();
-    response.status = 500;
-    response.set_content("{\"code\":500,\"message\":" + JsonQuoted(e.what()) + "}",
-                         "application/json; charset=utf-8");
+    SetJsonError(&response, 500, e.what());
   }
   Finish(request, response);
 }
