@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
+#include "fuzz/loopback.h"
 #include "kwatt/http/hardened_server.h"
 
 namespace {
@@ -62,17 +63,10 @@ int TheServersPort() {
 
 // Sends `input` on a new connection, closes the sending half, and returns what the server sent
 // until it closed ("" with *hung when nothing ended it within 10 s).
-// Sends `input` on a new connection, closes the sending half, and returns what the server sent
-// until it closed ("" with *hung when nothing ended it within 10 s).
 std::string Exchange(std::string_view input, bool* hung) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(uint16_t(TheServersPort()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int fd = kwatt::fuzz::ConnectLoopback(TheServersPort());
   std::string answer;
   *hung = false;
-  KWATT_FUZZ_CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
   size_t sent = 0;
   while (sent < input.size()) {
     ssize_t n = ::send(fd, input.data() + sent, input.size() - sent, MSG_NOSIGNAL);
@@ -99,7 +93,7 @@ std::string Exchange(std::string_view input, bool* hung) {
     if (n <= 0) break;
     answer.append(buffer, size_t(n));
   }
-  ::close(fd);
+  kwatt::fuzz::CloseAborting(fd);
   return answer;
 }
 

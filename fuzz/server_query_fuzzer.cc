@@ -14,6 +14,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
+#include "fuzz/loopback.h"
 #include "kwatt/server/server.h"
 
 namespace {
@@ -34,29 +35,24 @@ kwatt::server::Server& TheServer() {
 // The status line of the answer to a GET of `target` on a connection of its own ("Connection:
 // close": the answer ends where the server closes), or "" when none came within 20 s.
 std::string StatusLineOf(int port, const std::string& target) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(uint16_t(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int fd = kwatt::fuzz::ConnectLoopback(port);
   std::string answer;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    std::string request =
-        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
-      for (;;) {
-        pollfd p{fd, POLLIN, 0};
-        int ready = ::poll(&p, 1, 20'000);
-        if (ready < 0 && errno == EINTR) continue;  // libFuzzer's timer signal
-        if (ready <= 0) break;
-        char buffer[65536];
-        ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-        if (n <= 0) break;
-        if (answer.size() < 4096) answer.append(buffer, size_t(n));
-      }
+  std::string request =
+      "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, 20'000);
+      if (ready < 0 && errno == EINTR) continue;  // libFuzzer's timer signal
+      if (ready <= 0) break;
+      char buffer[65536];
+      ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (answer.size() < 4096) answer.append(buffer, size_t(n));
     }
   }
-  ::close(fd);
+  kwatt::fuzz::CloseAborting(fd);
   return answer.substr(0, answer.find("\r\n"));
 }
 
