@@ -2,8 +2,8 @@
 // BENCHMARKS.md): how often the truth lies within the 95 % interval, and how wide the intervals
 // are against the actual errors, by source, sampling period, interval kind and gaps.
 //
-//   kwatt_energy_interval_bench [--cases N] [--seed S] [--bmc-cases N] [--clock-offset S]
-//                               [--misses]
+//   kwatt_energy_interval_bench [--cases N] [--seed S] [--bmc-cases N] [--regime-cases N]
+//                               [--clock-offset S] [--misses]
 //
 // Prints a Markdown table; --misses lists the figures whose truth fell outside.
 #include <algorithm>
@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
       options.cases = std::atoi(value());
     } else if (!std::strcmp(argv[i], "--seed")) {
       options.seed = std::strtoull(value(), nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--regime-cases")) {
+      options.regime_cases = std::atoi(value());
     } else if (!std::strcmp(argv[i], "--bmc-cases")) {
       options.bmc_cases = std::atoi(value());
     } else if (!std::strcmp(argv[i], "--clock-offset")) {
@@ -84,8 +86,8 @@ int main(int argc, char** argv) {
       misses = true;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--cases N] [--seed S] [--bmc-cases N] [--clock-offset S] "
-                   "[--misses]\n",
+                   "usage: %s [--cases N] [--seed S] [--bmc-cases N] [--regime-cases N] "
+                   "[--clock-offset S] [--misses]\n",
                    argv[0]);
       return 2;
     }
@@ -95,9 +97,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", checks.status().ToString().c_str());
     return 1;
   }
-  std::map<std::string, Group> groups;
+  std::map<std::string, Group> groups, regimes;
   Group all, bmc;
   for (const IntervalCheck& c : *checks) {
+    if (c.regime != "steady") {
+      regimes[c.regime + ", " + c.interval].Add(c);
+      continue;
+    }
     if (c.metric == "bmc_node_power_watt") {
       bmc.Add(c);
       continue;
@@ -119,6 +125,13 @@ int main(int argc, char** argv) {
   };
   row("all", all);
   for (auto& [name, g] : groups) row(name, g);
+  if (!regimes.empty()) {
+    std::printf("\nregimes (%d cases each: a window and a phase):\n\n", options.regime_cases);
+    std::printf(
+        "| regime, figure | n | truth within the 95 %% interval | median half-width / "
+        "\\|error\\| | RMS half-width / RMS error |\n|---|---|---|---|---|\n");
+    for (auto& [name, g] : regimes) row(name, g);
+  }
   if (bmc.figures > 0) {
     std::printf(
         "\nBMC against the node's true energy (%d figures): within the interval without its "
@@ -129,11 +142,11 @@ int main(int argc, char** argv) {
   if (misses) {
     std::printf("\nmisses:\n");
     for (const IntervalCheck& c : *checks) {
-      if (c.covered() || c.metric == "bmc_node_power_watt") continue;
+      if (c.covered() || (c.metric == "bmc_node_power_watt" && c.regime == "steady")) continue;
       std::printf(
-          "  %s %s %s %s %.1f s gap=%d shift=%+.3f s: %.3f J vs truth %.3f J, error %+.3f J, "
+          "  [%s] %s %s %s %s %.1f s gap=%d shift=%+.3f s: %.3f J vs truth %.3f J, error %+.3f J, "
           "half-width %.3f J\n",
-          c.node.c_str(), Short(c.metric).c_str(), PeriodText(c.period_s).c_str(),
+          c.regime.c_str(), c.node.c_str(), Short(c.metric).c_str(), PeriodText(c.period_s).c_str(),
           c.interval.c_str(), c.seconds, int(c.gap), c.clock_shift_s, c.joules, c.truth_joules,
           c.error(), c.half_width);
     }

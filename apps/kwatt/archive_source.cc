@@ -10,7 +10,7 @@ Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& ar
                              const std::vector<std::string>& metrics, RowSink* sink,
                              const ProgressCallback& progress, bool metrics_are_candidates,
                              const std::vector<std::string>& with_archives,
-                             bool with_archives_shared) {
+                             bool with_archives_shared, int64_t margin) {
   backup::RowSource source;
   source.with_archives = with_archives;
   source.with_archives_shared = with_archives_shared;
@@ -34,6 +34,7 @@ Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& ar
     KWATT_RETURN_IF_ERROR(ResolveQuery(args, &source.query, &source.options));
     source.query.check_metrics = source.query.check_metrics && !metrics_are_candidates;
   }
+  source.query.margin = margin;
   return backup::FeedSource(source, metrics, sink, progress);
 }
 

@@ -498,7 +498,8 @@ int RunEnergy(const EnergyArgs& args) {
   Result<RowsReport> report =
       RunSource(args.analysis.archive, args.analysis.query, energy::EnergyInputMetrics(args.metric),
                 &collector, MakeProgress("kwatt energy", args.quiet || args.json),
-                /*metrics_are_candidates=*/true, args.analysis.with_archives);
+                /*metrics_are_candidates=*/true, args.analysis.with_archives,
+                /*with_archives_shared=*/false, energy::EnergyFetchMargin(args.analysis.query.summary));
   if (!report.ok()) {
     std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
     return ExitCodeOf(report.status());

@@ -120,7 +120,8 @@ Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& anal
       run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
                           MakeProgress("kwatt energy " + given, quiet),
                           /*metrics_are_candidates=*/true, analysis.with_archives,
-                          /*with_archives_shared=*/true));
+                          /*with_archives_shared=*/true,
+                          energy::EnergyFetchMargin(analysis.query.summary)));
   PrintFailures("kwatt energy", run.rows);
   options.phases.clear();
   options.roles.clear();

@@ -76,6 +76,7 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   if (!clock_checked.ok()) Throw(clock_checked);
   backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
+  source.query.margin = energy::EnergyFetchMargin(source.query.summary);
   source.with_archives = with_archives;
   energy::EnergyOptions options;
   options.phases = MakePhases(phases);

@@ -14,7 +14,7 @@ from enoslib.service.service import Service
 
 import kwatt
 import kwatt.simulator
-from conftest import JOBS, run_kwatt, start_server
+from conftest import JOBS, assert_same_energy, run_kwatt, start_server
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
 NOVA = ["nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"]
@@ -760,7 +760,7 @@ def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
     known = {m["name"] for ms in k.available_metrics().values() for m in ms}
     power = [m for m in kwatt._core.power_metrics() if m in known]
     path = k.backup(backup_dir=tmp_path / "exp", metrics=power)
-    pd.testing.assert_frame_equal(k.energy(source=path), k.energy())
+    assert_same_energy(k.energy(source=path), k.energy())
 
 
 def test_source_checks_compare_each_nodes_sources_and_take_the_users_accuracies(server):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_set>
@@ -59,9 +60,17 @@ Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::strin
   if (!source.archive_dir.empty()) {
     if (source.query.job) return Status::InvalidArgument("give an archive or a job, not both");
     RowsReport report;
-    KWATT_RETURN_IF_ERROR(archive::FeedArchive(
-        source.archive_dir, metrics.empty() ? source.query.metrics : metrics, source.query.start,
-        source.query.end, sink, &report, source.query.nodes));
+    // The archive's rows up to the margin beyond the window asked, where it holds them; the
+    // report's window is the one asked (within the archive's).
+    const int64_t margin = std::max<int64_t>(0, source.query.margin);
+    std::optional<UnixNanos> start = source.query.start, end = source.query.end;
+    if (start) *start -= margin;
+    if (end) *end += margin;
+    KWATT_RETURN_IF_ERROR(archive::FeedArchive(source.archive_dir,
+                                               metrics.empty() ? source.query.metrics : metrics,
+                                               start, end, sink, &report, source.query.nodes));
+    if (source.query.start) report.start = std::max(report.start, *source.query.start);
+    if (source.query.end) report.end = std::min(report.end, *source.query.end);
     return report;
   }
   kwollect::FetchQuery query = source.query;

@@ -122,6 +122,29 @@ class WithArchives : public ::testing::Test {
   std::string backup_, meter_;
 };
 
+// A margin reads the archive's rows beyond the window asked, as far as it holds them; the report's
+// window is the one asked.
+TEST_F(WithArchives, AMarginReadsTheArchivesRowsAroundTheWindowAsked) {
+  RowSource source;
+  source.archive_dir = backup_;
+  source.query.start = kT0 + 2 * kMinute;
+  source.query.end = kT0 + 5 * kMinute;
+  source.query.margin = kMinute;
+  Collected sink;
+  Result<RowsReport> report = FeedSource(source, {}, &sink);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->start, kT0 + 2 * kMinute);
+  EXPECT_EQ(report->end, kT0 + 5 * kMinute);
+  EXPECT_EQ(sink.Count("nova-1", "wattmetre_power_watt"), 6);  // minutes 1 to 6
+  // At the archive's start, nothing before it.
+  source.query.start = kT0;
+  Collected from_start;
+  report = FeedSource(source, {}, &from_start);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->start, kT0);
+  EXPECT_EQ(from_start.Count("nova-1", "wattmetre_power_watt"), 7);  // minutes 0 to 6
+}
+
 // The meter's recording of nova-1 began before the job and ended after it: its domains are read
 // in the job's window, after the backup's rows, with one Begin; the wattmeter rows it holds too
 // are the backup's series, taken once.

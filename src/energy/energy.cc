@@ -7,6 +7,7 @@
 #include "kwatt/core/catalogue.h"
 #include "kwatt/energy/integration.h"
 #include "kwatt/energy/source_check.h"
+#include "src/energy/power_pieces.h"
 
 namespace kwatt::energy {
 
@@ -240,9 +241,11 @@ bool DataSpan(const PowerCollector& data, const std::vector<std::string>& metric
                         [&](const StraySeries& s) { return s.labels == these; })) {
           continue;
         }
-        int64_t period = ReadingPeriod(series, data.kind());
-        UnixNanos first = series.time.front() - (data.kind() == RowKind::kSamples ? period : 0);
-        UnixNanos last = series.time.back() + period;
+        const int64_t period = ReadingPeriod(series, data.kind());
+        const bool samples = data.kind() == RowKind::kSamples;
+        const internal::Cadence cadence(series, period, gap_factor);
+        UnixNanos first = series.time.front() - (samples ? cadence.AtStart() : 0);
+        UnixNanos last = series.time.back() + (samples ? cadence.AtEnd() : period);
         *lo = any ? std::min(*lo, first) : first;
         *hi = any ? std::max(*hi, last) : last;
         any = true;

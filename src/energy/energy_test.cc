@@ -104,6 +104,40 @@ TEST(ComputeEnergy, GapsAreKeptApart) {
   EXPECT_DOUBLE_EQ(f.covered_seconds, 4);
 }
 
+TEST(ComputeEnergy, ASeriesOfChangingPeriodIsCompleteAtEachOfItsRates) {
+  // A wattmeter at 1 s, then at 10 ms (a monitoring job starts at 60 s), then at 1 s again: no
+  // gap, full coverage, and the wattmeter is kept over a BMC that covers the window at 5 s.
+  std::vector<std::pair<double, double>> samples;
+  for (int i = 0; i < 60; ++i) samples.push_back({double(i), 100});
+  for (int i = 0; i < 3000; ++i) samples.push_back({60 + 0.01 * i, 200});
+  for (int i = 90; i <= 120; ++i) samples.push_back({double(i), 100});
+  PowerCollector data = Collect("wattmetre_power_watt", samples);
+  for (int i = 0; i <= 24; ++i) data.Add(kNode, "bmc_node_power_watt", "{}", i * 5 * kS, 150);
+  auto report = ComputeEnergy(data, 0, 120 * kS, EnergyOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const NodeEnergy& node = report->nodes[0];
+  EXPECT_EQ(node.metric, "wattmetre_power_watt");
+  EXPECT_EQ(node.window.gaps, 0);
+  EXPECT_NEAR(node.window.coverage(), 1, 1e-9);
+  // 59 s at 100 W, the step to 200 W over the last second before the job, 29.99 s at 200 W, the
+  // step back over 10 ms, then 30 s at 100 W.
+  EXPECT_NEAR(node.window.total_joules(), 59 * 100 + 150 + 29.99 * 200 + 0.01 * 150 + 30 * 100,
+              1e-3);
+
+  // A hole of 2 s inside the 10 ms stretch is a gap (200 periods), one of 2 s in the 1 s stretch
+  // is not; one of 5 s there is.
+  std::vector<std::pair<double, double>> holed;
+  for (auto [t, v] : samples) {
+    if ((t > 70.005 && t < 72.005) || (t > 20.5 && t < 21.5) || (t > 40.5 && t < 44.5)) continue;
+    holed.push_back({t, v});
+  }
+  auto with_holes = ComputeEnergy(Collect("wattmetre_power_watt", holed), 0, 120 * kS,
+                                  EnergyOptions());
+  ASSERT_TRUE(with_holes.ok()) << with_holes.status().ToString();
+  EXPECT_EQ(with_holes->nodes[0].window.gaps, 2);
+  EXPECT_NEAR(with_holes->nodes[0].window.covered_seconds, 120 - 2.01 - 5, 1e-6);
+}
+
 TEST(ComputeEnergy, PrefersTheWattmeterUnlessItIsMissingMostOfTheWindow) {
   PowerCollector data({kNode});
   for (int i = 0; i <= 100; ++i) data.Add(kNode, "pdu_outlet_power_watt", "{}", i * kS, 50);

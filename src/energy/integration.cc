@@ -208,6 +208,7 @@ std::string Percent(double fraction) {
 // what the best one covers, are no meter (FindStraySeries).
 constexpr int64_t kHandfulOfSamples = 10;
 constexpr double kStrayCoverage = 0.25;
+constexpr int64_t kStrayReach = 10;
 
 }  // namespace
 
@@ -223,11 +224,17 @@ std::vector<StraySeries> FindStraySeries(const std::map<std::string, Series>& al
   };
   std::vector<Look> looks;
   int64_t most_samples = 0;
+  // Samples are counted over the window and kStrayReach periods of the slowest series on each
+  // side (where rows were read beyond it): in a window of one period, a PSU's outlet with no sample
+  // inside is as much a meter as the one with a sample.
+  int64_t reach = 0;
+  for (const auto& [labels, series] : all) reach = std::max(reach, ReadingPeriod(series, kind));
+  reach *= kStrayReach;
   for (const auto& [labels, series] : all) {
     const int64_t period = ReadingPeriod(series, kind);
     // A summary row counts from its bucket's start, up to a period before a.
-    const UnixNanos from = kind == RowKind::kBucketMeans ? a - period + 1 : a;
-    int64_t samples = std::upper_bound(series.time.begin(), series.time.end(), b) -
+    const UnixNanos from = (kind == RowKind::kBucketMeans ? a - period + 1 : a) - reach;
+    int64_t samples = std::upper_bound(series.time.begin(), series.time.end(), b + reach) -
                       std::lower_bound(series.time.begin(), series.time.end(), from);
     double covered = IntegrateSeries(series, a, b, period, gap_factor, kind).covered_seconds;
     looks.push_back({&labels, samples, covered});

@@ -16,6 +16,59 @@ using Series = PowerCollector::Series;
 
 inline double SecondsOf(int64_t ns) { return double(ns) / 1e9; }
 
+// How many intervals on each side of one its local period is the median of (Cadence).
+inline constexpr size_t kLocalIntervals = 5;
+
+// A series' sampling period where it is, not overall: Kwollect samples a wattmeter every second
+// outside a monitoring job and every 10 or 20 ms inside one, so that one series has several
+// periods, and what is a gap at 10 ms is the normal step at 1 s. The period about the interval
+// between samples i and i + 1 is the larger of the medians of up to kLocalIntervals intervals
+// before it and after it (a gap among them does not move a median; at a change of rate the slower
+// side's); the interval is a gap when it is longer than `gap_factor` times that. At the series'
+// ends, the median of its first (last) intervals is the period a value is held for. A series of
+// fewer than two samples has `period` (the caller's) everywhere.
+class Cadence {
+ public:
+  Cadence(const Series& series, int64_t period, double gap_factor)
+      : t_(series.time), period_(period), gap_factor_(gap_factor) {}
+
+  // The local period about the interval from sample i to sample i + 1 (i + 1 < size).
+  int64_t Around(size_t i) const {
+    const size_t n = t_.size();
+    int64_t before = MedianOf(i >= kLocalIntervals ? i - kLocalIntervals : 0, i);
+    int64_t after = MedianOf(i + 1, std::min(n - 1, i + 1 + kLocalIntervals));
+    if (before == 0 && after == 0) return t_[i + 1] - t_[i];  // its only interval
+    return std::max(before, after);
+  }
+  // Whether the samples i and i + 1 have a gap between them.
+  bool Gap(size_t i) const {
+    return double(t_[i + 1] - t_[i]) > gap_factor_ * double(Around(i));
+  }
+  // The period at the first (last) sample: how long its value is held before (after) it.
+  int64_t AtStart() const {
+    return t_.size() < 2 ? period_ : MedianOf(0, std::min(t_.size() - 1, kLocalIntervals));
+  }
+  int64_t AtEnd() const {
+    const size_t n = t_.size();
+    return n < 2 ? period_ : MedianOf(n - 1 > kLocalIntervals ? n - 1 - kLocalIntervals : 0, n - 1);
+  }
+
+ private:
+  // The median of the intervals from sample j to j + 1 for j in [from, to); 0 when none.
+  int64_t MedianOf(size_t from, size_t to) const {
+    if (to <= from) return 0;
+    int64_t d[kLocalIntervals];
+    size_t m = 0;
+    for (size_t j = from; j < to && m < kLocalIntervals; ++j) d[m++] = t_[j + 1] - t_[j];
+    std::sort(d, d + m);
+    return std::max<int64_t>(1, m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2);
+  }
+
+  const std::vector<UnixNanos>& t_;
+  const int64_t period_;
+  const double gap_factor_;
+};
+
 // A stretch of one series' power: linear from v0 at t0 to v1 at t1 (t0 < t1).
 struct PowerPiece {
   enum Kind {
@@ -33,8 +86,9 @@ struct PowerPiece {
 
 // The pieces of a series' power over [a, b] (a < b), in time order, each starting where the
 // previous one ends, from a to b: the one shape of a series that its energy, its coverage and its
-// peaks (alone or summed with others) are all read from. Before the first sample and after the
-// last the first (last) value is held for one period (measured); beyond that nothing is known
+// peaks (alone or summed with others) are all read from. A gap is judged against the series'
+// local period (Cadence). Before the first sample and after the last the first (last) value is
+// held for one period there (measured); beyond that nothing is known
 // (there is no sample on its other side: holding the value across it would be extrapolating).
 // Pieces are made a few at a time, so that a sweep over many long series holds none of them.
 class PieceReader {
@@ -45,8 +99,7 @@ class PieceReader {
         a_(a),
         b_(b),
         period_(period),
-        // (A factor too large for nanoseconds: no interval is a gap.)
-        gap_(gap_factor * double(period) < 9e18 ? int64_t(gap_factor * double(period)) : INT64_MAX),
+        cadence_(series, period, gap_factor),
         buckets_(kind == RowKind::kBucketMeans) {}
 
   bool Next(PowerPiece* piece) {
@@ -88,7 +141,7 @@ class PieceReader {
           if (next_ > 0) --next_;
           return true;
         } else if (t.front() > a_) {
-          UnixNanos held = std::max(a_, t.front() - period_);
+          UnixNanos held = std::max(a_, t.front() - cadence_.AtStart());
           Emit(a_, held, 0, 0, PowerPiece::kUnknown);
           Emit(held, t.front(), v.front(), v.front(), PowerPiece::kMeasured);
         }
@@ -109,7 +162,7 @@ class PieceReader {
         if (!buckets_ && next_ + 1 < t.size() && t[next_] < b_) {
           size_t i = next_++;
           Emit(t[i], t[i + 1], v[i], v[i + 1],
-               t[i + 1] - t[i] > gap_ ? PowerPiece::kEstimated : PowerPiece::kMeasured);
+               cadence_.Gap(i) ? PowerPiece::kEstimated : PowerPiece::kMeasured);
           return true;
         }
         stage_ = kAfter;
@@ -119,7 +172,7 @@ class PieceReader {
         if (buckets_) {
           Emit(std::max(t.back() + period_, a_), b_, 0, 0, PowerPiece::kUnknown);
         } else if (t.back() < b_) {
-          UnixNanos held = std::min(b_, t.back() + period_);
+          UnixNanos held = std::min(b_, t.back() + cadence_.AtEnd());
           Emit(t.back(), held, v.back(), v.back(), PowerPiece::kMeasured);
           Emit(std::max(held, a_), b_, 0, 0, PowerPiece::kUnknown);
         }
@@ -133,7 +186,8 @@ class PieceReader {
 
   const Series& s_;
   const UnixNanos a_, b_;
-  const int64_t period_, gap_;
+  const int64_t period_;
+  const Cadence cadence_;
   const bool buckets_;  // summary rows: each the mean over its bucket of `period_`
   Stage stage_ = kBefore;
   size_t next_ = 0;  // kSegments: the sample the next segment starts at

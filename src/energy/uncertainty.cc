@@ -43,10 +43,15 @@ double LineShare(UnixNanos lo, UnixNanos hi, UnixNanos a, UnixNanos b, bool risi
 // measurement (a gap otherwise).
 struct Neighbourhood {
   const Series& s;
+  const internal::Cadence& cadence;  // raw samples: where two have a gap between them
   size_t first = 0, last = 0;
-  int64_t gap = 0;  // nanoseconds: farther apart than this, two samples have a gap between them
+  int64_t bucket = 0;  // summary rows: their bucket (one missing between two rows is a gap)
 
-  bool Close(size_t i, size_t j) const { return s.time[j] - s.time[i] <= gap; }
+  // Whether the consecutive samples i and i + 1 are close enough for the line between them to be
+  // a measurement.
+  bool Close(size_t i) const {
+    return bucket > 0 ? s.time[i + 1] - s.time[i] <= bucket : !cadence.Gap(i);
+  }
 
   // Each sample's spread off the line of its neighbours, as a variance (W^2): r^2 / (1 + alpha^2 +
   // (1 - alpha)^2), r its distance from the line, so that for readings with independent errors of
@@ -63,7 +68,7 @@ struct Neighbourhood {
     std::vector<double> own(hi - lo, NAN), sum(hi - lo + 1, 0);
     std::vector<int> count(hi - lo + 1, 0);
     for (size_t i = lo; i < hi; ++i) {
-      if (i > 0 && i + 1 < t.size() && Close(i - 1, i) && Close(i, i + 1)) {
+      if (i > 0 && i + 1 < t.size() && Close(i - 1) && Close(i)) {
         const double alpha = double(t[i] - t[i - 1]) / double(t[i + 1] - t[i - 1]);
         const double r = v[i] - (v[i - 1] + alpha * (v[i + 1] - v[i - 1]));
         own[i - lo] = r * r / (1 + alpha * alpha + (1 - alpha) * (1 - alpha));
@@ -119,8 +124,7 @@ struct Neighbourhood {
 
 // Raw samples: each sample's share of [a, b] on the lines to its close neighbours (sampling), and
 // of the values held one period past the first and last samples (edges).
-void AddSampleTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t period,
-                    ErrorTerms* terms) {
+void AddSampleTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, ErrorTerms* terms) {
   const std::vector<UnixNanos>& t = near.s.time;
   const size_t n = t.size();
   const std::vector<double> spread = near.Spreads();
@@ -135,13 +139,13 @@ void AddSampleTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t
   for (size_t i = near.first; i < near.last; ++i) {
     double line = 0, held = 0;
     if (i == 0) {
-      held += Overlap(t[0] - period, t[0], a, b);
-    } else if (near.Close(i - 1, i)) {
+      held += Overlap(t[0] - near.cadence.AtStart(), t[0], a, b);
+    } else if (near.Close(i - 1)) {
       line += LineShare(t[i - 1], t[i], a, b, /*rising=*/true);
     }
     if (i + 1 == n) {
-      held += Overlap(t[i], t[i] + period, a, b);
-    } else if (near.Close(i, i + 1)) {
+      held += Overlap(t[i], t[i] + near.cadence.AtEnd(), a, b);
+    } else if (near.Close(i)) {
       line += LineShare(t[i], t[i + 1], a, b, /*rising=*/false);
     }
     // One reading's error weighs on both its shares: its variance (line + held)^2 x own, the
@@ -176,8 +180,8 @@ void AddBucketTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t
     // How far the power moved within it: as far as the means around it move (a steady ramp's
     // part of a bucket is off its mean by up to half the move), and as they scatter.
     double move = 0;
-    if (i > 0 && near.Close(i - 1, i)) move = std::fabs(near.s.value[i] - near.s.value[i - 1]);
-    if (i + 1 < t.size() && near.Close(i, i + 1)) {
+    if (i > 0 && near.Close(i - 1)) move = std::fabs(near.s.value[i] - near.s.value[i - 1]);
+    if (i + 1 < t.size() && near.Close(i)) {
       move = std::max(move, std::fabs(near.s.value[i + 1] - near.s.value[i]));
     }
     const double ramp = cut * move / 2;
@@ -193,10 +197,9 @@ ErrorTerms SeriesErrorTerms(const Series& s, UnixNanos a, UnixNanos b, int64_t p
   const std::vector<UnixNanos>& t = s.time;
   if (t.empty() || b <= a) return terms;
   const bool buckets = kind == RowKind::kBucketMeans;
-  Neighbourhood near{s};
-  near.gap = buckets                              ? period
-             : gap_factor * double(period) < 9e18 ? int64_t(gap_factor * double(period))
-                                                  : INT64_MAX;
+  const internal::Cadence cadence(s, period, gap_factor);
+  Neighbourhood near{s, cadence};
+  near.bucket = buckets ? period : 0;
   near.first = size_t(std::lower_bound(t.begin(), t.end(), buckets ? a - period : a) - t.begin());
   if (near.first > 0) --near.first;
   near.last = size_t(std::upper_bound(t.begin(), t.end(), b) - t.begin());
@@ -204,7 +207,7 @@ ErrorTerms SeriesErrorTerms(const Series& s, UnixNanos a, UnixNanos b, int64_t p
   if (buckets) {
     AddBucketTerms(near, a, b, period, &terms);
   } else {
-    AddSampleTerms(near, a, b, period, &terms);
+    AddSampleTerms(near, a, b, &terms);
   }
   // The gaps, each estimated on the line across it: the power within it may have been anywhere
   // in the range the series shows. The power at the edges, for the clock's term.

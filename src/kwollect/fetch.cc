@@ -439,8 +439,10 @@ class Fetcher {
       auto site = std::make_unique<SiteQueue>();
       site->site = input.site;
       site->metric_ids = std::move(input.metric_ids);
-      std::vector<internal::PlannedRequest> plan = internal::PlanSite(
-          input.rates, query_.metrics, report_->start, report_->end, options_.max_rows_per_request);
+      const int64_t margin = std::max<int64_t>(0, query_.margin);
+      std::vector<internal::PlannedRequest> plan =
+          internal::PlanSite(input.rates, query_.metrics, report_->start - margin,
+                             report_->end + margin, options_.max_rows_per_request);
       for (internal::PlannedRequest& request : plan) {
         site->queue.push_back(Request{std::move(request)});
         ++total_requests_;

@@ -188,10 +188,12 @@ struct Outcome {
 };
 
 Outcome FetchWith(FakeTransport* transport, CollectingSink* sink, std::vector<SitePlanInput> inputs,
-                  UnixNanos start, UnixNanos end, ClientOptions options = ClientOptions()) {
+                  UnixNanos start, UnixNanos end, ClientOptions options = ClientOptions(),
+                  int64_t margin = 0) {
   options.api_url = "http://fake/stable";
   options.backoff_s = 0;
   FetchQuery query;
+  query.margin = margin;
   Outcome run;
   run.report.start = start;
   run.report.end = end;
@@ -241,6 +243,20 @@ TEST(Fetcher, DeliversSitesInOrderAndEachNodeChronologicallyWhateverTheAnswerOrd
     previous = std::get<3>(row);
   }
   EXPECT_EQ(run.report.rows, int64_t(expected.size()));
+}
+
+TEST(Fetcher, AMarginReadsRowsBeyondTheWindowWhichTheReportKeepsAsAsked) {
+  FakeTransport transport;
+  CollectingSink sink;
+  UnixNanos end = kT0 + 60 * kNanosPerSecond;
+  const int64_t margin = 15 * kNanosPerSecond;
+  Outcome run = FetchWith(&transport, &sink, {Site("lyon", {"a-1"}, 3)}, kT0, end,
+                          ClientOptions(), margin);
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  std::set<Row> expected = Expected("lyon", {"a-1"}, kT0 - margin, end + margin);
+  EXPECT_EQ(std::set<Row>(sink.rows.begin(), sink.rows.end()), expected);
+  EXPECT_EQ(run.report.start, kT0);
+  EXPECT_EQ(run.report.end, end);
 }
 
 TEST(Fetcher, RetriesTransientFailuresThenGetsEverything) {

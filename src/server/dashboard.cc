@@ -449,7 +449,9 @@ void Dashboard::Energy(const http::Request& req, http::Response& res) {
   Status begun = sink.Begin(resolved);
   if (!begun.ok()) return ErrorOf(res, begun);
   Result<std::shared_ptr<MetricsAnswer>> answer =
-      c_.open_rows(*site, job->nodes, energy::EnergyInputMetrics(), w.start, w.end, now);
+      c_.open_rows(*site, job->nodes, energy::EnergyInputMetrics(),
+                   w.start - energy::EnergyFetchMargin(false),
+                   w.end + energy::EnergyFetchMargin(false), now);
   if (!answer.ok()) return ErrorOf(res, answer.status());
   Status read = ReadAll(**answer, [&](const RowBatch& batch, const StringInterner& interner) {
     return sink.Write(site->uid, batch, interner);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <string>
@@ -22,6 +23,8 @@ constexpr UnixNanos kJobStart = 1744977600 * kS;
 constexpr int64_t kJobSeconds = 4 * 3600;
 
 using Draws = SeededDraws;
+
+double SecondsOf(int64_t ns) { return double(ns) / 1e9; }
 
 struct Candidate {
   const simulate::Site* site = nullptr;
@@ -106,8 +109,9 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
     drop_to = drop_from + UnixNanos(std::max(0.1 * seconds, 5 * period_s) * 1e9);
   }
   energy::PowerCollector rows({fqdn});
-  const double share =
-      AddSimulatedRows(all, a, b, decimation, drop_from, drop_to, fqdn, &rows, &period);
+  const int64_t margin = energy::EnergyFetchMargin(false);
+  const double share = AddSimulatedRows(all, a - margin, b + margin, decimation, drop_from, drop_to,
+                                        fqdn, &rows, &period);
   energy::EnergyOptions energy_options;
   energy_options.metric = c.metric;
   energy_options.phases = {{"phase", pa, std::min(pb, b)}};
@@ -138,6 +142,85 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
   return std::vector<IntervalCheck>{
       check("window", report.nodes[0].window, report.start, report.end),
       check("phase", report.nodes[0].phases.at(0), phase.start, phase.end)};
+}
+
+// A case of `regime` on candidate `c`: its window and phase, rows as an energy fetches them (the
+// margin around the window), the source's energy against the truth.
+Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, const Candidate& c,
+                                              const std::string& regime, Draws& draws,
+                                              const IntervalTruthOptions& options) {
+  const std::string fqdn = c.node->uid + "." + c.site->uid + ".grid5000.fr";
+  simulate::DeviceRef device{simulate::DeviceRef::Kind::kNode, c.node, nullptr};
+  const std::vector<simulate::OutputSeries> all =
+      simulate::SeriesOfDevice(testbed, *c.site, device, {c.metric});
+  UnixNanos a = 0, b = 0, pa = 0, pb = 0;
+  auto seconds = [](double s) { return UnixNanos(s * 1e9); };
+  if (regime == "monitor start") {
+    a = kJobStart - seconds(std::exp(draws.Between(std::log(5), std::log(600))));
+    b = kJobStart + seconds(std::exp(draws.Between(std::log(5), std::log(600))));
+    pa = a + seconds(draws.Unit() * SecondsOf(b - a) * 0.8);
+    pb = pa + std::max(seconds(1), seconds(draws.Unit() * SecondsOf(b - pa)));
+  } else if (regime == "before monitor") {
+    a = kJobStart - seconds(60) - seconds(draws.Between(0, 5));
+    b = a + seconds(60);
+    pa = a + seconds(draws.Between(0, 40));
+    pb = pa + seconds(draws.Between(2, 20));
+  } else if (regime == "2-PSU short") {
+    int64_t period = 0;
+    {
+      energy::PowerCollector probe({fqdn});
+      AddSimulatedRows(all, kJobStart + seconds(60), kJobStart + seconds(70), 1, 0, 0, fqdn, &probe,
+                       &period);
+    }
+    a = kJobStart + seconds(draws.Between(60, double(kJobSeconds) - 60));
+    b = a + UnixNanos(double(period) * draws.Between(0.5, 1.5));
+    pa = a + (b - a) / 4;
+    pb = pa + (b - a) / 2;
+  } else {
+    return Status::InvalidArgument("no regime " + regime);
+  }
+  const double shift = draws.Between(-options.clock_offset_s, options.clock_offset_s);
+  // Every power source of the node, as `kwatt energy` reads them: it chooses.
+  energy::PowerCollector rows({fqdn});
+  std::map<std::string, double> shares;
+  const int64_t margin = energy::EnergyFetchMargin(false);
+  for (const std::string& metric : energy::PowerMetrics()) {
+    int64_t period = 0;
+    shares[metric] = AddSimulatedRows(simulate::SeriesOfDevice(testbed, *c.site, device, {metric}),
+                                      a - margin, b + margin, 1, 0, 0, fqdn, &rows, &period);
+  }
+  energy::EnergyOptions energy_options;
+  energy_options.phases = {{"phase", pa, std::min(pb, b)}};
+  energy_options.clock_offset_seconds = options.clock_offset_s;
+  KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
+                         energy::ComputeEnergy(rows, a, b, energy_options));
+  if (report.nodes.empty()) return Status::Internal("no energy for " + fqdn);
+  const energy::NodeEnergy& node = report.nodes[0];
+  const UnixNanos moved = UnixNanos(shift * 1e9);
+  auto check = [&](const char* name, const energy::Figures& f, UnixNanos lo, UnixNanos hi) {
+    IntervalCheck out;
+    out.regime = regime;
+    out.node = fqdn;
+    out.metric = node.metric.empty() ? "none" : node.metric;
+    out.period_s = node.period_s;
+    out.interval = name;
+    out.seconds = SecondsOf(hi - lo);
+    out.gap = f.gaps > 0;
+    out.clock_shift_s = shift;
+    out.joules = f.total_joules();
+    // Against the source the test meant (a BMC chosen instead is a miss).
+    out.truth_joules = shares[c.metric] * c.node->model->EnergyJoules(lo + moved, hi + moved);
+    const energy::Uncertainty u = f.uncertainty(options.clock_offset_s);
+    out.half_width = f.has_power ? u.half_width_without_accuracy : 0;
+    out.with_accuracy = f.has_power ? u.half_width : 0;
+    return out;
+  };
+  std::vector<IntervalCheck> out{check("window", node.window, a, b)};
+  if (!node.phases.empty() && !report.phase_intervals.empty()) {
+    const energy::Interval& phase = report.phase_intervals.at(0);
+    out.push_back(check("phase", node.phases.at(0), phase.start, phase.end));
+  }
+  return out;
 }
 
 }  // namespace
@@ -195,8 +278,24 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
   if (wattmeters == 0 || candidates.size() == wattmeters || bmcs.empty()) {
     return Status::Internal("the simulated testbed has no wattmeter, PDU or BMC node");
   }
+  // Nodes with two PDU outlets (a 2-PSU node).
+  std::vector<Candidate> two_outlets;
+  for (const auto& site : idle->sites()) {
+    for (const simulate::Cluster* cluster : site->clusters) {
+      for (const simulate::Node* node : cluster->nodes) {
+        simulate::DeviceRef device{simulate::DeviceRef::Kind::kNode, node, nullptr};
+        if (simulate::SeriesOfDevice(*idle, *site, device, {"pdu_outlet_power_watt"}).size() < 2) {
+          continue;
+        }
+        two_outlets.push_back({site.get(), node, "pdu_outlet_power_watt", {1}});
+        break;
+      }
+      if (two_outlets.size() >= 3) break;
+    }
+  }
   std::vector<Candidate> everyone = candidates;
   everyone.insert(everyone.end(), bmcs.begin(), bmcs.end());
+  everyone.insert(everyone.end(), two_outlets.begin(), two_outlets.end());
   KWATT_ASSIGN_OR_RETURN(jobs::JobSet jobs,
                          jobs::JobSet::Parse(JobsFile(everyone, options.seed), "interval cases"));
   KWATT_ASSIGN_OR_RETURN(std::unique_ptr<simulate::Testbed> testbed,
@@ -208,6 +307,7 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
   };
   for (Candidate& c : candidates) rebind(c);
   for (Candidate& c : bmcs) rebind(c);
+  for (Candidate& c : two_outlets) rebind(c);
 
   Draws draws(options.seed);
   std::vector<IntervalCheck> checks;
@@ -219,6 +319,20 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
                              : candidates[wattmeters + draws.Index(candidates.size() - wattmeters)];
     KWATT_ASSIGN_OR_RETURN(std::vector<IntervalCheck> two, OneCase(*testbed, c, draws, options));
     checks.insert(checks.end(), two.begin(), two.end());
+  }
+  if (options.regime_cases > 0 && two_outlets.empty()) {
+    return Status::Internal("the simulated testbed has no node with two PDU outlets");
+  }
+  for (const char* regime : {"monitor start", "before monitor", "2-PSU short"}) {
+    const bool psu = std::string(regime) == "2-PSU short";
+    const std::vector<Candidate>& pool = psu ? two_outlets : candidates;
+    const size_t from_pool = psu ? pool.size() : wattmeters;
+    for (int i = 0; i < options.regime_cases; ++i) {
+      Candidate c = pool[draws.Index(from_pool)];
+      KWATT_ASSIGN_OR_RETURN(std::vector<IntervalCheck> two,
+                             RegimeCase(*testbed, c, regime, draws, options));
+      checks.insert(checks.end(), two.begin(), two.end());
+    }
   }
   return checks;
 }

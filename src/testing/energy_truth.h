@@ -32,7 +32,7 @@ class SeededDraws {
   uint64_t state_;
 };
 
-// The samples a fetch of [a, b] gets of `series` (the simulator's, as SeriesOfDevice gives them),
+// The samples a fetch of [a, b] (its margin included: energy::EnergyFetchMargin) gets of `series` (the simulator's, as SeriesOfDevice gives them),
 // every `decimation`-th, none in [drop_from, drop_to), added to `rows` under `node`. Returns the
 // share of the node's power their feeds carry; `period` receives the period read.
 double AddSimulatedRows(const std::vector<simulate::OutputSeries>& series, UnixNanos a, UnixNanos b,
@@ -41,6 +41,11 @@ double AddSimulatedRows(const std::vector<simulate::OutputSeries>& series, UnixN
 
 // One figure against the truth.
 struct IntervalCheck {
+  // The case's regime: "steady" (a window within a monitoring job, one rate), "monitor start" (a
+  // window across a monitoring job's start: the wattmeter at 1 s before it, 20 ms in it),
+  // "before monitor" (the minute before a monitoring job starts), "2-PSU short" (a window of one
+  // period on a node with two PDU outlets).
+  std::string regime = "steady";
   std::string node;      // FQDN
   std::string metric;    // the source
   double period_s = 0;   // its sampling period as read
@@ -64,6 +69,9 @@ struct IntervalTruthOptions {
   // Cases of the BMC against the node's true energy (its stated accuracy then must cover its
   // averaging and its gain, which are its class): not in `cases`.
   int bmc_cases = 0;
+  // Cases of each regime but "steady" (IntervalCheck::regime), each a window's check and a
+  // phase's: not in `cases`.
+  int regime_cases = 0;
 };
 
 // The checks of every case, or the first error of building the testbed or computing an energy.

@@ -184,6 +184,16 @@ std::vector<Role> MergeRoles(const std::vector<Role>& roles);
 // bucket's start (doc/kwollect_api.md, "Summary mode").
 inline constexpr int64_t kSummaryBucketNanos = 300 * kNanosPerSecond;
 
+// How far beyond a window an energy reads a source's rows (kwollect::FetchQuery::margin, and the
+// dashboard's reads): samples on both sides of the window's and the phases' edges, so that the
+// power at an edge is interpolated between them rather than held from the nearest sample inside,
+// and no series of a node (a PSU, an outlet) is missing from a window shorter than its period.
+// Raw rows: three periods of the slowest power source Kwollect has (a BMC's 5 s). Summaries: one
+// bucket, so that the one holding the window's start, timestamped before it, is read.
+inline int64_t EnergyFetchMargin(bool summary) {
+  return summary ? kSummaryBucketNanos : 15 * kNanosPerSecond;
+}
+
 // What the rows of a power series stand for.
 enum class RowKind {
   // Raw rows: instantaneous readings; the power is the line between two of them.

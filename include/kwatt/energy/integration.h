@@ -29,10 +29,14 @@ int64_t ReadingPeriod(const PowerCollector::Series& series, RowKind kind);
 // Integrates one series (time ascending) over [a, b]: trapezoids on the real timestamps, the line
 // between the samples around `a` and `b` interpolated at them, so that integrals over [a, b] and
 // [b, c] add up to the one over [a, c]. A stretch between two samples further apart than
-// `gap_factor` x `period` is a gap: its (linearly interpolated) energy goes to gap_joules, not
-// joules, and its time is not covered. Before the first sample and after the last, the first
-// (last) value is held for one `period`; beyond that the time is uncovered and counted as a gap
-// with no energy (nothing is extrapolated).
+// `gap_factor` x the series' local period is a gap: its (linearly interpolated) energy goes to
+// gap_joules, not joules, and its time is not covered. The local period is the series' own where
+// the stretch is (the larger of the median intervals of the few samples before and after it), so
+// that a wattmeter read every second outside a monitoring job and every 10 ms inside one is
+// complete on both sides; `period` stands for it in a series of fewer than two samples. Before
+// the first sample and after the last, the first (last) value is held for one local period;
+// beyond that the time is uncovered and counted as a gap with no energy (nothing is
+// extrapolated).
 // peak_watts: the line's highest value over [a, b], its values at a and b included (a short
 // interval between two samples has no sample of its own), so never below the mean.
 //
@@ -87,8 +91,9 @@ struct StraySeries {
 // Which of the series of one node's power metric (by labels) are not its meter over [a, b], when
 // there are several: series that are summed (a 2-PSU node's outlets) measure the node over the
 // same time at the same rate, so beside the others
-// - a series with a handful of samples (fewer than 10) in [a, b] while another has at least ten
-//   times as many is no meter (pushed rows, however spread out);
+// - a series with a handful of samples (fewer than 10) in [a, b] widened by ten periods of the
+//   slowest series on each side, while another has at least ten times as many there, is no meter
+//   (pushed rows, however spread out; a PSU with no sample inside a window of one period is one);
 // - of the rest, a series covering less than a quarter of what the best-covering one covers is no
 //   meter (a short extra series).
 // A PSU with an outage (covering, say, half of the window) is kept. Empty when all are kept.

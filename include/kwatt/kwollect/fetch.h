@@ -45,6 +45,10 @@ struct FetchQuery {
   // just give no rows (kwatt energy's list of power sources).
   bool check_metrics = true;
   bool summary = false;  // 5-minute aggregates
+  // Rows are fetched this far (nanoseconds, >= 0) beyond both ends of the window, which the report
+  // keeps as asked: samples around its edges, for an energy that interpolates there
+  // (energy::kEnergyFetchMargin) rather than holding the nearest value inside.
+  int64_t margin = 0;
 };
 
 // The row contract is core's (kwatt/core/row_sink.h): sources and sinks need nothing of the HTTP
