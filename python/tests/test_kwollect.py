@@ -787,7 +787,8 @@ def test_source_checks_compare_each_nodes_sources_and_take_the_users_accuracies(
         assert row["reference_joules"] == pytest.approx(chosen["joules"].iloc[0])
     strict = k.source_checks(accuracies={"bmc_node_power_watt": "0.1%"})
     assert set(strict["verdict"]) == {"disagrees"}
-    assert "their stated accuracies allow only" in strict["why"].iloc[0]
+    assert "their stated accuracies and what their data leave uncertain allow only" in \
+        strict["why"].iloc[0]
     with pytest.raises(kwatt.InvalidArgumentError, match="neither a percentage nor watts"):
         k.source_checks(accuracies={"bmc_node_power_watt": "5"})
 
@@ -805,7 +806,13 @@ def test_source_checks_read_another_archive_of_the_nodes_with_the_rows(server, t
     checks = k.source_checks(source=walls, with_archives=bmcs)
     assert list(checks["metric"]) == ["bmc_node_power_watt"]
     assert list(checks["verdict"]) == ["agrees"]
-    assert checks.equals(k.source_checks())  # as the API's rows give it
+    # As the API's rows give it (the API's read 15 s beyond the window: what the data leave
+    # uncertain, in the allowance, differs a little).
+    live = k.source_checks()
+    exact = [c for c in checks.columns if c not in ("allowed_joules", "why")]
+    assert checks[exact].equals(live[exact])
+    assert checks["allowed_joules"].tolist() == pytest.approx(live["allowed_joules"].tolist(),
+                                                              rel=0.05)
     # The node's energy is still its wattmeter's.
     assert k.energy(source=walls, with_archives=[bmcs])["joules"].tolist() == \
         k.energy(source=walls)["joules"].tolist()

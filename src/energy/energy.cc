@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/energy/integration.h"
@@ -559,6 +560,60 @@ void SetAccuracyBounds(const std::map<std::string, StatedAccuracy>& accuracies, 
   for (Figures& f : node->phases) set(f);
 }
 
+// When the node's chosen source (`chosen`, chosen by preference) disagrees over the window with
+// two other whole-node sources that agree with each other, the first of those in the order of
+// preference, chosen again, with why; else nothing. A wattmeter reading 20 % high while its PDU
+// outlet and BMC agree is the one that is wrong, whatever the order of preference says.
+std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::string& node,
+                                    const PowerChoice& chosen) {
+  std::vector<SourceEnergy> sources = {{chosen.metric, chosen.window}};
+  AddAveragingTerm(chosen.metric, *chosen.series, plan.start, plan.end, &sources[0].figures);
+  std::vector<PowerChoice> others;
+  for (const std::string& metric : plan.order) {
+    const PowerSourceKind* kind = FindPowerSourceKind(metric);
+    if (metric == chosen.metric || kind == nullptr || kind->scope != SourceScope::kWholeNode) {
+      continue;
+    }
+    PowerChoice other = ChoosePowerMetric(plan.data, node, plan.start, plan.end, {metric},
+                                          plan.options.gap_factor);
+    if (other.metric.empty() || other.window.coverage() < kComparableCoverage) continue;
+    sources.push_back({metric, other.window});
+    AddAveragingTerm(metric, *other.series, plan.start, plan.end, &sources.back().figures);
+    others.push_back(std::move(other));
+  }
+  if (others.size() < 2) return std::nullopt;
+  const std::vector<SourceComparison> against_chosen =
+      CompareSources(sources, 0, plan.options.accuracies);
+  auto disagrees = [](const SourceComparison& c) {
+    return c.verdict == SourceComparison::Verdict::kDisagrees;
+  };
+  for (size_t i = 1; i < sources.size(); ++i) {
+    if (!disagrees(against_chosen[i - 1])) continue;
+    const std::vector<SourceComparison> against_i =
+        CompareSources(sources, i, plan.options.accuracies);
+    for (size_t j = 1; j < sources.size(); ++j) {
+      // (against_i lists every source but i, the chosen one first.)
+      if (j == i || !disagrees(against_chosen[j - 1])) continue;
+      const SourceComparison& ij = against_i[j < i ? j : j - 1];
+      if (ij.verdict != SourceComparison::Verdict::kAgrees) continue;
+      auto versus = [&](size_t k) {
+        const double relative =
+            sources[0].figures.total_joules() / sources[k].figures.total_joules() - 1;
+        char text[48];
+        std::snprintf(text, sizeof text, "%.3g %% %s ", std::fabs(relative) * 100,
+                      relative >= 0 ? "above" : "below");
+        return text + sources[k].metric;
+      };
+      PowerChoice taken = others[i - 1];
+      taken.reason += "; " + chosen.metric + " set aside: it reads " + versus(i) + " and " +
+                      versus(j) + ", beyond what their stated accuracies and data allow, and " +
+                      "those two agree with each other";
+      return taken;
+    }
+  }
+  return std::nullopt;
+}
+
 // A node's figures over the window and each phase, from the power metric chosen for it
 // (`chosen`), cross-checked with its energy counter; without one, its time uncovered and why.
 Result<NodeEnergy> NodeEnergyOf(
@@ -582,6 +637,9 @@ Result<NodeEnergy> NodeEnergyOf(
     result.phases = plan.uncovered_phases;
     return result;
   }
+  if (plan.options.metric.empty()) {
+    if (std::optional<PowerChoice> taken = Outvoted(plan, node, *chosen)) *chosen = *taken;
+  }
   KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen->metric, *chosen->series));
   result.metric = chosen->metric;
   result.period_s = Seconds(chosen->period);
@@ -595,12 +653,15 @@ Result<NodeEnergy> NodeEnergyOf(
         "mean, not the instantaneous peak";
   }
   result.window = chosen->window;
+  AddAveragingTerm(chosen->metric, *chosen->series, plan.start, plan.end, &result.window);
   const std::vector<Interval>& intervals_of_plan = plan.phases.intervals;
   std::vector<Figures> intervals(intervals_of_plan.size());
   for (size_t p = 0; p < intervals_of_plan.size(); ++p) {
-    intervals[p] =
-        IntegrateNodeMetric(*chosen->series, intervals_of_plan[p].start, intervals_of_plan[p].end,
-                            plan.options.gap_factor, nullptr, data.kind());
+    const Interval& interval = intervals_of_plan[p];
+    intervals[p] = IntegrateNodeMetric(*chosen->series, interval.start, interval.end,
+                                       plan.options.gap_factor, nullptr, data.kind());
+    AddAveragingTerm(chosen->metric, *chosen->series, interval.start, interval.end,
+                     &intervals[p]);
   }
   if (node_data != data.store().end()) {
     CrossCheckWithCounter(node_data->second, data.kind(), plan.start, plan.end, plan.phases,

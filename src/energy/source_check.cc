@@ -1,5 +1,7 @@
 #include "kwatt/energy/source_check.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,32 @@ constexpr const char* kAssumedClass1 =
 constexpr const char* kBmcUnreliable =
     "assumed: Grid'5000's catalogue calls BMC metrics 'quite unreliable: inaccurate, highly "
     "averaged'; 10 % is kwatt's bound, not a maker's";
+
+// How long a BMC averages its power readings over: Grid'5000's catalogue calls them "highly
+// averaged"; 10 s is kwatt's assumption (two of its 5 s periods), not a maker's figure.
+constexpr double kBmcAveragingSeconds = 10;
+
+// The highest minus the lowest value of `s` over [x - reach, x + reach], the samples just outside
+// included (the line through them crosses it); 0 without samples.
+double RangeNear(const PowerCollector::Series& s, UnixNanos x, int64_t reach) {
+  const std::vector<UnixNanos>& t = s.time;
+  if (t.empty()) return 0;
+  size_t lo = size_t(std::lower_bound(t.begin(), t.end(), x - reach) - t.begin());
+  size_t hi = size_t(std::upper_bound(t.begin(), t.end(), x + reach) - t.begin());
+  if (lo > 0) --lo;
+  if (hi < t.size()) ++hi;
+  if (hi <= lo) return 0;
+  auto [low, high] = std::minmax_element(s.value.begin() + long(lo), s.value.begin() + long(hi));
+  return *high - *low;
+}
+
+// The 95 % half-width of what a figure's data leave uncertain: its interval without the accuracy
+// and the clock (two sources over the same marks move together with the clock).
+double DataHalfWidth(const Figures& f) {
+  ErrorTerms terms = f.terms;
+  terms.accuracy_bound = 0;
+  return Combine(terms, 0).half_width_without_accuracy;
+}
 
 std::string PercentOf(double fraction) {
   char text[32];
@@ -40,8 +68,16 @@ const std::vector<PowerSourceKind>& PowerSourceKinds() {
        SourceScope::kWholeNode,
        {0.01, 0.1, kAssumedClass1}},
       {"pdu_outlet_power_watt", "PDU outlet", SourceScope::kWholeNode, {0.01, 1.0, kAssumedClass1}},
-      {"bmc_node_power_watt", "BMC", SourceScope::kWholeNode, {0.10, 5.0, kBmcUnreliable}},
-      {"bmc_psu_power_watt", "BMC (per PSU)", SourceScope::kWholeNode, {0.10, 5.0, kBmcUnreliable}},
+      {"bmc_node_power_watt",
+       "BMC",
+       SourceScope::kWholeNode,
+       {0.10, 5.0, kBmcUnreliable},
+       kBmcAveragingSeconds},
+      {"bmc_psu_power_watt",
+       "BMC (per PSU)",
+       SourceScope::kWholeNode,
+       {0.10, 5.0, kBmcUnreliable},
+       kBmcAveragingSeconds},
       {PartOfNodeMetrics()[0],
        "RAPL and GPUs, as kwatt meter read them",
        SourceScope::kPartOfNode,
@@ -55,6 +91,19 @@ const PowerSourceKind* FindPowerSourceKind(std::string_view metric) {
     if (kind.metric == metric) return &kind;
   }
   return nullptr;
+}
+
+void AddAveragingTerm(const std::string& metric,
+                      const std::map<std::string, PowerCollector::Series>& series, UnixNanos a,
+                      UnixNanos b, Figures* f) {
+  const PowerSourceKind* kind = FindPowerSourceKind(metric);
+  if (kind == nullptr || kind->averaging_seconds <= 0 || !f->has_power || b <= a) return;
+  const double half = kind->averaging_seconds / 2;
+  const auto reach = int64_t(kind->averaging_seconds * 1e9);
+  double moves = 0;
+  for (const auto& [labels, s] : series) moves += RangeNear(s, a, reach) + RangeNear(s, b, reach);
+  const double bound = half * (std::fabs(f->terms.edge_watts) + moves / 2);
+  f->terms.sampling_variance += bound * bound / 3;
 }
 
 Result<std::pair<std::string, StatedAccuracy>> ParseStatedAccuracy(std::string_view text) {
@@ -187,12 +236,14 @@ std::vector<SourceComparison> CompareSources(
       out.push_back(std::move(c));
       continue;
     }
+    const double data = std::hypot(DataHalfWidth(a), DataHalfWidth(b));
     c.allowed_joules = mine->BoundJoules(a.total_joules(), a.seconds) +
-                       theirs->BoundJoules(b.total_joules(), b.seconds);
+                       theirs->BoundJoules(b.total_joules(), b.seconds) + data;
     bool agrees = std::fabs(c.joules) <= c.allowed_joules;
     c.verdict = agrees ? SourceComparison::Verdict::kAgrees : SourceComparison::Verdict::kDisagrees;
     c.why = source.metric + " is " + PercentOf(std::fabs(c.relative)) +
             (c.joules >= 0 ? " above " : " below ") + ref.metric + "; their stated accuracies " +
+            (data > 0 ? "and what their data leave uncertain " : "") +
             (agrees ? "allow " : "allow only ") + JoulesText(c.allowed_joules);
     out.push_back(std::move(c));
   }
@@ -230,6 +281,7 @@ std::vector<SourceCheck> CheckSources(const PowerCollector& data, const EnergyRe
           if (choices[m].series) {
             f = IntegrateNodeMetric(*choices[m].series, interval.start, interval.end,
                                     options.gap_factor, nullptr, data.kind());
+            AddAveragingTerm(metrics[m], *choices[m].series, interval.start, interval.end, &f);
           } else {
             f.seconds = double(interval.end - interval.start) / 1e9;
             f.node_seconds = f.seconds;

@@ -32,6 +32,9 @@ struct PowerSourceKind {
   std::string name;    // "external wattmeter"
   SourceScope scope = SourceScope::kWholeNode;
   StatedAccuracy accuracy;  // the default (whole-node sources only)
+  // A source whose readings are each the mean power over this many seconds before it (a BMC's):
+  // it lags the power by about half of it (AddAveragingTerm).
+  double averaging_seconds = 0;
 };
 
 // The power metrics kwatt knows, whole-node ones in PowerMetrics()'s order of preference.
@@ -49,6 +52,15 @@ Result<std::pair<std::string, StatedAccuracy>> ParseStatedAccuracy(std::string_v
 // kind's default (whole-node sources only); null for a metric with neither.
 const StatedAccuracy* AccuracyOf(const std::string& metric,
                                  const std::map<std::string, StatedAccuracy>& accuracies);
+
+// What a source that averages its readings (PowerSourceKind::averaging_seconds T: a BMC) hides
+// over [a, b], added to `f`'s sampling term: its readings lag the power by about T / 2, which moves
+// energy across the interval's edges, up to T / 2 x (the change of power from start to end, and
+// how far it moves within T of each edge), a rectangular bound. Small on long intervals; on a
+// 15 s phase over a rise of load, a quarter of its energy. Nothing for other sources.
+void AddAveragingTerm(const std::string& metric,
+                      const std::map<std::string, PowerCollector::Series>& series, UnixNanos a,
+                      UnixNanos b, Figures* f);
 
 // One source's energy over an interval: the figures IntegrateNodeMetric gives for its metric.
 struct SourceEnergy {
@@ -70,7 +82,11 @@ struct SourceComparison {
   Verdict verdict = Verdict::kNotComparable;
   double joules = NAN;          // this source's energy minus the reference's
   double relative = NAN;        // that, over the reference's energy
-  double allowed_joules = NAN;  // the two stated accuracies' bounds, added (whole-node sources)
+  // Whole-node sources: the two stated accuracies' bounds, added, plus the 95 % half-width of
+  // what their data leave uncertain (each figure's interval without its accuracy and clock terms:
+  // sampling, averaging, resolution, gaps and edges), so that honest sources on a short interval
+  // are not called disagreeing for what their sampling misses.
+  double allowed_joules = NAN;
   double rest_watts = NAN;      // kPartOfNode: the mean power the part does not see
   std::string why;              // one sentence for the reader
 };
