@@ -24,15 +24,26 @@ using kwatt::testing::IntervalCheck;
 struct Group {
   int figures = 0, covered = 0, covered_with_accuracy = 0;
   std::vector<double> ratios;  // half-width / |error|
+  std::vector<double> relative_errors, errors, half_widths;  // |error| / truth, |error|, half-width
   double squared_errors = 0, squared_half_widths = 0;
 
   void Add(const IntervalCheck& c) {
+    relative_errors.push_back(std::fabs(c.error()) / std::max(std::fabs(c.truth_joules), 1e-12));
+    errors.push_back(std::fabs(c.error()));
+    half_widths.push_back(c.half_width);
     ++figures;
     covered += c.covered();
     covered_with_accuracy += std::fabs(c.error()) <= c.with_accuracy;
     ratios.push_back(c.half_width / std::max(std::fabs(c.error()), 1e-12));
     squared_errors += c.error() * c.error();
     squared_half_widths += c.half_width * c.half_width;
+  }
+  // The q-quantile of `values` (reordered).
+  static double Quantile(std::vector<double>& values, double q) {
+    if (values.empty()) return NAN;
+    auto at = values.begin() + long(q * double(values.size() - 1));
+    std::nth_element(values.begin(), at, values.end());
+    return *at;
   }
   double Median() {
     if (ratios.empty()) return NAN;
@@ -129,8 +140,15 @@ int main(int argc, char** argv) {
     std::printf("\nregimes (%d cases each: a window and a phase):\n\n", options.regime_cases);
     std::printf(
         "| regime, figure | n | truth within the 95 %% interval | median half-width / "
-        "\\|error\\| | RMS half-width / RMS error |\n|---|---|---|---|---|\n");
-    for (auto& [name, g] : regimes) row(name, g);
+        "\\|error\\| | RMS half-width / RMS error | 95th percentile \\|error\\| / truth | "
+        "median half-width / 95th percentile \\|error\\| |\n|---|---|---|---|---|---|---|\n");
+    for (auto& [name, g] : regimes) {
+      std::printf("| %s | %d | %.1f %% | %.1f | %.2f | %.3f %% | %.2f |\n", name.c_str(), g.figures,
+                  100.0 * g.covered / std::max(g.figures, 1), g.Median(),
+                  std::sqrt(g.squared_half_widths / std::max(g.squared_errors, 1e-300)),
+                  100 * Group::Quantile(g.relative_errors, 0.95),
+                  Group::Quantile(g.half_widths, 0.5) / Group::Quantile(g.errors, 0.95));
+    }
   }
   if (bmc.figures > 0) {
     std::printf(

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <tuple>
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/energy/integration.h"
@@ -614,6 +615,86 @@ std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::string& n
   return std::nullopt;
 }
 
+// The stretches at the edges of [x, y] where none of a metric's `series` has power known (before
+// the first sample's held period, after the last one's), each empty (from == to) when there is
+// none.
+struct UnknownEdges {
+  UnixNanos before_to = 0;    // [x, before_to)
+  UnixNanos after_from = 0;   // [after_from, y)
+};
+UnknownEdges UnknownEdgesOf(const std::map<std::string, PowerCollector::Series>& series,
+                            UnixNanos x, UnixNanos y, double gap_factor, RowKind kind) {
+  UnknownEdges edges{y, x};  // nothing known yet: all of it unknown
+  for (const auto& [labels, s] : series) {
+    internal::PieceReader reader(s, x, y, ReadingPeriod(s, kind), gap_factor, kind);
+    internal::PowerPiece piece;
+    while (reader.Next(&piece)) {
+      if (piece.kind == internal::PowerPiece::kUnknown) continue;
+      edges.before_to = std::min(edges.before_to, piece.t0);
+      edges.after_from = std::max(edges.after_from, piece.t1);
+    }
+  }
+  if (edges.after_from < edges.before_to) edges.after_from = edges.before_to = y;  // none known
+  return edges;
+}
+
+// The least a preferred source must cover of the window itself to be kept with its missing edges
+// filled from another source (rather than the other source taken for the whole window).
+constexpr double kOwnCoverageToFill = 0.5;
+
+// Another whole-node source of a node, for the stretches its chosen one does not cover.
+struct StandIn {
+  PowerChoice choice;
+  const StatedAccuracy* accuracy = nullptr;
+  // The chosen source's energy over this one's where both read the window (CalibrateStandIns):
+  // what its energy is multiplied by where it stands in, so that a BMC reading 4 % low fills
+  // the wattmeter's edge at the wattmeter's level. 1 where nothing was compared.
+  double scale = 1;
+};
+
+// The least time both sources must read, and of it the least in periods of the stand-in, for
+// its scale to be measured rather than taken as 1.
+constexpr double kCalibrationPeriods = 20;
+
+// Fills the stretches at the edges of `f` (over [x, y]) where the chosen source (`chosen`) has no
+// power known from the first of `others` that covers one: its energy there goes to gap_joules (an
+// estimate, not covered time), its own interval terms and its stated accuracy's bound to the
+// figure's gaps term, its highest power to the peak. Returns what was filled, for the reason
+// ("12.0 s at the window's start from bmc_node_power_watt"), or "".
+std::string FillUnknownEdges(const ReportPlan& plan, const PowerChoice& chosen,
+                             const std::vector<StandIn>& others, UnixNanos x, UnixNanos y,
+                             Figures* f) {
+  if (others.empty() || y <= x) return "";
+  const UnknownEdges edges =
+      UnknownEdgesOf(*chosen.series, x, y, plan.options.gap_factor, plan.data.kind());
+  std::string filled;
+  for (auto [from, to, where] : {std::tuple{x, edges.before_to, "start"},
+                                 std::tuple{edges.after_from, y, "end"}}) {
+    if (to <= from) continue;
+    for (const StandIn& other : others) {
+      Figures part = IntegrateNodeMetric(*other.choice.series, from, to, plan.options.gap_factor,
+                                         nullptr, plan.data.kind());
+      if (!part.has_power || part.coverage() < kComparableCoverage) continue;
+      AddAveragingTerm(other.choice.metric, *other.choice.series, from, to, &part);
+      const double accuracy =
+          other.accuracy ? other.accuracy->BoundJoules(part.total_joules(), part.seconds) : 0;
+      f->gap_joules += other.scale * part.total_joules();
+      f->terms.gaps_variance += part.terms.sampling_variance + part.terms.gaps_variance +
+                                part.terms.resolution_variance +
+                                part.terms.resolution_bound * part.terms.resolution_bound / 3 +
+                                accuracy * accuracy / 3;
+      f->peak_watts = f->has_power ? std::max(f->peak_watts, part.peak_watts) : part.peak_watts;
+      f->has_power = true;
+      char text[160];
+      std::snprintf(text, sizeof text, "%s%.1f s at the %s from %s", filled.empty() ? "" : ", ",
+                    Seconds(to - from), where, other.choice.metric.c_str());
+      filled += text;
+      break;
+    }
+  }
+  return filled;
+}
+
 // A node's figures over the window and each phase, from the power metric chosen for it
 // (`chosen`), cross-checked with its energy counter; without one, its time uncovered and why.
 Result<NodeEnergy> NodeEnergyOf(
@@ -637,7 +718,48 @@ Result<NodeEnergy> NodeEnergyOf(
     result.phases = plan.uncovered_phases;
     return result;
   }
+  // Every whole-node source of the node, each as it would be chosen alone, in the order of
+  // preference: to fill the edges the chosen one leaves without power, and to keep a preferred
+  // source whose missing edges others fill (a wattmeter out across the window's start, the BMC
+  // there), rather than take a coarser one for the whole window.
+  std::vector<StandIn> sources;
   if (plan.options.metric.empty()) {
+    for (const std::string& metric : plan.order) {
+      const PowerSourceKind* kind = FindPowerSourceKind(metric);
+      if (!kind || kind->scope != SourceScope::kWholeNode) continue;
+      PowerChoice alone =
+          ChoosePowerMetric(data, node, plan.start, plan.end, {metric}, plan.options.gap_factor);
+      if (alone.metric.empty()) continue;
+      sources.push_back({std::move(alone), AccuracyOf(metric, plan.options.accuracies)});
+    }
+    auto others_than = [&](const std::string& metric) {
+      std::vector<StandIn> others;
+      for (const StandIn& s : sources) {
+        if (s.choice.metric != metric) others.push_back(s);
+      }
+      return others;
+    };
+    for (const StandIn& preferred : sources) {
+      if (preferred.choice.metric == chosen->metric) break;  // none before the chosen one
+      const Figures& w = preferred.choice.window;
+      // Most of the window its own: a source missing most of it is not kept for a sliver.
+      if (w.coverage() < kOwnCoverageToFill) continue;
+      Figures filled = w;
+      const std::string how = FillUnknownEdges(plan, preferred.choice,
+                                               others_than(preferred.choice.metric), plan.start,
+                                               plan.end, &filled);
+      if (how.empty()) continue;
+      // Covered, or its edges filled by another source: as good as covered for the choice.
+      const UnknownEdges unknown = UnknownEdgesOf(*preferred.choice.series, plan.start, plan.end,
+                                                  plan.options.gap_factor, data.kind());
+      const double fillable = Seconds(unknown.before_to - plan.start) +
+                              Seconds(plan.end - std::max(unknown.after_from, unknown.before_to));
+      if ((w.covered_seconds + fillable) / w.seconds < 0.95) continue;
+      PowerChoice kept = preferred.choice;
+      kept.reason = kept.reason.substr(0, kept.reason.find(';'));  // what it is; the fill follows
+      *chosen = kept;
+      break;
+    }
     if (std::optional<PowerChoice> taken = Outvoted(plan, node, *chosen)) *chosen = *taken;
   }
   KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen->metric, *chosen->series));
@@ -652,8 +774,37 @@ Result<NodeEnergy> NodeEnergyOf(
         "buckets (one cut by an edge counts at its mean), the peak is the highest 5-minute "
         "mean, not the instantaneous peak";
   }
+  // The node's other whole-node sources, in the order of preference, for the edges the chosen
+  // one leaves without power (a wattmeter's outage across the window's start).
+  std::vector<StandIn> others;
+  for (const StandIn& s : sources) {
+    if (s.choice.metric != chosen->metric) others.push_back(s);
+  }
+  if (!others.empty() && chosen->window.coverage() < 1) {
+    // Each stand-in scaled to the chosen source over the part of the window the chosen one reads.
+    const UnknownEdges unknown = UnknownEdgesOf(*chosen->series, plan.start, plan.end,
+                                                plan.options.gap_factor, data.kind());
+    const UnixNanos from = unknown.before_to, to = std::max(unknown.after_from, from);
+    for (StandIn& other : others) {
+      if (Seconds(to - from) < kCalibrationPeriods * Seconds(other.choice.period)) continue;
+      Figures mine = IntegrateNodeMetric(*chosen->series, from, to, plan.options.gap_factor,
+                                         nullptr, data.kind());
+      Figures theirs = IntegrateNodeMetric(*other.choice.series, from, to,
+                                           plan.options.gap_factor, nullptr, data.kind());
+      if (mine.coverage() >= kComparableCoverage && theirs.coverage() >= kComparableCoverage &&
+          theirs.total_joules() > 0) {
+        other.scale = mine.total_joules() / theirs.total_joules();
+      }
+    }
+  }
   result.window = chosen->window;
   AddAveragingTerm(chosen->metric, *chosen->series, plan.start, plan.end, &result.window);
+  if (std::string filled =
+          FillUnknownEdges(plan, *chosen, others, plan.start, plan.end, &result.window);
+      !filled.empty()) {
+    result.reason += "; where " + chosen->metric + " has no reading, taken from another source: " +
+                     filled + " of the window";
+  }
   const std::vector<Interval>& intervals_of_plan = plan.phases.intervals;
   std::vector<Figures> intervals(intervals_of_plan.size());
   for (size_t p = 0; p < intervals_of_plan.size(); ++p) {
@@ -662,6 +813,11 @@ Result<NodeEnergy> NodeEnergyOf(
                                        plan.options.gap_factor, nullptr, data.kind());
     AddAveragingTerm(chosen->metric, *chosen->series, interval.start, interval.end,
                      &intervals[p]);
+    if (std::string filled = FillUnknownEdges(plan, *chosen, others, interval.start, interval.end,
+                                              &intervals[p]);
+        !filled.empty()) {
+      result.reason += "; " + filled + " of phase " + interval.name;
+    }
   }
   if (node_data != data.store().end()) {
     CrossCheckWithCounter(node_data->second, data.kind(), plan.start, plan.end, plan.phases,

@@ -138,6 +138,32 @@ TEST(ComputeEnergy, ASeriesOfChangingPeriodIsCompleteAtEachOfItsRates) {
   EXPECT_NEAR(with_holes->nodes[0].window.covered_seconds, 120 - 2.01 - 5, 1e-6);
 }
 
+TEST(ComputeEnergy, AWattmeterOutAcrossTheWindowsStartIsKeptAndItsEdgeFilledFromTheBmc) {
+  // The wattmeter has nothing for the window's first 25 s (an outage from before it); the BMC
+  // reads every 5 s throughout. The wattmeter is kept, the 25 s come from the BMC, and the reason
+  // says so; the figure is the truth within its interval.
+  PowerCollector data({kNode});
+  auto watts = [](double s) { return 150 + 50 * std::sin(s / 30); };
+  for (int s = -15; s <= 315; ++s) {
+    if (s >= 25) data.Add(kNode, "wattmetre_power_watt", "{}", s * kS, watts(s));
+    if (s % 5 == 0) data.Add(kNode, "bmc_node_power_watt", "{}", s * kS, watts(s));
+  }
+  auto report = ComputeEnergy(data, 0, 300 * kS, EnergyOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const NodeEnergy& node = report->nodes[0];
+  EXPECT_EQ(node.metric, "wattmetre_power_watt") << node.reason;
+  // (Its first sample's value is held for a period before it: 24 s are filled.)
+  EXPECT_EQ(node.reason,
+            "external wattmeter; where wattmetre_power_watt has no reading, taken from another "
+            "source: 24.0 s at the start from bmc_node_power_watt of the window");
+  double truth = 0;
+  for (int k = 0; k < 300000; ++k) truth += watts((k + 0.5) / 1000) / 1000;
+  EXPECT_NEAR(node.window.total_joules(), truth, 0.002 * truth);
+  EXPECT_LE(std::fabs(node.window.total_joules() - truth),
+            node.window.uncertainty(0).half_width_without_accuracy);
+  EXPECT_NEAR(node.window.coverage(), 276.0 / 300, 1e-9);  // the BMC's part is an estimate
+}
+
 TEST(ComputeEnergy, PrefersTheWattmeterUnlessItIsMissingMostOfTheWindow) {
   PowerCollector data({kNode});
   for (int i = 0; i <= 100; ++i) data.Add(kNode, "pdu_outlet_power_watt", "{}", i * kS, 50);

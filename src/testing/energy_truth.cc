@@ -165,6 +165,12 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
     b = a + seconds(60);
     pa = a + seconds(draws.Between(0, 40));
     pb = pa + seconds(draws.Between(2, 20));
+  } else if (regime == "outage edge") {
+    // The wattmeter out from before the rows read up to some seconds into the window.
+    a = kJobStart + seconds(draws.Between(120, double(kJobSeconds) - 1200));
+    b = a + seconds(std::exp(draws.Between(std::log(60), std::log(900))));
+    pa = a;
+    pb = a + seconds(draws.Between(30, 120));
   } else if (regime == "2-PSU short") {
     int64_t period = 0;
     {
@@ -184,10 +190,17 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
   energy::PowerCollector rows({fqdn});
   std::map<std::string, double> shares;
   const int64_t margin = energy::EnergyFetchMargin(false);
+  UnixNanos out_from = 0, out_to = 0;  // the chosen source's outage, if any
+  if (regime == "outage edge") {
+    out_from = a - 2 * margin;
+    out_to = a + seconds(std::min(draws.Between(5, 60), 0.4 * SecondsOf(b - a)));
+  }
   for (const std::string& metric : energy::PowerMetrics()) {
     int64_t period = 0;
+    const bool out = metric == c.metric;
     shares[metric] = AddSimulatedRows(simulate::SeriesOfDevice(testbed, *c.site, device, {metric}),
-                                      a - margin, b + margin, 1, 0, 0, fqdn, &rows, &period);
+                                      a - margin, b + margin, 1, out ? out_from : 0,
+                                      out ? out_to : 0, fqdn, &rows, &period);
   }
   energy::EnergyOptions energy_options;
   energy_options.phases = {{"phase", pa, std::min(pb, b)}};
@@ -323,10 +336,23 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
   if (options.regime_cases > 0 && two_outlets.empty()) {
     return Status::Internal("the simulated testbed has no node with two PDU outlets");
   }
-  for (const char* regime : {"monitor start", "before monitor", "2-PSU short"}) {
+  // Wattmeter nodes with a BMC, for an outage of the wattmeter across the window's start.
+  std::vector<Candidate> with_bmc;
+  for (size_t i = 0; i < wattmeters; ++i) {
+    simulate::DeviceRef device{simulate::DeviceRef::Kind::kNode, candidates[i].node, nullptr};
+    if (!simulate::SeriesOfDevice(*testbed, *candidates[i].site, device, {"bmc_node_power_watt"})
+             .empty()) {
+      with_bmc.push_back(candidates[i]);
+    }
+  }
+  if (options.regime_cases > 0 && with_bmc.empty()) {
+    return Status::Internal("the simulated testbed has no node with a wattmeter and a BMC");
+  }
+  for (const char* regime : {"monitor start", "before monitor", "2-PSU short", "outage edge"}) {
     const bool psu = std::string(regime) == "2-PSU short";
-    const std::vector<Candidate>& pool = psu ? two_outlets : candidates;
-    const size_t from_pool = psu ? pool.size() : wattmeters;
+    const bool outage = std::string(regime) == "outage edge";
+    const std::vector<Candidate>& pool = psu ? two_outlets : outage ? with_bmc : candidates;
+    const size_t from_pool = psu || outage ? pool.size() : wattmeters;
     for (int i = 0; i < options.regime_cases; ++i) {
       Candidate c = pool[draws.Index(from_pool)];
       KWATT_ASSIGN_OR_RETURN(std::vector<IntervalCheck> two,
