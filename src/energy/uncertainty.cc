@@ -163,13 +163,25 @@ void AddSampleTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, ErrorTe
   }
 }
 
+// How far the power within a summary bucket is assumed to stray from the series' bucket means: a
+// node's power rarely falls below half the lowest of them, or bursts above twice the highest, for
+// part of five minutes.
+constexpr double kBucketLowFactor = 0.5, kBucketHighFactor = 2;
+
 // Summary rows: a bucket's mean is its energy exactly; one cut by an edge counts at its mean, the
 // part inside off by up to how the power moved within it, read from how the means move and
-// scatter.
+// scatter, and at least by what the bucket's energy allows: its mean tells nothing of when within
+// the bucket the power was drawn (a phase on the idle half of a bucket whose other half was busy),
+// so with the power within [kBucketLowFactor x the lowest mean, kBucketHighFactor x the highest]
+// the part inside holds between what the rest may have drawn and the bucket's energy (a
+// rectangular bound over that range).
 void AddBucketTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t period,
                     ErrorTerms* terms) {
   const std::vector<UnixNanos>& t = near.s.time;
   const std::vector<double> spread = near.Spreads();
+  const auto [lowest, highest] = std::minmax_element(near.s.value.begin(), near.s.value.end());
+  const double low = kBucketLowFactor * std::max(0.0, *lowest);
+  const double high = kBucketHighFactor * std::max(0.0, *highest);
   for (size_t i = near.first; i < near.last; ++i) {
     UnixNanos end = t[i] + period;
     if (i + 1 < t.size()) end = std::min(end, t[i + 1]);
@@ -186,6 +198,13 @@ void AddBucketTerms(const Neighbourhood& near, UnixNanos a, UnixNanos b, int64_t
     }
     const double ramp = cut * move / 2;
     terms->sampling_variance += cut * cut * spread[i - near.first] + ramp * ramp / 3;
+    const double energy = near.s.value[i] * length, outside = length - inside;
+    const double least = std::max(inside * low, energy - outside * high);
+    const double most = std::min(inside * high, energy - outside * low);
+    if (most > least) {
+      const double bound = (most - least) / 2;
+      terms->sampling_variance += bound * bound / 3;
+    }
   }
 }
 

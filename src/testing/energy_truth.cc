@@ -144,6 +144,40 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
       check("phase", report.nodes[0].phases.at(0), phase.start, phase.end)};
 }
 
+// The window's and the phase's figures of `report` (one node's) against the truth: `share` of the
+// node's exact energy over each, its marks `shift` seconds off the meters' clock.
+Result<std::vector<IntervalCheck>> Checked(const energy::EnergyReport& report,
+                                           const std::string& regime, const std::string& fqdn,
+                                           double share, const simulate::Node& truth, double shift,
+                                           const IntervalTruthOptions& options) {
+  if (report.nodes.empty()) return Status::Internal("no energy for " + fqdn);
+  const energy::NodeEnergy& node = report.nodes[0];
+  const UnixNanos moved = UnixNanos(shift * 1e9);
+  auto check = [&](const char* name, const energy::Figures& f, UnixNanos lo, UnixNanos hi) {
+    IntervalCheck out;
+    out.regime = regime;
+    out.node = fqdn;
+    out.metric = node.metric.empty() ? "none" : node.metric;
+    out.period_s = node.period_s;
+    out.interval = name;
+    out.seconds = SecondsOf(hi - lo);
+    out.gap = f.gaps > 0;
+    out.clock_shift_s = shift;
+    out.joules = f.total_joules();
+    out.truth_joules = share * truth.model->EnergyJoules(lo + moved, hi + moved);
+    const energy::Uncertainty u = f.uncertainty(options.clock_offset_s);
+    out.half_width = f.has_power ? u.half_width_without_accuracy : 0;
+    out.with_accuracy = f.has_power ? u.half_width : 0;
+    return out;
+  };
+  std::vector<IntervalCheck> out{check("window", node.window, report.start, report.end)};
+  if (!node.phases.empty() && !report.phase_intervals.empty()) {
+    const energy::Interval& phase = report.phase_intervals.at(0);
+    out.push_back(check("phase", node.phases.at(0), phase.start, phase.end));
+  }
+  return out;
+}
+
 // A case of `regime` on candidate `c`: its window and phase, rows as an energy fetches them (the
 // margin around the window), the source's energy against the truth.
 Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, const Candidate& c,
@@ -171,6 +205,11 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
     b = a + seconds(std::exp(draws.Between(std::log(60), std::log(900))));
     pa = a;
     pb = a + seconds(draws.Between(30, 120));
+  } else if (regime == "summary cut") {
+    a = kJobStart + seconds(draws.Between(600, double(kJobSeconds) - 9000));
+    b = a + seconds(std::exp(draws.Between(std::log(600), std::log(7200))));
+    pa = a + seconds(draws.Between(0, 0.5) * SecondsOf(b - a));
+    pb = pa + seconds(std::exp(draws.Between(std::log(60), std::log(1200))));
   } else if (regime == "2-PSU short") {
     int64_t period = 0;
     {
@@ -190,6 +229,28 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
   energy::PowerCollector rows({fqdn});
   std::map<std::string, double> shares;
   const int64_t margin = energy::EnergyFetchMargin(false);
+  if (regime == "summary cut") {
+    // Kwollect's 5-minute summaries of the source: each bucket's exact mean, read with a bucket's
+    // margin (the one holding the window's start).
+    energy::PowerCollector buckets({fqdn}, "", energy::RowKind::kBucketMeans);
+    int64_t period = 0;
+    energy::PowerCollector probe({fqdn});
+    const double share =
+        AddSimulatedRows(all, a, a + seconds(1), 1, 0, 0, fqdn, &probe, &period);
+    const int64_t bucket = energy::kSummaryBucketNanos;
+    const UnixNanos first = (a - energy::EnergyFetchMargin(true)) / bucket * bucket;
+    for (UnixNanos t = first; t <= b; t += bucket) {
+      buckets.Add(fqdn, c.metric, "{}", t,
+                  share * c.node->model->EnergyJoules(t, t + bucket) / SecondsOf(bucket));
+    }
+    shares[c.metric] = share;
+    energy::EnergyOptions energy_options;
+    energy_options.phases = {{"phase", pa, std::min(pb, b)}};
+    energy_options.clock_offset_seconds = options.clock_offset_s;
+    KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
+                           energy::ComputeEnergy(buckets, a, b, energy_options));
+    return Checked(report, regime, fqdn, shares[c.metric], *c.node, shift, options);
+  }
   UnixNanos out_from = 0, out_to = 0;  // the chosen source's outage, if any
   if (regime == "outage edge") {
     out_from = a - 2 * margin;
@@ -207,33 +268,8 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
   energy_options.clock_offset_seconds = options.clock_offset_s;
   KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
                          energy::ComputeEnergy(rows, a, b, energy_options));
-  if (report.nodes.empty()) return Status::Internal("no energy for " + fqdn);
-  const energy::NodeEnergy& node = report.nodes[0];
-  const UnixNanos moved = UnixNanos(shift * 1e9);
-  auto check = [&](const char* name, const energy::Figures& f, UnixNanos lo, UnixNanos hi) {
-    IntervalCheck out;
-    out.regime = regime;
-    out.node = fqdn;
-    out.metric = node.metric.empty() ? "none" : node.metric;
-    out.period_s = node.period_s;
-    out.interval = name;
-    out.seconds = SecondsOf(hi - lo);
-    out.gap = f.gaps > 0;
-    out.clock_shift_s = shift;
-    out.joules = f.total_joules();
-    // Against the source the test meant (a BMC chosen instead is a miss).
-    out.truth_joules = shares[c.metric] * c.node->model->EnergyJoules(lo + moved, hi + moved);
-    const energy::Uncertainty u = f.uncertainty(options.clock_offset_s);
-    out.half_width = f.has_power ? u.half_width_without_accuracy : 0;
-    out.with_accuracy = f.has_power ? u.half_width : 0;
-    return out;
-  };
-  std::vector<IntervalCheck> out{check("window", node.window, a, b)};
-  if (!node.phases.empty() && !report.phase_intervals.empty()) {
-    const energy::Interval& phase = report.phase_intervals.at(0);
-    out.push_back(check("phase", node.phases.at(0), phase.start, phase.end));
-  }
-  return out;
+  // Against the source the test meant (a BMC chosen instead is a miss).
+  return Checked(report, regime, fqdn, shares[c.metric], *c.node, shift, options);
 }
 
 }  // namespace
@@ -348,7 +384,8 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
   if (options.regime_cases > 0 && with_bmc.empty()) {
     return Status::Internal("the simulated testbed has no node with a wattmeter and a BMC");
   }
-  for (const char* regime : {"monitor start", "before monitor", "2-PSU short", "outage edge"}) {
+  for (const char* regime :
+       {"monitor start", "before monitor", "2-PSU short", "outage edge", "summary cut"}) {
     const bool psu = std::string(regime) == "2-PSU short";
     const bool outage = std::string(regime) == "outage edge";
     const std::vector<Candidate>& pool = psu ? two_outlets : outage ? with_bmc : candidates;

@@ -45,7 +45,8 @@ struct IntervalCheck {
   // window across a monitoring job's start: the wattmeter at 1 s before it, 20 ms in it),
   // "before monitor" (the minute before a monitoring job starts), "2-PSU short" (a window of one
   // period on a node with two PDU outlets), "outage edge" (the wattmeter out across the window's
-  // start while the node's BMC has data).
+  // start while the node's BMC has data), "summary cut" (5-minute summary rows, a window and a
+  // phase cutting buckets).
   std::string regime = "steady";
   std::string node;      // FQDN
   std::string metric;    // the source
