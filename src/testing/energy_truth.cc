@@ -229,6 +229,9 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
   energy::PowerCollector rows({fqdn});
   std::map<std::string, double> shares;
   const int64_t margin = energy::EnergyFetchMargin(false);
+  energy::EnergyOptions energy_options;
+  energy_options.phases = {{"phase", pa, std::min(pb, b)}};
+  energy_options.clock_offset_seconds = options.clock_offset_s;
   if (regime == "summary cut") {
     // Kwollect's 5-minute summaries of the source: each bucket's exact mean, read with a bucket's
     // margin (the one holding the window's start).
@@ -243,13 +246,9 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
       buckets.Add(fqdn, c.metric, "{}", t,
                   share * c.node->model->EnergyJoules(t, t + bucket) / SecondsOf(bucket));
     }
-    shares[c.metric] = share;
-    energy::EnergyOptions energy_options;
-    energy_options.phases = {{"phase", pa, std::min(pb, b)}};
-    energy_options.clock_offset_seconds = options.clock_offset_s;
     KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
                            energy::ComputeEnergy(buckets, a, b, energy_options));
-    return Checked(report, regime, fqdn, shares[c.metric], *c.node, shift, options);
+    return Checked(report, regime, fqdn, share, *c.node, shift, options);
   }
   UnixNanos out_from = 0, out_to = 0;  // the chosen source's outage, if any
   if (regime == "outage edge") {
@@ -263,9 +262,6 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
                                       a - margin, b + margin, 1, out ? out_from : 0,
                                       out ? out_to : 0, fqdn, &rows, &period);
   }
-  energy::EnergyOptions energy_options;
-  energy_options.phases = {{"phase", pa, std::min(pb, b)}};
-  energy_options.clock_offset_seconds = options.clock_offset_s;
   KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
                          energy::ComputeEnergy(rows, a, b, energy_options));
   // Against the source the test meant (a BMC chosen instead is a miss).
