@@ -10,6 +10,7 @@
 #include "apps/kwatt/energy_runs.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/source_check.h"
+#include "kwatt/energy/workflow.h"
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/kwollect_power.h"
 #include "kwatt/meter/replay.h"
@@ -494,18 +495,24 @@ int RunEnergy(const EnergyArgs& args) {
     runs.quiet = args.quiet;
     return RunEnergyOfRuns(runs, args.analysis, energy_options);
   }
-  energy::EnergySink collector(args.metric);
-  Result<RowsReport> report =
-      RunSource(args.analysis.archive, args.analysis.query, energy::EnergyInputMetrics(args.metric),
-                &collector, MakeProgress("kwatt energy", args.quiet || args.json),
-                /*metrics_are_candidates=*/true, args.analysis.with_archives,
-                /*with_archives_shared=*/false, energy::EnergyFetchMargin(args.analysis.query.summary));
-  if (!report.ok()) {
-    std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
-    return ExitCodeOf(report.status());
-  }
-  PrintFailures("kwatt energy", *report);
+  // The rows of the query or archive, read the margin beyond the window (energy::EnergyOf's feed).
+  auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
+    Result<RowsReport> report =
+        RunSource(args.analysis.archive, args.analysis.query, metrics, sink,
+                  MakeProgress("kwatt energy", args.quiet || args.json),
+                  /*metrics_are_candidates=*/true, args.analysis.with_archives,
+                  /*with_archives_shared=*/false,
+                  energy::EnergyFetchMargin(args.analysis.query.summary));
+    if (report.ok()) PrintFailures("kwatt energy", *report);
+    return report;
+  };
   if (!args.activity.empty()) {
+    energy::EnergySink collector(args.metric);
+    Result<RowsReport> report = feed(energy::EnergyInputMetrics(args.metric), &collector);
+    if (!report.ok()) {
+      std::fprintf(stderr, "kwatt energy: %s\n", report.status().message().c_str());
+      return ExitCodeOf(report.status());
+    }
     if (report->summary) {
       std::fprintf(stderr,
                    "kwatt energy: --activity shares the power second by second: it needs raw "
@@ -517,21 +524,21 @@ int RunEnergy(const EnergyArgs& args) {
     return ShareByActivity(collector, *report, origin, args.activity, args.node, args.metric,
                            args.idle_policy, args.idle_power, args.gap_factor, args.json);
   }
-  energy_options.phases.clear();
-  energy_options.roles.clear();
-  Status placed = ResolvePhasesAndRoles(args.analysis, &energy_options.phases,
-                                        &energy_options.roles, report->start);
-  if (!placed.ok()) {
-    std::fprintf(stderr, "kwatt energy: %s\n", placed.message().c_str());
-    return kExitUsage;
+  // Phases given as offsets (+SECONDS) are placed once the window is known.
+  auto place = [&](const RowsReport& resolved, energy::EnergyOptions* options) {
+    options->phases.clear();
+    options->roles.clear();
+    return ResolvePhasesAndRoles(args.analysis, &options->phases, &options->roles,
+                                 resolved.start);
+  };
+  Result<energy::EnergyOutcome> outcome = energy::EnergyOf(feed, energy_options, place);
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "kwatt energy: %s\n", outcome.status().message().c_str());
+    return ExitCodeOf(outcome.status());
   }
-  Result<energy::EnergyReport> result = collector.Compute(*report, energy_options);
-  if (!result.ok()) {
-    std::fprintf(stderr, "kwatt energy: %s\n", result.status().message().c_str());
-    return ExitCodeOf(result.status());
-  }
-  const std::vector<energy::SourceCheck> checks =
-      energy::CheckSources(*collector.power(), *result, energy_options);
+  const RowsReport* report = &outcome->rows;
+  const energy::EnergyReport* result = &outcome->report;
+  const std::vector<energy::SourceCheck>& checks = outcome->checks;
   if (args.json) {
     std::printf("%s\n", energy::EnergyReportJson(*result, &checks).c_str());
   } else if (args.csv) {

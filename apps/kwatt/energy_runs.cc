@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kwatt/energy/runs.h"
+#include "kwatt/energy/workflow.h"
 
 namespace kwatt::cli {
 namespace {
@@ -114,22 +115,24 @@ Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& anal
     return Status::InvalidArgument("--run " + given +
                                    ": neither an archive directory nor a job SITE:ID (lyon:1234)");
   }
-  ExperimentRun run{given, {}, {}, {}, std::make_shared<energy::EnergySink>(options.metric)};
-  energy::EnergySink& sink = *run.sink;
-  KWATT_ASSIGN_OR_RETURN(
-      run.rows, RunSource(archive, query, energy::EnergyInputMetrics(options.metric), &sink,
-                          MakeProgress("kwatt energy " + given, quiet),
-                          /*metrics_are_candidates=*/true, analysis.with_archives,
-                          /*with_archives_shared=*/true,
-                          energy::EnergyFetchMargin(analysis.query.summary)));
-  PrintFailures("kwatt energy", run.rows);
-  options.phases.clear();
-  options.roles.clear();
-  KWATT_RETURN_IF_ERROR(
-      ResolvePhasesAndRoles(analysis, &options.phases, &options.roles, run.rows.start));
-  KWATT_ASSIGN_OR_RETURN(run.energy, sink.Compute(run.rows, options));
-  run.checks = energy::CheckSources(*sink.power(), run.energy, options);
-  return run;
+  // The run's energy as `kwatt energy` computes it: the one workflow, its rows read the margin
+  // beyond the window, its phases placed after the run's start.
+  auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
+    Result<RowsReport> report =
+        RunSource(archive, query, metrics, sink, MakeProgress("kwatt energy " + given, quiet),
+                  /*metrics_are_candidates=*/true, analysis.with_archives,
+                  /*with_archives_shared=*/true, energy::EnergyFetchMargin(analysis.query.summary));
+    if (report.ok()) PrintFailures("kwatt energy", *report);
+    return report;
+  };
+  auto place = [&](const RowsReport& resolved, energy::EnergyOptions* placed) {
+    placed->phases.clear();
+    placed->roles.clear();
+    return ResolvePhasesAndRoles(analysis, &placed->phases, &placed->roles, resolved.start);
+  };
+  KWATT_ASSIGN_OR_RETURN(energy::EnergyOutcome outcome, energy::EnergyOf(feed, options, place));
+  return ExperimentRun{given, std::move(outcome.rows), std::move(outcome.report),
+                       std::move(outcome.checks), std::move(outcome.read)};
 }
 
 std::string SummariesCsv(const char* set, const std::vector<energy::RunsSummary>& summaries) {

@@ -26,7 +26,7 @@ struct ExperimentRun {
   RowsReport rows;
   energy::EnergyReport energy;
   std::vector<energy::SourceCheck> checks;
-  std::shared_ptr<energy::EnergySink> sink;  // its power rows
+  std::shared_ptr<const energy::EnergySink> sink;  // its power rows
 };
 
 // A run's energy as `kwatt energy` computes it: `given` an archive directory or a job SITE:ID,

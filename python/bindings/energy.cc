@@ -18,6 +18,7 @@
 #include "kwatt/backup/row_source.h"
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
+#include "kwatt/energy/workflow.h"
 #include "kwatt/energy/stats.h"
 #include "kwatt/kwollect/fetch.h"
 #include "python/bindings/common.h"
@@ -78,6 +79,11 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   source.query.margin = energy::EnergyFetchMargin(source.query.summary);
   source.with_archives = with_archives;
+  Watch watch{std::move(progress)};
+  // The one energy workflow (energy::EnergyOf), its rows the source's.
+  auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) {
+    return backup::FeedSource(source, metrics, sink, watch.Callback());
+  };
   energy::EnergyOptions options;
   options.phases = MakePhases(phases);
   options.roles = MakeRoles(roles);
@@ -86,23 +92,17 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   options.gap_factor = gap_factor;
   options.accuracies = std::move(stated);
   options.clock_offset_seconds = clock_offset;
-  energy::EnergySink sink(metric);
-  Watch watch{std::move(progress)};
-  Result<RowsReport> report = Status::OK();
-  Result<energy::EnergyReport> result = Status::OK();
-  std::vector<energy::SourceCheck> checks;
+  Result<energy::EnergyOutcome> outcome = Status::OK();
   {
     py::gil_scoped_release release;
-    report =
-        backup::FeedSource(source, energy::EnergyInputMetrics(metric), &sink, watch.Callback());
-    if (report.ok()) result = sink.Compute(*report, options);
-    if (result.ok()) checks = energy::CheckSources(*sink.power(), *result, options);
+    outcome = energy::EnergyOf(feed, options);
   }
   watch.RaiseIfInterrupted();
-  py::dict fetch = RowsReportDict(Unwrap(std::move(report)));
+  energy::EnergyOutcome done = Unwrap(std::move(outcome));
+  py::dict fetch = RowsReportDict(std::move(done.rows));
   // The report in the form `kwatt energy --json` prints (one rendering for both).
   py::dict d = py::module_::import("json").attr("loads")(
-      energy::EnergyReportJson(Unwrap(std::move(result)), &checks));
+      energy::EnergyReportJson(done.report, &done.checks));
   d["fetch"] = fetch;
   return d;
 }

@@ -6,6 +6,8 @@
 #include <random>
 
 #include "kwatt/energy/integration.h"
+#include "kwatt/energy/source_check.h"
+#include "kwatt/energy/workflow.h"
 
 namespace kwatt::energy::energy_test {
 namespace {
@@ -13,12 +15,81 @@ namespace {
 constexpr UnixNanos kS = kNanosPerSecond;
 const std::string kNode = "n-1.s.grid5000.fr";
 
+// Appends a row of node n-1 (site s) to `batch`.
+void AddRow(RowBatch* batch, StringInterner* interner, UnixNanos t, const char* metric,
+            double value) {
+  batch->time.push_back(t);
+  batch->utc_offset.push_back(3600);
+  batch->device.push_back(interner->Intern("n-1"));
+  batch->metric.push_back(interner->Intern(metric));
+  batch->value.push_back(value);
+  batch->labels.push_back(interner->Intern("{}"));
+}
+
 PowerCollector Collect(const std::string& metric,
                        const std::vector<std::pair<double, double>>& samples,
                        const std::string& labels = "{}") {
   PowerCollector c({kNode});
   for (auto [t, v] : samples) c.Add(kNode, metric, labels, UnixNanos(t * 1e9), v);
   return c;
+}
+
+// The one energy workflow: its feed is asked for the energy's metrics, phases are placed once the
+// window is known, and the figures and checks are ComputeEnergy's and CheckSources' over the rows
+// fed; the feed's and the placement's errors stop it.
+TEST(EnergyOf, FeedsPlacesComputesAndChecksAsTheirOwnCallsDo) {
+  RowsReport resolved;
+  resolved.nodes = {{"n-1", "s"}};
+  resolved.start = 0;
+  resolved.end = 60 * kS;
+  StringInterner interner;
+  RowBatch batch;
+  for (int i = 0; i <= 60; ++i) {
+    for (auto [metric, watts] : {std::pair{"wattmetre_power_watt", 100.0},
+                                 std::pair{"bmc_node_power_watt", 97.0}}) {
+      AddRow(&batch, &interner, i * kS, metric, watts + i % 3);
+    }
+  }
+  std::vector<std::string> asked;
+  auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
+    asked = metrics;
+    KWATT_RETURN_IF_ERROR(sink->Begin(resolved));
+    KWATT_RETURN_IF_ERROR(sink->Write("s", batch, interner));
+    return resolved;
+  };
+  auto place = [](const RowsReport& rows, EnergyOptions* options) {
+    options->phases = {{"second-half", rows.start + 30 * kS, rows.end}};
+    return Status::OK();
+  };
+  Result<EnergyOutcome> outcome = EnergyOf(feed, EnergyOptions(), place);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(asked, EnergyInputMetrics());
+  ASSERT_EQ(outcome->report.phase_names, std::vector<std::string>{"second-half"});
+  PowerCollector direct({"n-1.s.grid5000.fr"});
+  ASSERT_TRUE(direct.Write("s", batch, interner).ok());
+  Result<EnergyReport> report = ComputeEnergy(direct, 0, 60 * kS, outcome->options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(EnergyReportJson(outcome->report, &outcome->checks),
+            EnergyReportJson(*report, &outcome->checks));
+  EXPECT_EQ(SourceChecksJson(outcome->checks),
+            SourceChecksJson(CheckSources(direct, *report, outcome->options)));
+  ASSERT_NE(outcome->read, nullptr);
+  EXPECT_NE(outcome->read->power(), nullptr);
+
+  auto refused = [](const std::vector<std::string>&, RowSink*) -> Result<RowsReport> {
+    return Status::NotFound("no such job");
+  };
+  EXPECT_EQ(EnergyOf(refused, EnergyOptions()).status().code(), Status::Code::kNotFound);
+  auto misplaced = [](const RowsReport&, EnergyOptions*) {
+    return Status::InvalidArgument("--phase x: no");
+  };
+  EXPECT_EQ(EnergyOf(feed, EnergyOptions(), misplaced).status().code(),
+            Status::Code::kInvalidArgument);
+  EnergyOptions bad;
+  bad.gap_factor = 0;
+  asked.clear();
+  EXPECT_EQ(EnergyOf(feed, bad).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(asked.empty());  // refused before anything is read
 }
 
 TEST(ComputeEnergy, TrapezoidsClippedWithInterpolation) {
@@ -49,12 +120,7 @@ TEST(EnergySink, KeepsTheRowsOfTheMetricGivenEvenWhenItIsNoKnownPowerMetric) {
   RowBatch batch;
   for (int i = 0; i <= 10; ++i) {
     for (const char* metric : {"kwatt_meter_domain_power_watt", "other_power_watt"}) {
-      batch.time.push_back(i * kS);
-      batch.utc_offset.push_back(3600);
-      batch.device.push_back(interner.Intern("n-1"));
-      batch.metric.push_back(interner.Intern(metric));
-      batch.value.push_back(40);
-      batch.labels.push_back(interner.Intern("{}"));
+      AddRow(&batch, &interner, i * kS, metric, 40);
     }
   }
   EnergyOptions options;

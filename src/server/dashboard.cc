@@ -12,6 +12,7 @@
 
 #include "kwatt/core/text.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/workflow.h"
 #include "kwatt/http/hardened_server.h"
 #include "kwatt/kwollect/text_sinks.h"
 #include "src/server/downsample.h"
@@ -445,21 +446,23 @@ void Dashboard::Energy(const http::Request& req, http::Response& res) {
         {site->uid + "/" + node->cluster->uid,
          catalogue.ok() ? std::move(*catalogue) : node->cluster->catalogue});
   }
-  energy::EnergySink sink;
-  Status begun = sink.Begin(resolved);
-  if (!begun.ok()) return ErrorOf(res, begun);
-  Result<std::shared_ptr<MetricsAnswer>> answer =
-      c_.open_rows(*site, job->nodes, energy::EnergyInputMetrics(),
-                   w.start - energy::EnergyFetchMargin(false),
-                   w.end + energy::EnergyFetchMargin(false), now);
-  if (!answer.ok()) return ErrorOf(res, answer.status());
-  Status read = ReadAll(**answer, [&](const RowBatch& batch, const StringInterner& interner) {
-    return sink.Write(site->uid, batch, interner);
-  });
-  if (!read.ok()) return ErrorOf(res, read);
-  Result<energy::EnergyReport> report = sink.Compute(resolved, energy::EnergyOptions());
-  if (!report.ok()) return ErrorOf(res, report.status());
-  Send(req, res, energy::EnergyReportJson(*report));
+  // The one energy workflow (energy::EnergyOf), its rows the job's from this server's own data,
+  // read the margin beyond the job's window as every energy reads them.
+  auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
+    KWATT_RETURN_IF_ERROR(sink->Begin(resolved));
+    const int64_t margin = energy::EnergyFetchMargin(false);
+    KWATT_ASSIGN_OR_RETURN(std::shared_ptr<MetricsAnswer> answer,
+                           c_.open_rows(*site, job->nodes, metrics, w.start - margin,
+                                        w.end + margin, now));
+    KWATT_RETURN_IF_ERROR(
+        ReadAll(*answer, [&](const RowBatch& batch, const StringInterner& interner) {
+          return sink->Write(site->uid, batch, interner);
+        }));
+    return resolved;
+  };
+  Result<energy::EnergyOutcome> outcome = energy::EnergyOf(feed, energy::EnergyOptions());
+  if (!outcome.ok()) return ErrorOf(res, outcome.status());
+  Send(req, res, energy::EnergyReportJson(outcome->report));
 }
 
 bool Dashboard::ParseQuery(const http::Request& req, http::Response& res, Query* q) {
