@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "kwatt/core/catalogue.h"
@@ -866,7 +867,8 @@ void FinishTotals(const ReportPlan& plan, const NodeSeries& node_series, EnergyR
     for (const std::string& n : report->nodes_without_power)
       names += (names.empty() ? "" : ", ") + n;
     report->notes.push_back("total: partial, no power data for " + names +
-                            " (their time counts as uncovered)");
+                            " (their time counts as uncovered; the energy and its interval are "
+                            "the other nodes' only)");
   }
 }
 
@@ -904,6 +906,17 @@ Status SumRoles(const ReportPlan& plan, const NodeSeries& node_series, EnergyRep
       }
     }
     node_series.SetPeaksOfSum(members, &sum, &phases);
+    std::string without;
+    for (size_t k : members) {
+      if (report->nodes[k].metric.empty()) {
+        without += (without.empty() ? "" : ", ") + report->nodes[k].node;
+      }
+    }
+    if (!without.empty()) {
+      report->notes.push_back("role " + role.name + ": partial, no power data for " + without +
+                              " (its time counts as uncovered; the energy and its interval are "
+                              "the role's other nodes' only)");
+    }
     report->roles.emplace_back(role, sum);
     report->role_phases.push_back(phases);
   }
@@ -1008,6 +1021,28 @@ Result<EnergyReport> EnergySink::Compute(const RowsReport& resolved,
     }
   }
   power_->SetUnfetched(std::move(unfetched));
+  // A metric asked (--metric) that kwatt does not know, that no node's catalogue lists and that
+  // gave no row is a misspelling or another testbed's metric, not nodes "without power data" (a
+  // known one the nodes lack, a BMC's on nodes without one, is that).
+  if (!options.metric.empty() && !catalogue_metrics.empty() &&
+      FindPowerSourceKind(options.metric) == nullptr) {
+    bool listed = false, rows = false;
+    std::set<std::string> power;
+    for (const auto& [node, metrics] : catalogue_metrics) {
+      for (const std::string& m : metrics) {
+        listed = listed || m == options.metric;
+        if (m.ends_with("_power_watt")) power.insert(m);
+      }
+    }
+    for (const auto& [node, by_metric] : power_->store()) rows = rows || by_metric.count(options.metric);
+    if (!listed && !rows) {
+      std::string known;
+      for (const std::string& m : power) known += (known.empty() ? "" : ", ") + m;
+      return Status::NotFound("no node of the query reports the metric '" + options.metric +
+                              "' (a misspelling?); their power metrics: " +
+                              (known.empty() ? std::string("none") : known));
+    }
+  }
   return ComputeEnergy(*power_, resolved.start, resolved.end, options, catalogue_metrics);
 }
 

@@ -359,6 +359,11 @@ TEST(ComputeEnergy, TotalCoverageCountsNodesWithoutPower) {
   EXPECT_DOUBLE_EQ(report->roles[0].second.coverage(), 0.5);
   EXPECT_DOUBLE_EQ(report->role_phases[0][0].coverage(), 0.5);
   EXPECT_EQ(report->nodes_without_power, std::vector<std::string>{"b.s.grid5000.fr"});
+  // The total and the role are called partial, naming the node.
+  EXPECT_NE(std::find(report->notes.begin(), report->notes.end(),
+                      "role both: partial, no power data for b.s.grid5000.fr (its time counts as "
+                      "uncovered; the energy and its interval are the role's other nodes' only)"),
+            report->notes.end());
   // Two fully covered nodes: 100 %.
   data.Add("b.s.grid5000.fr", "wattmetre_power_watt", "{}", 0, 10);
   for (int i = 1; i <= 10; ++i)
@@ -367,6 +372,7 @@ TEST(ComputeEnergy, TotalCoverageCountsNodesWithoutPower) {
   ASSERT_TRUE(report.ok());
   EXPECT_DOUBLE_EQ(report->total.coverage(), 1);
   EXPECT_TRUE(report->nodes_without_power.empty());
+  EXPECT_TRUE(report->notes.empty());
 }
 
 // Issue 10 #14: overlapping intervals of one phase count once; roles with one name are merged.

@@ -943,3 +943,15 @@ def test_a_phase_may_be_given_after_the_windows_start(setup):
     relative, _ = energy(server, "--nodes", "nova-1.lyon", "--start", T0, "--end", T0 + 1800,
                          "--phase", "busy=+300..+600")
     assert relative["nodes"][0]["phases"]["busy"] == absolute["nodes"][0]["phases"]["busy"]
+
+
+def test_a_misspelt_metric_is_named_not_taken_for_nodes_without_power(setup):
+    server, _ = setup
+    result = subprocess.run([KWATT, "energy", "--api", server.url, "--nodes", "nova-1.lyon",
+                             "--start", str(T0), "--end", str(T0 + 60), "--metric",
+                             "wattmeter_power_watt", "-q"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "no node of the query reports the metric 'wattmeter_power_watt' (a misspelling?); " \
+        "their power metrics: " in result.stderr
+    assert "wattmetre_power_watt" in result.stderr and "NO POWER DATA" not in result.stdout
