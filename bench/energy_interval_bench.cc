@@ -23,7 +23,7 @@ using kwatt::testing::IntervalCheck;
 
 struct Group {
   int figures = 0, covered = 0, covered_with_accuracy = 0;
-  std::vector<double> ratios;  // half-width / |error|
+  std::vector<double> ratios;                                // half-width / |error|
   std::vector<double> relative_errors, errors, half_widths;  // |error| / truth, |error|, half-width
   double squared_errors = 0, squared_half_widths = 0;
 

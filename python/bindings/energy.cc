@@ -18,8 +18,8 @@
 #include "kwatt/backup/row_source.h"
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
-#include "kwatt/energy/workflow.h"
 #include "kwatt/energy/stats.h"
+#include "kwatt/energy/workflow.h"
 #include "kwatt/kwollect/fetch.h"
 #include "python/bindings/common.h"
 

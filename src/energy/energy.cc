@@ -562,26 +562,40 @@ void SetAccuracyBounds(const std::map<std::string, StatedAccuracy>& accuracies, 
   for (Figures& f : node->phases) set(f);
 }
 
+// The least a preferred source must cover of the window itself to be kept with its missing edges
+// filled from another source (rather than the other source taken for the whole window).
+constexpr double kOwnCoverageToFill = 0.5;
+
+// Another whole-node source of a node, for the stretches its chosen one does not cover.
+struct StandIn {
+  PowerChoice choice;
+  const StatedAccuracy* accuracy = nullptr;
+  // The chosen source's energy over this one's where both read the window: what its energy is
+  // multiplied by where it stands in, so that a BMC reading 4 % low fills the wattmeter's edge at
+  // the wattmeter's level. 1 where nothing was compared.
+  double scale = 1;
+};
+
+// How long both sources must read the window, in periods of the stand-in, for its scale to be
+// measured (else it is 1).
+constexpr double kCalibrationPeriods = 20;
+
 // When the node's chosen source (`chosen`, chosen by preference) disagrees over the window with
-// two other whole-node sources that agree with each other, the first of those in the order of
-// preference, chosen again, with why; else nothing. A wattmeter reading 20 % high while its PDU
-// outlet and BMC agree is the one that is wrong, whatever the order of preference says.
-std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::string& node,
+// two other whole-node sources of `candidates` (the node's, each chosen alone) that agree with
+// each other, the first of those in the order of preference, with why; else nothing. A wattmeter
+// reading 20 % high while its PDU outlet and BMC agree is the one that is wrong, whatever the
+// order of preference says.
+std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::vector<StandIn>& candidates,
                                     const PowerChoice& chosen) {
   std::vector<SourceEnergy> sources = {{chosen.metric, chosen.window}};
   AddAveragingTerm(chosen.metric, *chosen.series, plan.start, plan.end, &sources[0].figures);
-  std::vector<PowerChoice> others;
-  for (const std::string& metric : plan.order) {
-    const PowerSourceKind* kind = FindPowerSourceKind(metric);
-    if (metric == chosen.metric || kind == nullptr || kind->scope != SourceScope::kWholeNode) {
-      continue;
-    }
-    PowerChoice other = ChoosePowerMetric(plan.data, node, plan.start, plan.end, {metric},
-                                          plan.options.gap_factor);
-    if (other.metric.empty() || other.window.coverage() < kComparableCoverage) continue;
-    sources.push_back({metric, other.window});
-    AddAveragingTerm(metric, *other.series, plan.start, plan.end, &sources.back().figures);
-    others.push_back(std::move(other));
+  std::vector<const PowerChoice*> others;
+  for (const StandIn& candidate : candidates) {
+    const PowerChoice& other = candidate.choice;
+    if (other.metric == chosen.metric || other.window.coverage() < kComparableCoverage) continue;
+    sources.push_back({other.metric, other.window});
+    AddAveragingTerm(other.metric, *other.series, plan.start, plan.end, &sources.back().figures);
+    others.push_back(&other);
   }
   if (others.size() < 2) return std::nullopt;
   const std::vector<SourceComparison> against_chosen =
@@ -606,7 +620,7 @@ std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::string& n
                       relative >= 0 ? "above" : "below");
         return text + sources[k].metric;
       };
-      PowerChoice taken = others[i - 1];
+      PowerChoice taken = *others[i - 1];
       taken.reason += "; " + chosen.metric + " set aside: it reads " + versus(i) + " and " +
                       versus(j) + ", beyond what their stated accuracies and data allow, and " +
                       "those two agree with each other";
@@ -620,8 +634,8 @@ std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::string& n
 // the first sample's held period, after the last one's), each empty (from == to) when there is
 // none.
 struct UnknownEdges {
-  UnixNanos before_to = 0;    // [x, before_to)
-  UnixNanos after_from = 0;   // [after_from, y)
+  UnixNanos before_to = 0;   // [x, before_to)
+  UnixNanos after_from = 0;  // [after_from, y)
 };
 UnknownEdges UnknownEdgesOf(const std::map<std::string, PowerCollector::Series>& series,
                             UnixNanos x, UnixNanos y, double gap_factor, RowKind kind) {
@@ -639,24 +653,6 @@ UnknownEdges UnknownEdgesOf(const std::map<std::string, PowerCollector::Series>&
   return edges;
 }
 
-// The least a preferred source must cover of the window itself to be kept with its missing edges
-// filled from another source (rather than the other source taken for the whole window).
-constexpr double kOwnCoverageToFill = 0.5;
-
-// Another whole-node source of a node, for the stretches its chosen one does not cover.
-struct StandIn {
-  PowerChoice choice;
-  const StatedAccuracy* accuracy = nullptr;
-  // The chosen source's energy over this one's where both read the window (CalibrateStandIns):
-  // what its energy is multiplied by where it stands in, so that a BMC reading 4 % low fills
-  // the wattmeter's edge at the wattmeter's level. 1 where nothing was compared.
-  double scale = 1;
-};
-
-// The least time both sources must read, and of it the least in periods of the stand-in, for
-// its scale to be measured rather than taken as 1.
-constexpr double kCalibrationPeriods = 20;
-
 // Fills the stretches at the edges of `f` (over [x, y]) where the chosen source (`chosen`) has no
 // power known from the first of `others` that covers one: its energy there goes to gap_joules (an
 // estimate, not covered time), its own interval terms and its stated accuracy's bound to the
@@ -669,8 +665,8 @@ std::string FillUnknownEdges(const ReportPlan& plan, const PowerChoice& chosen,
   const UnknownEdges edges =
       UnknownEdgesOf(*chosen.series, x, y, plan.options.gap_factor, plan.data.kind());
   std::string filled;
-  for (auto [from, to, where] : {std::tuple{x, edges.before_to, "start"},
-                                 std::tuple{edges.after_from, y, "end"}}) {
+  for (auto [from, to, where] :
+       {std::tuple{x, edges.before_to, "start"}, std::tuple{edges.after_from, y, "end"}}) {
     if (to <= from) continue;
     for (const StandIn& other : others) {
       Figures part = IntegrateNodeMetric(*other.choice.series, from, to, plan.options.gap_factor,
@@ -680,10 +676,9 @@ std::string FillUnknownEdges(const ReportPlan& plan, const PowerChoice& chosen,
       const double accuracy =
           other.accuracy ? other.accuracy->BoundJoules(part.total_joules(), part.seconds) : 0;
       f->gap_joules += other.scale * part.total_joules();
-      f->terms.gaps_variance += part.terms.sampling_variance + part.terms.gaps_variance +
-                                part.terms.resolution_variance +
-                                part.terms.resolution_bound * part.terms.resolution_bound / 3 +
-                                accuracy * accuracy / 3;
+      f->terms.gaps_variance +=
+          part.terms.sampling_variance + part.terms.gaps_variance + part.terms.resolution_variance +
+          part.terms.resolution_bound * part.terms.resolution_bound / 3 + accuracy * accuracy / 3;
       f->peak_watts = f->has_power ? std::max(f->peak_watts, part.peak_watts) : part.peak_watts;
       f->has_power = true;
       char text[160];
@@ -746,9 +741,9 @@ Result<NodeEnergy> NodeEnergyOf(
       // Most of the window its own: a source missing most of it is not kept for a sliver.
       if (w.coverage() < kOwnCoverageToFill) continue;
       Figures filled = w;
-      const std::string how = FillUnknownEdges(plan, preferred.choice,
-                                               others_than(preferred.choice.metric), plan.start,
-                                               plan.end, &filled);
+      const std::string how =
+          FillUnknownEdges(plan, preferred.choice, others_than(preferred.choice.metric), plan.start,
+                           plan.end, &filled);
       if (how.empty()) continue;
       // Covered, or its edges filled by another source: as good as covered for the choice.
       const UnknownEdges unknown = UnknownEdgesOf(*preferred.choice.series, plan.start, plan.end,
@@ -761,7 +756,7 @@ Result<NodeEnergy> NodeEnergyOf(
       *chosen = kept;
       break;
     }
-    if (std::optional<PowerChoice> taken = Outvoted(plan, node, *chosen)) *chosen = *taken;
+    if (std::optional<PowerChoice> taken = Outvoted(plan, sources, *chosen)) *chosen = *taken;
   }
   KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen->metric, *chosen->series));
   result.metric = chosen->metric;
@@ -783,15 +778,15 @@ Result<NodeEnergy> NodeEnergyOf(
   }
   if (!others.empty() && chosen->window.coverage() < 1) {
     // Each stand-in scaled to the chosen source over the part of the window the chosen one reads.
-    const UnknownEdges unknown = UnknownEdgesOf(*chosen->series, plan.start, plan.end,
-                                                plan.options.gap_factor, data.kind());
+    const UnknownEdges unknown =
+        UnknownEdgesOf(*chosen->series, plan.start, plan.end, plan.options.gap_factor, data.kind());
     const UnixNanos from = unknown.before_to, to = std::max(unknown.after_from, from);
     for (StandIn& other : others) {
       if (Seconds(to - from) < kCalibrationPeriods * Seconds(other.choice.period)) continue;
       Figures mine = IntegrateNodeMetric(*chosen->series, from, to, plan.options.gap_factor,
                                          nullptr, data.kind());
-      Figures theirs = IntegrateNodeMetric(*other.choice.series, from, to,
-                                           plan.options.gap_factor, nullptr, data.kind());
+      Figures theirs = IntegrateNodeMetric(*other.choice.series, from, to, plan.options.gap_factor,
+                                           nullptr, data.kind());
       if (mine.coverage() >= kComparableCoverage && theirs.coverage() >= kComparableCoverage &&
           theirs.total_joules() > 0) {
         other.scale = mine.total_joules() / theirs.total_joules();
@@ -803,8 +798,8 @@ Result<NodeEnergy> NodeEnergyOf(
   if (std::string filled =
           FillUnknownEdges(plan, *chosen, others, plan.start, plan.end, &result.window);
       !filled.empty()) {
-    result.reason += "; where " + chosen->metric + " has no reading, taken from another source: " +
-                     filled + " of the window";
+    result.reason += "; where " + chosen->metric +
+                     " has no reading, taken from another source: " + filled + " of the window";
   }
   const std::vector<Interval>& intervals_of_plan = plan.phases.intervals;
   std::vector<Figures> intervals(intervals_of_plan.size());
@@ -812,10 +807,9 @@ Result<NodeEnergy> NodeEnergyOf(
     const Interval& interval = intervals_of_plan[p];
     intervals[p] = IntegrateNodeMetric(*chosen->series, interval.start, interval.end,
                                        plan.options.gap_factor, nullptr, data.kind());
-    AddAveragingTerm(chosen->metric, *chosen->series, interval.start, interval.end,
-                     &intervals[p]);
-    if (std::string filled = FillUnknownEdges(plan, *chosen, others, interval.start, interval.end,
-                                              &intervals[p]);
+    AddAveragingTerm(chosen->metric, *chosen->series, interval.start, interval.end, &intervals[p]);
+    if (std::string filled =
+            FillUnknownEdges(plan, *chosen, others, interval.start, interval.end, &intervals[p]);
         !filled.empty()) {
       result.reason += "; " + filled + " of phase " + interval.name;
     }
@@ -1034,7 +1028,9 @@ Result<EnergyReport> EnergySink::Compute(const RowsReport& resolved,
         if (m.ends_with("_power_watt")) power.insert(m);
       }
     }
-    for (const auto& [node, by_metric] : power_->store()) rows = rows || by_metric.count(options.metric);
+    for (const auto& [node, by_metric] : power_->store()) {
+      rows = rows || by_metric.count(options.metric) > 0;
+    }
     if (!listed && !rows) {
       std::string known;
       for (const std::string& m : power) known += (known.empty() ? "" : ", ") + m;

@@ -45,8 +45,8 @@ TEST(EnergyOf, FeedsPlacesComputesAndChecksAsTheirOwnCallsDo) {
   StringInterner interner;
   RowBatch batch;
   for (int i = 0; i <= 60; ++i) {
-    for (auto [metric, watts] : {std::pair{"wattmetre_power_watt", 100.0},
-                                 std::pair{"bmc_node_power_watt", 97.0}}) {
+    for (auto [metric, watts] :
+         {std::pair{"wattmetre_power_watt", 100.0}, std::pair{"bmc_node_power_watt", 97.0}}) {
       AddRow(&batch, &interner, i * kS, metric, watts + i % 3);
     }
   }
@@ -197,8 +197,8 @@ TEST(ComputeEnergy, ASeriesOfChangingPeriodIsCompleteAtEachOfItsRates) {
     if ((t > 70.005 && t < 72.005) || (t > 20.5 && t < 21.5) || (t > 40.5 && t < 44.5)) continue;
     holed.push_back({t, v});
   }
-  auto with_holes = ComputeEnergy(Collect("wattmetre_power_watt", holed), 0, 120 * kS,
-                                  EnergyOptions());
+  auto with_holes =
+      ComputeEnergy(Collect("wattmetre_power_watt", holed), 0, 120 * kS, EnergyOptions());
   ASSERT_TRUE(with_holes.ok()) << with_holes.status().ToString();
   EXPECT_EQ(with_holes->nodes[0].window.gaps, 2);
   EXPECT_NEAR(with_holes->nodes[0].window.covered_seconds, 120 - 2.01 - 5, 1e-6);

@@ -41,9 +41,7 @@ class Cadence {
     return std::max(before, after);
   }
   // Whether the samples i and i + 1 have a gap between them.
-  bool Gap(size_t i) const {
-    return double(t_[i + 1] - t_[i]) > gap_factor_ * double(Around(i));
-  }
+  bool Gap(size_t i) const { return double(t_[i + 1] - t_[i]) > gap_factor_ * double(Around(i)); }
   // The period at the first (last) sample: how long its value is held before (after) it.
   int64_t AtStart() const {
     return t_.size() < 2 ? period_ : MedianOf(0, std::min(t_.size() - 1, kLocalIntervals));

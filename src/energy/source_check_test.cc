@@ -158,9 +158,9 @@ TEST(ComputeEnergy, AChosenSourceTwoAgreeingOthersContradictIsSetAside) {
   const NodeEnergy& node = report->nodes[0];
   EXPECT_EQ(node.metric, "pdu_outlet_power_watt");
   EXPECT_NE(node.reason.find("; wattmetre_power_watt set aside: it reads 20 % above "
-                              "pdu_outlet_power_watt and 23.7 % above bmc_node_power_watt, beyond "
-                              "what their stated accuracies and data allow, and those two agree "
-                              "with each other"),
+                             "pdu_outlet_power_watt and 23.7 % above bmc_node_power_watt, beyond "
+                             "what their stated accuracies and data allow, and those two agree "
+                             "with each other"),
             std::string::npos)
       << node.reason;
   // The checks then show the wattmeter disagreeing with the PDU.

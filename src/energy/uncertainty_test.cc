@@ -258,8 +258,9 @@ TEST(IntervalsAgainstTheSimulatorsTruth, CoverAtLeast95PercentAndAreNotNeedlessl
 // energy_interval_bench.cc --regime-cases prints the large draw): a window across a monitoring
 // job's start (the wattmeter at 1 s, then 20 ms), the minute before one, a window of one period on
 // a node with two PDU outlets, the wattmeter out across the window's start while the BMC has data
-// (the wattmeter kept, the edge filled from the BMC). Rows are read with the margin an energy fetches; the source meant
-// is chosen and the truth lies within the interval of at least 95 % of each regime's figures.
+// (the wattmeter kept, the edge filled from the BMC). Rows are read with the margin an energy
+// fetches; the source meant is chosen and the truth lies within the interval of at least 95 % of
+// each regime's figures.
 TEST(IntervalsAgainstTheSimulatorsTruth, HoldInTheRegimesUsersMeet) {
   kwatt::testing::IntervalTruthOptions options;
   options.cases = 0;

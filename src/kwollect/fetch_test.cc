@@ -250,8 +250,8 @@ TEST(Fetcher, AMarginReadsRowsBeyondTheWindowWhichTheReportKeepsAsAsked) {
   CollectingSink sink;
   UnixNanos end = kT0 + 60 * kNanosPerSecond;
   const int64_t margin = 15 * kNanosPerSecond;
-  Outcome run = FetchWith(&transport, &sink, {Site("lyon", {"a-1"}, 3)}, kT0, end,
-                          ClientOptions(), margin);
+  Outcome run =
+      FetchWith(&transport, &sink, {Site("lyon", {"a-1"}, 3)}, kT0, end, ClientOptions(), margin);
   ASSERT_TRUE(run.status.ok()) << run.status.ToString();
   std::set<Row> expected = Expected("lyon", {"a-1"}, kT0 - margin, end + margin);
   EXPECT_EQ(std::set<Row>(sink.rows.begin(), sink.rows.end()), expected);

@@ -451,9 +451,9 @@ void Dashboard::Energy(const http::Request& req, http::Response& res) {
   auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
     KWATT_RETURN_IF_ERROR(sink->Begin(resolved));
     const int64_t margin = energy::EnergyFetchMargin(false);
-    KWATT_ASSIGN_OR_RETURN(std::shared_ptr<MetricsAnswer> answer,
-                           c_.open_rows(*site, job->nodes, metrics, w.start - margin,
-                                        w.end + margin, now));
+    KWATT_ASSIGN_OR_RETURN(
+        std::shared_ptr<MetricsAnswer> answer,
+        c_.open_rows(*site, job->nodes, metrics, w.start - margin, w.end + margin, now));
     KWATT_RETURN_IF_ERROR(
         ReadAll(*answer, [&](const RowBatch& batch, const StringInterner& interner) {
           return sink->Write(site->uid, batch, interner);

@@ -238,8 +238,7 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
     energy::PowerCollector buckets({fqdn}, "", energy::RowKind::kBucketMeans);
     int64_t period = 0;
     energy::PowerCollector probe({fqdn});
-    const double share =
-        AddSimulatedRows(all, a, a + seconds(1), 1, 0, 0, fqdn, &probe, &period);
+    const double share = AddSimulatedRows(all, a, a + seconds(1), 1, 0, 0, fqdn, &probe, &period);
     const int64_t bucket = energy::kSummaryBucketNanos;
     const UnixNanos first = (a - energy::EnergyFetchMargin(true)) / bucket * bucket;
     for (UnixNanos t = first; t <= b; t += bucket) {
@@ -258,9 +257,9 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
   for (const std::string& metric : energy::PowerMetrics()) {
     int64_t period = 0;
     const bool out = metric == c.metric;
-    shares[metric] = AddSimulatedRows(simulate::SeriesOfDevice(testbed, *c.site, device, {metric}),
-                                      a - margin, b + margin, 1, out ? out_from : 0,
-                                      out ? out_to : 0, fqdn, &rows, &period);
+    shares[metric] =
+        AddSimulatedRows(simulate::SeriesOfDevice(testbed, *c.site, device, {metric}), a - margin,
+                         b + margin, 1, out ? out_from : 0, out ? out_to : 0, fqdn, &rows, &period);
   }
   KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
                          energy::ComputeEnergy(rows, a, b, energy_options));

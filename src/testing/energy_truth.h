@@ -32,9 +32,10 @@ class SeededDraws {
   uint64_t state_;
 };
 
-// The samples a fetch of [a, b] (its margin included: energy::EnergyFetchMargin) gets of `series` (the simulator's, as SeriesOfDevice gives them),
-// every `decimation`-th, none in [drop_from, drop_to), added to `rows` under `node`. Returns the
-// share of the node's power their feeds carry; `period` receives the period read.
+// The samples a fetch of [a, b] (its margin included: energy::EnergyFetchMargin) gets of `series`
+// (the simulator's, as SeriesOfDevice gives them), every `decimation`-th, none in [drop_from,
+// drop_to), added to `rows` under `node`. Returns the share of the node's power their feeds carry;
+// `period` receives the period read.
 double AddSimulatedRows(const std::vector<simulate::OutputSeries>& series, UnixNanos a, UnixNanos b,
                         int decimation, UnixNanos drop_from, UnixNanos drop_to,
                         const std::string& node, energy::PowerCollector* rows, int64_t* period);

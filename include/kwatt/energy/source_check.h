@@ -80,15 +80,15 @@ struct SourceComparison {
     kNotComparable,  // one of the two does not cover the interval (or has no power data)
   };
   Verdict verdict = Verdict::kNotComparable;
-  double joules = NAN;          // this source's energy minus the reference's
-  double relative = NAN;        // that, over the reference's energy
+  double joules = NAN;    // this source's energy minus the reference's
+  double relative = NAN;  // that, over the reference's energy
   // Whole-node sources: the two stated accuracies' bounds, added, plus the 95 % half-width of
   // what their data leave uncertain (each figure's interval without its accuracy and clock terms:
   // sampling, averaging, resolution, gaps and edges), so that honest sources on a short interval
   // are not called disagreeing for what their sampling misses.
   double allowed_joules = NAN;
-  double rest_watts = NAN;      // kPartOfNode: the mean power the part does not see
-  std::string why;              // one sentence for the reader
+  double rest_watts = NAN;  // kPartOfNode: the mean power the part does not see
+  std::string why;          // one sentence for the reader
 };
 
 // The least coverage of the interval two sources must both have to be compared: below it the

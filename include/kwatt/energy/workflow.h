@@ -33,10 +33,10 @@ using EnergyRowFeed =
 using PlaceIntervals = std::function<Status(const RowsReport& resolved, EnergyOptions* options)>;
 
 struct EnergyOutcome {
-  RowsReport rows;                   // the resolved query: nodes, window, failures
-  EnergyReport report;               // ComputeEnergy's
-  std::vector<SourceCheck> checks;   // CheckSources' over the same rows and options
-  EnergyOptions options;             // the options the figures were computed with (placed)
+  RowsReport rows;                         // the resolved query: nodes, window, failures
+  EnergyReport report;                     // ComputeEnergy's
+  std::vector<SourceCheck> checks;         // CheckSources' over the same rows and options
+  EnergyOptions options;                   // the options the figures were computed with (placed)
   std::shared_ptr<const EnergySink> read;  // the rows read, kept (PowerCollector via power())
 };
 
