@@ -656,15 +656,18 @@ UnknownEdges UnknownEdgesOf(const std::map<std::string, PowerCollector::Series>&
 // Fills the stretches at the edges of `f` (over [x, y]) where the chosen source (`chosen`) has no
 // power known from the first of `others` that covers one: its energy there goes to gap_joules (an
 // estimate, not covered time), its own interval terms and its stated accuracy's bound to the
-// figure's gaps term, its highest power to the peak. Returns what was filled, for the reason
-// ("12.0 s at the window's start from bmc_node_power_watt"), or "".
-std::string FillUnknownEdges(const ReportPlan& plan, const PowerChoice& chosen,
-                             const std::vector<StandIn>& others, UnixNanos x, UnixNanos y,
-                             Figures* f) {
-  if (others.empty() || y <= x) return "";
+// figure's gaps term, its highest power to the peak. Returns what was filled: how, for the reason
+// ("12.0 s at the start from bmc_node_power_watt"; empty when nothing was), and how long.
+struct Filled {
+  std::string how;
+  double seconds = 0;
+};
+Filled FillUnknownEdges(const ReportPlan& plan, const PowerChoice& chosen,
+                        const std::vector<StandIn>& others, UnixNanos x, UnixNanos y, Figures* f) {
+  Filled filled;
+  if (others.empty() || y <= x) return filled;
   const UnknownEdges edges =
       UnknownEdgesOf(*chosen.series, x, y, plan.options.gap_factor, plan.data.kind());
-  std::string filled;
   for (auto [from, to, where] :
        {std::tuple{x, edges.before_to, "start"}, std::tuple{edges.after_from, y, "end"}}) {
     if (to <= from) continue;
@@ -682,9 +685,10 @@ std::string FillUnknownEdges(const ReportPlan& plan, const PowerChoice& chosen,
       f->peak_watts = f->has_power ? std::max(f->peak_watts, part.peak_watts) : part.peak_watts;
       f->has_power = true;
       char text[160];
-      std::snprintf(text, sizeof text, "%s%.1f s at the %s from %s", filled.empty() ? "" : ", ",
+      std::snprintf(text, sizeof text, "%s%.1f s at the %s from %s", filled.how.empty() ? "" : ", ",
                     Seconds(to - from), where, other.choice.metric.c_str());
-      filled += text;
+      filled.how += text;
+      filled.seconds += Seconds(to - from);
       break;
     }
   }
@@ -740,17 +744,12 @@ Result<NodeEnergy> NodeEnergyOf(
       const Figures& w = preferred.choice.window;
       // Most of the window its own: a source missing most of it is not kept for a sliver.
       if (w.coverage() < kOwnCoverageToFill) continue;
-      Figures filled = w;
-      const std::string how =
-          FillUnknownEdges(plan, preferred.choice, others_than(preferred.choice.metric), plan.start,
-                           plan.end, &filled);
-      if (how.empty()) continue;
       // Covered, or its edges filled by another source: as good as covered for the choice.
-      const UnknownEdges unknown = UnknownEdgesOf(*preferred.choice.series, plan.start, plan.end,
-                                                  plan.options.gap_factor, data.kind());
-      const double fillable = Seconds(unknown.before_to - plan.start) +
-                              Seconds(plan.end - std::max(unknown.after_from, unknown.before_to));
-      if ((w.covered_seconds + fillable) / w.seconds < 0.95) continue;
+      Figures trial = w;
+      const Filled filled =
+          FillUnknownEdges(plan, preferred.choice, others_than(preferred.choice.metric), plan.start,
+                           plan.end, &trial);
+      if (filled.how.empty() || (w.covered_seconds + filled.seconds) / w.seconds < 0.95) continue;
       PowerChoice kept = preferred.choice;
       kept.reason = kept.reason.substr(0, kept.reason.find(';'));  // what it is; the fill follows
       *chosen = kept;
@@ -795,11 +794,10 @@ Result<NodeEnergy> NodeEnergyOf(
   }
   result.window = chosen->window;
   AddAveragingTerm(chosen->metric, *chosen->series, plan.start, plan.end, &result.window);
-  if (std::string filled =
-          FillUnknownEdges(plan, *chosen, others, plan.start, plan.end, &result.window);
-      !filled.empty()) {
+  if (Filled filled = FillUnknownEdges(plan, *chosen, others, plan.start, plan.end, &result.window);
+      !filled.how.empty()) {
     result.reason += "; where " + chosen->metric +
-                     " has no reading, taken from another source: " + filled + " of the window";
+                     " has no reading, taken from another source: " + filled.how + " of the window";
   }
   const std::vector<Interval>& intervals_of_plan = plan.phases.intervals;
   std::vector<Figures> intervals(intervals_of_plan.size());
@@ -808,10 +806,10 @@ Result<NodeEnergy> NodeEnergyOf(
     intervals[p] = IntegrateNodeMetric(*chosen->series, interval.start, interval.end,
                                        plan.options.gap_factor, nullptr, data.kind());
     AddAveragingTerm(chosen->metric, *chosen->series, interval.start, interval.end, &intervals[p]);
-    if (std::string filled =
+    if (Filled filled =
             FillUnknownEdges(plan, *chosen, others, interval.start, interval.end, &intervals[p]);
-        !filled.empty()) {
-      result.reason += "; " + filled + " of phase " + interval.name;
+        !filled.how.empty()) {
+      result.reason += "; " + filled.how + " of phase " + interval.name;
     }
   }
   if (node_data != data.store().end()) {

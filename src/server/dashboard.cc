@@ -462,7 +462,8 @@ void Dashboard::Energy(const http::Request& req, http::Response& res) {
   };
   Result<energy::EnergyOutcome> outcome = energy::EnergyOf(feed, energy::EnergyOptions());
   if (!outcome.ok()) return ErrorOf(res, outcome.status());
-  Send(req, res, energy::EnergyReportJson(outcome->report));
+  // As `kwatt energy --json` prints it, its sources' checks included.
+  Send(req, res, energy::EnergyReportJson(outcome->report, &outcome->checks));
 }
 
 bool Dashboard::ParseQuery(const http::Request& req, http::Response& res, Query* q) {
