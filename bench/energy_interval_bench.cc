@@ -7,6 +7,7 @@
 //
 // Prints a Markdown table; --misses lists the figures whose truth fell outside.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,14 @@ struct Group {
     auto at = values.begin() + long(q * double(values.size() - 1));
     std::nth_element(values.begin(), at, values.end());
     return *at;
+  }
+  // The half-width in units of the 95th percentile of the error: 1 / the 95th percentile of
+  // |error| / half-width over the figures (scale-free, so windows of 10 s and of an hour weigh
+  // alike; 1 for a calibrated interval, the bar at most 3).
+  double WidthOverError95() {
+    std::vector<double> z;
+    for (double r : ratios) z.push_back(1 / r);
+    return 1 / Quantile(z, 0.95);
   }
   double Median() {
     if (ratios.empty()) return NAN;
@@ -111,6 +120,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Group> groups, regimes;
   Group all, bmc;
   for (const IntervalCheck& c : *checks) {
+    if (c.regime == "three sources" || c.regime == "lying source") continue;  // below
     if (c.regime != "steady") {
       regimes[c.regime + ", " + c.interval].Add(c);
       continue;
@@ -123,16 +133,23 @@ int main(int argc, char** argv) {
     groups[Short(c.metric) + " at " + PeriodText(c.period_s)].Add(c);
     groups[std::string("interval: ") + c.interval].Add(c);
     groups[c.gap ? "with a gap" : "without a gap"].Add(c);
+    const char* length = c.seconds < 60     ? "under a minute"
+                         : c.seconds < 1800 ? "1 to 30 minutes"
+                                            : "30 minutes or more";
+    if (c.period_s == 1)
+      groups[std::string("1 s series, ") + length + (c.gap ? ", gap" : "")].Add(c);
   }
   std::printf("%d cases (seed %llu, marks off by up to %g s): %d figures\n\n", options.cases,
               (unsigned long long)options.seed, options.clock_offset_s, all.figures);
   std::printf(
       "| figures | n | truth within the 95 %% interval | median half-width / \\|error\\| |"
-      " RMS half-width / RMS error |\n|---|---|---|---|---|\n");
+      " RMS half-width / RMS error | 95th percentile \\|error\\| / truth | half-width / 95th "
+      "percentile of \\|error\\| |\n|---|---|---|---|---|---|---|\n");
   auto row = [](const std::string& name, Group& g) {
-    std::printf("| %s | %d | %.1f %% | %.1f | %.2f |\n", name.c_str(), g.figures,
+    std::printf("| %s | %d | %.1f %% | %.1f | %.2f | %.3f %% | %.2f |\n", name.c_str(), g.figures,
                 100.0 * g.covered / std::max(g.figures, 1), g.Median(),
-                std::sqrt(g.squared_half_widths / std::max(g.squared_errors, 1e-300)));
+                std::sqrt(g.squared_half_widths / std::max(g.squared_errors, 1e-300)),
+                100 * Group::Quantile(g.relative_errors, 0.95), g.WidthOverError95());
   };
   row("all", all);
   for (auto& [name, g] : groups) row(name, g);
@@ -141,13 +158,48 @@ int main(int argc, char** argv) {
     std::printf(
         "| regime, figure | n | truth within the 95 %% interval | median half-width / "
         "\\|error\\| | RMS half-width / RMS error | 95th percentile \\|error\\| / truth | "
-        "median half-width / 95th percentile \\|error\\| |\n|---|---|---|---|---|---|---|\n");
+        "half-width / 95th percentile of \\|error\\| |\n|---|---|---|---|---|---|---|\n");
     for (auto& [name, g] : regimes) {
       std::printf("| %s | %d | %.1f %% | %.1f | %.2f | %.3f %% | %.2f |\n", name.c_str(), g.figures,
                   100.0 * g.covered / std::max(g.figures, 1), g.Median(),
                   std::sqrt(g.squared_half_widths / std::max(g.squared_errors, 1e-300)),
-                  100 * Group::Quantile(g.relative_errors, 0.95),
-                  Group::Quantile(g.half_widths, 0.5) / Group::Quantile(g.errors, 0.95));
+                  100 * Group::Quantile(g.relative_errors, 0.95), g.WidthOverError95());
+    }
+  }
+  // Three honest sources: how often a check calls one disagreeing, by the interval's length; a
+  // lying wattmeter: how often it is flagged, set aside, and the truth within the interval.
+  // figures, flagged, set aside, covered without the accuracy term, with it
+  std::map<std::string, std::array<int, 5>> sources;
+  for (const IntervalCheck& c : *checks) {
+    if (c.regime != "three sources" && c.regime != "lying source") continue;
+    char name[96];
+    if (c.regime == "three sources") {
+      std::snprintf(name, sizeof name, "honest, %s",
+                    c.seconds < 10    ? "under 10 s"
+                    : c.seconds < 60  ? "10 s to 1 minute"
+                    : c.seconds < 600 ? "1 to 10 minutes"
+                                      : "10 minutes or more");
+    } else {
+      std::snprintf(name, sizeof name, "wattmeter %+.0f %%, %s", 100 * c.lie,
+                    c.seconds < 60 ? "under a minute" : "a minute or more");
+    }
+    std::array<int, 5>& n = sources[name];
+    ++n[0];
+    n[1] += c.flagged;
+    n[2] += c.metric != "wattmetre_power_watt";
+    n[3] += c.covered();
+    n[4] += std::fabs(c.error()) <= c.with_accuracy;
+  }
+  if (!sources.empty()) {
+    std::printf(
+        "\nsources (a wattmeter read at 1 s, a PDU outlet reading the same feed, the BMC):\n\n"
+        "| sources, interval | n | a source called disagreeing | wattmeter set aside | truth "
+        "within the 95 %% interval without the accuracy term | with it |\n"
+        "|---|---|---|---|---|---|\n");
+    for (const auto& [name, n] : sources) {
+      std::printf("| %s | %d | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", name.c_str(), n[0],
+                  100.0 * n[1] / n[0], 100.0 * n[2] / n[0], 100.0 * n[3] / n[0],
+                  100.0 * n[4] / n[0]);
     }
   }
   if (bmc.figures > 0) {

@@ -580,13 +580,24 @@ struct StandIn {
 // measured (else it is 1).
 constexpr double kCalibrationPeriods = 20;
 
+// What the node's other whole-node sources say of its chosen one over the window.
+struct Vote {
+  // Set aside: the source taken instead, with why.
+  std::optional<PowerChoice> taken;
+  // Kept though another source disagrees with it and nothing tells which of the two is wrong:
+  // the one that reads farthest from it, and how far (its energy over the chosen one's, minus 1).
+  std::string disputed_by;
+  double relative = 0;
+};
+
 // When the node's chosen source (`chosen`, chosen by preference) disagrees over the window with
 // two other whole-node sources of `candidates` (the node's, each chosen alone) that agree with
-// each other, the first of those in the order of preference, with why; else nothing. A wattmeter
+// each other, the first of those in the order of preference is taken, with why: a wattmeter
 // reading 20 % high while its PDU outlet and BMC agree is the one that is wrong, whatever the
-// order of preference says.
-std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::vector<StandIn>& candidates,
-                                    const PowerChoice& chosen) {
+// order of preference says. When it disagrees with others that do not so outvote it (one other
+// source only, or a BMC too coarse to tell a 5 % error), it is kept, disputed.
+Vote Outvoted(const ReportPlan& plan, const std::vector<StandIn>& candidates,
+              const PowerChoice& chosen) {
   std::vector<SourceEnergy> sources = {{chosen.metric, chosen.window}};
   AddAveragingTerm(chosen.metric, *chosen.series, plan.start, plan.end, &sources[0].figures);
   std::vector<const PowerChoice*> others;
@@ -597,12 +608,19 @@ std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::vector<St
     AddAveragingTerm(other.metric, *other.series, plan.start, plan.end, &sources.back().figures);
     others.push_back(&other);
   }
-  if (others.size() < 2) return std::nullopt;
+  Vote vote;
+  if (others.empty()) return vote;
   const std::vector<SourceComparison> against_chosen =
       CompareSources(sources, 0, plan.options.accuracies);
   auto disagrees = [](const SourceComparison& c) {
     return c.verdict == SourceComparison::Verdict::kDisagrees;
   };
+  for (const SourceComparison& c : against_chosen) {
+    if (disagrees(c) && std::fabs(c.relative) > std::fabs(vote.relative)) {
+      vote.disputed_by = c.metric;
+      vote.relative = c.relative;
+    }
+  }
   for (size_t i = 1; i < sources.size(); ++i) {
     if (!disagrees(against_chosen[i - 1])) continue;
     const std::vector<SourceComparison> against_i =
@@ -624,10 +642,10 @@ std::optional<PowerChoice> Outvoted(const ReportPlan& plan, const std::vector<St
       taken.reason += "; " + chosen.metric + " set aside: it reads " + versus(i) + " and " +
                       versus(j) + ", beyond what their stated accuracies and data allow, and " +
                       "those two agree with each other";
-      return taken;
+      return {std::move(taken), "", 0};
     }
   }
-  return std::nullopt;
+  return vote;
 }
 
 // The stretches at the edges of [x, y] where none of a metric's `series` has power known (before
@@ -723,6 +741,7 @@ Result<NodeEnergy> NodeEnergyOf(
   // source whose missing edges others fill (a wattmeter out across the window's start, the BMC
   // there), rather than take a coarser one for the whole window.
   std::vector<StandIn> sources;
+  Vote vote;  // what the other sources say of the chosen one
   if (plan.options.metric.empty()) {
     for (const std::string& metric : plan.order) {
       const PowerSourceKind* kind = FindPowerSourceKind(metric);
@@ -755,7 +774,8 @@ Result<NodeEnergy> NodeEnergyOf(
       *chosen = kept;
       break;
     }
-    if (std::optional<PowerChoice> taken = Outvoted(plan, sources, *chosen)) *chosen = *taken;
+    vote = Outvoted(plan, sources, *chosen);
+    if (vote.taken) *chosen = *vote.taken;
   }
   KWATT_RETURN_IF_ERROR(CheckPowerValues(node, chosen->metric, *chosen->series));
   result.metric = chosen->metric;
@@ -825,6 +845,20 @@ Result<NodeEnergy> NodeEnergyOf(
     for (Figures& f : result.phases) f.baseline_joules = result.baseline_watts * f.seconds;
   }
   SetAccuracyBounds(plan.options.accuracies, &result);
+  if (!vote.disputed_by.empty()) {
+    // Either may be the wrong one: the accuracy term takes in the other's reading.
+    auto widen = [&](Figures& f) {
+      f.terms.accuracy_bound += std::fabs(vote.relative) * std::fabs(f.total_joules());
+    };
+    widen(result.window);
+    for (Figures& f : result.phases) widen(f);
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g %%", std::fabs(vote.relative) * 100);
+    result.reason += "; " + vote.disputed_by + " reads " + text +
+                     (vote.relative > 0 ? " above" : " below") +
+                     " it, beyond what their stated accuracies and data allow, and no third "
+                     "source tells which is wrong: its accuracy term is widened by that much";
+  }
   KWATT_RETURN_IF_ERROR(CheckFiniteFigures(result, plan.phases.names));
   return result;
 }

@@ -142,7 +142,7 @@ TEST(CompareSources, ASourceCoveringTooLittleOrWithoutAStatedAccuracyIsNotJudged
 
 // A wattmeter reading 20 % high while the node's PDU outlet and BMC agree with each other: the
 // energy is taken from the PDU (the next in the order of preference), and the reason says why.
-// With only one other source, nothing outvotes the chosen one.
+// With only one other source, nothing outvotes the chosen one: it is kept, disputed.
 TEST(ComputeEnergy, AChosenSourceTwoAgreeingOthersContradictIsSetAside) {
   PowerCollector data({kNode});
   for (int s = 0; s <= 600; ++s) {
@@ -180,7 +180,18 @@ TEST(ComputeEnergy, AChosenSourceTwoAgreeingOthersContradictIsSetAside) {
   }
   report = ComputeEnergy(two, kT0, kT0 + 600 * kNanosPerSecond, {});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->nodes[0].metric, "wattmetre_power_watt");
+  const NodeEnergy& kept = report->nodes[0];
+  EXPECT_EQ(kept.metric, "wattmetre_power_watt");
+  // Kept, disputed: its accuracy term takes in the PDU's reading (1 % + 0.1 W stated, plus the
+  // 16.7 % the PDU reads below it), so its interval holds the PDU's energy too.
+  EXPECT_NE(kept.reason.find("; pdu_outlet_power_watt reads 16.7 % below it, beyond what their "
+                             "stated accuracies and data allow, and no third source tells which "
+                             "is wrong: its accuracy term is widened by that much"),
+            std::string::npos)
+      << kept.reason;
+  const double joules = kept.window.total_joules();
+  EXPECT_NEAR(kept.window.terms.accuracy_bound, (0.01 + 1 / 6.0) * joules + 0.1 * 600, 1);
+  EXPECT_GE(kept.window.uncertainty(0).half_width, joules - joules / 1.2);
 }
 
 // A BMC averages its readings over 10 s: over a 15 s phase across a rise of load its energy lags

@@ -85,9 +85,7 @@ struct Neighbourhood {
       const int n = count[to] - count[from];
       const double pooled = n > 0 ? (sum[to] - sum[from]) / n : NAN;
       const double mine = own[i - lo];
-      spread[i - first] = std::isnan(mine)     ? pooled
-                          : std::isnan(pooled) ? mine
-                                               : std::max(mine, pooled);
+      spread[i - first] = std::isnan(pooled) ? mine : pooled;
       if (std::isnan(spread[i - first])) {
         if (std::isnan(fallback)) fallback = Range() * Range() / 12;
         spread[i - first] = fallback;

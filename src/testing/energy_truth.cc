@@ -1,6 +1,7 @@
 #include "src/testing/energy_truth.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/source_check.h"
 #include "kwatt/jobs/jobs_file.h"
 #include "kwatt/simulate/node_model.h"
 #include "kwatt/simulate/series.h"
@@ -61,11 +63,14 @@ std::string JobsFile(const std::vector<Candidate>& candidates, uint64_t seed) {
     done.push_back(key);
     std::string phases;
     for (double total = 0; total < kJobSeconds;) {
-      const double seconds = std::round(std::exp(draws.Between(std::log(2), std::log(600))));
+      // Whole milliseconds: a load changes at any instant, not on the meters' ticks (a change
+      // on a tick, ramping for one period, is one the line between samples follows exactly).
+      const double seconds =
+          std::round(std::exp(draws.Between(std::log(2), std::log(600))) * 1000) / 1000;
       const double cpu = draws.Unit() < 0.3 ? 0 : std::round(draws.Unit() * 100) / 100;
       phases += std::string(phases.empty() ? "" : ",") +
-                "{\"duration\":" + std::to_string(int(seconds)) +
-                ",\"cpu\":" + std::to_string(cpu) + "}";
+                "{\"duration\":" + std::to_string(seconds) + ",\"cpu\":" + std::to_string(cpu) +
+                "}";
       total += seconds;
     }
     jobs += std::string(jobs.empty() ? "" : ",") + "{\"site\":\"" + c.site->uid +
@@ -221,6 +226,11 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
     b = a + UnixNanos(double(period) * draws.Between(0.5, 1.5));
     pa = a + (b - a) / 4;
     pb = pa + (b - a) / 2;
+  } else if (regime == "three sources" || regime == "lying source") {
+    a = kJobStart + seconds(draws.Between(60, double(kJobSeconds) - 3700));
+    b = a + seconds(std::exp(draws.Between(std::log(2), std::log(3600))));
+    pa = a + seconds(draws.Between(0, 0.5) * SecondsOf(b - a));
+    pb = pa + std::max(seconds(1), seconds(draws.Unit() * SecondsOf(b - pa)));
   } else {
     return Status::InvalidArgument("no regime " + regime);
   }
@@ -248,6 +258,38 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
     KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
                            energy::ComputeEnergy(buckets, a, b, energy_options));
     return Checked(report, regime, fqdn, share, *c.node, shift, options);
+  }
+  if (regime == "three sources" || regime == "lying source") {
+    // The wattmeter (read at 1 s), a PDU outlet on the same feed reading what it reads, and the
+    // node's BMC; in "lying source" the wattmeter reads 5, 10 or 20 % high or low.
+    double lie = 0;
+    if (regime == "lying source") {
+      lie = std::array{0.05, 0.10, 0.20}[draws.Index(3)] * (draws.Unit() < 0.5 ? -1 : 1);
+    }
+    int64_t period = 0;
+    const double share =
+        AddSimulatedRows(all, a - margin, b + margin, 50, 0, 0, fqdn, &rows, &period, 1 + lie);
+    std::vector<simulate::OutputSeries> outlet = all;
+    for (simulate::OutputSeries& s : outlet) s.metric_id = "pdu_outlet_power_watt";
+    AddSimulatedRows(outlet, a - margin, b + margin, 50, 0, 0, fqdn, &rows, &period);
+    AddSimulatedRows(simulate::SeriesOfDevice(testbed, *c.site, device, {"bmc_node_power_watt"}),
+                     a - margin, b + margin, 1, 0, 0, fqdn, &rows, &period);
+    KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
+                           energy::ComputeEnergy(rows, a, b, energy_options));
+    KWATT_ASSIGN_OR_RETURN(std::vector<IntervalCheck> out,
+                           Checked(report, regime, fqdn, share, *c.node, shift, options));
+    const std::vector<energy::SourceCheck> source_checks =
+        energy::CheckSources(rows, report, energy_options);
+    for (IntervalCheck& check : out) {
+      check.lie = lie;
+      for (const energy::SourceCheck& sc : source_checks) {
+        if (sc.interval != check.interval) continue;
+        for (const energy::SourceComparison& comparison : sc.comparisons) {
+          check.flagged |= comparison.verdict == energy::SourceComparison::Verdict::kDisagrees;
+        }
+      }
+    }
+    return out;
   }
   UnixNanos out_from = 0, out_to = 0;  // the chosen source's outage, if any
   if (regime == "outage edge") {
@@ -285,7 +327,8 @@ double SeededDraws::Normal() {  // Box-Muller
 
 double AddSimulatedRows(const std::vector<simulate::OutputSeries>& all, UnixNanos a, UnixNanos b,
                         int decimation, UnixNanos drop_from, UnixNanos drop_to,
-                        const std::string& node, energy::PowerCollector* rows, int64_t* period) {
+                        const std::string& node, energy::PowerCollector* rows, int64_t* period,
+                        double scale) {
   double share = 0;
   for (const simulate::OutputSeries& s : all) {
     for (const simulate::Source& source : s.sources) share += source.share;
@@ -299,7 +342,7 @@ double AddSimulatedRows(const std::vector<simulate::OutputSeries>& all, UnixNano
         const UnixNanos t = s.grid.TimeOf(k, segment.period);
         if (t >= hi) break;
         if (t >= drop_from && t < drop_to) continue;
-        rows->Add(node, s.metric_id, s.labels_json, t, s.ValueAt(t));
+        rows->Add(node, s.metric_id, s.labels_json, t, scale * s.ValueAt(t));
       }
     }
   }
@@ -379,10 +422,12 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
   if (options.regime_cases > 0 && with_bmc.empty()) {
     return Status::Internal("the simulated testbed has no node with a wattmeter and a BMC");
   }
-  for (const char* regime :
-       {"monitor start", "before monitor", "2-PSU short", "outage edge", "summary cut"}) {
+  for (const char* regime : {"monitor start", "before monitor", "2-PSU short", "outage edge",
+                             "summary cut", "three sources", "lying source"}) {
     const bool psu = std::string(regime) == "2-PSU short";
-    const bool outage = std::string(regime) == "outage edge";
+    const bool outage = std::string(regime) == "outage edge" ||
+                        std::string(regime) == "three sources" ||
+                        std::string(regime) == "lying source";
     const std::vector<Candidate>& pool = psu ? two_outlets : outage ? with_bmc : candidates;
     const size_t from_pool = psu || outage ? pool.size() : wattmeters;
     for (int i = 0; i < options.regime_cases; ++i) {

@@ -34,11 +34,12 @@ class SeededDraws {
 
 // The samples a fetch of [a, b] (its margin included: energy::EnergyFetchMargin) gets of `series`
 // (the simulator's, as SeriesOfDevice gives them), every `decimation`-th, none in [drop_from,
-// drop_to), added to `rows` under `node`. Returns the share of the node's power their feeds carry;
-// `period` receives the period read.
+// drop_to), times `scale` (a meter that lies), added to `rows` under `node`. Returns the share of
+// the node's power their feeds carry; `period` receives the period read.
 double AddSimulatedRows(const std::vector<simulate::OutputSeries>& series, UnixNanos a, UnixNanos b,
                         int decimation, UnixNanos drop_from, UnixNanos drop_to,
-                        const std::string& node, energy::PowerCollector* rows, int64_t* period);
+                        const std::string& node, energy::PowerCollector* rows, int64_t* period,
+                        double scale = 1);
 
 // One figure against the truth.
 struct IntervalCheck {
@@ -47,7 +48,8 @@ struct IntervalCheck {
   // "before monitor" (the minute before a monitoring job starts), "2-PSU short" (a window of one
   // period on a node with two PDU outlets), "outage edge" (the wattmeter out across the window's
   // start while the node's BMC has data), "summary cut" (5-minute summary rows, a window and a
-  // phase cutting buckets).
+  // phase cutting buckets), "three sources" (a wattmeter read at 1 s, a PDU outlet reading what
+  // it reads and the BMC, all honest), "lying source" (the same, the wattmeter 5, 10 or 20 % off).
   std::string regime = "steady";
   std::string node;      // FQDN
   std::string metric;    // the source
@@ -60,6 +62,8 @@ struct IntervalCheck {
   double truth_joules = 0;   // the simulator's
   double half_width = 0;     // without the accuracy term (the simulator's sources have no class)
   double with_accuracy = 0;  // with it (the documented default)
+  double lie = 0;            // "lying source": how far the wattmeter reads off (0.05: 5 % high)
+  bool flagged = false;      // the source checks call a source of the interval disagreeing
 
   double error() const { return joules - truth_joules; }
   bool covered() const { return error() <= half_width && -error() <= half_width; }
