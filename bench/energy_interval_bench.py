@@ -6,12 +6,13 @@ Usage: python3 bench/energy_interval_bench.py [KWATT_BINARY] [--cases N] [--regi
                                              [--no-write]
 
 What it does: runs build/kwatt_energy_interval_bench (bench/energy_interval_bench.cc) with three
-seeds, N cases each (default 1,000: 2,000 figures, a window's and a phase's) and 100 BMC cases;
+seeds, N cases each (default 1,000: 2,000 figures, a window's and a phase's) and 300 BMC cases;
 each case is a node with a wattmeter or PDU outlets of the simulated testbed, its source's own
 samples read every sample or every 5th to 750th (10 ms to 15 s), a window of 10 s to an hour within
 a four-hour job whose load changes every 2 s to 10 minutes, a phase within it, sometimes a gap, the
 marks off by up to 0.1 s; and N regime cases of each regime users meet (a window across a
-monitoring job's start, the minute before one, a window of one period on a 2-PSU node, the
+monitoring job's start, the minute before one, a 1 s window on the wattmeter read at 1 s across a
+change of load, a window of one period on a 2-PSU node, the
 wattmeter out across the window's start with a BMC, 5-minute summaries cut by the window and a
 phase, a wattmeter with a PDU outlet and a BMC, honest or the wattmeter lying by 5 to 20 %). It counts how often the node's exact energy (the simulator's continuous
 model) lies within the 95 % interval without the accuracy term (the simulator's meters have no
@@ -37,7 +38,7 @@ SEEDS = [1, 2, 3]
 
 def run(program: str, cases: int, regime_cases: int, seed: int) -> dict:
     out = subprocess.run([program, "--cases", str(cases), "--seed", str(seed), "--bmc-cases",
-                          "100", "--regime-cases", str(regime_cases)],
+                          "300", "--regime-cases", str(regime_cases)],
                          capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise h.BenchError(f"{program} failed: {out.stderr.strip()}")

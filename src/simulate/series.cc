@@ -13,7 +13,6 @@ double ElapsedSeconds(int64_t ns) { return double(ns) / 1e9; }
 
 constexpr UnixNanos kForever = std::numeric_limits<int64_t>::max() / 4;
 constexpr UnixNanos kNever = -kForever;
-constexpr double kBmcGain = 0.96;  // BMCs read a few percent below the wall meter
 
 double AverageCpu(const NodeModel& node, UnixNanos t, double window_s) {
   int64_t w = int64_t(window_s * 1e9);

@@ -138,6 +138,12 @@ Result<std::vector<IntervalCheck>> OneCase(const simulate::Testbed& testbed, con
     out.clock_shift_s = shift;
     out.joules = f.total_joules();
     out.truth_joules = share * c.node->model->EnergyJoules(lo + moved, hi + moved);
+    if (c.metric.rfind("bmc_", 0) == 0) {
+      // What a BMC of its class reads: the wall's energy times its gain (its class error, which
+      // only the accuracy term covers).
+      out.wall_truth_joules = out.truth_joules;
+      out.truth_joules *= simulate::kBmcGain;
+    }
     const energy::Uncertainty u = f.uncertainty(options.clock_offset_s);
     out.half_width = u.half_width_without_accuracy;
     out.with_accuracy = u.half_width;
@@ -226,6 +232,17 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
     b = a + UnixNanos(double(period) * draws.Between(0.5, 1.5));
     pa = a + (b - a) / 4;
     pb = pa + (b - a) / 2;
+  } else if (regime == "1 s window") {
+    // A window of one period on the wattmeter read at 1 s, most often across a change of load.
+    for (int tries = 0; tries < 100; ++tries) {
+      a = kJobStart + seconds(draws.Between(60, double(kJobSeconds) - 60));
+      if (std::fabs(c.node->model->PowerWatts(a + seconds(1)) - c.node->model->PowerWatts(a)) > 5) {
+        break;
+      }
+    }
+    b = a + seconds(1);
+    pa = a + seconds(0.25);
+    pb = pa + seconds(0.5);
   } else if (regime == "three sources" || regime == "lying source") {
     a = kJobStart + seconds(draws.Between(60, double(kJobSeconds) - 3700));
     b = a + seconds(std::exp(draws.Between(std::log(2), std::log(3600))));
@@ -299,9 +316,16 @@ Result<std::vector<IntervalCheck>> RegimeCase(const simulate::Testbed& testbed, 
   for (const std::string& metric : energy::PowerMetrics()) {
     int64_t period = 0;
     const bool out = metric == c.metric;
-    shares[metric] =
-        AddSimulatedRows(simulate::SeriesOfDevice(testbed, *c.site, device, {metric}), a - margin,
-                         b + margin, 1, out ? out_from : 0, out ? out_to : 0, fqdn, &rows, &period);
+    const std::vector<simulate::OutputSeries> series =
+        simulate::SeriesOfDevice(testbed, *c.site, device, {metric});
+    int decimation = 1;
+    if (regime == "1 s window" && metric == c.metric) {  // the source meant, read at 1 s
+      energy::PowerCollector probe({fqdn});
+      AddSimulatedRows(series, a, a + seconds(1), 1, 0, 0, fqdn, &probe, &period);
+      decimation = int(std::max<int64_t>(1, kS / std::max<int64_t>(period, 1)));
+    }
+    shares[metric] = AddSimulatedRows(series, a - margin, b + margin, decimation,
+                                      out ? out_from : 0, out ? out_to : 0, fqdn, &rows, &period);
   }
   KWATT_ASSIGN_OR_RETURN(energy::EnergyReport report,
                          energy::ComputeEnergy(rows, a, b, energy_options));
@@ -422,8 +446,8 @@ Result<std::vector<IntervalCheck>> CheckIntervalsAgainstTruth(const IntervalTrut
   if (options.regime_cases > 0 && with_bmc.empty()) {
     return Status::Internal("the simulated testbed has no node with a wattmeter and a BMC");
   }
-  for (const char* regime : {"monitor start", "before monitor", "2-PSU short", "outage edge",
-                             "summary cut", "three sources", "lying source"}) {
+  for (const char* regime : {"monitor start", "before monitor", "1 s window", "2-PSU short",
+                             "outage edge", "summary cut", "three sources", "lying source"}) {
     const bool psu = std::string(regime) == "2-PSU short";
     const bool outage = std::string(regime) == "outage edge" ||
                         std::string(regime) == "three sources" ||

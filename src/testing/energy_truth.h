@@ -9,6 +9,7 @@
 #ifndef KWATT_SRC_TESTING_ENERGY_TRUTH_H_
 #define KWATT_SRC_TESTING_ENERGY_TRUTH_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,11 +46,13 @@ double AddSimulatedRows(const std::vector<simulate::OutputSeries>& series, UnixN
 struct IntervalCheck {
   // The case's regime: "steady" (a window within a monitoring job, one rate), "monitor start" (a
   // window across a monitoring job's start: the wattmeter at 1 s before it, 20 ms in it),
-  // "before monitor" (the minute before a monitoring job starts), "2-PSU short" (a window of one
-  // period on a node with two PDU outlets), "outage edge" (the wattmeter out across the window's
-  // start while the node's BMC has data), "summary cut" (5-minute summary rows, a window and a
-  // phase cutting buckets), "three sources" (a wattmeter read at 1 s, a PDU outlet reading what
-  // it reads and the BMC, all honest), "lying source" (the same, the wattmeter 5, 10 or 20 % off).
+  // "before monitor" (the minute before a monitoring job starts), "1 s window" (a window of one
+  // period on the wattmeter read at 1 s, most often across a change of load), "2-PSU short" (a
+  // window of one period on a node with two PDU outlets), "outage edge" (the wattmeter out across
+  // the window's start while the node's BMC has data), "summary cut" (5-minute summary rows, a
+  // window and a phase cutting buckets), "three sources" (a wattmeter read at 1 s, a PDU outlet
+  // reading what it reads and the BMC, all honest), "lying source" (the same, the wattmeter 5, 10
+  // or 20 % off).
   std::string regime = "steady";
   std::string node;      // FQDN
   std::string metric;    // the source
@@ -59,13 +62,20 @@ struct IntervalCheck {
   bool gap = false;          // rows were taken out of a stretch of it
   double clock_shift_s = 0;  // how far the marks' clock was off (the truth's interval moved)
   double joules = 0;         // ComputeEnergy's
-  double truth_joules = 0;   // the simulator's
+  // The simulator's; for a BMC, times its gain (simulate::kBmcGain: its class error taken out).
+  double truth_joules = 0;
+  double wall_truth_joules = NAN;  // a BMC's: the node's energy at the wall (NaN: truth_joules)
   double half_width = 0;     // without the accuracy term (the simulator's sources have no class)
   double with_accuracy = 0;  // with it (the documented default)
   double lie = 0;            // "lying source": how far the wattmeter reads off (0.05: 5 % high)
   bool flagged = false;      // the source checks call a source of the interval disagreeing
 
   double error() const { return joules - truth_joules; }
+  // The truth within the interval with the accuracy term, against the wall's energy.
+  bool covered_with_accuracy() const {
+    const double wall = std::isnan(wall_truth_joules) ? truth_joules : wall_truth_joules;
+    return std::fabs(joules - wall) <= with_accuracy;
+  }
   bool covered() const { return error() <= half_width && -error() <= half_width; }
 };
 

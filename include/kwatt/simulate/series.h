@@ -15,6 +15,10 @@
 
 namespace kwatt::simulate {
 
+// A simulated BMC's gain: it reads a few percent below the wall meter (its class error, which its
+// stated accuracy covers; src/testing/energy_truth.cc divides it out to check the other terms).
+inline constexpr double kBmcGain = 0.96;
+
 enum class Quantity : uint8_t {
   kFeedPower,    // wattmeter port / PDU outlet: share of the node's AC power
   kBmcPower,     // BMC node power: averaged, coarse
