@@ -16,6 +16,7 @@ Runner RegisterFetch(CLI::App* app) {
     std::string format = "jsonl";
     std::string output;
     bool quiet = false;
+    bool as_rate = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app->add_subcommand(
@@ -27,6 +28,9 @@ Runner RegisterFetch(CLI::App* app) {
   command->add_option("-o,--output", args->output, "Output file (default: stdout)")
       ->check(NonEmptyPath());
   command->add_flag("-q,--quiet", args->quiet, "No progress line, no summary");
+  command->add_flag("--as-rate", args->as_rate,
+                    "Each value as its series' rate per second, as Kwollect's as_rate=true gives "
+                    "it (null first; a counter's wrap counted), over the whole window");
   return [command, args]() -> int {
     if (!command->parsed()) return -1;
     kwollect::FetchQuery query;
@@ -36,6 +40,7 @@ Runner RegisterFetch(CLI::App* app) {
       std::fprintf(stderr, "kwatt fetch: %s\n", status.message().c_str());
       return ExitCodeOf(status);
     }
+    query.as_rate = args->as_rate;
     // A regular file is written under a temporary name and renamed once the fetch is over, so
     // that a fetch that fails (a typo in --metrics, an unknown node, a wrong password) leaves an
     // existing file as it was; a device or a FIFO is written through (OutputFile).

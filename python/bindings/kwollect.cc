@@ -128,10 +128,11 @@ std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<s
                                      std::optional<int64_t> start, std::optional<int64_t> end,
                                      std::optional<std::pair<std::string, int64_t>> job,
                                      const std::vector<std::string>& metrics, bool summary,
-                                     py::object progress, bool check_metrics) {
+                                     py::object progress, bool check_metrics, bool as_rate) {
   kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   query.check_metrics = check_metrics;
+  query.as_rate = as_rate;
   auto table = std::make_shared<RowTable>();
   Watch watch{std::move(progress)};
   Result<RowsReport> report = Status::OK();
@@ -206,9 +207,10 @@ py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& no
 void RegisterKwollect(py::module_& m) {
   m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
         py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
-        py::arg("check_metrics") = true,
+        py::arg("check_metrics") = true, py::arg("as_rate") = false,
         "Fetches a query into a Table (the GIL is released); check_metrics false: metrics no "
-        "node reports are not an error");
+        "node reports are not an error; as_rate: each value as its series' rate per second, as "
+        "Kwollect's as_rate=true gives it, over the whole window");
   m.def("look_up_nodes", &LookUp, py::arg("client"), py::arg("names"),
         "Checks node names against the reference API");
   m.def("resolve", &ResolveQuery, py::arg("client"), py::kw_only(), py::arg("nodes"),

@@ -263,13 +263,13 @@ class Kwollect(_ServiceBase):
             return None
         return p
 
-    def _fetch(self, metrics, roles, nodes, summary, verb, check_metrics=True):
+    def _fetch(self, metrics, roles, nodes, summary, verb, check_metrics=True, as_rate=False):
         subset = self._subset(roles, nodes)
         start, stop = self._window()
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         table = _core.fetch(self._client, nodes=subset, start=start, end=stop, job=None,
                             metrics=metrics, summary=bool(summary), progress=self._progress(verb),
-                            check_metrics=check_metrics)
+                            check_metrics=check_metrics, as_rate=bool(as_rate))
         return subset, table
 
     @staticmethod
@@ -296,7 +296,7 @@ class Kwollect(_ServiceBase):
     # ---- metrics -----------------------------------------------------------------------------
 
     def get_metrics(self, metrics=None, roles=None, nodes=None, summary=False,
-                    allow_incomplete=False, custom_metrics=False):
+                    allow_incomplete=False, custom_metrics=False, as_rate=False):
         """Every row Kwollect holds for the nodes over the window.
 
         Returns {node FQDN: [rows]}: every node of the subset (an empty list when it has no
@@ -309,17 +309,19 @@ class Kwollect(_ServiceBase):
         IncompleteError (``.partial`` holds the rows obtained) unless allow_incomplete.
         custom_metrics: metrics may name custom metrics (pushed with POST), which no catalogue
         lists; otherwise a metric the catalogues do not list raises NotFoundError.
+        as_rate: each value as its series' rate per second, as Kwollect's as_rate=true gives it
+        (None for a series' first row; a counter's wrap counted), over the whole window.
         """
         subset, table = self._fetch(metrics, roles, nodes, summary, "kwatt get_metrics",
-                                    check_metrics=not custom_metrics)
+                                    check_metrics=not custom_metrics, as_rate=as_rate)
         return self._check_complete(table, table.rows_by_node(subset), allow_incomplete)
 
     def to_pandas(self, metrics=None, roles=None, nodes=None, summary=False,
-                  allow_incomplete=False, custom_metrics=False):
+                  allow_incomplete=False, custom_metrics=False, as_rate=False):
         """The same rows as one DataFrame: timestamp (UTC-aware), site, node, device_id,
         metric_id, value, labels (JSON text). See kwatt.frames.table_frame."""
         _, table = self._fetch(metrics, roles, nodes, summary, "kwatt to_pandas",
-                               check_metrics=not custom_metrics)
+                               check_metrics=not custom_metrics, as_rate=as_rate)
         return self._check_complete(table, table_frame(table), allow_incomplete)
 
     def get_metrics_pandas(self, *args, **kwargs):

@@ -23,11 +23,11 @@ T0 = dt.datetime(2025, 4, 18, 14, 4, tzinfo=PARIS).timestamp()
 T1 = T0 + 120
 
 
-def api_rows(server, site, nodes, metrics, start, end, summary=False):
+def api_rows(server, site, nodes, metrics, start, end, summary=False, as_rate=False):
     """The API's answer, as json.loads gives it."""
     query = (f"nodes={','.join(nodes)}&start_time={start:.6f}&end_time={end:.6f}"
              + (f"&metrics={','.join(metrics)}" if metrics else "")
-             + ("&summary=true" if summary else ""))
+             + ("&summary=true" if summary else "") + ("&as_rate=true" if as_rate else ""))
     with urllib.request.urlopen(f"{server.url}/sites/{site}/metrics?{query}") as answer:
         return json.loads(answer.read())
 
@@ -293,6 +293,25 @@ def test_summary_rows(server):
     assert data[NOVA[0]] == api_rows(server, "lyon", ["nova-1"], ["wattmetre_power_watt"],
                                      T0 - 600, T0 + 600, summary=True)
     assert data[NOVA[0]]
+
+
+def test_rates_are_kwollects_as_rate_over_the_whole_window(server):
+    # Fetched in pieces (the client asks 200 rows at a time), computed over all of them: the
+    # server's one answer with as_rate=true, each series' first row None.
+    k = make(server, hosts=NOVA[:1], rows_per_request=200)
+    k.start(T0)
+    k.stop(T0 + 120)
+    data = k.get_metrics(metrics=["wattmetre_power_watt", "network_ifacein_bytes_total"],
+                         as_rate=True)
+    expected = api_rows(server, "lyon", ["nova-1"],
+                        ["wattmetre_power_watt", "network_ifacein_bytes_total"], T0, T0 + 120,
+                        as_rate=True)
+    key = lambda r: (r["timestamp"], r["metric_id"])  # noqa: E731
+    assert sorted(data[NOVA[0]], key=key) == sorted(expected, key=key)
+    assert len(expected) > 1000
+    assert sum(r["value"] is None for r in expected) == 2
+    frame = k.to_pandas(metrics=["network_ifacein_bytes_total"], as_rate=True)
+    assert frame["value"].isna().sum() == 1 and (frame["value"].dropna() > 0).all()
 
 
 def test_nested_and_overlapping_instances(server):

@@ -13,6 +13,7 @@
 
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/row_parser.h"
+#include "kwatt/core/row_rates.h"
 #include "kwatt/core/text.h"
 #include "kwatt/http/transport.h"
 #include "kwatt/kwollect/http.h"
@@ -785,6 +786,7 @@ class Fetcher {
             rows = &merged;
           }
           if (rows != nullptr) {
+            if (query_.as_rate) rates_.Apply(rows, interner_);  // a site's rows, in time order
             if (i == current_) {
               KWATT_RETURN_IF_ERROR(sink_->Write(site.site, *rows, interner_));
             } else {
@@ -951,6 +953,7 @@ class Fetcher {
   RowsReport* report_;
   http::Transport* transport_;
   StringInterner interner_;
+  SeriesRates rates_;  // as_rate
   std::vector<std::unique_ptr<SiteQueue>> sites_;
   std::map<int64_t, std::unique_ptr<Transfer>> transfers_;  // by transport id
   std::vector<RowBatch> pool_;

@@ -1,9 +1,14 @@
 #include "src/server/pushed.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "kwatt/collect/config.h"
+#include "kwatt/collect/device.h"
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/row_ids.h"
@@ -125,8 +130,12 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
     out->value = NullValue();
   } else if (value->is_number()) {
     out->value = value->get<double>();
+  } else if (value->is_string() &&
+             strcasecmp(value->get_ref<const std::string&>().c_str(), "nan") == 0) {
+    out->value = std::numeric_limits<double>::quiet_NaN();  // as Kwollect's double column takes it
   } else {
-    return Status::InvalidArgument("\"value\" = " + Shown(*value) + ": should be a number or null");
+    return Status::InvalidArgument("\"value\" = " + Shown(*value) +
+                                   ": should be a number, \"NaN\" or null");
   }
   out->t = FloorDiv(now, kNanosPerMicro) * kNanosPerMicro;  // what a store keeps
   if (auto time = row.find("timestamp"); time != row.end() && !time->is_null()) {
@@ -159,6 +168,16 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
 }
 
 }  // namespace
+
+std::string LabelsWithout(std::string_view labels_json, std::string_view key) {
+  if (labels_json.find(key) == std::string_view::npos) return std::string(labels_json);
+  Json labels = Json::parse(labels_json, nullptr, /*allow_exceptions=*/false);
+  if (!labels.is_object() || !labels.contains(key)) return std::string(labels_json);
+  labels.erase(std::string(key));
+  std::string out;
+  RenderJsonb(labels, &out);
+  return out;
+}
 
 RowBatch ToRowBatch(const std::vector<PushedRow>& rows, StringInterner* interner) {
   RowBatch batch;
@@ -194,7 +213,39 @@ Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos 
                                      "; nothing was stored");
     }
   }
+  AliasPushedRows(&rows);
   return rows;
+}
+
+void AliasPushedRows(std::vector<PushedRow>* rows) {
+  std::vector<collect::Reading> readings;
+  std::vector<size_t> aliased;  // the rows with the label, in order
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const PushedRow& row = (*rows)[i];
+    if (row.labels_json.find("\"_device_alias\"") == std::string::npos) continue;
+    Json labels = Json::parse(row.labels_json, nullptr, /*allow_exceptions=*/false);
+    if (!labels.is_object()) continue;
+    collect::Reading reading{row.t, row.device_id, row.metric_id, row.value, {}};
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
+      std::string value;
+      RenderJsonb(it.value(), &value);
+      reading.labels.emplace_back(it.key(), std::move(value));
+    }
+    readings.push_back(std::move(reading));
+    aliased.push_back(i);
+  }
+  if (readings.empty()) return;
+  collect::AliasReadings(&readings);
+  for (size_t k = 0; k < readings.size(); ++k) {
+    collect::Reading& reading = readings[k];
+    std::string labels = collect::LabelsText(std::move(reading.labels));
+    if (k < aliased.size()) {
+      (*rows)[aliased[k]].labels_json = std::move(labels);  // the original, without the alias
+    } else {
+      rows->push_back({std::move(reading.device_id), std::move(reading.metric_id),
+                       std::move(labels), reading.time, reading.value});
+    }
+  }
 }
 
 Status PushedMetrics::Add(const std::string& site, const std::vector<PushedRow>& rows) {

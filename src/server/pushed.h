@@ -22,6 +22,11 @@
 
 namespace kwatt::server::internal {
 
+// Labels rendered as this server keeps them (compact, keys by length then bytes) without `key`, as
+// PostgreSQL's `labels - 'key'` gives them; the text itself when it has no such key or is not a
+// JSON object.
+std::string LabelsWithout(std::string_view labels_json, std::string_view key);
+
 // One row of a push.
 struct PushedRow {
   std::string device_id;
@@ -30,6 +35,13 @@ struct PushedRow {
   UnixNanos t = 0;
   double value = 0;  // NaN for null
 };
+
+// The rows of a push that carry the label `_device_alias` (a device measuring a node: a PDU
+// outlet) made what Kwollect's metrics_by_device view answers, as the collector stores its
+// readings (collect::AliasReadings): each loses the label, and each group of them with the same
+// (alias, metric, instant, other labels) adds a row for the node, the sum of their values, with
+// `_device_orig` naming them. Rows of one push only are summed together.
+void AliasPushedRows(std::vector<PushedRow>* rows);
 
 // The most rows PushedMetrics keeps (about 100 bytes each): the simulated server is not a store.
 inline constexpr int64_t kMaxPushedRows = 10'000'000;

@@ -73,8 +73,13 @@ TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
   EXPECT_EQ(ErrorOf(R"([{"device_id":"a","metric_id":"m"}])"),
             "row 1 has no \"value\"; nothing was stored");
   EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":"12"}])")
-                .find("\"value\" = \"12\": should be a number or null"),
+                .find("\"value\" = \"12\": should be a number, \"NaN\" or null"),
             std::string::npos);
+  // "NaN" as Kwollect's double precision column takes it (PostgREST passes the text on).
+  Result<std::vector<PushedRow>> nan =
+      ParsePushedRows(R"([{"device_id":"a","metric_id":"m","value":"nan"}])", kNow);
+  ASSERT_TRUE(nan.ok()) << nan.status().ToString();
+  EXPECT_TRUE(std::isnan(nan->at(0).value));
   EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1,"timestamp":1e30}])")
                 .find("row 1 \"timestamp\" = 1e+30: "),
             std::string::npos);
@@ -217,4 +222,28 @@ TEST(PushedMetrics, TheMemoryLimitRefusesAWholePush) {
 }
 
 }  // namespace
+// Rows pushed with `_device_alias` are stored as Kwollect's metrics_by_device answers them: the
+// originals without the label, and the node's row summing a push's outlets of one instant.
+TEST(ParsePushedRows, AliasedDevicesAreSummedUnderTheirNodeAsKwollectAnswersThem) {
+  Result<std::vector<PushedRow>> rows = ParsePushedRows(
+      R"([{"timestamp":1,"device_id":"pdu-b","metric_id":"p","value":2,"labels":{"outlet":"7","_device_alias":"nova-2"}},
+          {"timestamp":1,"device_id":"pdu-a","metric_id":"p","value":3,"labels":{"_device_alias":"nova-2","outlet":"7"}},
+          {"timestamp":2,"device_id":"pdu-a","metric_id":"p","value":5,"labels":{"_device_alias":"nova-2","outlet":"7"}},
+          {"timestamp":1,"device_id":"nova-1","metric_id":"p","value":9}])",
+      kNow);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 6u);
+  EXPECT_EQ((*rows)[0].labels_json, R"({"outlet":"7"})");
+  EXPECT_EQ((*rows)[1].labels_json, R"({"outlet":"7"})");
+  EXPECT_EQ((*rows)[3].labels_json, "{}");
+  EXPECT_EQ((*rows)[4].device_id, "nova-2");
+  EXPECT_EQ((*rows)[4].value, 5);
+  EXPECT_EQ((*rows)[4].labels_json, R"({"outlet":"7","_device_orig":["pdu-a","pdu-b"]})");
+  EXPECT_EQ((*rows)[5].value, 5);
+  EXPECT_EQ((*rows)[5].labels_json, R"({"outlet":"7","_device_orig":["pdu-a"]})");
+  EXPECT_EQ(LabelsWithout(R"({"a":1,"_metric_scrape_time":"3.5"})", "_metric_scrape_time"),
+            R"({"a":1})");
+  EXPECT_EQ(LabelsWithout("{}", "_metric_scrape_time"), "{}");
+}
+
 }  // namespace kwatt::server::internal::pushed_test

@@ -31,8 +31,9 @@ std::pair<UnixNanos, UnixNanos> SummaryBuckets(UnixNanos start, UnixNanos end, U
 }
 
 RowStream::RowStream(std::vector<simulate::OutputSeries> series, UnixNanos start, UnixNanos end,
-                     UnixNanos now, bool summary)
+                     UnixNanos now, bool summary, bool as_rate)
     : series_(std::move(series)), lo_(start), summary_(summary) {
+  if (as_rate) rates_.emplace();
   if (summary_) {
     std::tie(bucket_, bucket_end_) = SummaryBuckets(start, end, now);
     hi_ = bucket_end_;
@@ -109,6 +110,7 @@ void RowStream::WriteRow(std::string* out, const simulate::OutputSeries& series,
   out->append(fraction, FormatFraction(NanosOfSecond(t), fraction));
   out->append(cached_offset_, 6);
   out->append(series.row_middle);
+  if (rates_) value = rates_->Next(series.row_middle + series.row_end, t, value);
   char number[kMaxNumberLength];
   out->append(number, FormatJsonNumber(value, number));
   out->append(series.row_end);

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "kwatt/core/null_value.h"
 #include "kwatt/core/row_batch.h"
+#include "kwatt/core/row_rates.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "kwatt/simulate/series.h"
@@ -85,8 +87,9 @@ class RowStream : public MetricsAnswer {
  public:
   // Rows of `series` with start <= timestamp <= end and timestamp <= now; in summary mode, one
   // row per series and 5-minute bucket whose start is within [start, end].
+  // `as_rate`: each value as Kwollect's as_rate gives it (SeriesRates).
   RowStream(std::vector<simulate::OutputSeries> series, UnixNanos start, UnixNanos end,
-            UnixNanos now, bool summary);
+            UnixNanos now, bool summary, bool as_rate = false);
 
   // Computed without generating the rows.
   Result<int64_t> CountRows() override;
@@ -111,6 +114,7 @@ class RowStream : public MetricsAnswer {
   std::vector<simulate::OutputSeries> series_;
   UnixNanos lo_, hi_;  // [lo, hi)
   bool summary_;
+  std::optional<SeriesRates> rates_;  // as_rate
   bool started_ = false, finished_ = false;
   int64_t rows_written_ = 0;
   std::vector<Cursor> cursors_;

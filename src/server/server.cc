@@ -278,11 +278,13 @@ struct Server::Impl {
                                                               std::vector<std::string> devices,
                                                               std::vector<std::string> metrics,
                                                               UnixNanos start, UnixNanos end,
-                                                              UnixNanos now, bool summary) {
+                                                              UnixNanos now, bool summary,
+                                                              bool as_rate = false) {
     if (store) {
       KWATT_ASSIGN_OR_RETURN(internal::StorePool::Lease lease, store->Acquire());
       auto rows = std::make_shared<internal::StoreRowStream>(
-          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary);
+          std::move(lease), std::move(devices), std::move(metrics), start, end, now, summary,
+          internal::kStoreSliceRows, as_rate);
       KWATT_RETURN_IF_ERROR(rows->Begin());  // before the status: a failing store is a 500
       return std::shared_ptr<internal::MetricsAnswer>(std::move(rows));
     }
@@ -297,8 +299,8 @@ struct Server::Impl {
       }
       for (simulate::OutputSeries& s : of_device) series.push_back(std::move(s));
     }
-    return std::shared_ptr<internal::MetricsAnswer>(
-        std::make_shared<internal::RowStream>(std::move(series), start, end, now, summary));
+    return std::shared_ptr<internal::MetricsAnswer>(std::make_shared<internal::RowStream>(
+        std::move(series), start, end, now, summary, as_rate));
   }
 
   void Routes();
@@ -585,11 +587,19 @@ void Server::Impl::Metrics(const http::Request& req, http::Response& res) {
     res.status = status;
     res.set_content(PostgrestError(code, message, details), kJson);
   };
+  // Each comma-separated item as it is, as Kwollect's get_metrics splits it: "nova-1, taurus-3"
+  // names " taurus-3", which no device is (no rows for it, as on Grid'5000).
   auto all_values = [&](const char* key) {
     std::vector<std::string> out;
     auto range = req.params.equal_range(key);
     for (auto it = range.first; it != range.second; ++it) {
-      for (std::string& item : SplitCommaList(it->second)) out.push_back(std::move(item));
+      std::string_view text = it->second;
+      for (size_t begin = 0;;) {
+        const size_t comma = std::min(text.find(',', begin), text.size());
+        if (comma > begin) out.emplace_back(text.substr(begin, comma - begin));
+        if (comma == text.size()) break;
+        begin = comma + 1;
+      }
     }
     return out;
   };
@@ -603,15 +613,16 @@ void Server::Impl::Metrics(const http::Request& req, http::Response& res) {
     }
   }
   std::vector<std::string> metrics = all_values("metrics");
-  bool summary = false;
-  if (req.has_param("summary")) {
-    std::optional<bool> value = ParseBoolean(req.get_param_value("summary"));
+  bool summary = false, as_rate = false;
+  for (auto [key, slot] : {std::pair{"summary", &summary}, std::pair{"as_rate", &as_rate}}) {
+    if (!req.has_param(key)) continue;
+    std::optional<bool> value = ParseBoolean(req.get_param_value(key));
     if (!value) {
       bad(400, "22P02",
-          "invalid input syntax for type boolean: \"" + req.get_param_value("summary") + "\"");
+          "invalid input syntax for type boolean: \"" + req.get_param_value(key) + "\"");
       return;
     }
-    summary = *value;
+    *slot = *value;
   }
   std::optional<UnixNanos> start, end;
   for (auto [key, slot] : {std::pair{"start_time", &start}, std::pair{"end_time", &end}}) {
@@ -650,7 +661,8 @@ void Server::Impl::Metrics(const http::Request& req, http::Response& res) {
     if (!start) start = job->started_at;
     if (!end) end = std::min(job->EffectiveEnd(), now);
   } else if (devices.empty()) {
-    bad(400, "P0001", "Missing 'devices', 'nodes' or 'job_id' argument");
+    // Kwollect's plpy.error: an internal error (XX000), which PostgREST answers with a 500.
+    bad(500, "XX000", "plpy.Error: Missing 'devices', 'nodes' or 'job_id' argument");
     return;
   }
   constexpr int64_t kDefaultSpan = 300 * kNanosPerSecond;
@@ -659,8 +671,8 @@ void Server::Impl::Metrics(const http::Request& req, http::Response& res) {
   if (!end) end = *start + kDefaultSpan;
 
   // Kwollect matches ids exactly: an unknown id just has no rows.
-  Result<std::shared_ptr<internal::MetricsAnswer>> opened =
-      OpenAnswer(*site, std::move(devices), std::move(metrics), *start, *end, now, summary);
+  Result<std::shared_ptr<internal::MetricsAnswer>> opened = OpenAnswer(
+      *site, std::move(devices), std::move(metrics), *start, *end, now, summary, as_rate);
   if (!opened.ok()) return StoreError(res, opened.status());
   std::shared_ptr<internal::MetricsAnswer> stream = std::move(*opened);
   // The rows are counted only when the row limit or failures need it (a store reads them for it).

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kwatt/store/open_store.h"
+#include "src/server/pushed.h"
 
 namespace kwatt::server::internal {
 namespace {
@@ -85,12 +86,13 @@ StorePool::Lease::~Lease() {
 
 StoreRowStream::StoreRowStream(StorePool::Lease store, std::vector<std::string> devices,
                                std::vector<std::string> metrics, UnixNanos start, UnixNanos end,
-                               UnixNanos now, bool summary, size_t slice_rows)
+                               UnixNanos now, bool summary, size_t slice_rows, bool as_rate)
     : store_(std::move(store)),
       devices_(std::move(devices)),
       metrics_(std::move(metrics)),
       summary_(summary),
       slice_rows_(std::max<size_t>(slice_rows, 1)) {
+  if (as_rate) rates_.emplace();
   if (summary_) {
     std::tie(lo_, hi_) = SummaryBuckets(start, end, now);
   } else {
@@ -130,7 +132,16 @@ Status StoreRowStream::Read(UnixNanos lo, UnixNanos hi, Slice* slice, int64_t* r
   query.metrics = metrics_;
   query.start = lo;
   query.end = hi;
-  std::vector<uint32_t> remap;  // the query's interner ids to the slice's
+  std::vector<uint32_t> remap;      // the query's interner ids to the slice's
+  std::vector<uint32_t> unscraped;  // labels' ids to those of the labels without a scrape time
+  auto without_scrape_time = [&](uint32_t id) {
+    if (id >= unscraped.size()) unscraped.resize(id + 1, UINT32_MAX);
+    if (unscraped[id] == UINT32_MAX) {
+      const std::string without = LabelsWithout(interner.Get(id), "_metric_scrape_time");
+      unscraped[id] = interner.Intern(without);
+    }
+    return unscraped[id];
+  };
   int64_t read = 0;
   Status status = store_->Query(query, [&](const RowBatch& batch, const StringInterner& from) {
     auto id_of = [&](uint32_t id) {
@@ -142,6 +153,8 @@ Status StoreRowStream::Read(UnixNanos lo, UnixNanos hi, Slice* slice, int64_t* r
     for (size_t i = 0; i < batch.size(); ++i) {
       uint32_t device = id_of(batch.device[i]), metric = id_of(batch.metric[i]),
                labels = id_of(batch.labels[i]);
+      // Kwollect's aggregate groups on `labels - '_metric_scrape_time'`, and shows them so.
+      if (summary_) labels = without_scrape_time(labels);
       if (!summary_) {
         slice->rows.time.push_back(batch.time[i]);
         slice->rows.utc_offset.push_back(batch.utc_offset[i]);
@@ -267,7 +280,16 @@ bool StoreRowStream::Next(std::string* out, size_t target_bytes) {
   while (out->size() < limit) {
     if (slice_.next < slice_.order.size()) {
       if (rows_written_ > 0) out->append(kRowSeparator);
-      writer_.Append(out, slice_.rows, slice_.order[slice_.next++], *slice_.interner);
+      const uint32_t i = slice_.order[slice_.next++];
+      if (rates_) {
+        RowBatch& rows = slice_.rows;
+        const StringInterner& names = *slice_.interner;
+        std::string series(names.Get(rows.device[i]));
+        (series += '\n') += names.Get(rows.metric[i]);
+        (series += '\n') += names.Get(rows.labels[i]);
+        rows.value[i] = rates_->Next(series, rows.time[i], rows.value[i]);
+      }
+      writer_.Append(out, slice_.rows, i, *slice_.interner);
       ++rows_written_;
       continue;
     }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,11 +72,14 @@ class StorePool {
 // in slices of time sized to hold about `slice_rows` rows, so memory stays bounded whatever the
 // window; a slice's rows are ordered by (time, device) and each device's rows of one instant keep
 // the store's order.
+inline constexpr size_t kStoreSliceRows = 65536;
+
 class StoreRowStream : public MetricsAnswer {
  public:
+  // `as_rate`: each value as Kwollect's as_rate gives it (SeriesRates), summaries included.
   StoreRowStream(StorePool::Lease store, std::vector<std::string> devices,
                  std::vector<std::string> metrics, UnixNanos start, UnixNanos end, UnixNanos now,
-                 bool summary, size_t slice_rows = 65536);
+                 bool summary, size_t slice_rows = kStoreSliceRows, bool as_rate = false);
 
   // Reads the store until the first rows to write (or the end of the window): called before the
   // answer's status is sent, so that a store that fails (PostgreSQL gone) is a 500 before any row
@@ -115,6 +119,7 @@ class StoreRowStream : public MetricsAnswer {
   UnixNanos lo_ = 0, hi_ = 0;  // [lo, hi): the window, or the summary's buckets
   bool summary_ = false;
   size_t slice_rows_;
+  std::optional<SeriesRates> rates_;  // as_rate
   Cursor cursor_;
   Slice slice_;
   RowTextWriter writer_;  // of slice_'s rows, bound to its interner

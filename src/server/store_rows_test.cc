@@ -91,14 +91,14 @@ class StoreRowsTest : public ::testing::Test {
   // What the simulated server answers for these rows.
   std::string Simulated(const std::vector<std::string>& devices,
                         const std::vector<std::string>& metrics, UnixNanos start, UnixNanos end,
-                        bool summary, UnixNanos now = kLater) {
+                        bool summary, UnixNanos now = kLater, bool as_rate = false) {
     std::vector<simulate::OutputSeries> series;
     for (const std::string& device : devices) {
       for (simulate::OutputSeries& s : pushed_.SeriesOf("lyon", device, metrics)) {
         series.push_back(std::move(s));
       }
     }
-    RowStream stream(std::move(series), start, end, now, summary);
+    RowStream stream(std::move(series), start, end, now, summary, as_rate);
     return Drain(stream);
   }
 
@@ -115,11 +115,11 @@ class StoreRowsTest : public ::testing::Test {
   std::unique_ptr<StoreRowStream> Stored(const std::vector<std::string>& devices,
                                          const std::vector<std::string>& metrics, UnixNanos start,
                                          UnixNanos end, bool summary, size_t slice_rows = 65536,
-                                         UnixNanos now = kLater) {
+                                         UnixNanos now = kLater, bool as_rate = false) {
     Result<StorePool::Lease> lease = pool_->Acquire();
     EXPECT_TRUE(lease.ok());
     return std::make_unique<StoreRowStream>(std::move(*lease), devices, metrics, start, end, now,
-                                            summary, slice_rows);
+                                            summary, slice_rows, as_rate);
   }
 
   kwatt::testing::TempDir dir_;
@@ -162,18 +162,19 @@ TEST_F(StoreRowsTest, AnswersAsTheSimulatedServerDoesForTheSameRows) {
 
   std::vector<std::string> asked = {"nova-10", "nova-1", "nova-2", "nova-404"};
   UnixNanos start = kT0 + 100 * kNanosPerSecond, end = kT0 + 2000 * kNanosPerSecond;
-  for (bool summary : {false, true}) {
+  for (auto [summary, as_rate] : {std::pair{false, false}, std::pair{true, false},
+                                  std::pair{false, true}, std::pair{true, true}}) {
     for (const std::vector<std::string>& metrics :
          {std::vector<std::string>{}, std::vector<std::string>{"my_bytes_total"}}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "summary " << summary << ", " << metrics.size() << " metrics");
-      std::string expected = Simulated(asked, metrics, start, end, summary);
+      SCOPED_TRACE(::testing::Message() << "summary " << summary << ", as_rate " << as_rate << ", "
+                                        << metrics.size() << " metrics");
+      std::string expected = Simulated(asked, metrics, start, end, summary, kLater, as_rate);
       ASSERT_GT(expected.size(), 1000u);
       // Whatever the slices the window is read in, and however the answer is cut in pieces.
       for (size_t slice_rows : {size_t(1), size_t(7), size_t(100), size_t(65536)}) {
-        auto stored = Stored(asked, metrics, start, end, summary, slice_rows);
+        auto stored = Stored(asked, metrics, start, end, summary, slice_rows, kLater, as_rate);
         EXPECT_EQ(Drain(*stored, 1000), expected) << "slice_rows " << slice_rows;
-        auto counted = Stored(asked, metrics, start, end, summary, slice_rows);
+        auto counted = Stored(asked, metrics, start, end, summary, slice_rows, kLater, as_rate);
         Result<int64_t> rows_counted = counted->CountRows();
         ASSERT_TRUE(rows_counted.ok());
         EXPECT_EQ(*rows_counted, stored->rows_written());
@@ -181,6 +182,43 @@ TEST_F(StoreRowsTest, AnswersAsTheSimulatedServerDoesForTheSameRows) {
       }
     }
   }
+}
+
+// as_rate as Kwollect's SQL computes it (tests/integration/test_kwollect_conformance.py checks it
+// against that SQL): null first, the rise per second, past a wrap the highest so far - the
+// previous + the value, null at a repeated instant and around a null, NaN from a NaN; and
+// summaries grouped on the labels without `_metric_scrape_time`, which they drop.
+TEST_F(StoreRowsTest, AsRateAndSummariesOfScrapedRowsAreKwollects) {
+  const std::string eth = R"({"interface":"eth0"})";
+  auto at = [](double s) { return kT0 + UnixNanos(s * 1e9); };
+  Add({{"nova-1", "c_total", eth, at(0), 100},
+       {"nova-1", "c_total", eth, at(5), 150},
+       {"nova-1", "c_total", eth, at(10), 400},
+       {"nova-1", "c_total", eth, at(15), 20},
+       {"nova-1", "c_total", eth, at(20), 70},
+       {"nova-1", "c_total", eth, at(25), NullValue()},
+       {"nova-1", "c_total", eth, at(30), 90},
+       {"nova-1", "c_total", eth, at(35), NAN},
+       {"nova-1", "c_total", eth, at(40), 95},
+       {"nova-1", "c_total", "{}", at(40), 1},
+       {"nova-1", "load", R"({"_metric_scrape_time":"1.25"})", at(0), 1},
+       {"nova-1", "load", R"({"_metric_scrape_time":"16.25"})", at(15), 3}});
+  std::vector<std::string> values;
+  auto stored = Stored({"nova-1"}, {"c_total"}, at(0), at(40), false, 65536, kLater, true);
+  std::string text = Drain(*stored);
+  for (size_t at = text.find("\"value\":"); at != std::string::npos;
+       at = text.find("\"value\":", at + 1)) {
+    values.push_back(text.substr(at + 8, text.find(',', at) - at - 8));
+  }
+  // (400 - 150) / 5 = 50; the wrap: (400 - 400 + 20) / 5 = 4; null around the null; NaN from the
+  // NaN on; the other series' first row null.
+  EXPECT_EQ(values, (std::vector<std::string>{"null", "10", "50", "4", "10", "null", "null",
+                                              "\"NaN\"", "\"NaN\"", "null"}))
+      << text;
+  auto summary = Stored({"nova-1"}, {"load"}, at(0), at(299), true);
+  EXPECT_EQ(Drain(*summary),
+            "[{\"timestamp\":\"2024-04-18T14:00:00+02:00\",\"device_id\":\"nova-1\",\"metric_id\":"
+            "\"load\",\"value\":2,\"labels\":{}}]");
 }
 
 TEST_F(StoreRowsTest, WindowEndIsInclusiveAndRowsAreKwollectsText) {

@@ -301,10 +301,13 @@ def test_job_id_selects_nodes_and_window(server):
 
 
 def test_missing_selector_error(server):
+    # As Kwollect's get_metrics raises it (plpy.error: an internal error, which PostgREST answers
+    # with a 500; tests/integration/test_kwollect_conformance.py).
     response = get(server, "/sites/lyon/metrics", start_time=T0)
-    assert response.status_code == 400
-    assert response.json() == {"hint": None, "details": None, "code": "P0001",
-                               "message": "Missing 'devices', 'nodes' or 'job_id' argument"}
+    assert response.status_code == 500
+    assert response.json() == {"hint": None, "details": None, "code": "XX000",
+                               "message": "plpy.Error: Missing 'devices', 'nodes' or 'job_id' "
+                                          "argument"}
 
 
 def test_unknown_device_has_no_rows_as_in_kwollect(server):

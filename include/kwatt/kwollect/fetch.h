@@ -45,6 +45,10 @@ struct FetchQuery {
   // just give no rows (kwatt energy's list of power sources).
   bool check_metrics = true;
   bool summary = false;  // 5-minute aggregates
+  // Each value as Kwollect's `as_rate=true` gives it (kwatt/core/row_rates.h), computed here over
+  // the rows fetched, in whatever pieces: what one answer of the whole window would hold (Kwollect
+  // computes it within each answer, so a piece's first row would be null).
+  bool as_rate = false;
   // Rows are fetched this far (nanoseconds, >= 0) beyond both ends of the window, which the report
   // keeps as asked: samples around its edges, for an energy that interpolates there
   // (energy::kEnergyFetchMargin) rather than holding the nearest value inside.

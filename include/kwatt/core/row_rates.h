@@ -1,0 +1,45 @@
+// Kwollect's `as_rate=true`: each row's value as the per-second rate of its series, as Kwollect's
+// get_metrics computes it (its SQL window over each series, by device, metric and labels as
+// answered, in time order). The server answers `as_rate` with it; the client computes it over rows
+// fetched in pieces, so that a long window gives what one answer of the whole window would.
+//
+// Not thread-safe: one per answer.
+#ifndef KWATT_CORE_ROW_RATES_H_
+#define KWATT_CORE_ROW_RATES_H_
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "kwatt/core/row_batch.h"
+#include "kwatt/core/time.h"
+
+namespace kwatt {
+
+// A row's value becomes (v - the previous row's v) / the seconds between them; below the previous
+// value (a counter that wrapped or restarted), (the highest value so far - the previous + v) / the
+// seconds. Null (NullValue) for a series' first row, a row at its previous row's instant, and
+// where either value is null; NaN where either is NaN (PostgreSQL orders NaN above every number,
+// which gives NaN in both branches). Rows are given series by series in time order, any series
+// interleaved.
+class SeriesRates {
+ public:
+  // The rate at the row (t, value) of `series` (a key naming it, whatever its form).
+  double Next(std::string_view series, UnixNanos t, double value);
+
+  // Every row of `rows` (ids of `interner`, in time order) given its rate, the series named by
+  // device, metric and labels; each row's text (`raw`) written anew from its fields.
+  void Apply(RowBatch* rows, const StringInterner& interner);
+
+ private:
+  struct Last {
+    UnixNanos t = 0;
+    double value = 0;
+    double highest = 0;  // NullValue() while every value was null
+  };
+  std::unordered_map<std::string, Last> last_;
+};
+
+}  // namespace kwatt
+
+#endif  // KWATT_CORE_ROW_RATES_H_

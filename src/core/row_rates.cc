@@ -1,0 +1,48 @@
+#include "kwatt/core/row_rates.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kwatt/core/null_value.h"
+
+namespace kwatt {
+
+double SeriesRates::Next(std::string_view series, UnixNanos t, double value) {
+  auto [at, first] = last_.try_emplace(std::string(series));
+  Last& last = at->second;
+  // PostgreSQL's order: NaN above every number; max() skips nulls and takes in the row itself.
+  auto below = [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : a < b; };
+  double highest = first ? NullValue() : last.highest;
+  if (!IsNullValue(value) && (IsNullValue(highest) || below(highest, value))) highest = value;
+  double rate = NullValue();
+  if (!first && t != last.t && !IsNullValue(last.value) && !IsNullValue(value)) {
+    const double seconds = double(t - last.t) / 1e9;
+    rate = (below(value, last.value) ? highest - last.value + value : value - last.value) / seconds;
+  }
+  last = {t, value, highest};
+  return rate;
+}
+
+void SeriesRates::Apply(RowBatch* rows, const StringInterner& interner) {
+  std::string series;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    series.assign(interner.Get(rows->device[i]));
+    (series += '\n') += interner.Get(rows->metric[i]);
+    (series += '\n') += interner.Get(rows->labels[i]);
+    rows->value[i] = Next(series, rows->time[i], rows->value[i]);
+  }
+  // Each row's text written anew from its fields (the value changed), as Kwollect renders it.
+  rows->raw.clear();
+  rows->raw_end.clear();
+  std::string text;
+  std::vector<uint32_t> ends;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    AppendRowText(&text, *rows, i, interner);
+    ends.push_back(uint32_t(text.size()));
+  }
+  rows->raw = std::move(text);
+  rows->raw_end = std::move(ends);
+}
+
+}  // namespace kwatt
