@@ -248,10 +248,21 @@ Runner RegisterJobs(CLI::App* app) {
         std::string nodes, types;
         for (const auto& node : job.nodes) nodes += (nodes.empty() ? "" : ",") + node;
         for (const auto& type : job.types) types += (types.empty() ? "" : ",") + type;
-        std::printf("%lld\t%s\t%s\t%s\t%s\t%s\n", (long long)job.uid, job.user.c_str(),
+        // One line a job whatever a store holds (one written before its texts were checked):
+        // control characters shown escaped, newlines and tabs included.
+        auto field = [](const std::string& text) {
+          std::string out;
+          for (char c : ForTerminal(text)) {
+            out += c == '\n'   ? std::string("\\n")
+                   : c == '\t' ? std::string("\\t")
+                               : std::string(1, c);
+          }
+          return out;
+        };
+        std::printf("%lld\t%s\t%s\t%s\t%s\t%s\n", (long long)job.uid, field(job.user).c_str(),
                     FormatParisTimestamp(job.started_at).c_str(),
                     job.stopped_at ? FormatParisTimestamp(*job.stopped_at).c_str() : "running",
-                    nodes.c_str(), types.empty() ? "-" : types.c_str());
+                    field(nodes).c_str(), types.empty() ? "-" : field(types).c_str());
       }
     }
     return kExitOk;

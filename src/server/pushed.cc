@@ -157,6 +157,13 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
     }
     out->labels_json.clear();
     RenderJsonb(*labels, &out->labels_json);
+    if (out->labels_json.find("\\u0000") != std::string::npos) {
+      // Refused alike by every store: Kwollect's labels are PostgreSQL's jsonb, which cannot
+      // hold it ("unsupported Unicode escape sequence").
+      return Status::InvalidArgument(
+          "\"labels\" hold the character \\u0000, which PostgreSQL's jsonb (Kwollect's labels) "
+          "cannot keep");
+    }
     if (out->labels_json.size() > kMaxLabelsBytes) {
       return Status::InvalidArgument("\"labels\" are " + std::to_string(out->labels_json.size()) +
                                      " bytes of JSON, more than the " +
@@ -194,10 +201,18 @@ RowBatch ToRowBatch(const std::vector<PushedRow>& rows, StringInterner* interner
 
 Result<std::vector<PushedRow>> ParsePushedRows(std::string_view body, UnixNanos now) {
   KWATT_RETURN_IF_ERROR(CheckNesting(body));
-  Json doc = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
+  Json doc;
+  try {
+    doc = Json::parse(body);
+  } catch (const Json::exception& e) {
+    // Why, and where when the parser knows ("parse error at line 1, column 9: ...", "number
+    // overflow parsing '1e400'": a number beyond a double, which PostgreSQL refuses too).
+    std::string why = e.what();
+    const size_t tag = why.find("] ");
+    why = " (" + (tag == std::string::npos ? why : why.substr(tag + 2)) + ")";
     return Status::InvalidArgument(
-        "the body is not JSON: send a JSON array of rows "
+        "the body is not JSON" + why +
+        ": send a JSON array of rows "
         "[{\"timestamp\": 1713441600.5, \"device_id\": \"nova-1\", \"metric_id\": \"my_metric\", "
         "\"value\": 42, \"labels\": {}}]");
   }

@@ -53,7 +53,15 @@ TEST(ParsePushedRows, ReadsRowsAsGrid5000AcceptsThem) {
 }
 
 TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
-  EXPECT_NE(ErrorOf("{").find("the body is not JSON: send a JSON array of rows"),
+  // Why the body cannot be read, where the parser says: a number beyond a double is one.
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1e400}])")
+                .find("the body is not JSON (number overflow parsing '1e400'): send a JSON "
+                      "array of rows"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1,"labels":{"k":"a\u0000"}}])")
+                .find("row 1 \"labels\" hold the character \\u0000, which PostgreSQL's jsonb"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("{").find("the body is not JSON (parse error at line 1, column 2"),
             std::string::npos);
   EXPECT_NE(ErrorOf(R"({"device_id":"a"})").find("the body is a object, not a JSON array"),
             std::string::npos);

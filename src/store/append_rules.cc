@@ -1,8 +1,42 @@
 #include "src/store/append_rules.h"
 
+#include <algorithm>
 #include <string>
+#include <string_view>
+#include <utility>
+
+#include "kwatt/core/json_text.h"
 
 namespace kwatt::store::internal {
+
+Status CheckStorableJob(const jobs::Job& job) {
+  const std::string which = job.uid > 0 ? "job " + job.site + ":" + std::to_string(job.uid)
+                                        : "the job to add on " + job.site;
+  auto quoted = [](std::string_view text) {
+    std::string out;
+    AppendJsonString(&out, text);  // "monitor\nx": the control character seen
+    return out;
+  };
+  auto control = [](std::string_view text) {
+    return std::any_of(text.begin(), text.end(),
+                       [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; });
+  };
+  for (auto [list, what] : {std::pair{&job.nodes, "node"}, std::pair{&job.types, "type"}}) {
+    for (const std::string& item : *list) {
+      if (item.empty() || control(item)) {
+        return Status::InvalidArgument(which + ": its " + what + " " + quoted(item) +
+                                       (item.empty() ? " is empty" : " holds a control character") +
+                                       ": give each one on its own, without newlines or tabs");
+      }
+    }
+  }
+  if (control(job.user)) {
+    return Status::InvalidArgument(which + ": its user " + quoted(job.user) +
+                                   " holds a control character (a newline, a tab): give the "
+                                   "user's login");
+  }
+  return Status::OK();
+}
 
 Status CheckAppendable(const RowBatch& batch, const StringInterner& interner) {
   for (size_t i = 0; i < batch.size(); ++i) {

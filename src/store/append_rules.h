@@ -9,12 +9,19 @@
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
+#include "kwatt/jobs/job.h"
 
 namespace kwatt::store::internal {
 
 // InvalidArgument naming the first row with a time finer than the microsecond, or an empty device
 // or metric id; OK otherwise.
 Status CheckAppendable(const RowBatch& batch, const StringInterner& interner);
+
+// InvalidArgument when a job to keep has a node or type that is empty or holds a control
+// character (a newline would end a line of `kwatt jobs list`, and the embedded store keeps the
+// lists one item a line), or a user with a control character, naming the job (the job to add,
+// when its id is yet to be given) and the text; OK otherwise. Every engine keeps the same jobs.
+Status CheckStorableJob(const jobs::Job& job);
 
 // A catalogue read back from a store: Corruption naming the cluster when it does not parse.
 Result<Catalogue> ParseStoredCatalogue(const std::string& site, const std::string& cluster,

@@ -187,6 +187,7 @@ class PostgresStore : public Store {
   }
 
   Status PutJob(const jobs::Job& job) override {
+    KWATT_RETURN_IF_ERROR(internal::CheckStorableJob(job));
     return Exec(std::string(kInsertJob) +
                     " ON CONFLICT (site, id) DO UPDATE SET \"user\" = excluded.\"user\", nodes = "
                     "excluded.nodes, start_time = excluded.start_time, stop_time = "
@@ -195,6 +196,7 @@ class PostgresStore : public Store {
   }
 
   Result<int64_t> AddJob(const jobs::Job& job, bool next_id) override {
+    KWATT_RETURN_IF_ERROR(internal::CheckStorableJob(job));
     KWATT_RETURN_IF_ERROR(Exec("BEGIN"));
     Result<int64_t> id = AddJobInTransaction(job, next_id);
     Status end = Exec(id.ok() ? "COMMIT" : "ROLLBACK");

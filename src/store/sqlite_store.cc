@@ -425,6 +425,13 @@ class SqliteStore final : public Store {
     if (!exists && !options_.create_if_missing) {
       return Status::NotFound("no store at " + path_);
     }
+    if (exists && S_ISREG(st.st_mode) && st.st_size == 0 && !options_.create_if_missing) {
+      // An empty file (a `touch`, a copy cut short) is not made a store by a command that only
+      // reads one: the file stays as it is.
+      return Status::NotFound(path_ +
+                              " is an empty file, not a store (kwatt import and kwatt serve "
+                              "--store make one)");
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
                 (options_.create_if_missing ? SQLITE_OPEN_CREATE : 0);
     int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
@@ -531,14 +538,14 @@ class SqliteStore final : public Store {
   }
 
   Status PutJob(const jobs::Job& job) override {
-    KWATT_RETURN_IF_ERROR(CheckJobLists(job));
+    KWATT_RETURN_IF_ERROR(internal::CheckStorableJob(job));
     Statement& put = Get(kPutJob);
     BindJob(put, job, job.uid);
     return WriteNow(put);
   }
 
   Result<int64_t> AddJob(const jobs::Job& job, bool next_id) override {
-    KWATT_RETURN_IF_ERROR(CheckJobLists(job));
+    KWATT_RETURN_IF_ERROR(internal::CheckStorableJob(job));
     // BEGIN IMMEDIATE takes the write lock: no other process reads the highest id or inserts
     // until this transaction ends.
     KWATT_RETURN_IF_ERROR(BeginIfNeeded());
@@ -661,7 +668,7 @@ class SqliteStore final : public Store {
 
   Status PrepareStatements() {
     static constexpr const char* kSql[kStatementCount] = {
-        "INSERT INTO series(device, metric, labels) VALUES(?1, ?2, ?3)",
+        "INSERT INTO series(device, metric, labels) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING",
         "INSERT INTO head(series, seq, time, utc_offset, value_bits) VALUES(?1, ?2, ?3, ?4, ?5)",
         "SELECT time, utc_offset, value_bits FROM head WHERE series = ?1 ORDER BY time, seq",
         "DELETE FROM head WHERE series = ?1",
@@ -810,7 +817,27 @@ class SqliteStore final : public Store {
       insert.Reset().Bind(1, device).Bind(2, metric).Bind(3, labels);
       KWATT_RETURN_IF_ERROR(insert.Run());
       SeriesState state;
-      state.id = sqlite3_last_insert_rowid(db_);
+      if (sqlite3_changes(db_) > 0) {
+        state.id = sqlite3_last_insert_rowid(db_);
+      } else {
+        // Another connection (a server's other one, another process) made it since this one
+        // read the store: its state as the file has it.
+        Statement read;
+        KWATT_RETURN_IF_ERROR(read.Prepare(
+            db_,
+            "SELECT s.id, s.max_span, count(h.seq), coalesce(max(h.seq) + 1, 0) FROM series s "
+            "LEFT JOIN head h ON h.series = s.id WHERE s.device = ?1 AND s.metric = ?2 AND "
+            "s.labels = ?3 GROUP BY s.id"));
+        read.Bind(1, device).Bind(2, metric).Bind(3, labels);
+        bool row = false;
+        KWATT_RETURN_IF_ERROR(read.Step(&row));
+        if (!row) return Status::Internal("the series of " + std::string(device) + " vanished");
+        state.id = read.Int(0);
+        state.max_span = read.Int(1);
+        state.head_rows = read.Int(2);
+        state.next_seq = read.Int(3);
+        state.head_since = options_.clock();
+      }
       it = series_.emplace(std::move(key), states_.size()).first;
       states_.push_back(state);
     }
@@ -824,7 +851,7 @@ class SqliteStore final : public Store {
     Statement& insert = Get(kInsertHead);
     UnixNanos now = options_.clock();
     for (size_t i = 0; i < batch.size(); ++i) {
-      size_t index;
+      size_t index = 0;
       KWATT_RETURN_IF_ERROR(ResolveSeries(batch, interner, i, &index));
       SeriesState& state = states_[index];
       insert.Reset()
@@ -965,18 +992,6 @@ class SqliteStore final : public Store {
         cursors.pop_back();
       } else {
         std::push_heap(cursors.begin(), cursors.end(), later);
-      }
-    }
-    return Status::OK();
-  }
-
-  static Status CheckJobLists(const jobs::Job& job) {
-    for (const auto& list : {job.nodes, job.types}) {
-      for (const std::string& item : list) {
-        if (item.empty() || item.find('\n') != std::string::npos) {
-          return Status::InvalidArgument("job " + job.site + "/" + std::to_string(job.uid) +
-                                         ": a node or type that is empty or holds a newline");
-        }
       }
     }
     return Status::OK();

@@ -324,6 +324,26 @@ TEST(SqliteStore, AppendCommitsByItselfAfterTheFlushInterval) {
   EXPECT_EQ(QueryAll(*reader).size(), 2u);  // the second Append committed both
 }
 
+TEST(SqliteStore, AJobWithAControlCharacterIsRefusedAsByPostgres) {
+  TempDir temp("kwatt_store_test");
+  auto store = Open(temp.root() / "s.db");
+  // Both engines keep the same jobs (kwatt jobs list prints one a line): a type, node or user
+  // with a newline is refused, naming it, and nothing is kept.
+  jobs::Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {"monitor\nx"}};
+  Result<int64_t> added = store->AddJob(job, /*next_id=*/true);
+  EXPECT_EQ(added.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(added.status().message(),
+            "the job to add on lyon: its type \"monitor\\nx\" holds a control character: give "
+            "each one on its own, without newlines or tabs");
+  job.types = {};
+  job.user = "bob\nsmith";
+  job.uid = 4;
+  Status put = store->PutJob(job);
+  EXPECT_NE(put.message().find("job lyon:4: its user \"bob\\nsmith\""), std::string::npos)
+      << put.ToString();
+  EXPECT_TRUE(store->Jobs("lyon", INT64_MIN, INT64_MAX)->empty());
+}
+
 TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {
   TempDir temp("kwatt_store_test");
   auto store = Open(temp.root() / "s.db");
@@ -421,6 +441,12 @@ TEST(SqliteStore, RefusesWhatIsNotAStore) {
   options.create_if_missing = false;
   EXPECT_EQ(OpenSqliteStore((temp.root() / "none.db").string(), options).status().code(),
             Status::Code::kNotFound);
+  // An empty file is not made a store by what only reads one (kwatt store check, info, cat).
+  WriteFile(temp.root() / "empty.db", "");
+  auto empty = OpenSqliteStore((temp.root() / "empty.db").string(), options);
+  EXPECT_EQ(empty.status().code(), Status::Code::kNotFound) << empty.status().ToString();
+  EXPECT_NE(empty.status().message().find("is an empty file, not a store"), std::string::npos);
+  EXPECT_EQ(std::filesystem::file_size(temp.root() / "empty.db"), 0u);
 }
 
 // SQLite says "unable to open database file" whatever the cause: the system's error names it.
@@ -478,6 +504,32 @@ TEST(SqliteStore, ProcessesCreatingOneStoreAtOnceAllOpenIt) {
     }
     ASSERT_EQ(failures, "") << "round " << round;
   }
+}
+
+// Two connections to one new store (kwatt serve --store lends several), each appending rows of the
+// same new series: neither fails on the series the other made since it read the store (a UNIQUE
+// error once), and every row is kept.
+TEST(SqliteStore, TwoConnectionsMakingTheSameSeriesBothAppend) {
+  TempDir temp("kwatt_store_test");
+  const std::string path = (temp.root() / "s.db").string();
+  auto first = OpenSqliteStore(path);
+  auto second = OpenSqliteStore(path);
+  ASSERT_TRUE(first.ok() && second.ok());
+  std::vector<Row> rows;
+  for (int i = 0; i < 6; ++i) {
+    rows.push_back({kT0 + i * kNanosPerSecond, 7200, "nova-1", "m", double(i)});
+  }
+  for (int i = 0; i < 6; ++i) {
+    StringInterner interner;
+    Store& store = i % 2 ? **second : **first;
+    Status status = store.Append(ToBatch({rows[size_t(i)]}, &interner), interner);
+    ASSERT_TRUE(status.ok()) << "row " << i << ": " << status.ToString();
+    ASSERT_TRUE(store.Flush().ok());
+  }
+  EXPECT_EQ(QueryAll(**first), rows);
+  auto info = (*second)->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->series, 1);
 }
 
 // Writes a store with blocks and returns its bytes once closed (its WAL checkpointed).

@@ -72,6 +72,30 @@ def test_an_archive_imported_comes_back_row_for_row(archive, store_uri):
     assert json.loads(run_kwatt("store", "info", store_uri, "--json").stdout)["rows"] == rows
 
 
+def test_check_info_and_cat_never_make_a_store_of_an_empty_file(tmp_path):
+    # A `touch`, a copy cut short: named, and left as it is (doc/store.md: they never create).
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for command in (["store", "check"], ["store", "info"], ["store", "cat"]):
+        done = run_kwatt(*command, empty)
+        assert done.returncode != 0, command
+        assert b"is an empty file, not a store" in done.stderr, done.stderr
+    assert empty.stat().st_size == 0 and not (tmp_path / "empty.db-wal").exists()
+
+
+def test_jobs_with_a_control_character_are_refused_and_listed_one_a_line(tmp_path):
+    store = tmp_path / "jobs.db"
+    refused = run_kwatt("jobs", "add", "--store", store, "--site", "lyon", "--nodes", "nova-1",
+                        "--types", "monitor\nx", "--start", "2025-04-18T14:00:00Z")
+    assert refused.returncode == 2
+    assert b'its type "monitor\\nx" holds a control character' in refused.stderr
+    added = run_kwatt("jobs", "add", "--store", store, "--site", "lyon", "--nodes", "nova-1",
+                      "--user", "bob", "--start", "2025-04-18T14:00:00Z")
+    assert added.returncode == 0, added.stderr
+    listed = run_kwatt("jobs", "list", "--store", store, "--site", "lyon")
+    assert listed.stdout.decode().count("\n") == 1
+
+
 def test_a_damaged_store_file_is_named_by_check(archive, tmp_path):
     directory, _ = archive
     store = tmp_path / "site.db"
