@@ -24,6 +24,7 @@ namespace {
 
 using testing::Append;
 using testing::Expected;
+using testing::ExpectJobsWithControlCharactersRefused;
 using testing::ExpectSound;
 using testing::QueryAll;
 using testing::QueryRows;
@@ -245,21 +246,7 @@ TEST_F(PostgresStoreTest, CheckNamesAPartitionWhoseIndexIsNotValid) {
 }
 
 TEST_F(PostgresStoreTest, AJobWithAControlCharacterIsRefusedAsByTheEmbeddedStore) {
-  // Both engines keep the same jobs (kwatt jobs list prints one a line): a type, node or user
-  // with a newline is refused, naming it, and nothing is kept.
-  jobs::Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {"monitor\nx"}};
-  Result<int64_t> added = store_->AddJob(job, /*next_id=*/true);
-  EXPECT_EQ(added.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(added.status().message(),
-            "the job to add on lyon: its type \"monitor\\nx\" holds a control character: give "
-            "each one on its own, without newlines or tabs");
-  job.types = {};
-  job.user = "bob\nsmith";
-  job.uid = 4;
-  Status put = store_->PutJob(job);
-  EXPECT_NE(put.message().find("job lyon:4: its user \"bob\\nsmith\""), std::string::npos)
-      << put.ToString();
-  EXPECT_TRUE(store_->Jobs("lyon", INT64_MIN, INT64_MAX)->empty());
+  ExpectJobsWithControlCharactersRefused(*store_, kT0);
 }
 
 TEST_F(PostgresStoreTest, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {

@@ -36,6 +36,7 @@ constexpr UnixNanos kT0 = 1'745'000'000 * kNanosPerSecond;  // 2025-04-18T18:13:
 
 using testing::Append;
 using testing::Expected;
+using testing::ExpectJobsWithControlCharactersRefused;
 using testing::ExpectSound;
 using testing::QueryAll;
 using testing::QueryRows;
@@ -327,21 +328,7 @@ TEST(SqliteStore, AppendCommitsByItselfAfterTheFlushInterval) {
 TEST(SqliteStore, AJobWithAControlCharacterIsRefusedAsByPostgres) {
   TempDir temp("kwatt_store_test");
   auto store = Open(temp.root() / "s.db");
-  // Both engines keep the same jobs (kwatt jobs list prints one a line): a type, node or user
-  // with a newline is refused, naming it, and nothing is kept.
-  jobs::Job job{"lyon", 0, "alice", {"nova-1"}, kT0, std::nullopt, {"monitor\nx"}};
-  Result<int64_t> added = store->AddJob(job, /*next_id=*/true);
-  EXPECT_EQ(added.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(added.status().message(),
-            "the job to add on lyon: its type \"monitor\\nx\" holds a control character: give "
-            "each one on its own, without newlines or tabs");
-  job.types = {};
-  job.user = "bob\nsmith";
-  job.uid = 4;
-  Status put = store->PutJob(job);
-  EXPECT_NE(put.message().find("job lyon:4: its user \"bob\\nsmith\""), std::string::npos)
-      << put.ToString();
-  EXPECT_TRUE(store->Jobs("lyon", INT64_MIN, INT64_MAX)->empty());
+  ExpectJobsWithControlCharactersRefused(*store, kT0);
 }
 
 TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -83,6 +84,24 @@ inline std::vector<Row> QueryAll(Store& store) {
   query.start = std::numeric_limits<int64_t>::min();
   query.end = std::numeric_limits<int64_t>::max();
   return QueryRows(store, query);
+}
+
+// Both engines keep the same jobs (kwatt jobs list prints one a line): a type, node or user with
+// a newline is refused, naming it, and nothing is kept. `at`: an instant for the jobs' start.
+inline void ExpectJobsWithControlCharactersRefused(Store& store, UnixNanos at) {
+  jobs::Job job{"lyon", 0, "alice", {"nova-1"}, at, std::nullopt, {"monitor\nx"}};
+  Result<int64_t> added = store.AddJob(job, /*next_id=*/true);
+  EXPECT_EQ(added.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(added.status().message(),
+            "the job to add on lyon: its type \"monitor\\nx\" holds a control character: give "
+            "each one on its own, without newlines or tabs");
+  job.types = {};
+  job.user = "bob\nsmith";
+  job.uid = 4;
+  Status put = store.PutJob(job);
+  EXPECT_NE(put.message().find("job lyon:4: its user \"bob\\nsmith\""), std::string::npos)
+      << put.ToString();
+  EXPECT_TRUE(store.Jobs("lyon", INT64_MIN, INT64_MAX)->empty());
 }
 
 // What a query must give: the rows in the window, by device, time, metric, labels, then in the
