@@ -1,4 +1,8 @@
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/backup/backup.h"
@@ -8,6 +12,18 @@
 #endif
 
 namespace kwatt::cli {
+namespace {
+
+// Ctrl-C or a kill while a backup runs: the archive is crash-safe (what was committed stays), so
+// the interrupted command says so and how to go on, then ends as the signal would have.
+std::string g_interrupted;  // the message, made before the handler is installed
+
+extern "C" void OnBackupInterrupted(int signal_number) {
+  (void)!write(STDERR_FILENO, g_interrupted.data(), g_interrupted.size());
+  _exit(128 + signal_number);
+}
+
+}  // namespace
 
 Runner RegisterBackup(CLI::App* app) {
   struct Args {
@@ -37,6 +53,13 @@ Runner RegisterBackup(CLI::App* app) {
       std::fprintf(stderr, "kwatt backup: %s\n", status.message().c_str());
       return ExitCodeOf(status);
     }
+    g_interrupted = "\nkwatt backup: interrupted; the rows written so far stay in " + args->dir +
+                    ": run the same kwatt backup command again to complete it\n";
+    struct sigaction action {};
+    action.sa_handler = OnBackupInterrupted;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
     Result<backup::BackupOutcome> outcome = backup::Backup(
         options, query, args->dir, KWATT_VERSION, MakeProgress("kwatt backup", args->quiet),
         [&](bool resuming) {

@@ -15,8 +15,8 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 def to_ns(value, what="time"):
     """Nanoseconds since the epoch (UTC) of an instant given as epoch seconds (int or float,
     as time.time() gives), a datetime (naive ones are in the machine's local time), a pandas
-    Timestamp, a numpy datetime64, or a text ("now", epoch seconds, ISO 8601; without an
-    offset: local time). None stays None.
+    Timestamp, a numpy datetime64 (which has no time zone: local time too), or a text ("now",
+    epoch seconds, ISO 8601; without an offset: local time). None stays None.
 
     Naive datetimes and Timestamps are read by the C++ core's rule for local times, as texts
     without an offset are (one algorithm): a local time that does not exist (spring forward) or
@@ -44,7 +44,11 @@ def _to_ns(value, what):
         delta = value - _EPOCH
         return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if type(value).__name__ == "datetime64":
-        return int(value.astype("datetime64[ns]").astype("int64"))
+        # No time zone, as a naive datetime: read as local time by the same rule, so that a
+        # datetime64 and pandas.Timestamp(it) are the same instant.
+        if str(value) == "NaT":
+            raise InvalidArgumentError(f"{what}: {value!r} is not an instant")
+        return _local_ns(str(value.astype("datetime64[ns]")), what)
     if isinstance(value, numbers.Integral):
         return int(value) * 1_000_000_000
     if isinstance(value, numbers.Real):

@@ -295,7 +295,7 @@ class Kwollect(_ServiceBase):
 
     # ---- metrics -----------------------------------------------------------------------------
 
-    def get_metrics(self, metrics=None, roles=None, nodes=None, summary=False,
+    def get_metrics(self, metrics=None, nodes=None, summary=False, *, roles=None,
                     allow_incomplete=False, custom_metrics=False, as_rate=False):
         """Every row Kwollect holds for the nodes over the window.
 
@@ -304,7 +304,8 @@ class Kwollect(_ServiceBase):
         row: {'timestamp': '2024-11-26T15:44:04+01:00', 'device_id': 'nova-1', 'metric_id':
         'wattmetre_power_watt', 'value': 6.914999999999997, 'labels': {'_device_orig': [...]}}.
 
-        metrics: metric ids (default: all); roles / nodes: a subset of the instance's nodes;
+        Arguments in EnOSlib's order (metrics, nodes, summary: its positional calls work).
+        metrics: metric ids (default: all); nodes / roles: a subset of the instance's nodes;
         summary: 5-minute aggregates. A fetch that could not get everything raises
         IncompleteError (``.partial`` holds the rows obtained) unless allow_incomplete.
         custom_metrics: metrics may name custom metrics (pushed with POST), which no catalogue
@@ -316,7 +317,7 @@ class Kwollect(_ServiceBase):
                                     check_metrics=not custom_metrics, as_rate=as_rate)
         return self._check_complete(table, table.rows_by_node(subset), allow_incomplete)
 
-    def to_pandas(self, metrics=None, roles=None, nodes=None, summary=False,
+    def to_pandas(self, metrics=None, nodes=None, summary=False, *, roles=None,
                   allow_incomplete=False, custom_metrics=False, as_rate=False):
         """The same rows as one DataFrame: timestamp (UTC-aware), site, node, device_id,
         metric_id, value, labels (JSON text). See kwatt.frames.table_frame."""
@@ -328,7 +329,7 @@ class Kwollect(_ServiceBase):
         """EnOSlib's name for to_pandas()."""
         return self.to_pandas(*args, **kwargs)
 
-    def backup(self, backup_dir=None, metrics=None, roles=None, nodes=None, summary=False):
+    def backup(self, backup_dir=None, metrics=None, nodes=None, summary=False, *, roles=None):
         """Archives every row of the window (doc/archive_format.md): lossless, compressed,
         written as it is fetched, resumable. Returns the archive's directory (default:
         kwatt_backup/<start>_<stop>, or kwatt_backup/<site>_<job id> for a job's window). A
@@ -451,6 +452,20 @@ class Kwollect(_ServiceBase):
                 out.append((str(name), to_ns(a, f"phase {name}"), to_ns(b, f"phase {name}")))
         return out
 
+    def _roles_and_nodes(self, roles, nodes):
+        """(roles as _core takes them, the nodes) for energy and stats: roles a mapping {name:
+        hosts} (default: the instance's), or hosts (a list, EnOSlib's roles["compute"], one
+        Host), which narrow the nodes as nodes= does, without roles."""
+        if roles is not None and not hasattr(roles, "items"):
+            if nodes is not None:
+                raise InvalidArgumentError("give roles or nodes, not both")
+            return [], self._subset(roles, None)
+        if nodes is not None:
+            if roles is not None:
+                raise InvalidArgumentError("give roles or nodes, not both")
+            return [], self._subset(None, nodes)
+        return self._roles(roles), list(self.nodes)
+
     def _roles(self, roles):
         given = self.roles if roles is None else roles
         out = []
@@ -462,17 +477,17 @@ class Kwollect(_ServiceBase):
             out.append((str(name), nodes))
         return out
 
-    def _source(self, source):
-        """(archive, nodes, start, stop) for _core.energy/stats: the instance's nodes, from an
-        archive (narrowed to the window when there is one; a node it lacks is an error) or over
-        the instance's window."""
+    def _source(self, source, nodes):
+        """(archive, nodes, start, stop) for _core.energy/stats: the nodes, from an archive
+        (narrowed to the window when there is one; a node it lacks is an error) or over the
+        instance's window."""
         if source is not None:
-            return os.fspath(source), list(self.nodes), self._start_ns, self._stop_ns
-        return ("", list(self.nodes)) + self._window()
+            return os.fspath(source), nodes, self._start_ns, self._stop_ns
+        return ("", nodes) + self._window()
 
     def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                       gap_factor=3.0, accuracies=None, clock_offset=None,
-                      allow_incomplete=False, with_archives=None):
+                      allow_incomplete=False, with_archives=None, nodes=None):
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
         phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
@@ -480,12 +495,13 @@ class Kwollect(_ServiceBase):
         could not get everything raises IncompleteError (``.partial`` holds the report) unless
         allow_incomplete."""
         report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
-                              clock_offset, with_archives)
+                              clock_offset, with_archives, nodes)
         return self._check_report(report["fetch"], report, allow_incomplete)
 
     def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None,
-                clock_offset=None, with_archives=None):
-        archive, nodes, start, stop = self._source(source)
+                clock_offset=None, with_archives=None, nodes=None):
+        roles, nodes = self._roles_and_nodes(roles, nodes)
+        archive, nodes, start, stop = self._source(source, nodes)
         accuracies = [f"{m}={a}" for m, a in (accuracies or {}).items()]
         if clock_offset is None:
             clock_offset = _core.DEFAULT_CLOCK_OFFSET
@@ -493,7 +509,7 @@ class Kwollect(_ServiceBase):
             raise InvalidArgumentError(f"clock_offset should be a number of seconds, not "
                                        f"{clock_offset!r}")
         return _core.energy(self._client, archive=archive, nodes=nodes, start=start, end=stop,
-                            job=None, phases=self.phases(phases), roles=self._roles(roles),
+                            job=None, phases=self.phases(phases), roles=roles,
                             metric=metric or "", baseline=baseline or "",
                             gap_factor=float(gap_factor), accuracies=accuracies,
                             clock_offset=float(clock_offset),
@@ -502,7 +518,7 @@ class Kwollect(_ServiceBase):
 
     def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
                gap_factor=3.0, accuracies=None, clock_offset=None, allow_incomplete=False,
-               with_archives=None):
+               with_archives=None, nodes=None):
         """The energy of the experiment, as a DataFrame with one row per node, role and total,
         for the whole window (phase "window") and each phase (marks, and `phases`).
 
@@ -510,7 +526,8 @@ class Kwollect(_ServiceBase):
         `metric`), integrated on the real timestamps; gaps are estimated and counted, coverage
         reported. The window and phases are clipped to the data's window (never extrapolated);
         ``frame.attrs["kwatt"]["notes"]`` says what was clipped or merged. roles: {name: hosts}
-        (default: the Roles given). baseline: a phase whose mean power is the idle baseline
+        (default: the Roles given), or hosts (EnOSlib's ``roles["compute"]``), which narrow the
+        nodes as nodes= does: a subset of the instance's nodes (then no roles). baseline: a phase whose mean power is the idle baseline
         (baseline_joules then tells the energy at idle). source: an archive directory instead
         of the API. Columns: scope (node, role, total), name, phase, metric, joules, wh,
         mean_watts, peak_watts, seconds, coverage, gaps, gap_joules, counter_joules (energy
@@ -526,11 +543,11 @@ class Kwollect(_ServiceBase):
         (``.partial`` holds the DataFrame) unless allow_incomplete.
         """
         report = self._energy(phases, roles, metric, baseline, source, gap_factor, accuracies,
-                              clock_offset, with_archives)
+                              clock_offset, with_archives, nodes)
         return self._check_report(report["fetch"], energy_frame(report), allow_incomplete)
 
     def source_checks(self, phases=None, roles=None, source=None, gap_factor=3.0,
-                      accuracies=None, allow_incomplete=False, with_archives=None):
+                      accuracies=None, allow_incomplete=False, with_archives=None, nodes=None):
         """Each node's power sources checked against each other (doc/energy.md, "How far to trust
         it"), as a DataFrame with one row per node, interval (window, then each phase) and source
         compared with the node's chosen one: node, interval, metric, reference, verdict (agrees,
@@ -542,19 +559,21 @@ class Kwollect(_ServiceBase):
         {"bmc_node_power_watt": "5%+2W"}). with_archives: as energy()'s (a kwatt meter
         recording on a node: its RAPL and GPU domains checked against the node's wall power)."""
         report = self._energy(phases, roles, None, None, source, gap_factor, accuracies,
-                              with_archives=with_archives)
+                              with_archives=with_archives, nodes=nodes)
         return self._check_report(report["fetch"], source_checks_frame(report), allow_incomplete)
 
-    def stats(self, metrics=None, phases=None, roles=None, source=None, allow_incomplete=False):
+    def stats(self, metrics=None, phases=None, roles=None, source=None, allow_incomplete=False,
+              nodes=None):
         """Per interval (window, then each phase), node (and role) and metric: count, mean,
         min, max, last; counters' increase, rate and resets; CPU usage (cpu_busy, 0..1). A
         fetch that could not get everything raises IncompleteError (``.partial`` holds the
         DataFrame) unless allow_incomplete."""
-        archive, nodes, start, stop = self._source(source)
+        roles, nodes = self._roles_and_nodes(roles, nodes)
+        archive, nodes, start, stop = self._source(source, nodes)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         report = _core.stats(self._client, archive=archive, nodes=nodes, start=start, end=stop,
                              job=None, metrics=metrics, phases=self.phases(phases),
-                             roles=self._roles(roles), progress=self._progress("kwatt stats"))
+                             roles=roles, progress=self._progress("kwatt stats"))
         return self._check_report(report["fetch"], stats_frame(report), allow_incomplete)
 
     # ---- plots -------------------------------------------------------------------------------

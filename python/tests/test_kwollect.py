@@ -150,6 +150,12 @@ def test_custom_timestamps_in_every_form(given):
     assert k.start_time == pytest.approx(T0)
 
 
+def test_node_names_in_any_case():
+    # DNS names are case-insensitive (they were refused three different ways).
+    k = kwatt.Kwollect(nodes=["NOVA-1.LYON.GRID5000.FR", "nova-4.LYON", en.Host("Nova-5.Lyon")])
+    assert k.nodes == NOVA
+
+
 def test_enoslib_keyword_names():
     # Code written for EnOSlib's Kwollect runs unchanged.
     k = kwatt.Kwollect(nodes=NOVA)
@@ -163,6 +169,25 @@ def test_naive_datetimes_are_local_time(monkeypatch):
     naive = dt.datetime(2025, 4, 18, 14, 4)
     k.start(naive)
     assert k.window[0] == int(naive.timestamp()) * 10**9
+
+
+def test_a_datetime64_is_the_instant_its_naive_timestamp_is(monkeypatch):
+    # numpy's datetime64 has no time zone: local time, as pandas.Timestamp(it) is (it was read
+    # as UTC, two hours off the Timestamp made of it in Paris).
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    time.tzset()
+    try:
+        k = kwatt.Kwollect(nodes=NOVA)
+        value = np.datetime64("2025-04-18T14:04:00.5")
+        k.start(value)
+        first = k.window[0]
+        k.start(pd.Timestamp(value))
+        assert k.window[0] == first == int(T0 * 10**9) + 500_000_000
+        with pytest.raises(kwatt.InvalidArgumentError, match="not an instant"):
+            k.start(np.datetime64("NaT"))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_nonexistent_and_ambiguous_local_times_are_refused_as_in_text(monkeypatch):
@@ -283,6 +308,32 @@ def test_subsets_by_roles_or_nodes(server):
         k.get_metrics(nodes=["nova-9.lyon.grid5000.fr"])
     with pytest.raises(kwatt.InvalidArgumentError, match="not both"):
         k.get_metrics(roles=roles["a"], nodes=["nova-1.lyon"])
+
+
+def test_enoslibs_positional_calls_and_hosts_as_roles(server, tmp_path):
+    # EnOSlib's order: get_metrics(metrics, nodes, summary), backup(backup_dir, metrics, nodes,
+    # summary); energy() and stats() take hosts (roles["b"]) or nodes= as a subset.
+    roles = en.Roles({"a": [en.Host(NOVA[0])], "b": [en.Host(NOVA[1]), en.Host(NOVA[2])]})
+    k = kwatt.Kwollect(roles=roles, api=server.url, progress=False)
+    k.start(T0)
+    k.stop(T0 + 5)
+    summary = k.get_metrics(["wattmetre_power_watt"], roles["b"], True)
+    assert set(summary) == set(NOVA[1:])
+    raw = k.get_metrics(["wattmetre_power_watt"], roles["b"])
+    assert sum(map(len, raw.values())) > sum(map(len, summary.values()))
+    frame = k.get_metrics_pandas(["wattmetre_power_watt"], [en.Host(NOVA[0])])
+    assert set(frame["node"]) == {NOVA[0]}
+    path = k.backup(tmp_path / "b", ["wattmetre_power_watt"], roles["a"], False)
+    assert set(kwatt.load(path)["node"]) == {NOVA[0]}
+    for energy in (k.energy(roles=roles["b"]), k.energy(nodes=["nova-4.lyon", "nova-5.lyon"])):
+        nodes = energy[energy["scope"] == "node"]["name"]
+        assert set(nodes) == set(NOVA[1:])
+        assert "role" not in set(energy["scope"])
+    stats = k.stats(["wattmetre_power_watt"], roles=roles["a"])
+    assert set(stats["node"]) == {NOVA[0]}
+    assert set(k.stats(["wattmetre_power_watt"], nodes=[NOVA[0]])["node"]) == {NOVA[0]}
+    with pytest.raises(kwatt.InvalidArgumentError, match="not both"):
+        k.energy(roles=roles, nodes=[NOVA[0]])
 
 
 def test_summary_rows(server):

@@ -49,7 +49,11 @@ bool ValidLabel(std::string_view text) {
 }  // namespace
 
 Result<NodeName> ParseNodeName(std::string_view text) {
-  std::string_view name = text;
+  // DNS names are case-insensitive; Grid'5000's uids and sites are lower case.
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  std::string_view name = lower;
   while (!name.empty() && std::isspace(uint8_t(name.front()))) name.remove_prefix(1);
   while (!name.empty() && std::isspace(uint8_t(name.back()))) name.remove_suffix(1);
   if (EndsWith(name, ".")) name.remove_suffix(1);

@@ -6,10 +6,11 @@ namespace kwatt::node_name_test {
 namespace {
 
 TEST(ParseNodeName, EveryFormUsersWrite) {
-  for (const char* text :
-       {"nova-1.lyon.grid5000.fr", "nova-1.lyon", "nova-1-kavlan-4.lyon",
-        "nova-1-kavlan-4.lyon.grid5000.fr", "nova-1-ipv6.lyon.grid5000.fr",
-        "nova-1-kavlan-12-ipv6.lyon.grid5000.fr", " nova-1.lyon.grid5000.fr. "}) {
+  for (const char* text : {"nova-1.lyon.grid5000.fr", "nova-1.lyon", "nova-1-kavlan-4.lyon",
+                           "nova-1-kavlan-4.lyon.grid5000.fr", "nova-1-ipv6.lyon.grid5000.fr",
+                           "nova-1-kavlan-12-ipv6.lyon.grid5000.fr", " nova-1.lyon.grid5000.fr. ",
+                           // DNS names are case-insensitive.
+                           "NOVA-1.LYON.GRID5000.FR", "nova-1.LYON", "Nova-1.Lyon.Grid5000.Fr"}) {
     auto node = ParseNodeName(text);
     ASSERT_TRUE(node.ok()) << text << ": " << node.status().ToString();
     EXPECT_EQ(node->uid, "nova-1") << text;

@@ -52,6 +52,26 @@ def test_round_trip_is_exact(server, tmp_path):
     assert total == len(rows)
 
 
+def test_ctrl_c_says_the_same_command_completes_the_backup(server, tmp_path):
+    slow = start_server("--rows-per-second", 30000, jobs=JOBS, tmp_path=tmp_path)
+    try:
+        target = tmp_path / "stopped"
+        process = subprocess.Popen([KWATT, "backup", "--api", slow.url, "--job", "lyon:1001",
+                                    "-q", "-o", target], stderr=subprocess.PIPE)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 130
+        assert (f"kwatt backup: interrupted; the rows written so far stay in {target}: run the "
+                "same kwatt backup command again to complete it").encode() in stderr
+        assert json.loads((target / "manifest.json").read_text())["state"] == "incomplete"
+        again = run("backup", "--api", slow.url, "--job", "lyon:1001", "-q", "-o", target)
+        assert again.returncode == 0, again.stderr
+        assert json.loads((target / "manifest.json").read_text())["state"] == "complete"
+    finally:
+        slow.stop()
+
+
 @pytest.mark.parametrize("kill_after", [0.3, 1.5, 3.0])
 def test_kill_and_resume_gives_the_uninterrupted_archive(server, tmp_path, kill_after):
     reference = tmp_path / "reference"
