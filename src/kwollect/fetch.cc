@@ -197,6 +197,41 @@ Status UnexpectedAnswer(const ClientOptions& options, const json::exception& e) 
                             ": " + e.what());
 }
 
+// A PDU outlet's metrics, as Kwollect reads every outlet of a PDU the reference describes.
+constexpr const char* kPduOutletMetric = "pdu_outlet_power_watt";
+
+// Completes a cluster's reference document (`cluster`, its `metrics`) with the PDU outlet metric
+// for the nodes whose reference `pdu` list names an outlet (an entry not of kind
+// "wattmetre-only") when its catalogue does not list it: Kwollect reads every outlet of the PDUs
+// the reference describes, and some clusters' lists omit it (nantes/ecotype, lille/chifflot),
+// which made kwatt refuse a metric whose rows are there.
+void AddPduOutletMetrics(const json& nodes, json* cluster) {
+  if (!cluster->is_object() || !(*cluster)["metrics"].is_array()) return;
+  for (const json& metric : (*cluster)["metrics"]) {
+    if (metric.is_object() && metric.value("name", "") == kPduOutletMetric) return;
+  }
+  json fed = json::array();
+  for (const json& node : nodes) {
+    if (!node.is_object() || !node.contains("pdu") || !node["pdu"].is_array()) continue;
+    for (const json& entry : node["pdu"]) {
+      if (entry.is_object() && entry.value("kind", "") != "wattmetre-only") {
+        fed.push_back(node.value("uid", ""));
+        break;
+      }
+    }
+  }
+  if (fed.empty()) return;
+  (*cluster)["metrics"].push_back(
+      {{"name", kPduOutletMetric},
+       {"description",
+        "Power consumption of node reported by PDU outlet, in watt (added by kwatt "
+        "from the nodes' pdu lists: the cluster's catalogue does not list it)"},
+       {"period", 1000},
+       {"optional_period", 1000},
+       {"source", {{"protocol", "pdu"}}},
+       {"only_for", fed}});
+}
+
 Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
                                       const std::vector<NodeName>& nodes) {
   NodeLookup lookup;
@@ -233,15 +268,16 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
           if (doc.status().code() != Status::Code::kNotFound) return doc.status();
           problem = "site " + site + " has no cluster \"" + info.cluster + "\"";
         } else {
-          Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
-          if (!catalogue.ok()) return catalogue.status().WithContext(http::Redact(url));
-          lookup.catalogues.push_back({site + "/" + info.cluster, std::move(*catalogue)});
           Result<json> node_docs = GetJson(options, url + "/nodes");
           if (!node_docs.ok()) return node_docs.status();
           const json& items = node_docs->contains("items") ? (*node_docs)["items"] : *node_docs;
           for (const json& item : items) {
             if (item.is_object()) uids.push_back(item.value("uid", ""));
           }
+          AddPduOutletMetrics(items, &*doc);
+          Result<Catalogue> catalogue = Catalogue::FromJson(doc->dump());
+          if (!catalogue.ok()) return catalogue.status().WithContext(http::Redact(url));
+          lookup.catalogues.push_back({site + "/" + info.cluster, std::move(*catalogue)});
         }
       }
       const auto& [uids, problem] = clusters.at(info.cluster);
