@@ -57,6 +57,9 @@ Runner RegisterServe(CLI::App* app) {
                    "With --fail-rate: failed requests all answer this HTTP status (400-599) "
                    "with an HTML page, as a proxy would, instead of 503 or a cut body")
       ->check(NumberIn(400, 599, true));
+  serve->add_option("--down-site", o.down_sites,
+                    "A site whose API is down: every request under /sites/SITE answers 503 with "
+                    "a proxy's HTML page (repeatable)");
   serve
       ->add_option("--auth", o.auth,
                    "Require HTTP Basic credentials USER:PASSWORD (and take pushed metrics)")

@@ -166,9 +166,13 @@ py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
     lookup = kwollect::LookUpNodes(options, nodes);
   }
   kwollect::NodeLookup found = Unwrap(std::move(lookup));
-  py::list known;
+  py::list known, unavailable;
   for (size_t i = 0; i < found.nodes.size(); ++i) {
     const kwollect::NodeInfo& info = found.nodes[i];
+    if (info.unavailable) {  // its site's API could not be read: unchecked, not wrong
+      unavailable.append(py::make_tuple(parsed_names[i], info.problem));
+      continue;
+    }
     if (!info.problem.empty()) {
       problems.append(py::make_tuple(parsed_names[i], info.problem));
       continue;
@@ -186,6 +190,7 @@ py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
   py::dict out;
   out["nodes"] = known;
   out["problems"] = problems;
+  out["unavailable"] = unavailable;
   return out;
 }
 

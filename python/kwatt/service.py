@@ -146,8 +146,16 @@ class Kwollect(_ServiceBase):
 
     def deploy(self):
         """Checks that every node is a Grid'5000 node known to the reference API whose cluster
-        reports metrics; raises DeployError naming every offending node and why."""
+        reports metrics; raises DeployError naming every offending node and why. The nodes of a
+        site whose API cannot be read (down: a 503, a proxy's page) are not checked: a
+        RuntimeWarning names them, and their rows are fetched when the site is back (until then
+        a fetch reports them as not fetched)."""
         found = _core.look_up_nodes(self._client, self._names)
+        if found["unavailable"]:
+            import warnings
+            lines = "\n".join(f"  {name}: {why}" for name, why in found["unavailable"])
+            warnings.warn(f"{len(found['unavailable'])} of {len(self._names)} nodes could not be "
+                          f"checked:\n{lines}", RuntimeWarning, stacklevel=2)
         problems = {name: why for name, why in found["problems"]}
         for node in found["nodes"]:
             if not _core.catalogue_metrics(node["catalogue"], node["uid"]):
@@ -383,8 +391,9 @@ class Kwollect(_ServiceBase):
         period_in_job (the period in a job of `job_types`; default: the instance's job's)."""
         lookup = self._looked_up()
         types = list(self._job_types if job_types is None else job_types)
+        # A node of a site that was down when deploy() looked it up: none known.
         return {n: _core.catalogue_metrics(lookup[n]["catalogue"], lookup[n]["uid"], types)
-                for n in self._subset(nodes=nodes)}
+                if n in lookup else [] for n in self._subset(nodes=nodes)}
 
     def info(self):
         """A readable summary: nodes by site and cluster, the window, marks, and per cluster
@@ -404,6 +413,9 @@ class Kwollect(_ServiceBase):
             lines.append(f"mark {name}: {_core.format_paris(at)}")
         by_cluster = {}
         for n in self.nodes:
+            if n not in lookup:
+                lines.append(f"{n}: not checked (its site's API could not be read)")
+                continue
             info = lookup[n]
             by_cluster.setdefault((info["site"], info["cluster"]), []).append(info["uid"])
         for (site, cluster), uids in by_cluster.items():

@@ -402,6 +402,36 @@ def test_failed_pieces_raise_incomplete_with_the_rows_obtained(tmp_path):
         failing.stop()
 
 
+def test_a_site_that_is_down_leaves_the_other_sites_results(tmp_path):
+    # Nantes' API answers a proxy's 503 page: deploy() warns of its node instead of failing for
+    # every site, and the fetches give lyon's rows with nantes' named as not fetched (they
+    # failed whole after 15.5 s, with the proxy's HTML in the message).
+    down = start_server("--down-site", "nantes", "--jobs", JOBS, tmp_path=tmp_path)
+    try:
+        k = kwatt.Kwollect(nodes=[NOVA[0], "ecotype-1.nantes"], api=down.url, progress=False,
+                           retries=0)
+        with pytest.warns(RuntimeWarning, match="ecotype-1.nantes: the API of site nantes "
+                                                "could not be read: HTTP 503"):
+            k.deploy()
+        assert k.available_metrics()["ecotype-1.nantes.grid5000.fr"] == []
+        k.start(T0)
+        k.stop(T0 + 5)
+        with pytest.raises(kwatt.IncompleteError) as error:
+            k.get_metrics(metrics=["wattmetre_power_watt"])
+        assert len(error.value.partial[NOVA[0]]) > 100
+        assert error.value.partial["ecotype-1.nantes.grid5000.fr"] == []
+        message = str(error.value)
+        assert "503 Service Unavailable No server is available" in message
+        assert "<html>" not in message and "<h1>" not in message
+        with pytest.warns(RuntimeWarning, match="could not be fetched"):
+            energy = k.energy(allow_incomplete=True)
+        node = energy[(energy["scope"] == "node") & (energy["phase"] == "window")]
+        measured = node.set_index("name")["joules"]
+        assert measured[NOVA[0]] > 0
+    finally:
+        down.stop()
+
+
 @pytest.fixture
 def failing(tmp_path):
     """A server on which half the metrics requests fail."""

@@ -244,7 +244,14 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
     std::string site_url = options.api_url + "/sites/" + site;
     Result<json> site_doc = GetJson(options, site_url);
     std::string site_problem;
-    if (!site_doc.ok()) {
+    bool site_unavailable = false;
+    if (!site_doc.ok() && site_doc.status().code() == Status::Code::kUnavailable) {
+      // One site down (its API answers 503, a proxy's page): its nodes stay unchecked, and the
+      // other sites' are looked up.
+      site_problem =
+          "the API of site " + site + " could not be read: " + site_doc.status().message();
+      site_unavailable = true;
+    } else if (!site_doc.ok()) {
       if (site_doc.status().code() != Status::Code::kNotFound) return site_doc.status();
       // An unknown site, or not an API at all (then no site is known: that is the error).
       Result<std::vector<std::string>> sites = ListSites(options);
@@ -257,7 +264,8 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
       if (info.node.site != site) continue;
       if (!site_problem.empty()) {
         info.problem = site_problem;
-        info.unknown_site = true;
+        info.unknown_site = !site_unavailable;
+        info.unavailable = site_unavailable;
         continue;
       }
       if (!clusters.count(info.cluster)) {
@@ -376,23 +384,58 @@ Result<std::vector<SitePlanInput>> ResolveNodes(const ClientOptions& options,
                                                 const FetchQuery& query, RowsReport& report) {
   Result<NodeLookup> lookup = LookUpNodes(options, report.nodes);
   if (!lookup.ok()) return lookup.status();
+  // The nodes of sites whose API could not be read: not fetched, reported as such, while the
+  // other sites' are (a partial result, not none).
+  std::vector<MissingPiece> down;
+  size_t checked = 0;
   for (const NodeInfo& info : lookup->nodes) {
+    if (info.unavailable) {
+      auto same = std::find_if(down.begin(), down.end(),
+                               [&](const MissingPiece& p) { return p.site == info.node.site; });
+      if (same == down.end()) {
+        down.push_back({info.node.site,
+                        {},
+                        report.start,
+                        report.end,
+                        query.metrics,
+                        Status::Unavailable(info.problem)});
+        same = down.end() - 1;
+      }
+      same->nodes.push_back(info.node.uid);
+      continue;
+    }
     if (!info.problem.empty()) {
       return Status::NotFound(info.unknown_site ? info.problem
                                                 : "unknown node " + info.node.uid + "." +
                                                       info.node.site + ": " + info.problem);
     }
+    ++checked;
   }
+  if (checked == 0 && !down.empty()) return down.front().error;
+  for (MissingPiece& piece : down) report.failures.push_back(std::move(piece));
   report.catalogues = std::move(lookup->catalogues);
   return PlanSites(query, report);
+}
+
+// Whether `node`'s site could not be looked up (ResolveNodes): no catalogue, nothing planned.
+bool SiteDown(const RowsReport& report, const NodeName& node) {
+  return std::any_of(report.failures.begin(), report.failures.end(), [&](const MissingPiece& p) {
+    return p.site == node.site && p.error.code() == Status::Code::kUnavailable &&
+           std::find(p.nodes.begin(), p.nodes.end(), node.uid) != p.nodes.end() &&
+           !FindCatalogue(report.catalogues, node.site + "/" + node.Cluster());
+  });
 }
 
 // Each site's nodes and their expected rates, from the catalogues of `report` (every node's
 // cluster must have one).
 Result<std::vector<SitePlanInput>> PlanSites(const FetchQuery& query, const RowsReport& report) {
-  KWATT_RETURN_IF_ERROR(CheckMetrics(query, report.nodes, report.catalogues));
-  std::vector<SitePlanInput> sites;
+  std::vector<NodeName> nodes;  // those to fetch: every one but those of a site that is down
   for (const NodeName& node : report.nodes) {
+    if (!SiteDown(report, node)) nodes.push_back(node);
+  }
+  KWATT_RETURN_IF_ERROR(CheckMetrics(query, nodes, report.catalogues));
+  std::vector<SitePlanInput> sites;
+  for (const NodeName& node : nodes) {
     auto it = std::find_if(sites.begin(), sites.end(),
                            [&](const SitePlanInput& s) { return s.site == node.site; });
     if (it == sites.end()) {
@@ -1075,6 +1118,8 @@ Result<RowsReport> FetchPlanned(const ClientOptions& options, const FetchQuery& 
                                 RowSink* sink, const ProgressCallback& progress) {
   if (!sites.ok()) return sites.status();
   KWATT_RETURN_IF_ERROR(sink->Begin(report));
+  // The nodes of a site that is down (ResolveNodes), as the sink hears of any piece not fetched.
+  for (const MissingPiece& piece : report.failures) KWATT_RETURN_IF_ERROR(sink->Failed(piece));
   std::unique_ptr<http::Transport> transport = http::NewCurlTransport(HttpSettings(options));
   KWATT_RETURN_IF_ERROR(internal::RunFetcher(options, query, std::move(*sites), transport.get(),
                                              sink, progress, &report));

@@ -43,8 +43,8 @@ bool IsKwollectTimeout(long status, const std::string& body) {
 namespace {
 
 // What a body that is not Kwollect's JSON error says, on one line: an HTML page's <title> (a
-// proxy's "500 Internal Server Error"), else its first 200 bytes with runs of whitespace as one
-// space.
+// proxy's "500 Internal Server Error"), else its text without the markup; else its first 200
+// bytes; runs of whitespace as one space.
 std::string BodyExcerpt(const std::string& body) {
   size_t open = body.find("<title>");
   if (open != std::string::npos) {
@@ -53,14 +53,24 @@ std::string BodyExcerpt(const std::string& body) {
       return body.substr(open + 7, close - open - 7) + " (an HTML page)";
     }
   }
+  const bool html = body.find("<html") != std::string::npos ||
+                    body.find("<HTML") != std::string::npos ||
+                    body.find("<body") != std::string::npos;
   std::string out;
-  for (char c : body.substr(0, 200)) {
+  bool in_tag = false;
+  for (char c : body) {
+    if (out.size() >= 200) break;
+    if (html && c == '<') in_tag = true;
+    if (in_tag) {
+      if (c == '>') in_tag = false;
+      c = ' ';  // a tag separates words: "<h1>503 ...</h1>No server" -> "503 ... No server"
+    }
     bool space = c == ' ' || c == '\n' || c == '\r' || c == '\t';
     if (space && (out.empty() || out.back() == ' ')) continue;
     out.push_back(space ? ' ' : c);
   }
   while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
+  return html ? out + " (an HTML page)" : out;
 }
 
 }  // namespace

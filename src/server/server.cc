@@ -189,6 +189,14 @@ struct Server::Impl {
       std::string known;
       for (const auto& s : testbed->sites()) known += (known.empty() ? "" : ", ") + s->uid;
       NotFound(res, "Site '" + uid + "' does not exist (sites: " + known + ")");
+    } else if (std::find(options.down_sites.begin(), options.down_sites.end(), uid) !=
+               options.down_sites.end()) {
+      res.status = 503;
+      res.set_content(
+          "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
+          "request.\n</body></html>\n",
+          "text/html");
+      return nullptr;
     }
     return site;
   }

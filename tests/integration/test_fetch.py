@@ -531,3 +531,22 @@ def test_start_and_end_narrow_a_job_never_widen_it(server):
                             (["--end", T0 - 1], b"before the start of job lyon:1001")]:
         result = fetch("--api", server.url, "--job", "lyon:1001", *bounds, check=False)
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_a_site_that_is_down_does_not_stop_the_others(tmp_path):
+    down = start_server("--down-site", "nantes", tmp_path=tmp_path)
+    try:
+        result = run("fetch", "--api", down.url, "--nodes", "nova-1.lyon,ecotype-1.nantes",
+                     "--metrics", "wattmetre_power_watt", "--start",
+                     "2025-04-18T14:00:00+02:00", "--end", "2025-04-18T14:00:10+02:00",
+                     "--retries", 0)
+    finally:
+        down.stop()
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert rows and {r["device_id"] for r in rows} == {"nova-1"}
+    stderr = result.stderr.decode()
+    assert ("NOT FETCHED: site nantes, nodes ecotype-1" in stderr
+            and "the API of site nantes could not be read: HTTP 503" in stderr
+            and "503 Service Unavailable No server is available to handle this request. (an HTML "
+                "page)" in stderr), stderr

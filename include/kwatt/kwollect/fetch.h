@@ -86,6 +86,10 @@ struct NodeInfo {
   std::string problem;  // "" for a known node; else why not: "unknown site \"x\" (sites: ...)",
                         // "site lyon has no cluster \"x\"", "cluster nova has 22 nodes (...)"
   bool unknown_site = false;  // the problem is the site's, not the node's
+  // The site's reference API could not be read (a 5xx, a proxy's error page, unreachable): the
+  // node is not known to be wrong, only unchecked. A fetch goes on with the other sites' nodes
+  // and reports these as not fetched.
+  bool unavailable = false;
 };
 
 struct NodeLookup {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
@@ -36,6 +37,9 @@ struct ServerOptions {
   double fail_rate = 0;         // fraction of metrics requests that fail (503, or a cut body)
   int fail_status = 0;          // 400-599: the failed ones all answer this status with an HTML
                                 // page (a proxy's error), never a cut body; 0: as above
+  // Sites whose API is down: every request under /sites/SITE answers 503 with a proxy's HTML
+  // page, as a site's API behind Grid'5000's proxy does when it is down.
+  std::vector<std::string> down_sites;
   std::string auth;  // "user:password" to require HTTP Basic auth, and to take pushed metrics
                      // (POST: into the store, or kept in memory); empty: open, pushes refused
   std::optional<UnixNanos> start_clock_at;  // the simulated clock starts here; default: real time
