@@ -187,6 +187,12 @@ py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
     d["catalogue"] = catalogue ? *catalogue : Catalogue();
     known.append(d);
   }
+  // No site could be read (the API unreachable, down): that is the error, not a warning.
+  auto down = std::find_if(found.nodes.begin(), found.nodes.end(),
+                           [](const kwollect::NodeInfo& info) { return info.unavailable; });
+  if (down != found.nodes.end() && known.empty() && problems.empty()) {
+    Unwrap(Result<int>(Status::Unavailable(down->problem)));
+  }
   py::dict out;
   out["nodes"] = known;
   out["problems"] = problems;
