@@ -471,6 +471,17 @@ Result<bool> ClipWindow(const PowerCollector& data, const std::vector<std::strin
   if (any_data) {
     start = std::max(start, lo);
     end = std::min(end, hi);
+    // Time whose rows could not be fetched is not time without data: the window keeps it, and
+    // its energy counts it as uncovered.
+    auto unfetched = [&](UnixNanos a, UnixNanos b) {
+      return a < b &&
+             std::any_of(data.unfetched_spans().begin(), data.unfetched_spans().end(),
+                         [&](const auto& span) { return span.first < b && a < span.second; });
+    };
+    const bool keep_start = unfetched(requested_start, start);
+    const bool keep_end = unfetched(end, requested_end);
+    if (keep_start) start = requested_start;
+    if (keep_end) end = requested_end;
     if (end <= start) {
       return Status::InvalidArgument("no power data in the window " +
                                      Span(requested_start, requested_end));
@@ -478,6 +489,11 @@ Result<bool> ClipWindow(const PowerCollector& data, const std::vector<std::strin
     if (start != requested_start || end != requested_end) {
       report->notes.push_back("window clipped to " + Span(start, end) + " (asked " +
                               Span(requested_start, requested_end) + "): no power data outside it");
+    }
+    if (keep_start || keep_end) {
+      report->notes.push_back(
+          "the window keeps time whose rows could not be fetched (NOT FETCHED): it counts as "
+          "uncovered, not as time without data");
     }
   }
   report->start = start;
@@ -1041,12 +1057,15 @@ Result<EnergyReport> EnergySink::Compute(const RowsReport& resolved,
   }
   // A node of a failed piece: its missing power is the fetch's doing, said as such.
   std::map<std::string, std::string> unfetched;
+  std::vector<std::pair<UnixNanos, UnixNanos>> spans;
   for (const MissingPiece& failure : resolved.failures) {
     for (const std::string& uid : failure.nodes) {
       unfetched.emplace(uid + "." + failure.site + ".grid5000.fr", failure.error.message());
     }
+    spans.emplace_back(failure.start, failure.end);
   }
   power_->SetUnfetched(std::move(unfetched));
+  power_->SetUnfetchedSpans(std::move(spans));
   // A metric asked (--metric) that kwatt does not know, that no node's catalogue lists and that
   // gave no row is a misspelling or another testbed's metric, not nodes "without power data" (a
   // known one the nodes lack, a BMC's on nodes without one, is that).

@@ -306,6 +306,25 @@ TEST(ComputeEnergy, WindowIsClippedToTheDataNotExtrapolated) {
       << report->notes[0];
 }
 
+// Rows that could not be fetched (a damaged store, a failed piece) are not time without data:
+// the window keeps that time, uncovered, instead of being clipped to the rows read and called
+// covered ("coverage 100 %", "no power data outside it").
+TEST(ComputeEnergy, TimeWhoseRowsCouldNotBeFetchedIsUncoveredNotClipped) {
+  std::vector<std::pair<double, double>> samples;
+  for (int i = 0; i <= 500; ++i) samples.push_back({double(i), 100.0});
+  auto data = Collect("wattmetre_power_watt", samples);
+  data.SetUnfetchedSpans({{500 * kS, 1000 * kS}});
+  auto report = ComputeEnergy(data, 0, 1000 * kS, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->start, 0);
+  EXPECT_EQ(report->end, 1000 * kS);
+  const Figures& f = report->nodes[0].window;
+  EXPECT_NEAR(f.coverage(), 0.5, 0.01);
+  ASSERT_EQ(report->notes.size(), 1u);
+  EXPECT_NE(report->notes[0].find("could not be fetched"), std::string::npos) << report->notes[0];
+  EXPECT_EQ(report->notes[0].find("no power data outside it"), std::string::npos);
+}
+
 TEST(ComputeEnergy, PhasesAreClippedOrRefusedWhenOutsideTheData) {
   std::vector<std::pair<double, double>> samples;
   for (int i = 0; i <= 100; ++i) samples.push_back({double(i), 50.0});

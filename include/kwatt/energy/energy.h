@@ -236,6 +236,15 @@ class PowerCollector : public RowSink {
   // FQDN: named where a node then has no power data.
   void SetUnfetched(std::map<std::string, std::string> why) { unfetched_ = std::move(why); }
   const std::map<std::string, std::string>& unfetched() const { return unfetched_; }
+  // The stretches of time the fetch could not get rows of (its failed pieces, any node): the
+  // window is not clipped into them, so that they count as uncovered rather than as time
+  // without data.
+  void SetUnfetchedSpans(std::vector<std::pair<UnixNanos, UnixNanos>> spans) {
+    unfetched_spans_ = std::move(spans);
+  }
+  const std::vector<std::pair<UnixNanos, UnixNanos>>& unfetched_spans() const {
+    return unfetched_spans_;
+  }
 
  private:
   std::vector<std::string> nodes_;
@@ -244,6 +253,7 @@ class PowerCollector : public RowSink {
   Store store_;
   std::map<std::string, std::map<std::string, int64_t>> nan_rows_;
   std::map<std::string, std::string> unfetched_;
+  std::vector<std::pair<UnixNanos, UnixNanos>> unfetched_spans_;
   detail::NodeLookup lookup_;
   uint64_t metric_interner_ = 0;       // the serial of the interner wanted_metric_ is for
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
