@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +152,8 @@ std::string Fixed(double v, int digits) {
   if (!std::isfinite(v)) return "";
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", digits, v);
+  // A value that rounds to zero is 0, not "-0.00" (a difference of -0.0004 kJ).
+  if (text[0] == '-' && std::strspn(text + 1, "0.") == std::strlen(text + 1)) return text + 1;
   return text;
 }
 
@@ -158,15 +161,21 @@ std::string Fixed(double v, int digits) {
 struct EnergyRow {
   std::string set, run, phase;
   double joules = NAN, half_width = NAN, mean_watts = NAN, coverage = NAN, seconds = NAN;
-  double grams = NAN, grams_half_width = NAN;  // the window's emissions, when asked
+  double grams = NAN, grams_half_width = NAN;  // the window's or the phase's emissions, if asked
+};
+
+// A run's emissions: over its window, and over each of its phases (in phase_names' order).
+struct RunEmissions {
+  energy::Emissions window;
+  std::vector<energy::Emissions> phases;
 };
 
 std::vector<EnergyRow> EnergyRows(const std::vector<ExperimentRun>& runs, const char* set,
-                                  const std::vector<energy::Emissions>& emissions) {
+                                  const std::vector<RunEmissions>& emissions) {
   std::vector<EnergyRow> rows;
   for (size_t i = 0; i < runs.size(); ++i) {
     const energy::EnergyReport& r = runs[i].energy;
-    auto add = [&](const std::string& phase, const energy::Figures& f) {
+    auto add = [&](const std::string& phase, const energy::Figures& f, const energy::Emissions* e) {
       EnergyRow row{set, runs[i].given, phase};
       if (f.has_power) {
         row.joules = f.total_joules();
@@ -175,14 +184,18 @@ std::vector<EnergyRow> EnergyRows(const std::vector<ExperimentRun>& runs, const 
       }
       row.coverage = f.coverage();
       row.seconds = f.seconds;
-      if (phase == "window" && i < emissions.size()) {
-        row.grams = emissions[i].grams;
-        row.grams_half_width = emissions[i].half_width_grams;
+      if (e != nullptr) {
+        row.grams = e->grams;
+        row.grams_half_width = e->half_width_grams;
       }
       rows.push_back(row);
     };
-    add("window", r.total);
-    for (size_t p = 0; p < r.phase_names.size(); ++p) add(r.phase_names[p], r.phase_totals[p]);
+    const RunEmissions* of_run = i < emissions.size() ? &emissions[i] : nullptr;
+    add("window", r.total, of_run ? &of_run->window : nullptr);
+    for (size_t p = 0; p < r.phase_names.size(); ++p) {
+      add(r.phase_names[p], r.phase_totals[p],
+          of_run && p < of_run->phases.size() ? &of_run->phases[p] : nullptr);
+    }
   }
   return rows;
 }
@@ -399,28 +412,31 @@ std::string Html(const ordered_json& report, const fs::path& dir,
       add("<td class=\"num\">" + Fixed(i["half_width_joules"], 1) + "</td></tr>\n");
     }
   }
-  add("</table>\n<h3>Sources checked against each other</h3>\n<table id=\"checks\"><tr><th>run"
-      "</th><th>node</th><th>interval</th><th>source</th><th>verdict</th><th>why</th></tr>\n");
+  add("</table>\n<h3>Sources checked against each other</h3>\n");
+  std::string checks;  // the table's rows
   for (const char* set : {"a", "b"}) {
     for (const ordered_json& run : report["sets"][set]) {
       for (const ordered_json& check : run["energy"]["source_checks"]) {
         for (const ordered_json& c : check["comparisons"]) {
           const std::string verdict = c["verdict"];
           const bool bad = verdict == "disagrees" || verdict == "part_above_wall";
-          add("<tr><td>" + HtmlEscape(run["run"].get<std::string>()) + "</td><td>" +
-              HtmlEscape(check["node"].get<std::string>()) + "</td><td>" +
-              HtmlEscape(check["interval"].get<std::string>()) + "</td><td>" +
-              HtmlEscape(c["metric"].get<std::string>()) + "</td><td" +
-              (bad ? " class=\"bad\"" : "") + ">" + HtmlEscape(verdict) + "</td><td>" +
-              HtmlEscape(c["why"].get<std::string>()) + "</td></tr>\n");
+          checks += "<tr><td>" + HtmlEscape(run["run"].get<std::string>()) + "</td><td>" +
+                    HtmlEscape(check["node"].get<std::string>()) + "</td><td>" +
+                    HtmlEscape(check["interval"].get<std::string>()) + "</td><td>" +
+                    HtmlEscape(c["metric"].get<std::string>()) + "</td><td" +
+                    (bad ? " class=\"bad\"" : "") + ">" + HtmlEscape(verdict) + "</td><td>" +
+                    HtmlEscape(c["why"].get<std::string>()) + "</td></tr>\n";
         }
       }
     }
   }
-  add("</table>\n");
-  if (h.size() >= 20 && h.compare(h.size() - 20, 20, "</th></tr>\n</table>\n") == 0) {
+  if (checks.empty()) {  // a paragraph, not a table of a header only
     add("<p class=\"muted\" id=\"no-checks\">No node had two power sources to check against "
         "each other.</p>\n");
+  } else {
+    add("<table id=\"checks\"><tr><th>run</th><th>node</th><th>interval</th><th>source</th><th>"
+        "verdict</th><th>why</th></tr>\n" +
+        checks + "</table>\n");
   }
   add("<h2>Provenance</h2>\n<p>To reproduce it:</p>\n<pre id=\"reproduce\">");
   for (const ordered_json& line : report["provenance"]["reproduce"]) {
@@ -662,7 +678,7 @@ Result<ReportSetup> SetUpReport(const ReportArgs& args) {
 // The runs of both sets, computed, with their emissions and the sets' summaries and comparison.
 struct ReportData {
   std::vector<ExperimentRun> a, b;
-  std::vector<energy::Emissions> emissions_a, emissions_b;
+  std::vector<RunEmissions> emissions_a, emissions_b;
   std::vector<energy::RunsSummary> summary_a, summary_b;
   std::vector<energy::RunsComparison> comparisons;
   bool complete = true;  // every run read whole, every node with power data
@@ -687,10 +703,16 @@ Result<ReportData> ComputeReport(const ReportArgs& args, const ReportSetup& setu
        {std::pair{&d.a, &d.emissions_a}, std::pair{&d.b, &d.emissions_b}}) {
     if (!setup.factors) break;  // no emissions asked for
     for (const ExperimentRun& r : *runs) {
+      RunEmissions e;
       KWATT_ASSIGN_OR_RETURN(
-          energy::Emissions e,
-          energy::EmissionsOf(*r.sink->power(), r.energy, setup.options, *setup.factors));
-      emissions->push_back(e);
+          e.window, energy::EmissionsOf(*r.sink->power(), r.energy, setup.options, *setup.factors));
+      for (size_t p = 0; p < r.energy.phase_names.size(); ++p) {
+        KWATT_ASSIGN_OR_RETURN(
+            energy::Emissions phase,
+            energy::EmissionsOfPhase(*r.sink->power(), r.energy, setup.options, *setup.factors, p));
+        e.phases.push_back(phase);
+      }
+      emissions->push_back(std::move(e));
     }
   }
   d.summary_a = energy::SummarizeRuns(FiguresOfRuns(d.a), args.confidence);
@@ -731,13 +753,21 @@ ordered_json ReportJson(const ReportArgs& args, const ReportSetup& setup, const 
       }
       run["phase_seconds"] = phases;
       if (i < emissions->size()) {
-        const energy::Emissions& e = (*emissions)[i];
-        run["emissions"] = {{"co2e_grams", Number(e.grams)},
-                            {"co2e_half_width_grams", Number(e.half_width_grams)},
-                            {"kwh_at_wall", e.kwh_at_wall},
-                            {"kwh_with_pue", e.kwh_with_pue},
-                            {"mean_grams_per_kwh", Number(e.mean_grams_per_kwh)},
-                            {"why", e.why}};
+        auto json_of = [](const energy::Emissions& e) {
+          return ordered_json{{"co2e_grams", Number(e.grams)},
+                              {"co2e_half_width_grams", Number(e.half_width_grams)},
+                              {"kwh_at_wall", e.kwh_at_wall},
+                              {"kwh_with_pue", e.kwh_with_pue},
+                              {"mean_grams_per_kwh", Number(e.mean_grams_per_kwh)},
+                              {"why", e.why}};
+        };
+        const RunEmissions& e = (*emissions)[i];
+        run["emissions"] = json_of(e.window);
+        ordered_json phases = ordered_json::object();
+        for (size_t p = 0; p < e.phases.size() && p < r.energy.phase_names.size(); ++p) {
+          phases[r.energy.phase_names[p]] = json_of(e.phases[p]);
+        }
+        run["emissions"]["phases"] = phases;
       }
       list.push_back(run);
     }

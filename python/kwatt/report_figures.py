@@ -106,7 +106,9 @@ def energy_figure(report, plt):
     ax.set_ylabel("energy (kJ), 95 % interval")
     ax.grid(axis="y", alpha=0.3)
     if len(runs) <= 12:
-        ax.legend(fontsize=7, ncol=min(len(runs), 6))
+        # Above the axes, never over the bars (it hid the window's bars of a few runs).
+        ax.legend(fontsize=7, ncol=min(len(runs), 6), loc="lower left", bbox_to_anchor=(0, 1.02),
+                  frameon=False)
     return fig
 
 

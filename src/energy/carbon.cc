@@ -177,11 +177,14 @@ Status CheckEmissionFactors(const EmissionFactors& f) {
   return Status::OK();
 }
 
-Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& report,
-                              const EnergyOptions& options, const EmissionFactors& factors) {
+namespace {
+
+// The emissions of `total`, the report's figures over `intervals` (the window, or a phase's).
+Result<Emissions> EmissionsOver(const PowerCollector& data, const EnergyReport& report,
+                                const EnergyOptions& options, const EmissionFactors& factors,
+                                const Figures& total, const std::vector<Interval>& intervals) {
   KWATT_RETURN_IF_ERROR(CheckEmissionFactors(factors));
   Emissions e;
-  const Figures& total = report.total;
   if (!total.has_power) {
     e.why = "no power data";
     return e;
@@ -196,18 +199,22 @@ Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& re
   if (!factors.intensity.series()) {
     e.mean_grams_per_kwh = factors.intensity.constant;
   } else {
-    // The window cut where the series changes; each part's energy at its value.
+    // Each interval cut where the series changes; each part's energy at its value.
     const CarbonIntensity& c = factors.intensity;
-    std::vector<UnixNanos> cuts = {report.start};
-    for (UnixNanos t : c.times) {
-      if (t > report.start && t < report.end) cuts.push_back(t);
+    std::vector<UnixNanos> cuts;  // (part start, part end) pairs
+    for (const Interval& interval : intervals) {
+      std::vector<UnixNanos> own = {interval.start};
+      for (UnixNanos t : c.times) {
+        if (t > interval.start && t < interval.end) own.push_back(t);
+      }
+      own.push_back(interval.end);
+      for (size_t i = 0; i + 1 < own.size(); ++i) cuts.insert(cuts.end(), {own[i], own[i + 1]});
     }
-    cuts.push_back(report.end);
     EnergyOptions parts = options;
     parts.phases.clear();
     parts.roles.clear();
     parts.baseline_phase.clear();
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    for (size_t i = 0; i + 1 < cuts.size(); i += 2) {
       // A value holds at most kMaxStaleSeconds: a part whose end is further from its value's
       // time (the series ends, or has a hole, inside the window) has none there.
       const double value = c.At(cuts[i]);
@@ -223,14 +230,14 @@ Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& re
                 FormatParisTimestamp(from) + " (a value holds an hour at most)";
         return e;
       }
-      parts.phases.push_back({"part " + std::to_string(i), cuts[i], cuts[i + 1]});
+      parts.phases.push_back({"part " + std::to_string(i / 2), cuts[i], cuts[i + 1]});
     }
     KWATT_ASSIGN_OR_RETURN(EnergyReport cut, ComputeEnergy(data, report.start, report.end, parts));
     double grams_per_pue = 0, joules = 0;
     for (size_t i = 0; i < cut.phase_totals.size(); ++i) {
       const Figures& f = cut.phase_totals[i];
       if (!f.has_power) continue;
-      grams_per_pue += f.total_joules() / joules_per_kwh * c.At(cuts[i]);
+      grams_per_pue += f.total_joules() / joules_per_kwh * c.At(cuts[2 * i]);
       joules += f.total_joules();
     }
     e.mean_grams_per_kwh = joules > 0 ? grams_per_pue / (joules / joules_per_kwh) : NAN;
@@ -238,6 +245,27 @@ Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& re
   e.grams = e.kwh_with_pue * e.mean_grams_per_kwh;
   e.half_width_grams = std::fabs(e.grams) * relative_half_width;
   return e;
+}
+
+}  // namespace
+
+Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& report,
+                              const EnergyOptions& options, const EmissionFactors& factors) {
+  return EmissionsOver(data, report, options, factors, report.total,
+                       {{"window", report.start, report.end}});
+}
+
+Result<Emissions> EmissionsOfPhase(const PowerCollector& data, const EnergyReport& report,
+                                   const EnergyOptions& options, const EmissionFactors& factors,
+                                   size_t phase) {
+  if (phase >= report.phase_names.size() || phase >= report.phase_totals.size()) {
+    return Status::InvalidArgument("no phase " + std::to_string(phase) + " in the report");
+  }
+  std::vector<Interval> intervals;
+  for (const Interval& interval : report.phase_intervals) {
+    if (interval.name == report.phase_names[phase]) intervals.push_back(interval);
+  }
+  return EmissionsOver(data, report, options, factors, report.phase_totals[phase], intervals);
 }
 
 }  // namespace kwatt::energy

@@ -49,6 +49,28 @@ TEST(ParseCarbonIntensity, ReadsCsvAndNamesWhatIsWrong) {
   }
 }
 
+// A phase's emissions: its energy over each interval it was marked over, each part at its
+// intensity (a phase marked twice, once at 30 g/kWh and once at 50).
+TEST(EmissionsOfPhase, EachIntervalOfThePhaseAtItsIntensity) {
+  PowerCollector c({"n-1.s.grid5000.fr"});
+  for (int i = 0; i <= 3600; ++i) {
+    c.Add("n-1.s.grid5000.fr", "wattmetre_power_watt", "{}", (kT0 + i) * kS, 100);
+  }
+  EnergyOptions options;
+  options.phases = {{"p", kT0 * kS, (kT0 + 600) * kS}, {"p", (kT0 + 3000) * kS, (kT0 + 3600) * kS}};
+  Result<EnergyReport> report = ComputeEnergy(c, kT0 * kS, (kT0 + 3600) * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EmissionFactors factors;
+  factors.intensity = *ParseCarbonIntensity(kEco2mix, "eco2mix.xls");
+  factors.pue = 1.5;
+  Result<Emissions> e = EmissionsOfPhase(c, *report, options, factors, 0);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const double kwh = 100.0 * 600 / 3.6e6;  // each interval
+  EXPECT_NEAR(e->kwh_at_wall, 2 * kwh, 1e-9);
+  EXPECT_NEAR(e->grams, 1.5 * kwh * 30 + 1.5 * kwh * 50, 1e-6);
+  EXPECT_FALSE(EmissionsOfPhase(c, *report, options, factors, 1).ok());
+}
+
 TEST(EmissionsOf, EachPartOfTheWindowAtItsIntensityTimesThePue) {
   // 100 W for an hour from 14:00: 0.1 kWh, half at 30 g/kWh, half at 50.
   PowerCollector c({"n-1.s.grid5000.fr"});

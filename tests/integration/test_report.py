@@ -119,8 +119,16 @@ def test_emissions_name_their_factors_and_follow_the_series(report):
             intensity = 40 if start_hour < 15 else 60
             assert e["mean_grams_per_kwh"] == pytest.approx(intensity)
             assert e["co2e_grams"] == pytest.approx(kwh * 1.4 * intensity)
+            # The phase's emissions too (the doc says so; they were on window rows only).
+            work = e["phases"]["work"]
+            phase_kwh = run["energy"]["phase_totals"]["work"]["joules"] / 3.6e6
+            assert work["co2e_grams"] == pytest.approx(phase_kwh * 1.4 * intensity)
+    with open(report["dir"] / "tables" / "energy.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(row["co2e_grams"] for row in rows), rows[:3]
     html = (report["dir"] / "report.html").read_text()
     assert "RTE eCO2mix, France" in html and "assumed for the test" in html
+    assert "-0.00" not in html
 
 
 def test_provenance_says_how_to_make_it_again(report):

@@ -66,6 +66,12 @@ struct Emissions {
 Result<Emissions> EmissionsOf(const PowerCollector& data, const EnergyReport& report,
                               const EnergyOptions& options, const EmissionFactors& factors);
 
+// The same for phase `phase` of `report` (an index of its phase_names): its total over each
+// interval it was marked over, each cut where the series changes.
+Result<Emissions> EmissionsOfPhase(const PowerCollector& data, const EnergyReport& report,
+                                   const EnergyOptions& options, const EmissionFactors& factors,
+                                   size_t phase);
+
 }  // namespace kwatt::energy
 
 #endif  // KWATT_ENERGY_CARBON_H_
