@@ -38,10 +38,20 @@ Status Import(const std::string& dir, const std::string& uri, bool allow_incompl
   // Importing twice would keep every row twice: refuse rather than guess.
   KWATT_ASSIGN_OR_RETURN(int64_t there, RowsAlreadyThere(*target, manifest));
   if (there > 0) {
+    int64_t node_rows = 0;  // the archive's rows of its nodes (not of other devices)
+    for (const archive::ManifestFile& file : manifest.files) {
+      if (!file.node.empty()) node_rows += file.rows;
+    }
+    const std::string earlier =
+        there < node_rows
+            ? " (an earlier import of this archive that did not finish? the archive has " +
+                  std::to_string(node_rows) + " rows of its nodes)"
+            : " (an earlier import?)";
     return Status::InvalidArgument(
         "the store " + ShownStoreUri(uri) + " already holds " + std::to_string(there) +
-        " rows of the archive's nodes in its window (an earlier import?): a store keeps rows "
-        "as given, so importing again would keep them twice; import into another store");
+        " rows of the archive's nodes in its window" + earlier +
+        ": a store keeps rows as given, so importing again would keep them twice; import into "
+        "another store (or a new one in place of this one)");
   }
   for (const ClusterCatalogue& cluster : manifest.catalogue) {
     size_t slash = cluster.cluster.find('/');
@@ -112,8 +122,22 @@ Runner RegisterImport(CLI::App* app) {
     Status status = Import(args->dir, args->store, args->allow_incomplete, args->quiet, &imported);
     if (!status.ok()) {
       if (imported > 0) {
-        std::fprintf(stderr, "kwatt import: INTERRUPTED after %lld rows (they stay in the store)\n",
-                     static_cast<long long>(imported));
+        // Rows read are not rows kept: what the store committed before the failure (a full
+        // disk loses what was not), as it says it now.
+        std::string kept = "those the store committed before the failure stay in it";
+        Result<std::unique_ptr<store::Store>> target = store::OpenStore(args->store, false);
+        Result<std::unique_ptr<archive::ArchiveReader>> reader =
+            archive::ArchiveReader::Open(args->dir, archive::LoadOptions{.allow_incomplete = true});
+        if (target.ok() && reader.ok()) {
+          Result<int64_t> there = RowsAlreadyThere(**target, (*reader)->manifest());
+          if (there.ok()) {
+            kept = "the store holds " + std::to_string(*there) + " rows of the archive's nodes";
+          }
+        }
+        std::fprintf(stderr,
+                     "kwatt import: INTERRUPTED after %lld rows read; %s; the import is not "
+                     "complete: import into a new store to have it whole\n",
+                     static_cast<long long>(imported), kept.c_str());
       }
       return Fail("import", status);
     }

@@ -69,7 +69,27 @@ def test_an_archive_imported_comes_back_row_for_row(archive, store_uri):
     again = run_kwatt("import", directory, "--store", store_uri)
     assert again.returncode == 2
     assert f"already holds {rows} rows".encode() in again.stderr
+    assert b"(an earlier import?)" in again.stderr
     assert json.loads(run_kwatt("store", "info", store_uri, "--json").stdout)["rows"] == rows
+
+
+def test_a_store_holding_part_of_an_archive_says_an_import_did_not_finish(archive, tmp_path):
+    # The store holds the archive's first 10 s (as an import cut short leaves it): importing the
+    # archive is refused, saying so, not as if it had been imported whole.
+    directory, rows = archive
+    server = start_server("--jobs", JOBS_FILE, tmp_path=tmp_path)
+    try:
+        part = tmp_path / "part"
+        done = run_kwatt("backup", "--api", server.url, "--job", "lyon:1001", "--end",
+                         "2025-04-18T14:00:10+02:00", "-o", part, "--quiet")
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.stop()
+    store = tmp_path / "site.db"
+    assert run_kwatt("import", part, "--store", store).returncode == 0
+    again = run_kwatt("import", directory, "--store", store)
+    assert again.returncode == 2
+    assert b"an earlier import of this archive that did not finish?" in again.stderr, again.stderr
 
 
 def test_check_info_and_cat_never_make_a_store_of_an_empty_file(tmp_path):
