@@ -15,8 +15,9 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 def to_ns(value, what="time"):
     """Nanoseconds since the epoch (UTC) of an instant given as epoch seconds (int or float,
     as time.time() gives), a datetime (naive ones are in the machine's local time), a pandas
-    Timestamp, a numpy datetime64 (which has no time zone: local time too), or a text ("now",
-    epoch seconds, ISO 8601; without an offset: local time). None stays None.
+    Timestamp, or a text ("now", epoch seconds, ISO 8601; without an offset: local time). None
+    stays None. A numpy datetime64 is refused: it has no time zone, and numpy and pandas read it
+    differently (give a Timestamp with its tz).
 
     Naive datetimes and Timestamps are read by the C++ core's rule for local times, as texts
     without an offset are (one algorithm): a local time that does not exist (spring forward) or
@@ -44,11 +45,15 @@ def _to_ns(value, what):
         delta = value - _EPOCH
         return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if type(value).__name__ == "datetime64":
-        # No time zone, as a naive datetime: read as local time by the same rule, so that a
-        # datetime64 and pandas.Timestamp(it) are the same instant.
-        if str(value) == "NaT":
-            raise InvalidArgumentError(f"{what}: {value!r} is not an instant")
-        return _local_ns(str(value.astype("datetime64[ns]")), what)
+        # No time zone, and two readings in common use: numpy's own (UTC: what a frame column's
+        # .values gives, kwatt's frames being UTC) and pandas' (pandas.Timestamp(it) is naive:
+        # local time, as kwatt reads naive datetimes). Either would be silently wrong for the
+        # other: refused, saying how to be explicit.
+        raise InvalidArgumentError(
+            f"{what}: {value!r} is a numpy datetime64, which has no time zone (numpy reads it as "
+            "UTC, pandas.Timestamp of it as local time): give pandas.Timestamp(value, tz='UTC') "
+            "when it came from a frame's .values (kwatt's timestamps are UTC), or a datetime "
+            "or Timestamp with its time zone")
     if isinstance(value, numbers.Integral):
         return int(value) * 1_000_000_000
     if isinstance(value, numbers.Real):

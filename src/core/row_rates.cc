@@ -1,5 +1,6 @@
 #include "kwatt/core/row_rates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -22,6 +23,13 @@ double SeriesRates::Next(std::string_view series, UnixNanos t, double value) {
   }
   last = {t, value, highest};
   return rate;
+}
+
+void SeriesRates::Forget(const std::vector<std::string>& devices) {
+  std::erase_if(last_, [&](const auto& entry) {
+    const std::string_view device = std::string_view(entry.first).substr(0, entry.first.find('\n'));
+    return std::find(devices.begin(), devices.end(), device) != devices.end();
+  });
 }
 
 void SeriesRates::Apply(RowBatch* rows, const StringInterner& interner) {

@@ -603,7 +603,8 @@ struct Vote {
   // Kept though another source disagrees with it and nothing tells which of the two is wrong:
   // the one that reads farthest from it, and how far (its energy over the chosen one's, minus 1).
   std::string disputed_by;
-  double relative = 0;
+  double relative = 0;  // NaN where the chosen one read 0 J
+  double joules = 0;    // the other's energy over the window minus the chosen one's
 };
 
 // When the node's chosen source (`chosen`, chosen by preference) disagrees over the window with
@@ -632,9 +633,10 @@ Vote Outvoted(const ReportPlan& plan, const std::vector<StandIn>& candidates,
     return c.verdict == SourceComparison::Verdict::kDisagrees;
   };
   for (const SourceComparison& c : against_chosen) {
-    if (disagrees(c) && std::fabs(c.relative) > std::fabs(vote.relative)) {
+    if (disagrees(c) && std::fabs(c.joules) > std::fabs(vote.joules)) {
       vote.disputed_by = c.metric;
       vote.relative = c.relative;
+      vote.joules = c.joules;
     }
   }
   for (size_t i = 1; i < sources.size(); ++i) {
@@ -863,15 +865,25 @@ Result<NodeEnergy> NodeEnergyOf(
   SetAccuracyBounds(plan.options.accuracies, &result);
   if (!vote.disputed_by.empty()) {
     // Either may be the wrong one: the accuracy term takes in the other's reading.
+    const double window_seconds = result.window.seconds;
     auto widen = [&](Figures& f) {
-      f.terms.accuracy_bound += std::fabs(vote.relative) * std::fabs(f.total_joules());
+      // By the same share of each figure; where the chosen one read nothing (relative NaN), by
+      // the other's energy over the figure's share of the window.
+      f.terms.accuracy_bound +=
+          std::isnan(vote.relative)
+              ? std::fabs(vote.joules) * (window_seconds > 0 ? f.seconds / window_seconds : 1)
+              : std::fabs(vote.relative) * std::fabs(f.total_joules());
     };
     widen(result.window);
     for (Figures& f : result.phases) widen(f);
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3g %%", std::fabs(vote.relative) * 100);
+    char text[48];
+    if (std::isnan(vote.relative)) {
+      std::snprintf(text, sizeof text, "%.4g J", std::fabs(vote.joules));
+    } else {
+      std::snprintf(text, sizeof text, "%.3g %%", std::fabs(vote.relative) * 100);
+    }
     result.reason += "; " + vote.disputed_by + " reads " + text +
-                     (vote.relative > 0 ? " above" : " below") +
+                     (vote.joules > 0 ? " above" : " below") +
                      " it, beyond what their stated accuracies and data allow, and no third "
                      "source tells which is wrong: its accuracy term is widened by that much";
   }
@@ -1059,10 +1071,15 @@ Result<EnergyReport> EnergySink::Compute(const RowsReport& resolved,
   std::map<std::string, std::string> unfetched;
   std::vector<std::pair<UnixNanos, UnixNanos>> spans;
   for (const MissingPiece& failure : resolved.failures) {
+    bool has_rows = false;  // a node of the piece with rows elsewhere: its data is cut short
     for (const std::string& uid : failure.nodes) {
-      unfetched.emplace(uid + "." + failure.site + ".grid5000.fr", failure.error.message());
+      const std::string fqdn = uid + "." + failure.site + ".grid5000.fr";
+      unfetched.emplace(fqdn, failure.error.message());
+      has_rows = has_rows || power_->store().count(fqdn) > 0;
     }
-    spans.emplace_back(failure.start, failure.end);
+    // (A node without any row, a site that was down, is a node without power data, named as
+    // not fetched: its failure does not keep other nodes' window from being clipped.)
+    if (has_rows) spans.emplace_back(failure.start, failure.end);
   }
   power_->SetUnfetched(std::move(unfetched));
   power_->SetUnfetchedSpans(std::move(spans));

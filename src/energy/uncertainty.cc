@@ -55,9 +55,10 @@ struct Neighbourhood {
 
   // Each sample's spread off the line of its neighbours, as a variance (W^2): r^2 / (1 + alpha^2 +
   // (1 - alpha)^2), r its distance from the line, so that for readings with independent errors of
-  // variance s^2 it is s^2 on average; at least the mean of its kPooled neighbours' on each side
-  // (the power's moves come in bursts, and a move between two samples that leaves no trace in
-  // either is likelier where the power moves). A sample without two close neighbours takes its
+  // variance s^2 it is s^2 on average; averaged with its kPooled neighbours' on each side (the
+  // power's moves come in bursts, and a move between two samples that leaves no trace in either
+  // is likelier where the power moves; an average, not the larger of the two, so that over a long
+  // window each spread counts once). A sample without two close neighbours takes its
   // neighbours' mean; with none at all, the range of the values as a rectangular spread.
   std::vector<double> Spreads() const {
     const std::vector<UnixNanos>& t = s.time;

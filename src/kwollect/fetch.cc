@@ -206,16 +206,20 @@ constexpr const char* kPduOutletMetric = "pdu_outlet_power_watt";
 // the reference describes, and some clusters' lists omit it (nantes/ecotype, lille/chifflot),
 // which made kwatt refuse a metric whose rows are there.
 void AddPduOutletMetrics(const json& nodes, json* cluster) {
-  if (!cluster->is_object() || !(*cluster)["metrics"].is_array()) return;
+  if (!cluster->is_object() || !cluster->contains("metrics") || !(*cluster)["metrics"].is_array()) {
+    return;
+  }
   for (const json& metric : (*cluster)["metrics"]) {
-    if (metric.is_object() && metric.value("name", "") == kPduOutletMetric) return;
+    if (metric.is_object() && metric.contains("name") && metric["name"] == kPduOutletMetric) return;
   }
   json fed = json::array();
   for (const json& node : nodes) {
     if (!node.is_object() || !node.contains("pdu") || !node["pdu"].is_array()) continue;
     for (const json& entry : node["pdu"]) {
-      if (entry.is_object() && entry.value("kind", "") != "wattmetre-only") {
-        fed.push_back(node.value("uid", ""));
+      const bool wattmeter = entry.is_object() && entry.contains("kind") &&
+                             entry["kind"].is_string() && entry["kind"] == "wattmetre-only";
+      if (entry.is_object() && !wattmeter) {
+        if (node.contains("uid") && node["uid"].is_string()) fed.push_back(node["uid"]);
         break;
       }
     }
@@ -260,6 +264,7 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
     }
     // cluster -> its nodes' uids, or why it cannot be used
     std::map<std::string, std::pair<std::vector<std::string>, std::string>> clusters;
+    std::vector<std::string> unavailable_clusters;  // whose documents could not be read
     for (NodeInfo& info : lookup.nodes) {
       if (info.node.site != site) continue;
       if (!site_problem.empty()) {
@@ -272,11 +277,21 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
         std::string url = site_url + "/clusters/" + info.cluster;
         auto& [uids, problem] = clusters[info.cluster];
         Result<json> doc = GetJson(options, url);
-        if (!doc.ok()) {
+        Result<json> node_docs = doc.ok() ? GetJson(options, url + "/nodes") : doc.status();
+        for (const Result<json>* answer : {&doc, &node_docs}) {
+          if (!answer->ok() && answer->status().code() == Status::Code::kUnavailable &&
+              problem.empty()) {
+            problem =
+                "the API of site " + site + " could not be read: " + answer->status().message();
+            unavailable_clusters.push_back(info.cluster);
+          }
+        }
+        if (!problem.empty()) {
+          // as for a site that is down: unchecked, not wrong
+        } else if (!doc.ok()) {
           if (doc.status().code() != Status::Code::kNotFound) return doc.status();
           problem = "site " + site + " has no cluster \"" + info.cluster + "\"";
         } else {
-          Result<json> node_docs = GetJson(options, url + "/nodes");
           if (!node_docs.ok()) return node_docs.status();
           const json& items = node_docs->contains("items") ? (*node_docs)["items"] : *node_docs;
           for (const json& item : items) {
@@ -291,6 +306,8 @@ Result<NodeLookup> LookUpNodesOrThrow(const ClientOptions& options,
       const auto& [uids, problem] = clusters.at(info.cluster);
       if (!problem.empty()) {
         info.problem = problem;
+        info.unavailable = std::find(unavailable_clusters.begin(), unavailable_clusters.end(),
+                                     info.cluster) != unavailable_clusters.end();
       } else if (std::find(uids.begin(), uids.end(), info.node.uid) == uids.end()) {
         info.problem = "cluster " + info.cluster + " has " + std::to_string(uids.size()) +
                        " nodes (" + (uids.empty() ? "" : uids.front() + " ... " + uids.back()) +
@@ -852,6 +869,7 @@ class Fetcher {
             if (r.state == Request::State::kFailed) {
               MissingPiece failure{site.site,  r.plan.uids,    r.plan.start,
                                    r.plan.end, r.plan.metrics, r.error};
+              if (query_.as_rate) rates_.Forget(failure.nodes);
               KWATT_RETURN_IF_ERROR(sink_->Failed(failure));
               AddFailure(std::move(failure));
             } else {

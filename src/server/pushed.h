@@ -33,7 +33,7 @@ struct PushedRow {
   std::string metric_id;
   std::string labels_json;  // as the server renders it: keys by length, then bytes ("{}": none)
   UnixNanos t = 0;
-  double value = 0;  // NaN for null
+  double value = 0;  // NullValue() for null, a quiet NaN for "NaN"
 };
 
 // The rows of a push that carry the label `_device_alias` (a device measuring a node: a PDU

@@ -674,7 +674,8 @@ class SqliteStore final : public Store {
         "DELETE FROM head WHERE series = ?1",
         "INSERT INTO blocks(series, start, end, rows, checksum, data) VALUES(?1, ?2, ?3, ?4, ?5, "
         "?6)",
-        "UPDATE series SET max_span = ?2 WHERE id = ?1",
+        // The largest any connection saw: a smaller one would hide blocks another one sealed.
+        "UPDATE series SET max_span = max(max_span, ?2) WHERE id = ?1",
         "SELECT time, utc_offset, value_bits FROM head WHERE series = ?1 AND time >= ?2 AND "
         "time < ?3 ORDER BY time, seq",
         "INSERT OR REPLACE INTO jobs(site, id, user, nodes, start, stop, types) "

@@ -16,6 +16,7 @@ one instant come in any order from Kwollect) or error for error.
 """
 import contextlib
 import fcntl
+import shutil
 import json
 import math
 import os
@@ -177,6 +178,8 @@ def root_tarball():
     tarball = CACHE / "trixie-kwollect.tar"
     with cache_lock():
         if not tarball.exists():
+            if shutil.which("mmdebstrap") is None:
+                pytest.fail("mmdebstrap is missing: run make test-deps")
             partial = tarball.with_suffix(".partial.tar")
             made = subprocess.run(["mmdebstrap", "--variant=apt", f"--include={PACKAGES}",
                                    "trixie", str(partial)], capture_output=True, text=True,
@@ -292,6 +295,7 @@ class Kwollect:
     def __init__(self, tmp):
         self.root = tmp / "root"
         self.root.mkdir()
+        self.server = None
         subprocess.run(["tar", "-xf", str(root_tarball()), "-C", str(self.root)], check=True)
         self.chroot(["mkdir", "-p", "/kwdata", "/run/postgresql"])
         self.chroot(["chown", "postgres:postgres", "/kwdata", "/run/postgresql"])
@@ -304,12 +308,28 @@ class Kwollect:
              "--clear-groups", f"{PG_BIN}/postgres", "-D", "/kwdata", "-c", "listen_addresses=",
              "-c", "shared_preload_libraries=timescaledb", "-c", "timescaledb.telemetry_level=off",
              "-c", "dynamic_shared_memory_type=mmap", "-c", "TimeZone=Europe/Paris"],
-            stdout=log, stderr=subprocess.STDOUT)
-        for _ in range(100):
-            if (self.root / "run/postgresql/.s.PGSQL.5432").exists():
+            stdout=log, stderr=subprocess.STDOUT,
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"})
+        try:
+            self._set_up(tmp)
+        except BaseException:
+            self.close()  # no PostgreSQL left running behind a failed set-up
+            raise
+
+    def _set_up(self, tmp):
+        # Ready when it accepts connections (the socket exists a little before), on a loaded
+        # machine too.
+        for _ in range(600):
+            ready = self.chroot([f"{PG_BIN}/pg_isready", "-q", "-h", "/run/postgresql"],
+                                check=False)
+            if ready.returncode == 0:
+                break
+            if self.server.poll() is not None:
                 break
             time.sleep(0.1)
         else:
+            raise RuntimeError((tmp / "postgres.log").read_text())
+        if self.server.poll() is not None:
             raise RuntimeError((tmp / "postgres.log").read_text())
         for db, sql in kwollect_statements(tmp):
             done = self.psql(sql, db=db, check=False)
@@ -320,8 +340,10 @@ class Kwollect:
         if as_postgres:
             prefix += ["setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups"]
         kwargs.setdefault("check", True)
+        # The root has the C.UTF-8 locale only: not the host's LANG.
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
         return subprocess.run(prefix + command, capture_output=True, text=True, timeout=120,
-                              **kwargs)
+                              env=env, **kwargs)
 
     def psql(self, sql, db="kwdb", check=True):
         """`sql` on psql's standard input, in one transaction as psycopg2 sends a string of
@@ -368,8 +390,9 @@ class Kwollect:
         return json.loads(done.stdout), None
 
     def close(self):
-        self.server.terminate()
-        self.server.wait(timeout=30)
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
+            self.server.wait(timeout=30)
 
 
 # ---- the comparison ---------------------------------------------------------------------------
@@ -395,11 +418,13 @@ def both(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("Kwollect's PostgreSQL runs in a chroot of a Debian 13 root: root only")
     tmp = tmp_path_factory.mktemp("kwollect")
-    now = int(time.time())
-    rows = make_rows(now)
-    kwollect = Kwollect(tmp)
+    kwollect = None
     server = None
     try:
+        kwollect = Kwollect(tmp)  # may make the root first (a minute or two)
+        # Rows a minute old for the shapes without bounds (the last 5 minutes): taken once the
+        # peers are up, so that they are still in that window when asked.
+        rows = make_rows(int(time.time()))
         kwollect.load(rows)
         kwollect.add_job(JOB)
         added = run_kwatt("jobs", "add", "--store", tmp / "site.db", "--site", "lyon", "--id",
@@ -418,7 +443,8 @@ def both(tmp_path_factory):
     finally:
         if server is not None:
             server.stop()
-        kwollect.close()
+        if kwollect is not None:
+            kwollect.close()
 
 
 # The HTTP status PostgREST answers an error of these SQLSTATE classes with.

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/time.h"
@@ -20,7 +21,8 @@ namespace kwatt {
 // value (a counter that wrapped or restarted), (the highest value so far - the previous + v) / the
 // seconds. Null (NullValue) for a series' first row, a row at its previous row's instant, and
 // where either value is null; NaN where either is NaN (PostgreSQL orders NaN above every number,
-// which gives NaN in both branches). Rows are given series by series in time order, any series
+// which gives NaN in both branches; and since its running maximum is then NaN, every later wrap of
+// that series is NaN too). Rows are given series by series in time order, any series
 // interleaved.
 class SeriesRates {
  public:
@@ -30,6 +32,11 @@ class SeriesRates {
   // Every row of `rows` (ids of `interner`, in time order) given its rate, the series named by
   // device, metric and labels; each row's text (`raw`) written anew from its fields.
   void Apply(RowBatch* rows, const StringInterner& interner);
+
+  // Forgets the series of `devices` (Apply's keys): rows of theirs that could not be fetched
+  // leave a hole, and the next row's rate is null, as a series' first row's, rather than a mean
+  // over the hole.
+  void Forget(const std::vector<std::string>& devices);
 
  private:
   struct Last {
