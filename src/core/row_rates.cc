@@ -32,14 +32,15 @@ void SeriesRates::Forget(const std::vector<std::string>& devices) {
   });
 }
 
+double SeriesRates::NextRow(const RowBatch& rows, size_t i, const StringInterner& interner) {
+  key_.assign(interner.Get(rows.device[i]));
+  (key_ += '\n') += interner.Get(rows.metric[i]);
+  (key_ += '\n') += interner.Get(rows.labels[i]);
+  return Next(key_, rows.time[i], rows.value[i]);
+}
+
 void SeriesRates::Apply(RowBatch* rows, const StringInterner& interner) {
-  std::string series;
-  for (size_t i = 0; i < rows->size(); ++i) {
-    series.assign(interner.Get(rows->device[i]));
-    (series += '\n') += interner.Get(rows->metric[i]);
-    (series += '\n') += interner.Get(rows->labels[i]);
-    rows->value[i] = Next(series, rows->time[i], rows->value[i]);
-  }
+  for (size_t i = 0; i < rows->size(); ++i) rows->value[i] = NextRow(*rows, i, interner);
   // Each row's text written anew from its fields (the value changed), as Kwollect renders it.
   rows->raw.clear();
   rows->raw_end.clear();

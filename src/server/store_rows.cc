@@ -281,14 +281,7 @@ bool StoreRowStream::Next(std::string* out, size_t target_bytes) {
     if (slice_.next < slice_.order.size()) {
       if (rows_written_ > 0) out->append(kRowSeparator);
       const uint32_t i = slice_.order[slice_.next++];
-      if (rates_) {
-        RowBatch& rows = slice_.rows;
-        const StringInterner& names = *slice_.interner;
-        std::string series(names.Get(rows.device[i]));
-        (series += '\n') += names.Get(rows.metric[i]);
-        (series += '\n') += names.Get(rows.labels[i]);
-        rows.value[i] = rates_->Next(series, rows.time[i], rows.value[i]);
-      }
+      if (rates_) slice_.rows.value[i] = rates_->NextRow(slice_.rows, i, *slice_.interner);
       writer_.Append(out, slice_.rows, i, *slice_.interner);
       ++rows_written_;
       continue;

@@ -29,6 +29,10 @@ class SeriesRates {
   // The rate at the row (t, value) of `series` (a key naming it, whatever its form).
   double Next(std::string_view series, UnixNanos t, double value);
 
+  // The rate at row `i` of `rows` (ids of `interner`), its series named by device, metric and
+  // labels.
+  double NextRow(const RowBatch& rows, size_t i, const StringInterner& interner);
+
   // Every row of `rows` (ids of `interner`, in time order) given its rate, the series named by
   // device, metric and labels; each row's text (`raw`) written anew from its fields.
   void Apply(RowBatch* rows, const StringInterner& interner);
@@ -45,6 +49,7 @@ class SeriesRates {
     double highest = 0;  // NullValue() while every value was null
   };
   std::unordered_map<std::string, Last> last_;
+  std::string key_;  // NextRow's, kept for its capacity
 };
 
 }  // namespace kwatt
