@@ -72,17 +72,20 @@ int main(int argc, char** argv) {
   UnixNanos start = truth.is_null() ? 0 : truth["start_ns"].get<int64_t>();
   UnixNanos end = truth.is_null() ? 0 : truth["end_ns"].get<int64_t>();
   auto begin = std::chrono::steady_clock::now();
-  Status status = source.Run(std::stop_source().get_token(), {}, [&](std::vector<Reading>&& batch) {
-    for (const Reading& r : batch) {
-      ++rows;
-      double covered = 1.0;
-      if (end > start) {
-        UnixNanos a = std::max(r.time, start), b = std::min(r.time + kNanosPerSecond, end);
-        covered = double(b - a) / 1e9;
-      }
-      joules[r.device_id] += r.value * covered;
-    }
-  });
+  Status status = source.Run(std::stop_source().get_token(), {},
+                             [&](std::vector<Reading>&& batch) {
+                               for (const Reading& r : batch) {
+                                 ++rows;
+                                 double covered = 1.0;
+                                 if (end > start) {
+                                   UnixNanos a = std::max(r.time, start),
+                                             b = std::min(r.time + kNanosPerSecond, end);
+                                   covered = double(b - a) / 1e9;
+                                 }
+                                 joules[r.device_id] += r.value * covered;
+                               }
+                             },
+                             /*say=*/{});
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (status.code() != Status::Code::kUnavailable) {  // the file's end is the expected one
     std::fprintf(stderr, "%s\n", status.ToString().c_str());

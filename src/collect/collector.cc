@@ -28,9 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Readings waiting for the writer thread at most (or memory_rows when larger): reached only while
-// the writer is stuck in one write, a few seconds of 1,000 devices.
-constexpr size_t kQueueRows = 1'000'000;
 using std::chrono::milliseconds;
 
 void DefaultLog(const std::string& line) {
@@ -189,6 +186,8 @@ class Collector::Impl {
   mutable std::mutex queue_mutex;
   std::condition_variable_any queue_changed;
   std::vector<Reading> incoming;
+  // When the writer last took the queue (Clock ticks): what a dropped poll's message says.
+  std::atomic<Clock::rep> last_take{Clock::now().time_since_epoch().count()};
 
   // The writer's state (stats under stats_mutex).
   std::deque<std::unique_ptr<Chunk>> unsent;
@@ -229,14 +228,39 @@ class Collector::Impl {
     return promotions;
   }
 
-  void Push(std::vector<Reading>&& readings) {
+  // Queues a poll's readings for the writer; drops them, counted against `worker` (null: the
+  // collector's own metrics) and said, when the queue cannot take them.
+  void Push(Worker* worker, std::vector<Reading>&& readings) {
     if (readings.empty()) return;
+    const size_t capacity = std::max(options.memory_rows, options.queue_rows);
     std::unique_lock lock(queue_mutex);
     // The writer takes the queue every flush interval; it grows past the memory bound only
-    // while the writer is stuck in a write (a store that hangs): then new readings are dropped.
-    if (incoming.size() + readings.size() > std::max<size_t>(options.memory_rows, kQueueRows)) {
+    // while the writer is stuck in a write (a store that hangs), or when one poll alone is
+    // larger than the bound: then these readings are dropped.
+    if (incoming.size() + readings.size() > capacity) {
+      size_t waiting = incoming.size();
       lock.unlock();
-      CountDropped(int64_t(readings.size()), "the writer is stuck and the queue is full");
+      auto since_take = std::chrono::duration<double>(
+          Clock::now() - Clock::time_point(Clock::duration(last_take.load())));
+      const std::string name = worker ? worker->name : "the collector's own metrics";
+      std::string why;
+      if (readings.size() > capacity) {
+        why = name + ": one poll gave " + std::to_string(readings.size()) +
+              " readings, more than the collector holds between two writes (" +
+              std::to_string(capacity) + "): narrow the device's metrics, or raise --memory-rows";
+      } else {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f", since_take.count());
+        why = name + ": the queue of readings waiting for the writer is full (" +
+              std::to_string(waiting) + " waiting, " + std::to_string(capacity) +
+              " at most); the writer last took readings " + seconds +
+              " s ago (a store write that hangs, or devices giving more than it writes)";
+      }
+      if (worker) {
+        std::lock_guard worker_lock(worker->mutex);
+        worker->stats.dropped += int64_t(readings.size());
+      }
+      CountDropped(int64_t(readings.size()), why);
       return;
     }
     if (incoming.empty()) {
@@ -350,7 +374,7 @@ class Collector::Impl {
         NotePollResult(worker, status, readings.size());
         NoteProblems(worker, worker.device->TakeProblems());
         AliasReadings(&readings);
-        Push(std::move(readings));
+        Push(&worker, std::move(readings));
         readings = {};
       }
       Clock::time_point now = Clock::now();
@@ -378,19 +402,17 @@ class Collector::Impl {
       return table->Matches(device, name) || table->Matches(alias, name);
     };
     StreamSource::Emit emit = [this, &worker](std::vector<Reading>&& readings) {
-      {
-        std::lock_guard lock(worker.mutex);
-        worker.stats.readings += int64_t(readings.size());
-      }
+      NotePollResult(worker, Status::OK(), readings.size());  // "answers again" after failures
       AliasReadings(&readings);
-      Push(std::move(readings));
+      Push(&worker, std::move(readings));
     };
+    StreamSource::Say say = [this](const std::string& line) { Log(line); };
     while (!stop.stop_requested()) {
       {
         std::lock_guard lock(worker.mutex);
         ++worker.stats.polls;
       }
-      Status status = worker.stream->Run(stop, promoted, emit);
+      Status status = worker.stream->Run(stop, promoted, emit, say);
       if (stop.stop_requested()) break;
       if (status.ok()) {
         Log(worker.name + ": read to its end");  // a regular file: read once
@@ -621,6 +643,7 @@ class Collector::Impl {
       std::lock_guard lock(queue_mutex);
       readings.swap(incoming);
     }
+    last_take = Clock::now().time_since_epoch().count();
     if (readings.empty()) return;
     unsent_rows += readings.size();
     unsent.push_back(MakeChunk(readings));
@@ -672,7 +695,7 @@ class Collector::Impl {
       readings.push_back(std::move(reading));
     };
     // Totals over every device; per device only where something went wrong (a device's counters
-    // are on --listen's /metrics either way): 1,000 healthy devices write 11 rows, not 7,000.
+    // are on --listen's /metrics either way): 1,000 healthy devices write 12 rows, not 8,000.
     DeviceStats all;
     for (const DeviceStats& device : stats.devices) {
       all.polls += device.polls;
@@ -682,8 +705,9 @@ class Collector::Impl {
       all.errors += device.errors;
       all.missing_values += device.missing_values;
       all.bad_timestamps += device.bad_timestamps;
+      all.dropped += device.dropped;
       if (device.late + device.overruns + device.timeouts + device.errors + device.missing_values +
-              device.bad_timestamps ==
+              device.bad_timestamps + device.dropped ==
           0) {
         continue;
       }
@@ -697,6 +721,7 @@ class Collector::Impl {
       add("kwatt_collect_errors_total", double(device.errors), labels);
       add("kwatt_collect_missing_values_total", double(device.missing_values), labels);
       add("kwatt_collect_bad_timestamps_total", double(device.bad_timestamps), labels);
+      add("kwatt_collect_readings_dropped_total", double(device.dropped), labels);
     }
     // A stream's counters always (there are few streams; a gap is what one looks for).
     for (const DeviceStats& device : stats.devices) {
@@ -720,6 +745,7 @@ class Collector::Impl {
     add("kwatt_collect_errors_total", double(all.errors), {});
     add("kwatt_collect_missing_values_total", double(all.missing_values), {});
     add("kwatt_collect_bad_timestamps_total", double(all.bad_timestamps), {});
+    add("kwatt_collect_readings_dropped_total", double(all.dropped), {});
     add("kwatt_collect_rows_written_total", double(stats.rows_written), {});
     add("kwatt_collect_rows_dropped_total", double(stats.rows_dropped), {});
     add("kwatt_collect_rows_spooled", double(stats.rows_spooled), {});
@@ -737,7 +763,7 @@ class Collector::Impl {
       }
       auto now = Clock::now();
       if (now >= next_self) {
-        Push(SelfReadings(Stats()));
+        Push(nullptr, SelfReadings(Stats()));
         next_self = now + options.self_metrics_every;
       }
       TakeIncoming();
@@ -752,7 +778,7 @@ class Collector::Impl {
   }
 
   Status FinalWrite() {
-    Push(SelfReadings(Stats()));
+    Push(nullptr, SelfReadings(Stats()));
     TakeIncoming();
     Status status = Drain(/*force=*/true);
     if (!status.ok()) {
@@ -970,6 +996,9 @@ std::string Collector::PrometheusText() const {
              [](const DeviceStats& d) { return d.errors; });
   per_device("kwatt_collect_readings_total", "Values read.",
              [](const DeviceStats& d) { return d.readings; });
+  per_device("kwatt_collect_readings_dropped_total",
+             "Values read and dropped before the writer took them (its queue full).",
+             [](const DeviceStats& d) { return d.dropped; });
   per_device("kwatt_collect_missing_values_total",
              "Values a device answered without (a sensor or OID it does not have).",
              [](const DeviceStats& d) { return d.missing_values; });

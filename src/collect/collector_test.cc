@@ -365,6 +365,66 @@ TEST(Collector, RowsTheStoreDidNotTakeAreInTheSpoolBeforeTheNextFlushWhateverThe
   EXPECT_EQ(int64_t(RowsOf(path).size()), stats.devices[0].readings);
 }
 
+// A poll larger than the queue between two writes (a 50 MB exposition) is dropped, counted
+// against its device and said as what it is, not as a writer that is stuck.
+TEST(Collector, APollLargerThanTheQueueIsDroppedAgainstItsDeviceSayingWhy) {
+  kwatt::testing::TempDir dir;
+  std::string path = (dir.root() / "s.store").string();
+  http::HardenedServer server;
+  server.Get("/metrics", [](const http::Request&, http::Response& response) {
+    std::string text = "# TYPE power gauge\n";
+    for (int i = 0; i < 500; ++i) text += "power{psu=\"" + std::to_string(i) + "\"} 1\n";
+    response.set_content(text, "text/plain");
+  });
+  int port = *server.Bind("127.0.0.1", 0);
+  ASSERT_TRUE(server.Serve().ok());
+  http::HardenedServer small;  // another device, whose polls fit
+  small.Get("/metrics", [](const http::Request&, http::Response& response) {
+    response.set_content("# TYPE power gauge\npower 1\n", "text/plain");
+  });
+  int small_port = *small.Bind("127.0.0.1", 0);
+  ASSERT_TRUE(small.Serve().ok());
+  CollectConfig config;
+  config.metrics.push_back(Prometheus("nova-1", port, 100));
+  config.metrics.push_back(Prometheus("nova-2", small_port, 100));
+  CollectorOptions options = FastOptions();
+  options.memory_rows = 100;
+  options.queue_rows = 100;
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  options.log = [&](const std::string& line) {
+    std::lock_guard lock(mutex);
+    lines.push_back(line);
+  };
+  auto collector = Collector::Create(config, OpenerOf(path), options);
+  ASSERT_TRUE(collector.ok());
+  (*collector)->Start();
+  std::this_thread::sleep_for(milliseconds(400));
+  ASSERT_TRUE((*collector)->Stop().ok());
+  server.Shutdown();
+  small.Shutdown();
+  CollectorStats stats = (*collector)->Stats();
+  ASSERT_EQ(stats.devices.size(), 2u);
+  EXPECT_GT(stats.devices[0].readings, 0);
+  EXPECT_GT(stats.devices[1].readings, 0);
+  EXPECT_EQ(stats.devices[0].dropped, stats.devices[0].readings);
+  EXPECT_EQ(stats.devices[1].dropped, 0);
+  EXPECT_EQ(stats.rows_dropped, stats.devices[0].dropped);
+  std::lock_guard lock(mutex);
+  std::string said;
+  for (const std::string& line : lines) said += line + "\n";
+  EXPECT_NE(said.find(stats.devices[0].name + ": one poll gave 500 readings, more than the "
+                                              "collector holds between two writes (100)"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("stuck"), std::string::npos) << said;
+  EXPECT_NE(
+      (*collector)
+          ->PrometheusText()
+          .find("kwatt_collect_readings_dropped_total{device=\"" + stats.devices[0].name + "\"} "),
+      std::string::npos);
+}
+
 TEST(Collector, AStoreFileDeletedUnderTheCollectorIsMadeAgainAndTheRowsWrittenThere) {
   kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();

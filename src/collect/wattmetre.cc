@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -307,6 +308,9 @@ void WattmetreAverager::Add(const WattmetreEntry& entry, const StreamSource::Pro
       counts_.missing_seconds += second - *second_ - 1;
     }
     Emit(promoted, out);
+  } else if (!second_ && previous_ && second > *previous_ + 1) {
+    ++counts_.gaps;  // since an earlier stream's (or Flush's) last second
+    counts_.missing_seconds += second - *previous_ - 1;
   }
   second_ = second;
   ++counts_.lines;
@@ -328,6 +332,7 @@ void WattmetreAverager::Flush(const StreamSource::Promoted& promoted, std::vecto
 }
 
 void WattmetreAverager::Emit(const StreamSource::Promoted& promoted, std::vector<Reading>* out) {
+  previous_ = second_;
   UnixNanos start = *second_ * kNanosPerSecond;
   for (Port& port : ports_) {
     if (port.count == 0) continue;
@@ -384,6 +389,7 @@ WattmetreCounts WattmetreSource::counts() const {
   c.lines = line_counts_.lines;
   c.skipped_lines = line_counts_.skipped_lines;
   c.malformed_lines = line_counts_.malformed_lines;
+  c.stalls = line_counts_.stalls;
   return c;
 }
 
@@ -406,10 +412,33 @@ std::vector<std::pair<std::string, int64_t>> WattmetreSource::Counters() const {
           {"malformed_lines", c.malformed_lines},
           {"gaps", c.gaps},
           {"missing_seconds", c.missing_seconds},
-          {"backwards", c.backwards}};
+          {"backwards", c.backwards},
+          {"stalls", c.stalls}};
 }
 
-Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, const Emit& emit) {
+namespace {
+
+// A line as messages quote it: its first 60 bytes, control characters and non-ASCII escaped.
+std::string LineExcerpt(std::string_view line) {
+  std::string out = "\"";
+  for (size_t i = 0; i < line.size() && i < 60; ++i) {
+    auto c = static_cast<unsigned char>(line[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += char(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  out += line.size() > 60 ? "...\"" : "\"";
+  return out;
+}
+
+}  // namespace
+
+Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, const Emit& emit,
+                            const Say& say) {
   if (!options_.open) return Status::Internal(options_.name + ": no way to open the stream");
   KWATT_ASSIGN_OR_RETURN(WattmetreStream stream, options_.open());
   const int fd = stream.fd;
@@ -426,20 +455,49 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
     ~Closer() { (void)Close(); }  // only on an early return, whose status says more
   } closer{&stream};
 
+  using SteadyClock = std::chrono::steady_clock;
   WattmetreAverager averager(options_.averager);
+  if (last_second_) averager.ContinueAfter(*last_second_);
   WattmetreEntry entry;
   std::vector<Reading> out;
+  // Since the last reading (or the opening): when, and what was read that gave none.
+  SteadyClock::time_point last_entry = SteadyClock::now();
+  bool entry_read = false;
+  int64_t lines_since_entry = 0;
+  int64_t malformed_since_entry = 0;
+  std::string malformed_example;
+  auto malformed = [&](std::string_view text) {
+    ++line_counts_.malformed_lines;
+    ++malformed_since_entry;
+    malformed_example = LineExcerpt(text);
+    ++malformed_unsaid_;
+    auto now = SteadyClock::now();
+    if (malformed_said_ && now - *malformed_said_ < std::chrono::minutes(1)) return;
+    if (say) {
+      say(options_.name + ": " + std::to_string(malformed_unsaid_) +
+          (malformed_unsaid_ == 1 ? " line does" : " lines do") +
+          " not read as the wattmeter's version " + std::to_string(options_.version) +
+          " lines, dropped (the last: " + malformed_example +
+          "); is the stream the wattmeter's, and its version right (?version=2 or 3)?");
+    }
+    malformed_said_ = now;
+    malformed_unsaid_ = 0;
+  };
   auto line = [&](std::string_view text) {
     ++line_counts_.lines;
+    ++lines_since_entry;
     switch (ParseWattmetreLine(text, options_.version, &entry)) {
       case WattmetreLine::kEntry:
         averager.Add(entry, promoted, &out);
+        entry_read = true;
+        lines_since_entry = 0;
+        malformed_since_entry = 0;
         break;
       case WattmetreLine::kSkipped:
         if (!TrimBlanks(text).empty()) ++line_counts_.skipped_lines;
         break;
       case WattmetreLine::kMalformed:
-        ++line_counts_.malformed_lines;
+        malformed(text);
         break;
     }
   };
@@ -464,6 +522,26 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
   constexpr size_t kDrainBytes = 1 << 20;
   bool draining = false;
   size_t drained = 0;
+  // Whether the stream has given no reading for stall_ms (then `end` says so).
+  auto stalled = [&] {
+    auto silent = SteadyClock::now() - last_entry;
+    if (regular_file || silent < std::chrono::milliseconds(options_.stall_ms)) return false;
+    ++line_counts_.stalls;
+    char seconds[32];  // the bound, not the time measured: the same stall says the same words
+    std::snprintf(seconds, sizeof seconds, "%g", options_.stall_ms / 1000.0);
+    std::string what =
+        lines_since_entry == 0
+            ? std::string(" (nothing read")
+            : " (" + std::to_string(lines_since_entry) + " lines read, " +
+                  std::to_string(malformed_since_entry) + " of them not wattmeter lines" +
+                  (malformed_example.empty() ? "" : ", the last " + malformed_example);
+    end = Status::Unavailable(options_.name + ": no reading for " + std::string(seconds) + " s" +
+                              what + "); the stream is closed and opened again" +
+                              (lines_since_entry == 0 && line_counts_.lines == 0
+                                   ? " (is the wattmeter's writer running?)"
+                                   : ""));
+    return true;
+  };
   while (true) {
     if (!draining && stop.stop_requested()) draining = true;
     if (draining && drained >= kDrainBytes) break;
@@ -477,6 +555,7 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
     }
     if (ready == 0) {
       if (draining) break;
+      if (stalled()) break;
       continue;
     }
     ssize_t n = ::read(fd, buffer.data(), buffer.size());
@@ -500,7 +579,8 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
           pending.append(p0, size_t(chunk_end - p0));
           if (pending.size() > kMaxLine) {
             ++line_counts_.lines;
-            ++line_counts_.malformed_lines;
+            ++lines_since_entry;
+            malformed(pending);
             pending.clear();
             discarding = true;
           }
@@ -519,6 +599,12 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
       p0 = nl + 1;
     }
     deliver();
+    if (entry_read) {
+      last_entry = SteadyClock::now();
+      entry_read = false;
+    } else if (!draining && stalled()) {
+      break;
+    }
   }
   if (!pending.empty() && !discarding) line(pending);
   averager.Flush(promoted, &out);
@@ -538,6 +624,8 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
   averager_counts_.missing_seconds += a.missing_seconds;
   averager_counts_.backwards += a.backwards;
   averager_counts_.rows += a.rows;
+  if (averager.last_second()) last_second_ = averager.last_second();
+  Publish({});
   return end;
 }
 

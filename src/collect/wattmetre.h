@@ -18,6 +18,7 @@
 #ifndef KWATT_SRC_COLLECT_WATTMETRE_H_
 #define KWATT_SRC_COLLECT_WATTMETRE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -85,6 +86,7 @@ struct WattmetreCounts {
   int64_t missing_seconds = 0;  // the seconds those gaps skipped
   int64_t backwards = 0;        // times a line's second was before the one being averaged
   int64_t rows = 0;             // readings emitted
+  int64_t stalls = 0;           // runs ended because no reading came for stall_ms (a source's)
 };
 
 // Turns entries into readings. For each completed second and each port with at least one value
@@ -106,6 +108,11 @@ class WattmetreAverager {
            std::vector<Reading>* out);
   // Completes the current second (end of stream, stop), appending its readings to `out`.
   void Flush(const StreamSource::Promoted& promoted, std::vector<Reading>* out);
+  // The last second an earlier averager of the same stream emitted: the first entry of this one
+  // counts a gap from it (a stream opened again after it ended or stalled).
+  void ContinueAfter(int64_t second) { previous_ = second; }
+  // The last second emitted (or given to ContinueAfter), if any.
+  std::optional<int64_t> last_second() const { return previous_; }
 
   const WattmetreCounts& counts() const { return counts_; }
 
@@ -125,8 +132,9 @@ class WattmetreAverager {
   WattmetreOptions options_;
   double scale_ = 1.0;
   std::vector<Port> ports_;
-  std::vector<UnixNanos> times_;   // the current second's entry times
-  std::optional<int64_t> second_;  // the second being averaged
+  std::vector<UnixNanos> times_;     // the current second's entry times
+  std::optional<int64_t> second_;    // the second being averaged
+  std::optional<int64_t> previous_;  // the last second emitted
   WattmetreCounts counts_;
 };
 
@@ -159,20 +167,27 @@ struct WattmetreSourceOptions {
   std::string name;  // how messages name the stream: "wattmetre://wattmetre1/-"
   // How long Run waits on a silent stream before checking `stop` again.
   int poll_timeout_ms = 100;
+  // A stream open this long without a reading (nothing read, or only lines that do not read)
+  // has stalled: Run returns Unavailable saying so, and is started again (a hung wattmetre-read
+  // restarted). A wattmeter writes 50 lines a second.
+  int stall_ms = 10'000;
 };
 
 // A wattmeter's line stream. Run opens it, reads it with poll() (a stop is honoured within
 // poll_timeout_ms, even on a silent FIFO that has no writer yet), and emits each completed
 // second's readings; on stop or at the end of the stream it parses a last unterminated line,
 // flushes the current second and emits it, so nothing read is lost. Returns OK on stop, the
-// opener's error, IOError when a read fails, and Unavailable "... ended" at the end of the
-// stream (the writer closed), or the stream's `finish` error then; OK at the end of a regular
-// file (read once).
+// opener's error, IOError when a read fails, Unavailable "... ended" at the end of the stream
+// (the writer closed), or the stream's `finish` error then, Unavailable "... no reading for
+// N s" when it stalled (stall_ms); OK at the end of a regular file (read once). Lines that do
+// not read are said through `say` (the first at once, then at most once a minute with how
+// many), with an excerpt. A later Run counts the seconds between the last one emitted and its
+// first as a gap (missing_seconds).
 class WattmetreSource : public StreamSource {
  public:
   explicit WattmetreSource(WattmetreSourceOptions options);
-  [[nodiscard]] Status Run(std::stop_token stop, const Promoted& promoted,
-                           const Emit& emit) override;
+  [[nodiscard]] Status Run(std::stop_token stop, const Promoted& promoted, const Emit& emit,
+                           const Say& say) override;
 
   // The counts so far (of every Run). REQUIRES: not during Run on another thread.
   WattmetreCounts counts() const;
@@ -186,8 +201,11 @@ class WattmetreSource : public StreamSource {
 
   WattmetreSourceOptions options_;
   WattmetreCounts line_counts_;
-  WattmetreCounts averager_counts_;  // of past Runs' averagers
-  std::unique_ptr<WattmetreAverager> averager_;
+  WattmetreCounts averager_counts_;     // of past Runs' averagers
+  std::optional<int64_t> last_second_;  // the last second a past Run emitted
+  // Lines that do not read, said at most once a minute: since when, how many not said yet.
+  std::optional<std::chrono::steady_clock::time_point> malformed_said_;
+  int64_t malformed_unsaid_ = 0;
 };
 
 // The options a `wattmetre://ID/PATH?version=N` description gives: the wattmeter ID (url host),

@@ -281,11 +281,18 @@ struct Collected {
   std::mutex mutex;
   std::vector<Reading> readings;
   int batches = 0;
+  std::vector<std::string> said;
   StreamSource::Emit Emit() {
     return [this](std::vector<Reading>&& batch) {
       std::lock_guard lock(mutex);
       ++batches;
       for (Reading& r : batch) readings.push_back(std::move(r));
+    };
+  }
+  StreamSource::Say Say() {
+    return [this](const std::string& line) {
+      std::lock_guard lock(mutex);
+      said.push_back(line);
     };
   }
 };
@@ -316,7 +323,7 @@ TEST(WattmetreSource, ReadsAFileToItsEndAndFlushesTheLastSecond) {
   WattmetreSource source(SourceOptions(WriteFile(dir, "stream.txt", text)));
   Collected got;
   std::stop_source stop;
-  Status status = source.Run(stop.get_token(), {}, got.Emit());
+  Status status = source.Run(stop.get_token(), {}, got.Emit(), got.Say());
   // A regular file is read once: its end is the end, not a failure to retry.
   EXPECT_TRUE(status.ok()) << status.ToString();
   EXPECT_EQ(source.counts().lines, 104);
@@ -337,7 +344,7 @@ TEST(WattmetreSource, AMissingPathIsNotFound) {
   kwatt::testing::TempDir dir;
   WattmetreSource source(SourceOptions((dir.root() / "nothing").string()));
   Collected got;
-  Status status = source.Run(std::stop_source().get_token(), {}, got.Emit());
+  Status status = source.Run(std::stop_source().get_token(), {}, got.Emit(), got.Say());
   EXPECT_EQ(status.code(), Status::Code::kNotFound);
   EXPECT_NE(status.message().find("nothing"), std::string::npos);
 }
@@ -353,7 +360,7 @@ TEST(WattmetreSource, StopsAFifoPromptlyFlushingWhatWasRead) {
   Status status;
   std::atomic<bool> returned{false};
   std::thread runner([&] {
-    status = source.Run(stop.get_token(), {}, got.Emit());
+    status = source.Run(stop.get_token(), {}, got.Emit(), got.Say());
     returned = true;
   });
   int writer = ::open(path.c_str(), O_WRONLY);  // waits for the reader's open
@@ -396,7 +403,7 @@ TEST(WattmetreSource, StopsAFifoThatHasNoWriter) {
   Collected got;
   std::stop_source stop;
   Status status = Status::Internal("not run");
-  std::thread runner([&] { status = source.Run(stop.get_token(), {}, got.Emit()); });
+  std::thread runner([&] { status = source.Run(stop.get_token(), {}, got.Emit(), got.Say()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   auto asked = std::chrono::steady_clock::now();
   stop.request_stop();
@@ -408,6 +415,75 @@ TEST(WattmetreSource, StopsAFifoThatHasNoWriter) {
   EXPECT_TRUE(got.readings.empty());
 }
 
+// A source of the pipe whose read end is `fd` (each run reads a copy of it), stalled after
+// `stall_ms` without a reading.
+WattmetreSourceOptions PipeOptions(int fd, int stall_ms) {
+  WattmetreSourceOptions options;
+  options.averager = TwoPortOptions();
+  options.name = "wattmetre://wattmetre1/";
+  options.stall_ms = stall_ms;
+  options.open = [fd]() -> Result<WattmetreStream> { return WattmetreStream{::dup(fd), nullptr}; };
+  return options;
+}
+
+// A writer that stays but sends nothing more: the run ends, saying so, instead of waiting for
+// good; the next run (the stream opened again) counts the silent seconds as a gap.
+TEST(WattmetreSource, AStreamThatStallsEndsItsRunAndTheSilenceIsAGap) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  WattmetreSource source(PipeOptions(fds[0], 200));
+  std::string text = Line(kT, 1, 2) + Line(kT + kNanosPerSecond, 3, 4);
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), ssize_t(text.size()));
+  Collected got;
+  Status status = source.Run(std::stop_source().get_token(), {}, got.Emit(), got.Say());
+  EXPECT_EQ(status.code(), Status::Code::kUnavailable) << status.ToString();
+  EXPECT_NE(status.message().find("wattmetre://wattmetre1/: no reading for 0.2 s (nothing read)"),
+            std::string::npos)
+      << status.message();
+  EXPECT_EQ(got.readings.size(), 4u);  // both seconds flushed
+  EXPECT_EQ(source.counts().stalls, 1);
+  // The wattmeter speaks again, 5 s later by its own clock: 3 seconds missing.
+  text = Line(kT + 5 * kNanosPerSecond, 5, 6);
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), ssize_t(text.size()));
+  ::close(fds[1]);
+  status = source.Run(std::stop_source().get_token(), {}, got.Emit(), got.Say());
+  EXPECT_EQ(status.code(), Status::Code::kUnavailable) << status.ToString();  // ended
+  EXPECT_EQ(got.readings.size(), 6u);
+  WattmetreCounts counts = source.counts();
+  EXPECT_EQ(counts.gaps, 1);
+  EXPECT_EQ(counts.missing_seconds, 3);
+  EXPECT_EQ(counts.stalls, 1);
+  ::close(fds[0]);
+}
+
+// A stream of lines that do not read is said (with an excerpt), not only counted, and one that
+// gives no reading at all stalls, saying what it read.
+TEST(WattmetreSource, GarbageIsSaidAndAStreamOfNothingElseStalls) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  WattmetreSource source(PipeOptions(fds[0], 300));
+  std::string text;
+  for (int k = 0; k < 40; ++k) text += "\x01\x02 not a wattmeter line " + std::to_string(k) + "\n";
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), ssize_t(text.size()));
+  Collected got;
+  Status status = source.Run(std::stop_source().get_token(), {}, got.Emit(), got.Say());
+  ::close(fds[1]);
+  EXPECT_EQ(status.code(), Status::Code::kUnavailable) << status.ToString();
+  EXPECT_NE(status.message().find("no reading for 0.3 s (40 lines read, 40 of them not wattmeter "
+                                  "lines, the last \"\\x01\\x02 not a wattmeter line 39\")"),
+            std::string::npos)
+      << status.message();
+  // Said once at the first (then at most once a minute), naming the stream and the version.
+  ASSERT_EQ(got.said.size(), 1u);
+  EXPECT_NE(got.said[0].find("wattmetre://wattmetre1/: 1 line does not read as the wattmeter's "
+                             "version 2 lines, dropped (the last: \"\\x01\\x02 not a"),
+            std::string::npos)
+      << got.said[0];
+  EXPECT_EQ(source.counts().malformed_lines, 40);
+  EXPECT_TRUE(got.readings.empty());
+  ::close(fds[0]);
+}
+
 // The writer leaves: the end of the stream, everything flushed.
 TEST(WattmetreSource, AFifoWhoseWriterLeavesHasEnded) {
   kwatt::testing::TempDir dir;
@@ -416,7 +492,8 @@ TEST(WattmetreSource, AFifoWhoseWriterLeavesHasEnded) {
   WattmetreSource source(SourceOptions(path));
   Collected got;
   Status status;
-  std::thread runner([&] { status = source.Run(std::stop_source().get_token(), {}, got.Emit()); });
+  std::thread runner(
+      [&] { status = source.Run(std::stop_source().get_token(), {}, got.Emit(), got.Say()); });
   int writer = ::open(path.c_str(), O_WRONLY);
   ASSERT_GE(writer, 0);
   std::string text = Line(kT, 1, 2) + Line(kT + 1, 3, 4);
@@ -445,7 +522,7 @@ TEST(WattmetreSource, OnStopReadsWhatThePipeHoldsBeforeClosing) {
   Collected got;
   std::stop_source stop;
   stop.request_stop();  // before Run even opens the stream
-  EXPECT_TRUE(source.Run(stop.get_token(), {}, got.Emit()).ok());
+  EXPECT_TRUE(source.Run(stop.get_token(), {}, got.Emit(), got.Say()).ok());
   ::close(fds[1]);
   EXPECT_EQ(source.counts().lines, 120);
   EXPECT_EQ(got.readings.size(), 6u);  // 3 seconds (50, 50, 20 lines) of 2 ports
@@ -474,7 +551,7 @@ TEST(WattmetreSource, ACallersStreamIsFinishedOnceClosed) {
     Collected got;
     std::stop_source stop;
     Status status;
-    std::thread runner([&] { status = source.Run(stop.get_token(), {}, got.Emit()); });
+    std::thread runner([&] { status = source.Run(stop.get_token(), {}, got.Emit(), got.Say()); });
     std::string text = Line(kT, 1, 2) + Line(kT + kNanosPerSecond, 3, 4);
     ASSERT_EQ(::write(fds[1], text.data(), text.size()), ssize_t(text.size()));
     if (stop_first) {
@@ -579,7 +656,7 @@ TEST(MakeWattmetreSource, ReadsACommandsOutputAndSaysHowItEnded) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   Collected got;
   std::stop_source stop;
-  Status status = (*source)->Run(stop.get_token(), {}, got.Emit());
+  Status status = (*source)->Run(stop.get_token(), {}, got.Emit(), got.Say());
   EXPECT_EQ(status.code(), Status::Code::kUnavailable);
   EXPECT_NE(status.message().find("/bin/sh exited with status 3: wattmetre-read: no tty"),
             std::string::npos)
@@ -596,14 +673,15 @@ TEST(MakeWattmetreSource, ReadsACommandsOutputAndSaysHowItEnded) {
   auto chatty = MakeWattmetreSource({command}, {});
   ASSERT_TRUE(chatty.ok());
   Collected loud;
-  Status ended = (*chatty)->Run(stop.get_token(), {}, loud.Emit());
+  Status ended = (*chatty)->Run(stop.get_token(), {}, loud.Emit(), loud.Say());
   EXPECT_EQ(ended.code(), Status::Code::kUnavailable) << ended.ToString();  // the stream ended
   ASSERT_EQ(loud.readings.size(), 1u);
   EXPECT_EQ(loud.readings[0].value, 20);
   command.command = {"/nonexistent/wattmetre-read"};
   auto missing = MakeWattmetreSource({command}, {});
   ASSERT_TRUE(missing.ok());
-  EXPECT_EQ((*missing)->Run(stop.get_token(), {}, got.Emit()).code(), Status::Code::kNotFound);
+  EXPECT_EQ((*missing)->Run(stop.get_token(), {}, got.Emit(), got.Say()).code(),
+            Status::Code::kNotFound);
 }
 
 }  // namespace

@@ -59,6 +59,10 @@ struct CollectorOptions {
   std::chrono::milliseconds max_timeout{30'000};
   // Rows kept in memory while the store fails.
   size_t memory_rows = 1'000'000;
+  // Readings waiting for the writer between two flushes at most (memory_rows when larger): a
+  // poll that would pass it is dropped, counted against its device and said (one poll larger
+  // than it, or a writer stuck in a write).
+  size_t queue_rows = 1'000'000;
   // Where rows go when the store fails (JSON Lines spool files): rows that could not be written
   // at a flush are in a spool file before the next flush, so that a kill -9 loses at most one
   // flush interval of rows. Empty: rows wait in memory (memory_rows), then are dropped.
@@ -94,6 +98,7 @@ struct DeviceStats {
   int64_t timeouts = 0;
   int64_t errors = 0;  // failed polls, timeouts included; for a stream: restarts
   int64_t readings = 0;
+  int64_t dropped = 0;         // readings dropped before the writer took them (the queue full)
   int64_t missing_values = 0;  // values the device answered without (PollProblem::kMissingValue)
   int64_t bad_timestamps = 0;  // samples skipped for their timestamp (PollProblem::kBadTimestamp)
   double max_lag_seconds = 0;  // the latest a poll started after its tick

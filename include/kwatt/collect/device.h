@@ -102,11 +102,14 @@ class StreamSource {
   // Whether an optional metric is promoted now: (device_id, device_alias, metric name).
   using Promoted =
       std::function<bool(std::string_view device, std::string_view alias, std::string_view name)>;
+  // Says a problem that does not end the run (lines that do not read), may be empty; the
+  // scheduler writes it on standard error.
+  using Say = std::function<void(const std::string&)>;
   virtual ~StreamSource() = default;
-  // Returns when `stop` is requested (OK) or when the stream fails or ends (its status: the
-  // scheduler starts it again after a pause).
-  [[nodiscard]] virtual Status Run(std::stop_token stop, const Promoted& promoted,
-                                   const Emit& emit) = 0;
+  // Returns when `stop` is requested (OK) or when the stream fails, ends or stays silent (its
+  // status: the scheduler starts it again after a pause).
+  [[nodiscard]] virtual Status Run(std::stop_token stop, const Promoted& promoted, const Emit& emit,
+                                   const Say& say) = 0;
   // The source's own counters so far ({"lines", 1200}, {"gaps", 0}...: each exported as
   // kwatt_collect_stream_<name>_total); thread-safe (read while Run goes on). None by default.
   virtual std::vector<std::pair<std::string, int64_t>> Counters() const { return {}; }
