@@ -57,6 +57,12 @@ Runner RegisterServe(CLI::App* app) {
                    "With --fail-rate: failed requests all answer this HTTP status (400-599) "
                    "with an HTML page, as a proxy would, instead of 503 or a cut body")
       ->check(NumberIn(400, 599, true));
+  serve
+      ->add_option("--dashboard-max-rows", o.dashboard_max_rows,
+                   "The most rows one dashboard answer (a plot, a job's energy) reads; beyond, "
+                   "that part of the page says so (the API and kwatt energy have no such limit)")
+      ->check(NumberIn(1, 9.2e18, true))
+      ->capture_default_str();
   serve->add_option("--down-site", o.down_sites,
                     "A site whose API is down: every request under /sites/SITE answers 503 with "
                     "a proxy's HTML page (repeatable)");

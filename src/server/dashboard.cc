@@ -173,9 +173,9 @@ class Dashboard {
   }
 
   // Every row of `answer`, batch after batch, into `consume`. InvalidArgument (a 400 naming the
-  // limit) beyond kMaxRowsRead rows; Incomplete as soon as the client leaves or the server stops.
+  // limit) beyond max_rows_read rows; Incomplete as soon as the client leaves or the server stops.
   template <typename Consume>
-  static Status ReadAll(MetricsAnswer& answer, Consume consume) {
+  Status ReadAll(MetricsAnswer& answer, Consume consume) const {
     RowBatch batch;
     const StringInterner* interner = nullptr;
     int64_t rows = 0;
@@ -184,9 +184,9 @@ class Dashboard {
         return Status::Incomplete("the client left, or the server stops");
       }
       rows += int64_t(batch.size());
-      if (rows > kMaxRowsRead) {
+      if (rows > c_.max_rows_read) {
         return Status::InvalidArgument(
-            "this answer reads more than " + std::to_string(kMaxRowsRead) +
+            "this answer reads more than " + std::to_string(c_.max_rows_read) +
             " rows, the most one dashboard answer reads: ask for a shorter window, fewer nodes "
             "or fewer metrics (kwatt fetch, kwatt energy and the metrics API have no such "
             "limit)");

@@ -30,9 +30,6 @@ namespace kwatt::server::internal {
 
 // What one answer of the dashboard's API may cost (doc/dashboard.md, "Limits"); beyond, a 400
 // names the limit and how to narrow the request.
-// The most rows a series, energy or site answer reads: about 10 s of work on one core, and the
-// power rows an energy answer keeps (16 bytes each).
-inline constexpr int64_t kMaxRowsRead = 30'000'000;
 // The most (series x buckets) points of a series answer: 32 bytes each while it is computed, about
 // 40 bytes of JSON.
 inline constexpr int64_t kMaxSeriesCells = 2'000'000;
@@ -52,6 +49,10 @@ struct DashboardContext {
       open_rows;
   // A cluster's metric catalogue (a store's own when it has one).
   std::function<Result<Catalogue>(const simulate::Cluster& cluster)> catalogue;
+  // The most rows a series, energy or site answer reads (ServerOptions::dashboard_max_rows): 30
+  // million is about 10 s of work on one core, and the power rows an energy answer keeps (16
+  // bytes each).
+  int64_t max_rows_read = 30'000'000;
 };
 
 // Adds the dashboard's routes to `http`.

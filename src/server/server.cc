@@ -536,6 +536,7 @@ void Server::Impl::DashboardRoutes() {
   dashboard.testbed = testbed.get();
   dashboard.api_prefix = prefix;
   dashboard.now = [this] { return Now(); };
+  dashboard.max_rows_read = options.dashboard_max_rows;
   dashboard.jobs_of = [this](const std::string& site) { return JobsOf(site); };
   dashboard.find_job = [this](const std::string& site, int64_t uid) { return FindJob(site, uid); };
   dashboard.open_rows = [this](const simulate::Site& site, std::vector<std::string> devices,

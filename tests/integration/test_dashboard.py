@@ -294,6 +294,58 @@ def test_energy_endpoint_over_a_store_equals_kwatt_energy(tmp_path):
         served.stop()
 
 
+def test_what_cannot_be_drawn_or_computed_is_said_where_it_is(tmp_path, browser, shots):
+    """Issue 36, item 10: a job too large for one dashboard answer (here a bound of 20,000 rows; a
+    job of 100 nodes over a week meets the default 30 million) says so in each part of its page,
+    with the command that computes its energy; a plot with no rows in its window says so; the
+    header never shows a request's URL."""
+    store = store_of_simulation(tmp_path, [["--job", f"lyon:{DONE}"]], jobs=JOBS)
+    served = start_server("--dashboard-max-rows", 20000, store=store, tmp_path=tmp_path)
+    try:
+        open_page(browser, served, f"#/job/lyon/{DONE}")
+        watts = plot_record(browser, "wattmetre_power_watt")
+        assert "more than 20000 rows" in watts["error"], watts
+        info = browser.execute_script(
+            "return document.querySelector('[data-plot=wattmetre_power_watt] .info').textContent")
+        assert info.startswith("Not drawn (") and "more than 20000 rows" in info, info
+        network = plot_record(browser, "network")  # fewer rows: drawn
+        assert network["error"] is None and network["rows"] > 0, network
+        error = browser.execute_script(
+            "return document.getElementById('energy-error').textContent")
+        assert error.startswith("Not computed: this answer reads more than 20000 rows"), error
+        command = browser.execute_script(
+            "return document.querySelector('#energy-error + p code').textContent")
+        assert command.startswith("kwatt energy --api ") and f"--job lyon:{DONE}" in command, command
+        status = browser.execute_script("return document.getElementById('status').textContent")
+        assert "http" not in status and "/api/" not in status, status
+        # The browser logs each answer of 400 itself; the page's own code throws nothing.
+        assert [e for e in console_errors(browser) if e["source"] != "network"] == []
+        screenshot(browser, shots, "36-10-too-large")
+
+        open_page(browser, served, "#/jobs/lyon")
+        cell = browser.execute_script(
+            f"const c = document.querySelector('[data-job=\"{DONE}\"] .energy');"
+            "return [c.textContent, c.title];")
+        deadline = time.monotonic() + 20
+        while cell[0] == "…" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            cell = browser.execute_script(
+                f"const c = document.querySelector('[data-job=\"{DONE}\"] .energy');"
+                "return [c.textContent, c.title];")
+        assert cell[0] == "not computed" and "more than 20000 rows" in cell[1], cell
+
+        # The store holds the job's 10 minutes only: the last 5 minutes have no rows.
+        open_page(browser, served, "#/node/lyon/nova-1?window=300")
+        empty = plot_record(browser, "wattmetre_power_watt")
+        assert empty["empty"] is True and empty["rows"] == 0, empty
+        info = browser.execute_script(
+            "return document.querySelector('[data-plot=wattmetre_power_watt] .info').textContent")
+        assert info.startswith("No rows of wattmetre_power_watt for nova-1 from "), info
+        assert console_errors(browser) == []
+    finally:
+        served.stop()
+
+
 # ------------------------------------------------------------------ issue 22, item 15
 # A lab's store (`serve --store --testbed`) holding past jobs only: the rows were pushed through a
 # first server (POST needs --auth), then served again without --auth for the browser.

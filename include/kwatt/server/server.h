@@ -31,7 +31,10 @@ struct ServerOptions {
   // A testbed description file (sites, clusters, nodes, metrics; doc/store.md) to serve instead
   // of the reference data; empty: none.
   std::string testbed_file;
-  int64_t max_rows = 0;         // a metrics answer above this fails as Kwollect's timeout; 0: none
+  int64_t max_rows = 0;  // a metrics answer above this fails as Kwollect's timeout; 0: none
+  // The most rows one dashboard answer (a plot, a job's energy) reads (doc/dashboard.md,
+  // "Limits"); beyond, a 400 names the limit and the part of the page says it.
+  int64_t dashboard_max_rows = 30'000'000;
   int latency_ms = 0;           // added before answering each request
   int64_t rows_per_second = 0;  // pace of each metrics answer, as a database would; 0: flat out
   double fail_rate = 0;         // fraction of metrics requests that fail (503, or a cut body)

@@ -61,13 +61,20 @@ function strictNumber(text, name, { integer = false, min = -Infinity } = {}) {
   return x;
 }
 
+// An API answer; an error says what the server said (its message, not the URL asked: a plot's
+// URL names a hundred nodes), the URL kept in the error's `url`.
 async function getJson(url) {
   state.queries.push(url);
-  const res = await fetch(url);
+  let res;
+  try {
+    res = await fetch(url);
+  } catch (e) {
+    throw Object.assign(new Error("the server does not answer (" + (e.message || e) + ")"), { url: url });
+  }
   if (!res.ok) {
     let message = res.status + " " + res.statusText;
     try { message = (await res.json()).message || message; } catch (e) { /* not JSON */ }
-    throw new Error(url + ": " + message);
+    throw Object.assign(new Error(message), { url: url, status: res.status });
   }
   return res.json();
 }
@@ -242,13 +249,33 @@ class SeriesPlot {
     return { answer: d, url: urls[0], pieces: urls.length };
   }
 
+  // Draws [start, end]; what went wrong is said in the plot's box (never only in the header).
   async load(start, end) {
-    const { answer, url, pieces } = await this.fetch(start, end, { width: String(this.width()) });
+    let got;
+    try {
+      got = await this.fetch(start, end, { width: String(this.width()) });
+    } catch (e) {
+      this.fail(e, start, end);
+      return;
+    }
+    const { answer, url, pieces } = got;
     this.record.query = url;
     this.record.pieces = pieces;
     this.record.queries += 1;
+    this.record.error = null;
+    this.info.classList.remove("error");
     this.answer = answer;
     this.render();
+  }
+
+  // The plot could not be drawn: why, in its box (what was drawn before stays).
+  fail(e, start, end) {
+    const message = String(e.message || e);
+    console.warn(message, e.url || "");
+    this.record.error = message;
+    this.record.queries += 1;
+    this.info.classList.add("error");
+    this.info.textContent = "Not drawn (" + paris(start) + " to " + paris(end) + "): " + message;
   }
 
   // Per series, in seconds, the longest run without a sample that is still drawn as a line: a few
@@ -272,6 +299,25 @@ class SeriesPlot {
   // Columns for uPlot: x, then per series mean, min, max.
   render() {
     const d = this.answer;
+    if (!d.series.length) {
+      // No rows: a sentence, not an empty box.
+      Object.assign(this.record, { series: [], points: 0, rows: 0, step: d.step, buckets: d.buckets,
+        start: d.start, end: d.start + d.step * d.buckets, empty: true });
+      if (this.uplot) this.uplot.destroy();
+      this.uplot = null;
+      this.record.uplot = null;
+      this.info.textContent = "No rows of " + this.opts.metrics.join(", ") + " for " +
+        (this.opts.nodes.length === 1 ? this.opts.nodes[0] : countOf(this.opts.nodes.length, "node")) +
+        " from " + paris(d.start) + " to " + paris(d.start + d.step * d.buckets) +
+        " (not measured then, or not kept in this store)" +
+        (this.view ? " — double-click or ◀ ▶ to move" : "");
+      if (this.view && !this.emptyReset) {
+        this.emptyReset = true;
+        this.box.addEventListener("dblclick", () => this.zoom(null, null));
+      }
+      return;
+    }
+    this.record.empty = false;
     const cols = [d.time];
     const series = [{}];
     const bands = [];
@@ -465,7 +511,7 @@ class SeriesPlot {
   zoom(a, b) {
     this.view = a === null ? null : [a, b];
     const [start, end] = this.view || [this.opts.start, this.opts.end];
-    this.load(start, end).catch(showError);
+    this.load(start, end);
   }
 
   // Live: the new rows since the last bucket, at the same step, appended.
@@ -496,6 +542,7 @@ class SeriesPlot {
   }
 }
 
+// An error of no one part of the page (a live update): in the header, the server's words only.
 function showError(e) {
   console.warn(e);
   document.getElementById("status").textContent = String(e.message || e);
@@ -575,7 +622,11 @@ async function jobsPage(main, site) {
           energy.textContent = fmt(e.total.wh, 2) + (i ? " ± " + fmt(i.half_width_joules / 3600, 2) : "") +
             " Wh (" + fmt(100 * e.total.coverage, 1) + " %)";
         })
-        .catch(e => { energy.textContent = "–"; energy.title = String(e.message); });
+        .catch(e => {
+          energy.textContent = "not computed";
+          energy.classList.add("error");
+          energy.title = String(e.message) + " (the job's page says more)";
+        });
     }
   }
   main.append(scrolling(t));
@@ -624,11 +675,28 @@ async function jobPage(main, site, id) {
     el("a", { id: "download-jsonl", href: apiUrl("sites", site, "rows") + "?format=jsonl&" + q, text: "rows as JSON Lines" }),
     el("a", { id: "download-csv", href: apiUrl("sites", site, "rows") + "?format=csv&" + q, text: "rows as CSV" }),
     el("span", {}, "archive it: ", el("code", { id: "backup-command", text: job.backup_command }))));
-  const energyBox = el("div", {}, el("h2", { text: "Energy (as kwatt energy computes it)" }), el("p", { text: "…" }));
+  const energyBox = el("div", {}, el("h2", { text: "Energy (as kwatt energy computes it)" }),
+    el("p", { id: "energy-wait", class: "muted", text: "computed once the plots are drawn…" }));
   main.append(energyBox);
   const loadEnergy = async () => {
-    const report = await getJson(apiUrl("sites", site, "jobs", id, "energy"));
+    let report;
+    try {
+      report = await getJson(apiUrl("sites", site, "jobs", id, "energy"));
+    } catch (e) {
+      // In its place, with the command that computes it without the dashboard's limits.
+      console.warn(String(e.message || e), e.url || "");
+      state.energyError = String(e.message || e);
+      if (state.energy) {  // live: the last table stays, the error below it
+        energyBox.append(el("p", { class: "error", text: "Not computed again: " + state.energyError }));
+        return;
+      }
+      energyBox.replaceChildren(el("h2", { text: "Energy (as kwatt energy computes it)" }),
+        el("p", { id: "energy-error", class: "error", text: "Not computed: " + state.energyError }),
+        el("p", {}, "kwatt energy computes it: ", el("code", { text: job.energy_command })));
+      return;
+    }
     state.energy = report;
+    state.energyError = null;
     const notes = "window " + report.start + " .. " + report.end + "; " + (report.notes || []).join("; ");
     // A note may name a thousand nodes: its start, the whole text on demand.
     energyBox.replaceChildren(el("h2", { text: "Energy (as kwatt energy computes it)" }), energyTable(report),
@@ -661,14 +729,14 @@ async function jobPage(main, site, id) {
       title: m + (m.endsWith("_total") ? " (per second)" : ""), unit: "",
       rates: m.endsWith("_total"), end: made.length ? made[0].opts.end : end }));
     made.push(p);
-    p.load(p.opts.start, p.opts.end).catch(showError);
+    p.load(p.opts.start, p.opts.end);
   });
   main.insertBefore(el("div", { class: "toolbar" }, picker), plots);
-  await Promise.all(made.map(p => p.load(start, end))).catch(showError);
+  await Promise.all(made.map(p => p.load(start, end)));
   state.plotsDrawnMs = performance.now();  // since the navigation started: the first paint
   // The energy reads the whole job again: asked once the plots are drawn, so that it does not
   // take the server's cores from them.
-  await loadEnergy().catch(showError);
+  await loadEnergy();
   state.energyShownMs = performance.now();
   if (job.state === "running") {
     document.getElementById("status").textContent = "live";
@@ -736,9 +804,9 @@ async function nodePage(main, site, node, params) {
       rates: m.endsWith("_total") });
     return p.load(p.opts.start, p.opts.end);
   };
-  picker.addEventListener("change", () => { if (picker.value) (add(picker.value) || Promise.resolve()).catch(showError); });
+  picker.addEventListener("change", () => { if (picker.value) add(picker.value); });
   const first = info.metrics.filter(m => POWER_METRICS.includes(m) || NETWORK_METRICS.includes(m));
-  await Promise.all(first.map(add).filter(Boolean)).catch(showError);
+  await Promise.all(first.map(add).filter(Boolean));
 }
 
 async function show() {
