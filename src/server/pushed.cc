@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,45 @@ static_assert(2 + kMaxLabelsDepth <= kwatt::internal::kMaxNestingDepth,
               "kwatt's own reader of metrics answers must read every row a push may store");
 
 namespace {
+
+// A label's number as PostgreSQL's jsonb writes it (a numeric: plain decimal, never an
+// exponent): the shortest digits that read back as the double the parser made of it. So 1e22
+// is 10000000000000000000000 and 1.5e-7 is 0.00000015 in both stores, as in Kwollect; digits
+// beyond a double's (12345678901234567890123) are lost in both alike.
+void AppendJsonbNumber(std::string* out, double value) {
+  if (value == 0) {  // numeric has no negative zero
+    out->push_back('0');
+    return;
+  }
+  char buffer[kMaxNumberLength];
+  const char* end =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific).ptr;
+  std::string_view text(buffer, size_t(end - buffer));  // "-1.2345e+22"
+  if (text.front() == '-') {
+    out->push_back('-');
+    text.remove_prefix(1);
+  }
+  const size_t e = text.find('e');
+  int exponent = 0;
+  std::from_chars(text.data() + e + 1 + (text[e + 1] == '+'), text.data() + text.size(), exponent);
+  std::string digits;
+  for (char c : text.substr(0, e)) {
+    if (c != '.') digits.push_back(c);
+  }
+  const int point = exponent + 1;  // digits before the decimal point
+  if (point <= 0) {
+    out->append("0.");
+    out->append(size_t(-point), '0');
+    out->append(digits);
+  } else if (size_t(point) >= digits.size()) {
+    out->append(digits);
+    out->append(size_t(point) - digits.size(), '0');
+  } else {
+    out->append(digits, 0, size_t(point));
+    out->push_back('.');
+    out->append(digits, size_t(point));
+  }
+}
 
 // A JSON value as PostgreSQL's jsonb keeps it, written compactly: object keys ordered by length,
 // then bytes (RenderLabels' order), at every depth.
@@ -50,7 +90,7 @@ void RenderJsonb(const Json& value, std::string* out) {
   } else if (value.is_string()) {
     AppendJsonString(out, value.get<std::string>());
   } else if (value.is_number_float()) {
-    AppendJsonNumber(out, value.get<double>());
+    AppendJsonbNumber(out, value.get<double>());
   } else {
     *out += value.dump();  // integers, true, false, null
   }

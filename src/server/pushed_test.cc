@@ -52,6 +52,21 @@ TEST(ParsePushedRows, ReadsRowsAsGrid5000AcceptsThem) {
   EXPECT_TRUE(ParsePushedRows("[]", kNow).ok());
 }
 
+// A label's number is written as PostgreSQL's jsonb writes it (plain decimal, the digits a double
+// keeps), so that both stores, and Kwollect, give the same text back.
+TEST(ParsePushedRows, LabelNumbersAreWrittenAsJsonbWritesThem) {
+  auto rows = ParsePushedRows(
+      R"([{"device_id": "a", "metric_id": "m", "value": 1, "labels": {"big":
+           12345678901234567890123, "e": 1e22, "f": 1.5e-7, "g": -2.5E+3, "h": -0.0, "i": 7,
+           "j": 0.1, "k": 123.456, "l": -1e-300}}])",
+      kNow);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ((*rows)[0].labels_json,
+            R"({"e":10000000000000000000000,"f":0.00000015,"g":-2500,"h":0,"i":7,"j":0.1,)"
+            R"("k":123.456,"l":-0.)" +
+                std::string(299, '0') + R"(1,"big":12345678901234568000000})");
+}
+
 TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
   // Why the body cannot be read, where the parser says: a number beyond a double is one.
   EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":1e400}])")

@@ -71,6 +71,10 @@ def make_rows(now):
                 {"_metric_scrape_time": f"{scrape:.6f}"})
         add(now - 60, node, "wattmetre_power_watt", base)
         add(now - 30, node, "wattmetre_power_watt", base + 1)
+    # Label numbers written with an exponent (jsonb writes them in plain decimal), and one with
+    # more digits than a double keeps, on a node of its own (a difference doc/server.md lists).
+    add(T0 + 50, "nova-1", "prom_node_load1", 0.75, {"gain": 1e22, "tiny": 1.5e-7})
+    add(T0 + 50, "sagittaire-1", "prom_node_load1", 0.75, {"serial": 12345678901234567890123})
     # A NaN and a null.
     add(T0 + 100.5, "nova-1", "wattmetre_power_watt", float("nan"))
     add(T0 + 200.5, "nova-1", "wattmetre_power_watt", None)
@@ -496,6 +500,13 @@ def test_the_differences_doc_server_md_lists(both):
     _, answer = kwatt_answer(server, {"job_id": 999})
     assert answer.status_code == 404
     assert answer.json()["message"] == "Job 999 not found on site lyon"
+    # A label number with more digits than a double keeps: jsonb keeps them all, kwatt's stores
+    # (SQLite and PostgreSQL alike) the double's.
+    params = {"nodes": "sagittaire-1", "start_time": T0, "end_time": T0 + 60}
+    expected, _ = kwollect.get_metrics(params)
+    got, _ = kwatt_answer(server, params)
+    assert [r["labels"] for r in expected] == [{"serial": 12345678901234567890123}]
+    assert [r["labels"] for r in got] == [{"serial": 12345678901234568000000}]
 
 
 def test_kwatt_fetch_as_rate_over_pieces_is_kwollects_one_answer(both, tmp_path):
