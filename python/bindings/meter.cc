@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -30,12 +31,16 @@ T Get(const py::dict& d, const char* key, T fallback) {
   return d[key].cast<T>();
 }
 
+// Seconds as the meter takes them: its range is the meter's to check, whose message names it
+// ("the period should be from 1 ms to 1 day, not -1 s").
 std::chrono::nanoseconds Seconds(const py::dict& d, const char* key, double fallback) {
   double seconds = Get<double>(d, key, fallback);
-  if (!(seconds >= 0) || !std::isfinite(seconds)) {
-    Throw(Status::InvalidArgument(std::string(key) + " should be seconds >= 0"));
+  if (!std::isfinite(seconds)) {
+    Throw(Status::InvalidArgument(std::string(key) + " should be a number of seconds, not " +
+                                  py::repr(d[key]).cast<std::string>()));
   }
-  return std::chrono::nanoseconds(int64_t(std::llround(seconds * 1e9)));
+  // Beyond any range the meter takes, and within int64 nanoseconds.
+  return std::chrono::nanoseconds(int64_t(std::llround(std::clamp(seconds, -1e9, 1e9) * 1e9)));
 }
 
 // The dict kwatt.measure builds (its keyword arguments), as a MeterConfig.
@@ -167,7 +172,7 @@ class PyMeter {
     std::vector<int64_t> start, end, measured, idle, unattributed, attributed, busy, capacity,
         targets_cpu;
     std::vector<int32_t> domain;
-    std::vector<uint32_t> flags;
+    py::list flags;  // words, as m.energy's and the CSV's (DescribeDomainFlags)
     for (const IntervalReport& r : reports) {
       int64_t cpu = 0;
       for (const auto& t : r.targets) cpu += t.cpu_microseconds;
@@ -182,7 +187,7 @@ class PyMeter {
         int64_t sum = 0;
         for (int64_t share : e.target_microjoules) sum += share;
         attributed.push_back(sum);
-        flags.push_back(e.flags);
+        flags.append(DescribeDomainFlags(e.flags));
         busy.push_back(r.busy_microseconds);
         capacity.push_back(r.capacity_microseconds);
         targets_cpu.push_back(cpu);
@@ -196,7 +201,7 @@ class PyMeter {
     samples["idle_uj"] = Array(idle);
     samples["unattributed_uj"] = Array(unattributed);
     samples["targets_uj"] = Array(attributed);
-    samples["flags"] = Array(flags);
+    samples["flags"] = flags;
     samples["busy_us"] = Array(busy);
     samples["capacity_us"] = Array(capacity);
     samples["targets_cpu_us"] = Array(targets_cpu);

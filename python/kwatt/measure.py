@@ -85,7 +85,8 @@ class Measurement:
     @property
     def samples(self):
         """A DataFrame, one row per interval and domain: start, end (UTC), source, domain, kind
-        (categories), measured_j, block_j, idle_j, unattributed_j, flags (DomainFlag bits),
+        (categories), measured_j, block_j, idle_j, unattributed_j, flags (words, as in energy:
+        "wrapped", "reset", "may have missed a wrap", "unreadable", joined by ", "; "" for none),
         busy_cpus (the machine's busy CPUs on average over the interval), block_cpus (the
         block's)."""
         pd = _frame_module()

@@ -102,6 +102,36 @@ def test_errors_are_kwatts_before_anything_runs(tmp_path):
         kwatt.measure(targets="everyone")
 
 
+def test_a_period_out_of_range_is_refused_saying_the_range(sysfs):
+    for period in (-1, 0, 0.0001, 2 * 86400, 1e300):
+        with pytest.raises(kwatt.InvalidArgumentError, match="the period should be from 1 ms to 1 day"):
+            kwatt.measure(sysfs_root=sysfs, period=period).__enter__()
+    with pytest.raises(kwatt.InvalidArgumentError, match="period should be a number of seconds, not nan"):
+        kwatt.measure(sysfs_root=sysfs, period=float("nan")).__enter__()
+
+
+def test_the_samples_flags_are_words_as_the_energys(tmp_path):
+    """Counters of 16 bits wrap every 4 J (each 80 ms at 50 W): the intervals say "wrapped" in
+    words, as m.energy does, not as a bitmask."""
+    root = tmp_path / "sys"
+    process = subprocess.Popen([KWATT, "simulate", "rapl", str(root), "--watts", "package=50,dram=5",
+                                "--counter-bits", "16", "--period-ms", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == str(root), process.stderr.read()
+        with kwatt.measure(sysfs_root=str(root), period=0.1) as m:
+            time.sleep(0.6)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
+    flags = m.samples["flags"]
+    assert all(isinstance(f, str) for f in flags), flags
+    assert "wrapped" in set(flags), set(flags)
+    assert set(flags) <= {"", "wrapped"}, set(flags)
+    package = m.samples[m.samples["domain"] == "package-0"]
+    assert (package["flags"] == "wrapped").sum() >= len(package) // 2, package
+
+
 def test_a_reused_measure_gives_each_block_its_own_result(sysfs):
     # issue 22, item 14: the second block overwrote the first one's result.
     meter = kwatt.measure(sysfs_root=sysfs, period=0.05)
