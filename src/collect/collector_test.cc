@@ -249,6 +249,14 @@ class FaultyStore : public store::Store {
     if (*down_) return Status::IOError("database or disk is full (test)");
     return store_->Append(batch, interner);
   }
+  Status AppendImported(const RowBatch& batch, const StringInterner& interner,
+                        const std::string& key, const std::optional<store::ImportMark>& from,
+                        const store::ImportMark& to) override {
+    return store_->AppendImported(batch, interner, key, from, to);
+  }
+  Result<std::optional<store::ImportMark>> GetImportMark(const std::string& key) override {
+    return store_->GetImportMark(key);
+  }
   Status Flush() override { return *down_ ? Status::IOError("full (test)") : store_->Flush(); }
   Status Seal() override { return store_->Seal(); }
   Status Query(const store::StoreQuery& q, const store::QueryCallback& c) override {

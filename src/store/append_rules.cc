@@ -1,6 +1,7 @@
 #include "src/store/append_rules.h"
 
 #include <algorithm>
+#include <charconv>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -65,6 +66,37 @@ Result<Catalogue> ParseStoredCatalogue(const std::string& site, const std::strin
                               catalogue.status().message());
   }
   return catalogue;
+}
+
+std::string ImportMarkKey(const std::string& key) { return "import " + key; }
+
+std::string ImportMarkText(const ImportMark& mark) {
+  return std::to_string(mark.rows) + (mark.done ? " done" : "");
+}
+
+Result<ImportMark> ParseImportMark(const std::string& key, std::string_view text) {
+  ImportMark mark;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mark.rows);
+  std::string_view rest(end, size_t(text.data() + text.size() - end));
+  if (ec != std::errc() || mark.rows < 0 || (rest != "" && rest != " done")) {
+    return Status::Corruption("the store's mark of the import of " + key + " (\"" +
+                              std::string(text.substr(0, 60)) + "\") is damaged");
+  }
+  mark.done = rest == " done";
+  return mark;
+}
+
+Status CheckImportMarkIs(const std::string& key, const std::optional<ImportMark>& now,
+                         const std::optional<ImportMark>& from) {
+  if (now == from) return Status::OK();
+  auto said = [](const std::optional<ImportMark>& mark) {
+    return !mark ? std::string("no mark")
+                 : std::to_string(mark->rows) + (mark->done ? " rows, done" : " rows");
+  };
+  return Status::Unavailable("another import of this archive (" + key +
+                             ") is writing to the store: its mark says " + said(now) +
+                             " where this import left " + said(from) +
+                             "; let it finish, then run this command again");
 }
 
 }  // namespace kwatt::store::internal

@@ -3,6 +3,7 @@
 #ifndef KWATT_SRC_STORE_APPEND_RULES_H_
 #define KWATT_SRC_STORE_APPEND_RULES_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,7 @@
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/status.h"
 #include "kwatt/jobs/job.h"
+#include "kwatt/store/store.h"
 
 namespace kwatt::store::internal {
 
@@ -26,6 +28,17 @@ Status CheckStorableJob(const jobs::Job& job);
 // A catalogue read back from a store: Corruption naming the cluster when it does not parse.
 Result<Catalogue> ParseStoredCatalogue(const std::string& site, const std::string& cluster,
                                        std::string_view text);
+
+// An import's mark as the engines keep it, in their meta table: under "import KEY", the text
+// "ROWS" while it goes on, "ROWS done" once complete.
+std::string ImportMarkKey(const std::string& key);
+std::string ImportMarkText(const ImportMark& mark);
+// Corruption naming the key when the text is not a mark's.
+Result<ImportMark> ParseImportMark(const std::string& key, std::string_view text);
+// Unavailable unless `now` (the mark found in the transaction) is `from`: another import of the
+// same archive is writing to the store.
+Status CheckImportMarkIs(const std::string& key, const std::optional<ImportMark>& now,
+                         const std::optional<ImportMark>& from);
 
 }  // namespace kwatt::store::internal
 

@@ -158,6 +158,44 @@ class PostgresStore : public Store {
     return Exec("COMMIT");
   }
 
+  Status AppendImported(const RowBatch& batch, const StringInterner& interner,
+                        const std::string& key, const std::optional<ImportMark>& from,
+                        const ImportMark& to) override {
+    KWATT_RETURN_IF_ERROR(internal::CheckAppendable(batch, interner));
+    KWATT_RETURN_IF_ERROR(Exec("BEGIN"));
+    Status status = [&]() -> Status {
+      // FOR UPDATE: a second import of the same archive waits here for the first's commit, then
+      // finds the mark moved (and a second first mark fails on the key).
+      KWATT_ASSIGN_OR_RETURN(PgResult got, Select("SELECT value FROM kwatt_meta WHERE key = $1 "
+                                                  "FOR UPDATE",
+                                                  {internal::ImportMarkKey(key)}));
+      std::optional<ImportMark> now;
+      if (PQntuples(got.get()) > 0) {
+        KWATT_ASSIGN_OR_RETURN(now, internal::ParseImportMark(key, PQgetvalue(got.get(), 0, 0)));
+      }
+      KWATT_RETURN_IF_ERROR(internal::CheckImportMarkIs(key, now, from));
+      if (!batch.empty()) KWATT_RETURN_IF_ERROR(AppendInTransaction(batch, interner));
+      return Exec(now ? "UPDATE kwatt_meta SET value = $2 WHERE key = $1"
+                      : "INSERT INTO kwatt_meta VALUES ($1, $2)",
+                  {internal::ImportMarkKey(key), internal::ImportMarkText(to)});
+    }();
+    if (!status.ok()) {
+      (void)Exec("ROLLBACK");
+      partitions_.clear();  // those made in the transaction are gone with it
+      return status;
+    }
+    return Exec("COMMIT");
+  }
+
+  Result<std::optional<ImportMark>> GetImportMark(const std::string& key) override {
+    KWATT_ASSIGN_OR_RETURN(PgResult got, Select("SELECT value FROM kwatt_meta WHERE key = $1",
+                                                {internal::ImportMarkKey(key)}));
+    if (PQntuples(got.get()) == 0) return std::optional<ImportMark>();
+    KWATT_ASSIGN_OR_RETURN(ImportMark mark,
+                           internal::ParseImportMark(key, PQgetvalue(got.get(), 0, 0)));
+    return std::optional<ImportMark>(mark);
+  }
+
   // Every Append commits: nothing is left to make durable.
   Status Flush() override { return Status::OK(); }
   Status Seal() override { return Status::OK(); }  // rows are in their table once appended

@@ -24,6 +24,7 @@ namespace {
 
 using testing::Append;
 using testing::Expected;
+using testing::ExpectImportMarksMoveWithTheirRows;
 using testing::ExpectJobsWithControlCharactersRefused;
 using testing::ExpectSound;
 using testing::QueryAll;
@@ -247,6 +248,10 @@ TEST_F(PostgresStoreTest, CheckNamesAPartitionWhoseIndexIsNotValid) {
 
 TEST_F(PostgresStoreTest, AJobWithAControlCharacterIsRefusedAsByTheEmbeddedStore) {
   ExpectJobsWithControlCharactersRefused(*store_, kT0);
+}
+
+TEST_F(PostgresStoreTest, AnImportsMarkMovesWithItsRowsAsInTheEmbeddedStore) {
+  ExpectImportMarksMoveWithTheirRows(*store_, kT0);
 }
 
 TEST_F(PostgresStoreTest, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {

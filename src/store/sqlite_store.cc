@@ -9,6 +9,7 @@
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -468,11 +469,41 @@ class SqliteStore final : public Store {
   }
 
   Status Append(const RowBatch& batch, const StringInterner& interner) override {
+    return AppendAnd(batch, interner, nullptr);
+  }
+
+  Status AppendImported(const RowBatch& batch, const StringInterner& interner,
+                        const std::string& key, const std::optional<ImportMark>& from,
+                        const ImportMark& to) override {
+    return AppendAnd(batch, interner, [&]() -> Status {
+      KWATT_ASSIGN_OR_RETURN(std::optional<ImportMark> now, GetImportMark(key));
+      KWATT_RETURN_IF_ERROR(internal::CheckImportMarkIs(key, now, from));
+      Statement put;
+      KWATT_RETURN_IF_ERROR(put.Prepare(db_, "INSERT OR REPLACE INTO meta VALUES(?, ?)"));
+      return put.Bind(1, internal::ImportMarkKey(key)).Bind(2, internal::ImportMarkText(to)).Run();
+    });
+  }
+
+  Result<std::optional<ImportMark>> GetImportMark(const std::string& key) override {
+    Statement get;
+    KWATT_RETURN_IF_ERROR(get.Prepare(db_, "SELECT value FROM meta WHERE key = ?"));
+    get.Bind(1, internal::ImportMarkKey(key));
+    bool row;
+    KWATT_RETURN_IF_ERROR(get.Step(&row));
+    if (!row) return std::optional<ImportMark>();
+    KWATT_ASSIGN_OR_RETURN(ImportMark mark, internal::ParseImportMark(key, get.Text(0)));
+    return std::optional<ImportMark>(mark);
+  }
+
+  // Appends `batch` and runs `also` (may be null) in one savepoint: both or neither.
+  Status AppendAnd(const RowBatch& batch, const StringInterner& interner,
+                   const std::function<Status()>& also) {
     KWATT_RETURN_IF_ERROR(internal::CheckAppendable(batch, interner));
-    if (batch.empty()) return Status::OK();
+    if (batch.empty() && !also) return Status::OK();
     KWATT_RETURN_IF_ERROR(BeginIfNeeded());
     KWATT_RETURN_IF_ERROR(Exec(db_, "SAVEPOINT append"));
-    Status status = AppendRows(batch, interner);
+    Status status = batch.empty() ? Status::OK() : AppendRows(batch, interner);
+    if (status.ok() && also) status = also();
     if (!status.ok()) {
       // The batch is undone as a whole; what the memory knew is read again from the file.
       (void)Exec(db_, "ROLLBACK TO append; RELEASE append");

@@ -36,6 +36,7 @@ constexpr UnixNanos kT0 = 1'745'000'000 * kNanosPerSecond;  // 2025-04-18T18:13:
 
 using testing::Append;
 using testing::Expected;
+using testing::ExpectImportMarksMoveWithTheirRows;
 using testing::ExpectJobsWithControlCharactersRefused;
 using testing::ExpectSound;
 using testing::QueryAll;
@@ -329,6 +330,28 @@ TEST(SqliteStore, AJobWithAControlCharacterIsRefusedAsByPostgres) {
   TempDir temp("kwatt_store_test");
   auto store = Open(temp.root() / "s.db");
   ExpectJobsWithControlCharactersRefused(*store, kT0);
+}
+
+TEST(SqliteStore, AnImportsMarkMovesWithItsRows) {
+  TempDir temp("kwatt_store_test");
+  auto store = Open(temp.root() / "s.db");
+  ExpectImportMarksMoveWithTheirRows(*store, kT0);
+}
+
+// Rows and mark are committed together: another process sees neither before the flush (a kill
+// then loses both), both after.
+TEST(SqliteStore, AnImportsMarkIsDurableWithItsRowsNotBefore) {
+  TempDir temp("kwatt_store_test");
+  auto store = Open(temp.root() / "s.db");
+  StringInterner interner;
+  RowBatch batch = ToBatch({{kT0, 7200, "nova-1", "m", 1}}, &interner);
+  ASSERT_TRUE(store->AppendImported(batch, interner, "a", std::nullopt, {1, false}).ok());
+  auto other = Open(temp.root() / "s.db");
+  EXPECT_FALSE(other->GetImportMark("a")->has_value());
+  EXPECT_TRUE(QueryAll(*other).empty());
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_EQ(*other->GetImportMark("a"), std::optional(ImportMark{1, false}));
+  EXPECT_EQ(QueryAll(*other).size(), 1u);
 }
 
 TEST(SqliteStore, AddJobGivesTheNextIdAndNeverReplacesOrWraps) {

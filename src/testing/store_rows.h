@@ -104,6 +104,40 @@ inline void ExpectJobsWithControlCharactersRefused(Store& store, UnixNanos at) {
   EXPECT_TRUE(store.Jobs("lyon", INT64_MIN, INT64_MAX)->empty());
 }
 
+// Both engines move an import's mark with its rows (kwatt import resumes from it): a batch and
+// the mark's move are kept together, a move from a mark that is not there (another import of
+// the same archive moved it) keeps neither. `at`: an instant for the rows.
+inline void ExpectImportMarksMoveWithTheirRows(Store& store, UnixNanos at) {
+  const std::string key = "archive made 2025-04-18T12:00:00Z";
+  Result<std::optional<ImportMark>> none = store.GetImportMark(key);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+  StringInterner interner;
+  std::vector<Row> rows = {{at, 7200, "nova-1", "m", 1}, {at + 1000, 7200, "nova-1", "m", 2}};
+  RowBatch batch = ToBatch(rows, &interner);
+  Status moved = store.AppendImported(batch, interner, key, std::nullopt, {2, false});
+  ASSERT_TRUE(moved.ok()) << moved.ToString();
+  EXPECT_EQ(*store.GetImportMark(key), std::optional(ImportMark{2, false}));
+  // A second import that read no mark (or an older one): refused, nothing kept.
+  for (std::optional<ImportMark> stale :
+       {std::optional<ImportMark>(), std::optional(ImportMark{1})}) {
+    Status refused = store.AppendImported(batch, interner, key, stale, {4, false});
+    EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
+    EXPECT_NE(refused.message().find("another import of this archive (" + key +
+                                     ") is writing to the store: its mark says 2 rows"),
+              std::string::npos)
+        << refused.message();
+  }
+  EXPECT_EQ(QueryAll(store), rows);
+  EXPECT_EQ(*store.GetImportMark(key), std::optional(ImportMark{2, false}));
+  // The mark alone, to done; other keys are other imports.
+  ASSERT_TRUE(store.AppendImported({}, interner, key, ImportMark{2, false}, {2, true}).ok());
+  EXPECT_EQ(*store.GetImportMark(key), std::optional(ImportMark{2, true}));
+  EXPECT_FALSE(store.GetImportMark(key + " ")->has_value());
+  ASSERT_TRUE(store.Flush().ok());
+  EXPECT_EQ(QueryAll(store), rows);
+}
+
 // What a query must give: the rows in the window, by device, time, metric, labels, then in the
 // order they were appended (a stable sort of the appended rows).
 inline std::vector<Row> Expected(std::vector<Row> rows, UnixNanos start, UnixNanos end,

@@ -2,12 +2,15 @@
 into PostgreSQL (a real cluster), `kwatt store info|check|cat`, and `kwatt serve --store`; the rows
 come back as the archive holds them."""
 import json
+import resource
 import shutil
+import signal
+import subprocess
 
 import pytest
 import requests
 
-from conftest import ROOT, run_kwatt, start_server, store_of_simulation
+from conftest import KWATT, ROOT, run_kwatt, start_server, store_of_simulation
 
 JOBS_FILE = ROOT / "examples" / "jobs.json"
 START = "2025-04-18T14:00:00+02:00"
@@ -68,14 +71,59 @@ def test_an_archive_imported_comes_back_row_for_row(archive, store_uri):
     # A second import would keep every row twice: refused, nothing added.
     again = run_kwatt("import", directory, "--store", store_uri)
     assert again.returncode == 2
-    assert f"already holds {rows} rows".encode() in again.stderr
-    assert b"(an earlier import?)" in again.stderr
+    assert f"holds this archive already: an import of it put its {rows} rows there".encode() \
+        in again.stderr, again.stderr
     assert json.loads(run_kwatt("store", "info", store_uri, "--json").stdout)["rows"] == rows
 
 
+@pytest.mark.parametrize("cut", ["killed", "disk full"])
+def test_an_import_cut_short_is_completed_by_the_same_command(archive, tmp_path, cut):
+    """Issue 36, item 5: an import killed (here by the file size limit's SIGXFSZ, as by kill -9)
+    or stopped by a full disk (the same limit, its signal ignored: writes fail with EFBIG) at any
+    point is completed by running the same command again: every row once."""
+    directory, rows = archive
+    whole = tmp_path / "whole.db"
+    assert run_kwatt("import", directory, "--store", whole, "--quiet").returncode == 0
+    size = max(p.stat().st_size for p in tmp_path.glob("whole.db*"))
+
+    def limited(limit):
+        def apply():
+            if cut == "disk full":
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        return apply
+
+    resumed = 0
+    for n, fraction in enumerate((0.25, 0.5, 0.75)):
+        store = tmp_path / f"site{n}.db"
+        first = subprocess.run([KWATT, "import", directory, "--store", store, "--commit-rows",
+                                "1000"], capture_output=True, timeout=300,
+                               preexec_fn=limited(int(size * fraction)))
+        if first.returncode == 0:
+            continue  # the limit was not reached
+        if cut == "killed":
+            assert first.returncode == -signal.SIGXFSZ, first.stderr
+        else:
+            assert first.returncode != 0 and b"INTERRUPTED after" in first.stderr, first.stderr
+            assert b"the same command completes it" in first.stderr, first.stderr
+        again = run_kwatt("import", directory, "--store", store)
+        assert again.returncode == 0, again.stderr
+        if b"an earlier import of this archive did not finish" in again.stderr:
+            resumed += 1
+            assert f"of its {rows} rows: importing the rest".encode() in again.stderr
+            assert b"complete now" in again.stderr, again.stderr
+        # Every row once, whatever the point of the cut.
+        assert lines(run_kwatt("store", "cat", store)) == lines(run_kwatt("cat", directory))
+        assert run_kwatt("store", "check", store).returncode == 0
+        refused = run_kwatt("import", directory, "--store", store)
+        assert refused.returncode == 2 and b"holds this archive already" in refused.stderr
+    assert resumed > 0, "no cut left a part of the import committed: the test proved nothing"
+
+
 def test_a_store_holding_part_of_an_archive_says_an_import_did_not_finish(archive, tmp_path):
-    # The store holds the archive's first 10 s (as an import cut short leaves it): importing the
-    # archive is refused, saying so, not as if it had been imported whole.
+    # The store holds the archive's first 10 s (another archive's rows, as a backup of a part of
+    # the job makes): importing the archive is refused, saying so, not as if it had been
+    # imported whole, nor as an import of its own to complete.
     directory, rows = archive
     server = start_server("--jobs", JOBS_FILE, tmp_path=tmp_path)
     try:
@@ -89,7 +137,8 @@ def test_a_store_holding_part_of_an_archive_says_an_import_did_not_finish(archiv
     assert run_kwatt("import", part, "--store", store).returncode == 0
     again = run_kwatt("import", directory, "--store", store)
     assert again.returncode == 2
-    assert b"an earlier import of this archive that did not finish?" in again.stderr, again.stderr
+    assert b"(not put there by an import of this archive, which has " in again.stderr, \
+        again.stderr
 
 
 def test_check_info_and_cat_never_make_a_store_of_an_empty_file(tmp_path):

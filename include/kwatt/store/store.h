@@ -68,6 +68,15 @@ struct CheckReport {
   bool ok() const { return problems.empty(); }
 };
 
+// How far an import of an archive has got in a store (kwatt import): how many of the archive's
+// rows, in the archive's order, the store holds, and whether that is all of them.
+struct ImportMark {
+  int64_t rows = 0;
+  bool done = false;
+
+  bool operator==(const ImportMark&) const = default;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -79,6 +88,19 @@ class Store {
   // Appended rows are seen by Query on this object at once; they are durable once a Flush()
   // returns OK (the engine may flush by itself too: see its options).
   [[nodiscard]] virtual Status Append(const RowBatch& batch, const StringInterner& interner) = 0;
+
+  // Append(batch), and in the same transaction the mark of import `key` moved from `from`
+  // (std::nullopt: no mark yet) to `to`: rows and mark are durable together (at the next Flush),
+  // so that an import killed at any point leaves a mark that says how many of its rows the store
+  // holds. Unavailable, and nothing appended, when the mark is not at `from` (another import of the
+  // same archive writes to the store). An empty batch moves the mark alone.
+  [[nodiscard]] virtual Status AppendImported(const RowBatch& batch, const StringInterner& interner,
+                                              const std::string& key,
+                                              const std::optional<ImportMark>& from,
+                                              const ImportMark& to) = 0;
+
+  // The mark of import `key` (std::nullopt when no import of it has put rows in this store).
+  [[nodiscard]] virtual Result<std::optional<ImportMark>> GetImportMark(const std::string& key) = 0;
 
   // Makes every row appended so far durable: after it returns OK, a crash of the process (kill -9)
   // loses none of them.
