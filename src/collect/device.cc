@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/null_value.h"
 #include "src/collect/drivers.h"
 
 namespace kwatt::collect {
@@ -65,7 +66,8 @@ Reading ReadingOf(const MetricDescription& metric, UnixNanos time, std::string_v
 void AliasReadings(std::vector<Reading>* readings) {
   // (alias, metric, time, other labels' text) -> the node's row under construction.
   struct Node {
-    double sum = 0;
+    // SQL's sum(value): nulls left out (null when every value is), a NaN taken in (NaN).
+    double sum = NullValue();
     std::vector<std::string> originals;
     Labels labels;
   };
@@ -84,7 +86,9 @@ void AliasReadings(std::vector<Reading>* readings) {
     if (node_id.find('\\') != std::string::npos || node_id.empty()) continue;
     Node& node = nodes[{node_id, reading.metric_id, reading.time, LabelsText(reading.labels)}];
     if (node.originals.empty()) node.labels = reading.labels;
-    node.sum += reading.value;
+    if (!IsNullValue(reading.value)) {
+      node.sum = IsNullValue(node.sum) ? reading.value : node.sum + reading.value;
+    }
     node.originals.push_back(reading.device_id);
   }
   for (auto& [key, node] : nodes) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+
+#include "kwatt/core/null_value.h"
 
 namespace kwatt::collect::device_test {
 namespace {
@@ -63,6 +66,30 @@ TEST(AliasReadings, SumsTheOutletsOfANodeAsKwollectsViewDoes) {
   ASSERT_NE(find("gros-1", 20), nullptr);
   EXPECT_EQ(find("gros-1", 20)->value, 41);
   EXPECT_EQ(find("pdu-port-4", 10)->value, 1);
+}
+
+// As Kwollect's sum(value): an outlet without a value (null) is left out of its node's sum, the
+// node's value is null only when every outlet's is; a NaN makes the sum NaN.
+TEST(AliasReadings, NullsAreLeftOutOfTheSumAsSqlsSumLeavesThemOut) {
+  std::vector<Reading> readings = {ReadingOf(Metric("pdu-port-1", "gros-1"), 10, 40.0),
+                                   ReadingOf(Metric("pdu-port-2", "gros-1"), 10, 0.0),
+                                   ReadingOf(Metric("pdu-port-1", "gros-1"), 20, 0.0),
+                                   ReadingOf(Metric("pdu-port-2", "gros-1"), 20, 0.0),
+                                   ReadingOf(Metric("pdu-port-1", "gros-1"), 30, 1.0),
+                                   ReadingOf(Metric("pdu-port-2", "gros-1"), 30, 2.0)};
+  readings[1].value = NullValue();
+  readings[2].value = NullValue();
+  readings[3].value = NullValue();
+  readings[5].value = std::numeric_limits<double>::quiet_NaN();
+  AliasReadings(&readings);
+  ASSERT_EQ(readings.size(), 9u);
+  EXPECT_EQ(readings[6].time, 10);
+  EXPECT_EQ(readings[6].value, 40);
+  EXPECT_EQ(LabelsText(readings[6].labels), R"({"_device_orig":["pdu-port-1","pdu-port-2"]})");
+  EXPECT_EQ(readings[7].time, 20);
+  EXPECT_TRUE(IsNullValue(readings[7].value));
+  EXPECT_EQ(readings[8].time, 30);
+  EXPECT_TRUE(std::isnan(readings[8].value) && !IsNullValue(readings[8].value));
 }
 
 }  // namespace

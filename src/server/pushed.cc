@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -61,6 +62,32 @@ void AppendJsonbNumber(std::string* out, double value) {
     out->push_back('.');
     out->append(digits, size_t(point));
   }
+}
+
+// A value given as text, read as Kwollect's double precision column reads it (PostgreSQL's
+// float8in): a number, "NaN", "Infinity" or "inf" with or without a sign, in any case, blanks
+// around; InvalidArgument for anything else, and for a number beyond a double.
+Result<double> DoubleOfText(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  std::string_view digits = text;
+  if (digits.size() > 1 && digits[0] == '+' && digits[1] != '-') digits.remove_prefix(1);
+  double value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return Status::InvalidArgument("is out of range for a double (PostgreSQL refuses it too)");
+  }
+  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty()) {
+    return Status::InvalidArgument(
+        "should be a number, a text of one (\"NaN\", \"Infinity\") "
+        "or null");
+  }
+  if (std::isnan(value)) value = std::numeric_limits<double>::quiet_NaN();  // no sign, no payload
+  return value;
 }
 
 // A JSON value as PostgreSQL's jsonb keeps it, written compactly: object keys ordered by length,
@@ -170,12 +197,14 @@ Status ParseRow(const Json& row, UnixNanos now, PushedRow* out) {
     out->value = NullValue();
   } else if (value->is_number()) {
     out->value = value->get<double>();
-  } else if (value->is_string() &&
-             strcasecmp(value->get_ref<const std::string&>().c_str(), "nan") == 0) {
-    out->value = std::numeric_limits<double>::quiet_NaN();  // as Kwollect's double column takes it
+  } else if (value->is_string()) {
+    Result<double> number = DoubleOfText(value->get_ref<const std::string&>());
+    if (!number.ok()) return number.status().WithContext("\"value\" = " + Shown(*value));
+    out->value = *number;
   } else {
     return Status::InvalidArgument("\"value\" = " + Shown(*value) +
-                                   ": should be a number, \"NaN\" or null");
+                                   ": should be a number, a text of one (\"NaN\", \"Infinity\") "
+                                   "or null");
   }
   out->t = FloorDiv(now, kNanosPerMicro) * kNanosPerMicro;  // what a store keeps
   if (auto time = row.find("timestamp"); time != row.end() && !time->is_null()) {

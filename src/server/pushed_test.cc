@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "src/server/row_stream.h"
@@ -95,9 +96,29 @@ TEST(ParsePushedRows, TheFirstBadRowIsNamedAndNothingIsKept) {
             std::string::npos);
   EXPECT_EQ(ErrorOf(R"([{"device_id":"a","metric_id":"m"}])"),
             "row 1 has no \"value\"; nothing was stored");
-  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":"12"}])")
-                .find("\"value\" = \"12\": should be a number, \"NaN\" or null"),
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":"12 W"}])")
+                .find("\"value\" = \"12 W\": should be a number, a text of one (\"NaN\", "
+                      "\"Infinity\") or null"),
             std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":"1e400"}])")
+                .find("\"value\" = \"1e400\": is out of range for a double"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"([{"device_id":"a","metric_id":"m","value":true}])")
+                .find("\"value\" = true: should be a number"),
+            std::string::npos);
+  // A text as Kwollect's double precision column reads it (PostgREST passes the text to
+  // PostgreSQL's float8in): a number, Infinity or inf with a sign, any case, blanks around.
+  Result<std::vector<PushedRow>> texts = ParsePushedRows(
+      R"([{"device_id":"a","metric_id":"m","value":" 12 "},
+          {"device_id":"a","metric_id":"m","value":"-Infinity"},
+          {"device_id":"a","metric_id":"m","value":"+INF"},
+          {"device_id":"a","metric_id":"m","value":"1.5e3"}])",
+      kNow);
+  ASSERT_TRUE(texts.ok()) << texts.status().ToString();
+  EXPECT_EQ(texts->at(0).value, 12);
+  EXPECT_EQ(texts->at(1).value, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(texts->at(2).value, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(texts->at(3).value, 1500);
   // "NaN" as Kwollect's double precision column takes it (PostgREST passes the text on).
   Result<std::vector<PushedRow>> nan =
       ParsePushedRows(R"([{"device_id":"a","metric_id":"m","value":"nan"}])", kNow);

@@ -83,6 +83,10 @@ def make_rows(now):
         for pdu, watts in (("pdu-a", 48.0), ("pdu-b", 47.5)):
             add(T0 + s, pdu, "pdu_outlet_power_watt", watts + (s % 11),
                 {"_device_alias": "nova-2", "outlet": "7"})
+    # One outlet without a value: left out of its node's sum, as SQL's sum() leaves nulls out.
+    for pdu, watts in (("pdu-a", None), ("pdu-b", 50.0)):
+        add(T0 + 600.5, pdu, "pdu_outlet_power_watt", watts,
+            {"_device_alias": "nova-2", "outlet": "7"})
     return rows
 
 
@@ -134,6 +138,9 @@ SHAPES = [
                              "start_time": T0 + 99, "end_time": T0 + 202}),
     ("aliased devices summed", {"nodes": "nova-2", "metrics": "pdu_outlet_power_watt",
                                 "start_time": T0 + 30, "end_time": T0 + 40}),
+    ("an outlet without a value left out of its node's sum",
+     {"nodes": "nova-2", "metrics": "pdu_outlet_power_watt", "start_time": T0 + 600,
+      "end_time": T0 + 601}),
     ("an aliased device by its own name", {"devices": "pdu-a", "start_time": T0,
                                            "end_time": T0 + 5}),
     ("summary", {"nodes": "nova-1,nova-2", "start_time": T0, "end_time": T0 + 600,
@@ -486,7 +493,7 @@ def test_kwatt_answers_as_kwollects_own_sql(both, name, params):
 
 def test_the_shapes_compared():
     """How many query shapes the comparison covers (doc/server.md quotes it)."""
-    assert len(SHAPES) == 34
+    assert len(SHAPES) == 35
 
 
 def test_the_differences_doc_server_md_lists(both):
