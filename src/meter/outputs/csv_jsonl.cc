@@ -166,8 +166,24 @@ class TextOutput : public OutputSink {
     return true;
   }
 
+  // Writes the buffer: a report's lines whole or not at all. A write that fails midway (a full
+  // disk) is taken back in a regular file, so that later lines never continue a cut one.
   Status Flush() {
-    Status status = WriteAll(fd_, buffer_, spec_.path == "-" ? "the standard output" : spec_.path);
+    const std::string name = spec_.path == "-" ? "the standard output" : spec_.path;
+    struct stat info;
+    const off_t before =
+        ::fstat(fd_, &info) == 0 && S_ISREG(info.st_mode) ? ::lseek(fd_, 0, SEEK_END) : off_t(-1);
+    Status status = WriteAll(fd_, buffer_, name);
+    if (!status.ok() && before >= 0) {
+      if (::ftruncate(fd_, before) == 0 && ::lseek(fd_, before, SEEK_SET) == before) {
+        status = Status::IOError(status.message() +
+                                 " (this report is not in the file, which holds whole lines)");
+      } else {
+        status =
+            Status::IOError(status.message() + "; and its part written cannot be taken " +
+                            "back (" + std::strerror(errno) + "): the file's last line is cut");
+      }
+    }
     buffer_.clear();
     return status;
   }

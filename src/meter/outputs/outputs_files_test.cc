@@ -2,9 +2,12 @@
 // prometheus-node-exporter, then scraped as Kwollect does (kwatt's Prometheus driver). archive:
 // read back by `kwatt inspect --verify`, `kwatt cat` and `kwatt energy`.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,6 +37,74 @@ using testing::ReportBuilder;
 using testing::TestHeader;
 
 using archive::test_files::ReadFile;
+
+// -- csv, jsonl ---------------------------------------------------------------------------------
+
+// The file size limit for this process, its signal ignored (a write beyond fails with EFBIG, as
+// on a full disk), for as long as it lives.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old_;
+    small.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  struct rlimit old_;
+  void (*old_handler_)(int);
+};
+
+// A disk full midway through a report: the report is refused whole and taken back, the file keeps
+// whole lines, and the next report starts a line of its own (pandas reads the file).
+TEST(TextOutput, AReportThatDoesNotFitIsTakenBackAndTheFileKeepsWholeLines) {
+  for (const std::string kind : {"csv", "jsonl"}) {
+    TempDir dir;
+    const std::filesystem::path file = dir.root() / ("meter." + kind);
+    Result<std::unique_ptr<OutputSink>> output = OpenOutput(kind + ":" + file.string(), {});
+    ASSERT_TRUE(output.ok()) << output.status().ToString();
+    MeterHeader header = TestHeader();
+    ReportBuilder reports(header);
+    Target python = ProcessTarget(7, "python3");
+    ASSERT_TRUE((*output)->Begin(header).ok());
+    ASSERT_TRUE((*output)->Write(reports.Next({30.0, 4.0}, {{python, 500'000}})).ok());
+    const uintmax_t size = std::filesystem::file_size(file);
+    Status refused;
+    {
+      FileSizeLimit full(size + 40);
+      refused = (*output)->Write(reports.Next({31.0, 4.0}, {{python, 500'000}}));
+    }
+    EXPECT_EQ(refused.code(), Status::Code::kIOError) << kind;
+    EXPECT_NE(refused.message().find("this report is not in the file, which holds whole lines"),
+              std::string::npos)
+        << refused.message();
+    EXPECT_EQ(std::filesystem::file_size(file), size) << kind;
+    ASSERT_TRUE((*output)->Write(reports.Next({32.0, 4.0}, {{python, 500'000}})).ok());
+    ASSERT_TRUE((*output)->Finish().ok());
+    std::istringstream lines(ReadFile(file));
+    std::string line, header_line;
+    int count = 0;
+    while (std::getline(lines, line)) {
+      ++count;
+      if (kind == "csv") {
+        if (header_line.empty()) header_line = line;
+        EXPECT_EQ(std::count(line.begin(), line.end(), ','),
+                  std::count(header_line.begin(), header_line.end(), ','))
+            << line;
+        EXPECT_EQ(line.find("31"), std::string::npos) << "the refused report: " << line;
+      } else {
+        EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
+      }
+    }
+    EXPECT_GT(count, 2) << kind;
+  }
+}
 
 // -- textfile -----------------------------------------------------------------------------------
 

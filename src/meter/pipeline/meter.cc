@@ -485,26 +485,50 @@ class Meter::Impl {
     p.report.health.reports = reports.fetch_add(1) + 1;
     AddToTotals(p.report);
     auto shared = std::make_shared<const IntervalReport>(std::move(p.report));
-    // The state records every report before any output has it: a meter killed (kill -9) and
-    // started again goes on after the last report its outputs may have written, never before
-    // it (which would report that energy twice).
-    if (!options.state_file.empty()) {
-      Status saved_state = SaveState(p.counters, shared->end);
-      if (!saved_state.ok()) Log("state", saved_state.message());
-    }
-    for (auto& o : outputs) {
-      if (!o->queue->TryPush(std::shared_ptr<const IntervalReport>(shared))) {
-        o->dropped.fetch_add(1);
-        Log("queue " + o->name, "output " + o->name +
-                                    " is not keeping up: reports dropped for it (its queue of " +
-                                    std::to_string(options.report_queue) + " is full)");
-      }
-    }
     last_counters = std::move(p.counters);
     last_end = shared->end;
+    held.push_back(std::move(shared));
+    // The state records every report before any output has it: a meter killed (kill -9) and
+    // started again goes on after the last report its outputs may have written, never before
+    // it (which would report that energy twice). A report whose state could not be written is
+    // held back (a restart would report it again) until a later one's can.
+    if (!options.state_file.empty()) {
+      Status saved_state = SaveState(last_counters, last_end);
+      if (!saved_state.ok()) {
+        Log("state", saved_state.message() +
+                         ": reports are held back from the outputs until it can be written "
+                         "(a restart would report them again)");
+        if (held.size() > options.report_queue) DropHeld(1);
+        return;
+      }
+    }
+    ReleaseHeld();
   }
   std::vector<std::string> last_counters;
   UnixNanos last_end = 0;
+  std::deque<std::shared_ptr<const IntervalReport>> held;  // the formula thread's
+
+  // The held reports to every output's queue.
+  void ReleaseHeld() {
+    for (auto& report : held) {
+      for (auto& o : outputs) {
+        if (!o->queue->TryPush(std::shared_ptr<const IntervalReport>(report))) {
+          o->dropped.fetch_add(1);
+          Log("queue " + o->name, "output " + o->name +
+                                      " is not keeping up: reports dropped for it (its queue of " +
+                                      std::to_string(options.report_queue) + " is full)");
+        }
+      }
+    }
+    held.clear();
+  }
+
+  // The oldest `n` held reports dropped, counted against every output.
+  void DropHeld(size_t n) {
+    n = std::min(n, held.size());
+    for (auto& o : outputs) o->dropped.fetch_add(int64_t(n));
+    held.erase(held.begin(), held.begin() + ptrdiff_t(n));
+  }
 
   void FormulaLoop() {
     Sample prev = std::move(first_sample);
@@ -527,6 +551,20 @@ class Meter::Impl {
         pending.pop_front();
       }
       if (!next && samples->Drained() && pending.empty()) break;
+    }
+    if (!held.empty()) {
+      // The state's last chance: written, the held reports go out; else they are dropped, so
+      // that a restart from the last state written reports them once.
+      Status saved_state = SaveState(last_counters, last_end);
+      if (saved_state.ok()) {
+        ReleaseHeld();
+      } else {
+        const size_t n = held.size();
+        DropHeld(n);
+        Log("state end", std::to_string(n) + (n == 1 ? " report was" : " reports were") +
+                             " not written to any output: " + saved_state.message() +
+                             " (a restart from the last state written reports them once)");
+      }
     }
     for (auto& o : outputs) o->queue->Close();
   }

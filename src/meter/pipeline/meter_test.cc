@@ -1,11 +1,13 @@
 #include "kwatt/meter/meter.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -466,6 +468,12 @@ class MeterStateTest : public ::testing::Test {
     return (*meter)->Totals();
   }
 
+  // A directory, not empty, where the state's temporary file goes: the state cannot be written.
+  static void Block(const std::string& path) {
+    std::filesystem::create_directory(path);
+    std::ofstream(path + "/in-the-way") << "x";
+  }
+
   kwatt::testing::TempDir dir_{"kwatt_meter_state"};
   std::string state_;
 };
@@ -487,6 +495,89 @@ TEST_F(MeterStateTest, ARestartInTheSameBootNeitherLosesNorDoubleCounts) {
   EXPECT_EQ(second[0].domains[0].unattributed_microjoules, 7'000'000);
   EXPECT_EQ(second[0].domains[0].flags, 0u);
   EXPECT_EQ(after.reports, int64_t(first.size() + second.size()));
+}
+
+// The state file cannot be written for a while (here its temporary file is in the way): the
+// reports wait, and go out once a later report's state is written; none is dropped or repeated.
+TEST_F(MeterStateTest, ReportsWhoseStateCannotBeWrittenWaitForTheStateThenGoOut) {
+  Rig rig;
+  rig.environment.procfs_root = (dir_.root() / "proc").string();
+  rig.Trace({1'000'000});
+  ReportBuffer* kept = rig.Buffer();
+  rig.options.state_file = state_;
+  std::vector<std::string> said;
+  std::mutex said_mutex;
+  rig.options.log = [&](const std::string& line) {
+    std::lock_guard lock(said_mutex);
+    said.push_back(line);
+  };
+  auto meter = rig.Make();
+  ASSERT_TRUE(meter.ok()) << meter.status().ToString();
+  ASSERT_TRUE((*meter)->Start().ok());
+  const std::string blocker = state_ + ".tmp-" + std::to_string(::getpid());
+  rig.RunUntil(3000 * kMs);
+  Block(blocker);
+  rig.RunUntil(6000 * kMs);
+  // Until the formula thread met the blocked state (it runs behind the sampler).
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(said_mutex);
+      if (!said.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::filesystem::remove_all(blocker);
+  rig.RunUntil(8000 * kMs);
+  ASSERT_TRUE((*meter)->Stop().ok());
+  std::vector<IntervalReport> reports = kept->Take();
+  ASSERT_EQ(reports.size(), 7u);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    EXPECT_EQ(reports[i].start - reports[0].start, int64_t(i) * 1000 * kMs);
+    EXPECT_EQ(reports[i].sequence, reports[0].sequence + int64_t(i));
+    EXPECT_EQ(reports[i].domains[0].measured_microjoules, 1'000'000);
+  }
+  EXPECT_EQ((*meter)->Health().dropped_reports[0].second, 0);
+  std::lock_guard lock(said_mutex);
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find("reports are held back from the outputs until it can be written"),
+            std::string::npos)
+      << said[0];
+}
+
+// The state cannot be written up to the stop: the reports it does not cover never reach an output,
+// so that the restart, which goes on from the last state written, reports that energy once.
+TEST_F(MeterStateTest, ARestartNeverRepeatsAnIntervalWhoseStateWasNotWritten) {
+  Rig rig;
+  rig.environment.procfs_root = (dir_.root() / "proc").string();
+  rig.Trace({1'000'000});
+  ReportBuffer* kept = rig.Buffer();
+  rig.options.state_file = state_;
+  rig.options.log = [](const std::string&) {};
+  auto meter = rig.Make();
+  ASSERT_TRUE(meter.ok()) << meter.status().ToString();
+  ASSERT_TRUE((*meter)->Start().ok());
+  const std::string blocker = state_ + ".tmp-" + std::to_string(::getpid());
+  rig.RunUntil(3000 * kMs);
+  // Until the formula thread wrote a state (it runs behind the sampler).
+  for (int i = 0; i < 500 && !std::filesystem::exists(state_); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Block(blocker);
+  rig.RunUntil(6000 * kMs);
+  EXPECT_FALSE((*meter)->Stop().ok());  // the state could not be written
+  std::vector<IntervalReport> first = kept->Take();
+  EXPECT_GT((*meter)->Health().dropped_reports[0].second, 0);
+  std::filesystem::remove_all(blocker);
+  std::vector<IntervalReport> second;
+  Run(rig, 8000, 10'000, &second);
+  int64_t reported = 0;
+  for (const auto* run : {&first, &second}) {
+    for (const IntervalReport& r : *run) reported += r.domains[0].measured_microjoules;
+  }
+  EXPECT_EQ(reported, 9'000'000);  // 1 W from 1 s to 10 s, each second once
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(second[0].start, first.back().end);
 }
 
 TEST_F(MeterStateTest, AnotherBootIsAGapAndTheTotalsGoOn) {
