@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -373,6 +374,10 @@ Result<meter::MeterConfig> MakeConfig(const MeterArgs& args) {
 
 int RunMeter(const MeterArgs& args) {
   const char* kName = "meter";  // Fail() and ReleaseFailed() print "kwatt meter: ..."
+  // A closed pipe (-o jsonl:- | head) is an output that fails like any other (EPIPE, counted and
+  // said), not a signal that ends the meter and its other outputs (the command run with `--`
+  // gets SIGPIPE's default back, kwatt/core/process.h).
+  std::signal(SIGPIPE, SIG_IGN);
   Result<meter::MeterConfig> made = MakeConfig(args);
   if (!made.ok()) return Fail(kName, made.status());
   meter::MeterConfig config = std::move(*made);
@@ -467,13 +472,22 @@ int RunMeter(const MeterArgs& args) {
         energies += (energies.empty() ? "" : ", ") + ForTerminal(totals.domains[d].name) + " " +
                     Joules(totals.measured_microjoules[d]);
       }
+      // Dropped reports named by output: "3 reports dropped (jsonl:- 3)".
       int64_t dropped = 0;
-      for (const auto& [name, count] : health.dropped_reports) dropped += count;
+      std::string by_output;
+      for (const auto& [name, count] : health.dropped_reports) {
+        dropped += count;
+        if (count > 0) {
+          by_output +=
+              (by_output.empty() ? " (" : ", ") + ForTerminal(name) + " " + std::to_string(count);
+        }
+      }
+      if (!by_output.empty()) by_output += ")";
       std::fprintf(stderr,
                    "kwatt meter: %" PRId64 " reports, %" PRId64 " reads (%" PRId64 " late, %" PRId64
-                   " missed), %" PRId64 " reports dropped; %s\n",
+                   " missed), %" PRId64 " reports dropped%s; %s\n",
                    health.reports, health.ticks, health.late_ticks, health.missed_ticks, dropped,
-                   energies.c_str());
+                   by_output.c_str(), energies.c_str());
     }
     if (!stopped.ok()) return Fail(kName, stopped);
   }

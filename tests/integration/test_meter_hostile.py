@@ -89,6 +89,28 @@ def test_a_restart_after_kill_9_reports_nothing_twice_and_keeps_the_earlier_outp
     assert min(csv_sequences) == 0 and max(csv_sequences) == sequences[-1]
 
 
+def test_a_closed_standard_output_fails_that_output_alone(rapl, tmp_path):
+    """Issue 37, item 4: `-o jsonl:- | head -n 1` killed the meter by SIGPIPE without a word, and
+    its other outputs lost everything. Now the closed pipe is an output that fails: named, its
+    reports counted as dropped, while the CSV gets every report to the end."""
+    csv = tmp_path / "m.csv"
+    meter = subprocess.Popen(
+        [KWATT, "meter", "--sysfs-root", str(rapl.root), "--no-attribution", "--period", "100ms",
+         "--duration", "1.5s", "-o", "jsonl:-", "-o", f"csv:{csv}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = meter.stdout.readline()  # as `head -n 1` does, then closes the pipe
+    meter.stdout.close()
+    assert json.loads(first)["type"] == "header"
+    _, stderr = meter.communicate(timeout=60)
+    assert meter.returncode == 1, (meter.returncode, stderr)  # not -SIGPIPE
+    assert "output jsonl:-: cannot write the standard output: Broken pipe" in stderr, stderr
+    assert re.search(r"[1-9][0-9]* reports dropped \(jsonl:- [1-9][0-9]*\)", stderr), stderr
+    rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
+    sequences = sorted({int(r[0]) for r in rows})
+    assert len(sequences) >= 13 and sequences == list(range(sequences[0], sequences[-1] + 1)), \
+        sequences
+
+
 def test_a_resumed_meter_refuses_to_append_to_a_file_that_is_not_its_output(rapl, tmp_path):
     state, jsonl, csv = tmp_path / "m.state", tmp_path / "m.jsonl", tmp_path / "m.csv"
     run = meter_run("--sysfs-root", rapl.root, "--no-attribution", "--period", "100ms",
