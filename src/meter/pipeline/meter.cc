@@ -861,20 +861,27 @@ Status Meter::Stop() {
   m.sampler.request_stop();
   m.sampler.join();
   m.formula.join();
+  // Every output that failed is named (its first write error, or its end's), not the first.
   Status status;
+  std::string failures;
+  auto failed = [&](const Status& error) {
+    if (status.ok()) status = error;
+    failures += (failures.empty() ? "" : "; ") + error.message();
+  };
   for (auto& o : m.outputs) {
     o->thread.join();
     Status finished = o->sink->Finish().WithContext("output " + o->name);
     if (!finished.ok()) {
-      if (status.ok()) status = finished;
-    } else if (!o->first_error.ok() && status.ok()) {
-      status = o->first_error.WithContext("output " + o->name);
+      failed(finished);
+    } else if (!o->first_error.ok()) {
+      failed(o->first_error.WithContext("output " + o->name));
     }
   }
   if (!m.options.state_file.empty() && m.last_end != 0) {
     Status saved = m.SaveState(m.last_counters, m.last_end);
-    if (status.ok()) status = saved;
+    if (!saved.ok()) failed(saved);
   }
+  if (failures != status.message()) status = Status::IOError(failures);  // several failed
   m.stop_status = status;
   return status;
 }

@@ -72,6 +72,18 @@ class CountingSink : public ReportSink, public StatefulSink {
   std::atomic<int64_t> count{0};
 };
 
+// A sink whose writes and end fail.
+class FailingSink : public ReportSink {
+ public:
+  explicit FailingSink(std::string why) : why_(std::move(why)) {}
+  Status Begin(const MeterHeader&) override { return Status::OK(); }
+  Status Write(const IntervalReport&) override { return Status::IOError(why_); }
+  Status Finish() override { return Status::IOError(why_ + " at the end"); }
+
+ private:
+  std::string why_;
+};
+
 // A meter under test on a manual clock: its parts gathered, then made.
 struct Rig {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(1000 * kMs);
@@ -288,6 +300,30 @@ Status StopWhileTimePasses(Meter* meter, ManualClock* clock) {
   done = true;
   time.join();
   return status;
+}
+
+// Two outputs fail: the stop names both (not the first alone), and the others get every report.
+TEST(Meter, EveryFailingOutputIsNamedAndTheOthersGetEveryReport) {
+  Rig rig;
+  rig.Trace({1'000'000});
+  rig.Output("csv:/full/m.csv", std::make_unique<FailingSink>("the disk is full"));
+  ReportBuffer* kept = rig.Buffer();
+  rig.Output("archive:/full/a", std::make_unique<FailingSink>("no room for the archive"));
+  rig.options.log = [](const std::string&) {};
+  auto meter = rig.Make();
+  ASSERT_TRUE(meter.ok()) << meter.status().ToString();
+  ASSERT_TRUE((*meter)->Start().ok());
+  rig.RunTo(3000 * kMs);
+  Status stopped = (*meter)->Stop();
+  EXPECT_EQ(stopped.message(),
+            "output csv:/full/m.csv: the disk is full at the end; output archive:/full/a: no room "
+            "for the archive at the end");
+  EXPECT_EQ(kept->Take().size(), 3u);
+  MeterHealth health = (*meter)->Health();
+  ASSERT_EQ(health.dropped_reports.size(), 3u);
+  EXPECT_EQ(health.dropped_reports[0].second, 3);
+  EXPECT_EQ(health.dropped_reports[1].second, 0);
+  EXPECT_EQ(health.dropped_reports[2].second, 3);
 }
 
 TEST(Meter, DelayedSourcesHoldReportsUntilTheirDataCameInOrder) {
