@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -155,6 +156,46 @@ void WaitForExit(StopSignals& signals, const Process& command) {
       return;
     }
   }
+}
+
+// meter.Stop(), during which a second stop signal gives up the rows the outputs still send (they
+// are counted lost); said once when the outputs have been sending for a second.
+Status StopMeter(StopSignals& signals, meter::Meter& meter, bool quiet) {
+  std::atomic<bool> done{false};
+  Status stopped;
+  std::thread stopper([&] {
+    stopped = meter.Stop();
+    done = true;
+  });
+  const auto began = std::chrono::steady_clock::now();
+  bool said = false, abandoned = false;
+  while (!done) {
+    int got = signals.Wait(std::chrono::milliseconds(50));
+    if (got != 0 && !abandoned) {
+      abandoned = true;
+      meter.Abandon();
+      if (!quiet) std::fprintf(stderr, "kwatt meter: giving up the rows still to send\n");
+    }
+    if (!said && !abandoned && !quiet &&
+        std::chrono::steady_clock::now() - began > std::chrono::seconds(1)) {
+      std::string sending;
+      for (const auto& [name, rows] : meter.PendingRows()) {
+        if (rows > 0) {
+          sending += (sending.empty() ? "" : ", ") + ForTerminal(name) + " (" +
+                     std::to_string(rows) + " rows)";
+        }
+      }
+      if (!sending.empty()) {
+        said = true;
+        std::fprintf(stderr,
+                     "kwatt meter: stopping: still sending %s until its peer takes them or its "
+                     "end's deadline; SIGINT or SIGTERM again gives them up\n",
+                     sending.c_str());
+      }
+    }
+  }
+  stopper.join();
+  return stopped;
 }
 
 // Waits for a stop signal, at most `seconds` when given.
@@ -449,7 +490,7 @@ int RunMeter(const MeterArgs& args) {
     }
     WaitForExit(signals, measured);
     const double seconds = double(WallClockNow() - begun) / 1e9;
-    Status stopped = meter.Stop();
+    Status stopped = StopMeter(signals, meter, args.quiet);
     Result<ProcessExit> exit = measured.Wait();
     if (!stopped.ok()) {
       std::fprintf(stderr, "kwatt meter: %s\n", ForTerminal(stopped.message()).c_str());
@@ -463,7 +504,7 @@ int RunMeter(const MeterArgs& args) {
     exit_code = exit->ShellStatus();
   } else {
     WaitForStop(signals, duration);
-    Status stopped = meter.Stop();
+    Status stopped = StopMeter(signals, meter, args.quiet);
     meter::MeterHealth health = meter.Health();
     if (!args.quiet) {
       meter::MeterTotals totals = meter.Totals();

@@ -9,6 +9,7 @@ import re
 import resource
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -109,6 +110,35 @@ def test_a_closed_standard_output_fails_that_output_alone(rapl, tmp_path):
     sequences = sorted({int(r[0]) for r in rows})
     assert len(sequences) >= 13 and sequences == list(range(sequences[0], sequences[-1] + 1)), \
         sequences
+
+
+def test_a_second_signal_gives_up_the_rows_an_unreachable_influxdb_would_take(rapl, tmp_path):
+    """Issue 37, item 7: with InfluxDB unreachable, the stop waited 30 s for it and ignored a
+    second SIGINT, silently. Now it says what it still sends, and a second signal gives it up at
+    once, counting the rows lost; the CSV has every report."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed: nothing listens there
+    csv = tmp_path / "m.csv"
+    meter = subprocess.Popen(
+        [KWATT, "meter", "--sysfs-root", str(rapl.root), "--no-attribution", "--period", "100ms",
+         "-o", f"influxdb:http://127.0.0.1:{port}/power", "-o", f"csv:{csv}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    meter.send_signal(signal.SIGINT)
+    time.sleep(2.0)
+    assert meter.poll() is None  # still sending, for up to 30 s
+    asked = time.monotonic()
+    meter.send_signal(signal.SIGINT)
+    _, stderr = meter.communicate(timeout=30)
+    assert time.monotonic() - asked < 2.0, stderr
+    assert meter.returncode == 1, stderr
+    assert re.search(r"stopping: still sending influxdb:http://127.0.0.1:\d+/power \(\d+ rows\)",
+                     stderr), stderr
+    assert "giving up the rows still to send" in stderr, stderr
+    assert re.search(r"output influxdb:http://127.0.0.1:\d+/power: \d+ rows could not be sent "
+                     r"\(given up at a second stop signal", stderr), stderr
+    assert len(csv.read_text().splitlines()) > 14 * 5
 
 
 def test_a_resumed_meter_refuses_to_append_to_a_file_that_is_not_its_output(rapl, tmp_path):

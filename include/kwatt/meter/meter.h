@@ -146,9 +146,14 @@ class Meter {
   [[nodiscard]] Status Wait();
   // Takes a last sample, reports it and every pending interval (waiting at most the delayed
   // sources' MaxDelay), lets each output write everything and Finish, saves the state file.
-  // Returns the first output's or the state file's error (everything else was still done).
-  // Idempotent.
+  // Returns the error of every output that failed, and the state file's (everything else was
+  // still done). Idempotent.
   [[nodiscard]] Status Stop();
+  // From another thread while Stop runs: the outputs stop waiting to send what is left
+  // (ReportSink::Abandon), so that Stop returns soon, counting it lost.
+  void Abandon();
+  // The rows the outputs still hold to send (HTTP outputs that wait for their peer), by output.
+  std::vector<std::pair<std::string, int64_t>> PendingRows() const;
 
   MeterTotals Totals() const;
   MeterHealth Health() const;

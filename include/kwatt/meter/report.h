@@ -119,6 +119,11 @@ class ReportSink {
   [[nodiscard]] virtual Status Write(const IntervalReport& report) = 0;
   // Once, at the end (after an error too): everything written is durable or sent.
   [[nodiscard]] virtual Status Finish() = 0;
+  // From another thread, while Finish may run: stop waiting to send what is left (a second stop
+  // signal); Finish then returns soon, counting it lost. Nothing to do by default.
+  virtual void Abandon() {}
+  // Thread-safe: rows written and not yet durable or sent (an HTTP output waiting for its peer).
+  virtual int64_t PendingRows() const { return 0; }
 };
 
 }  // namespace kwatt::meter

@@ -264,13 +264,13 @@ Status HttpRowOutput::Finish() {
                          std::chrono::duration<double>(std::max(0.0, options_.finish_seconds)));
   Status refused;
   Status transient;
-  while (!pending_.empty()) {
+  while (!pending_.empty() && !abandoned_) {
     transient = Status::OK();
     Status status = SendDue(/*force=*/true, &transient);
     if (!status.ok()) refused = status;
     if (pending_.empty() || transient.ok()) continue;
     Clock::time_point now = Clock::now();
-    if (now >= deadline) break;
+    if (now >= deadline || abandoned_) break;
     // The peer does not take them now: try again shortly, until the deadline.
     auto wait = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(200));
     std::this_thread::sleep_for(wait);
@@ -283,9 +283,11 @@ Status HttpRowOutput::Finish() {
   pending_.clear();
   pending_since_.clear();
   if (left > 0) {
-    return Status::Unavailable(name_ + ": " + std::to_string(left) +
-                               " rows could not be sent before the end (" + transient.message() +
-                               "); they are lost");
+    return Status::Unavailable(
+        std::to_string(left) + " rows could not be sent " +
+        (abandoned_ ? std::string("(given up at a second stop signal") : "before the end (") +
+        (transient.ok() ? "" : (abandoned_ ? "; " : "") + transient.message()) +
+        "); they are lost");
   }
   return refused;
 }

@@ -4,6 +4,7 @@
 #ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 #define KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -91,6 +92,8 @@ class HttpRowOutput : public SeriesOutput {
  public:
   using SeriesOutput::SeriesOutput;
   Status Finish() final;
+  void Abandon() final { abandoned_ = true; }
+  int64_t PendingRows() const final { return Stats().rows_pending; }
 
  protected:
   // The interval's rows, one item each (a line of line protocol, a JSON object).
@@ -114,6 +117,7 @@ class HttpRowOutput : public SeriesOutput {
   Clock::time_point next_attempt_{};
   double retry_wait_ = 0;
   std::vector<std::string> items_;
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace kwatt::meter::internal

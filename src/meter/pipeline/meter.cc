@@ -886,6 +886,16 @@ Status Meter::Stop() {
   return status;
 }
 
+void Meter::Abandon() {
+  for (auto& o : impl_->outputs) o->sink->Abandon();
+}
+
+std::vector<std::pair<std::string, int64_t>> Meter::PendingRows() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& o : impl_->outputs) out.emplace_back(o->name, o->sink->PendingRows());
+  return out;
+}
+
 MeterTotals Meter::Totals() const {
   std::lock_guard lock(impl_->totals_mutex);
   return impl_->totals.totals();
