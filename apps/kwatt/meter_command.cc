@@ -15,6 +15,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -134,6 +136,25 @@ Result<std::optional<Process>> SpawnHeld(const std::vector<std::string>& argv,
   selection->pids.push_back(command->pid());
   selection->trees = true;
   return command;
+}
+
+// The processes kwatt adopted as the command's subreaper that still run (its background children
+// orphaned when it exited), but `command` itself: "1234 sleep" each, from /proc/self's tasks'
+// children lists.
+std::vector<std::string> StillRunning(pid_t command) {
+  std::vector<std::string> out;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream children(task.path() / "children");
+    pid_t pid;
+    while (children >> pid) {
+      if (pid == command) continue;
+      std::string comm;
+      std::ifstream(std::filesystem::path("/proc") / std::to_string(pid) / "comm") >> comm;
+      out.push_back(std::to_string(pid) + " " + ForTerminal(comm));
+    }
+  }
+  return out;
 }
 
 // The exit status of kwatt when the command could not be released (run): as a shell's.
@@ -490,6 +511,17 @@ int RunMeter(const MeterArgs& args) {
     }
     WaitForExit(signals, measured);
     const double seconds = double(WallClockNow() - begun) / 1e9;
+    // The command's run is what is measured: processes it left running are not, from now on.
+    if (std::vector<std::string> left = StillRunning(measured.pid()); !left.empty()) {
+      std::string list;
+      for (size_t i = 0; i < left.size() && i < 5; ++i) list += (i ? ", " : "") + left[i];
+      if (left.size() > 5) list += ", ...";
+      std::fprintf(stderr,
+                   "kwatt meter: the command exited leaving %zu process%s running (%s), measured "
+                   "up to its exit only: to measure them, have the command wait for them (the "
+                   "shell's `wait`), or measure them with --pid\n",
+                   left.size(), left.size() == 1 ? "" : "es", list.c_str());
+    }
     Status stopped = StopMeter(signals, meter, args.quiet);
     Result<ProcessExit> exit = measured.Wait();
     if (!stopped.ok()) {

@@ -141,6 +141,19 @@ def test_a_second_signal_gives_up_the_rows_an_unreachable_influxdb_would_take(ra
     assert len(csv.read_text().splitlines()) > 14 * 5
 
 
+def test_processes_a_command_leaves_running_are_named(rapl, tmp_path):
+    """Issue 37, item 8: `kwatt meter -- CMD` ended with CMD while its background children kept
+    running unmeasured, and said nothing. Now it names them, and says how to measure them."""
+    run = meter_run("--sysfs-root", rapl.root, "-o", f"csv:{tmp_path / 'c.csv'}", "--", "sh",
+                    "-c", "sleep 3 & sleep 2 & exit 0", timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"the command exited leaving 2 processes running \(\d+ sleep, \d+ sleep\), "
+                     r"measured up to its exit only", run.stderr), run.stderr
+    waited = meter_run("--sysfs-root", rapl.root, "-o", f"csv:{tmp_path / 'd.csv'}", "--", "sh",
+                       "-c", "sleep 0.2 & wait", timeout=30)
+    assert waited.returncode == 0 and "leaving" not in waited.stderr, waited.stderr
+
+
 def test_a_resumed_meter_refuses_to_append_to_a_file_that_is_not_its_output(rapl, tmp_path):
     state, jsonl, csv = tmp_path / "m.state", tmp_path / "m.jsonl", tmp_path / "m.csv"
     run = meter_run("--sysfs-root", rapl.root, "--no-attribution", "--period", "100ms",
