@@ -161,8 +161,11 @@ void OutputSeries::Add(const IntervalReport& report, std::vector<SeriesPoint>* p
     const DomainEnergy& energy = report.domains[d];
     Counters& c = counters_[d];
     // A target idle through an interval is absent from its report and alive: its counter is
-    // kept for the life of the run. It is forgotten when it ended.
+    // kept for the life of the run. It is forgotten when it ended, but a cgroup's: one may be
+    // made again under its path (a service restarted), and its counter then goes on from where
+    // it was, never down (a process's key, with its start time, is never seen again).
     for (const std::string& key : report.ended_targets) {
+      if (key.starts_with("cgroup:")) continue;
       auto ended = c.targets.find(key);
       if (ended != c.targets.end()) c.targets.erase(ended);
     }

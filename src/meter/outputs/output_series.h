@@ -11,7 +11,8 @@
 // and in the counters. A target's counter grows only while it is exposed; while it is not, its
 // energy goes to "other"'s: no counter ever goes down as targets move in and out of the top N.
 // A target's counter is kept while the target lives, through intervals in which it was idle (and
-// so absent from the report), and forgotten once a report says it ended (ended_targets).
+// so absent from the report), and forgotten once a report says it ended (ended_targets); a
+// cgroup's is kept for the run, so that a cgroup made again under the same path goes on counting.
 //
 // Thread safety: OutputSeries is used by one thread at a time.
 #ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_SERIES_H_

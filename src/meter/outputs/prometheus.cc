@@ -3,13 +3,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <thread>
+#include <utility>
 
 #include "kwatt/core/text.h"
 #include "kwatt/http/hardened_server.h"
@@ -23,13 +28,21 @@ using internal::SeriesPoint;
 
 struct PrometheusExposition::Impl {
   explicit Impl(const OutputOptions& options)
-      : series(options.max_targets, options.ranking_half_life_seconds) {}
+      : series(options.max_targets, options.ranking_half_life_seconds),
+        max_retained(options.max_targets > 0 ? 10 * size_t(options.max_targets) : 0) {}
 
   mutable std::mutex mutex;  // guards everything below
   internal::OutputSeries series;
   std::shared_ptr<const std::string> text = std::make_shared<const std::string>();
   OutputStats stats;
   std::vector<SeriesPoint> points;
+  // Every target exposed so far, by (domain, key): its labels and its counter (joules), exposed
+  // at each scrape while it lives (an idle target is absent from a report; were its counter to
+  // vanish then, Prometheus would read it stale and sums of rates would miss its energy).
+  // At most max_retained targets (0: no bound): beyond, those exposed longest ago go.
+  std::map<std::pair<int, std::string>, std::pair<SeriesLabels, double>> retained;
+  std::map<std::string, int64_t, std::less<>> retained_since;  // key -> last report exposing it
+  const size_t max_retained;
 };
 
 namespace {
@@ -72,8 +85,11 @@ void AppendInfo(std::string* out, const MeterHeader& header) {
       1);
 }
 
-std::string Render(const MeterHeader& header, const IntervalReport& report,
-                   const std::vector<SeriesPoint>& points) {
+// The exposition after `report`, its `points`, and the targets `retained` that it has no point
+// of (their counters, unchanged).
+std::string Render(
+    const MeterHeader& header, const IntervalReport& report, const std::vector<SeriesPoint>& points,
+    const std::map<std::pair<int, std::string>, std::pair<SeriesLabels, double>>& retained) {
   std::string out;
   AppendInfo(&out, header);
   Family(&out, "kwatt_meter_last_report_timestamp_seconds", "gauge",
@@ -115,6 +131,19 @@ std::string Render(const MeterHeader& header, const IntervalReport& report,
                                   : double(point.microjoules) / 1e6 / seconds;
       Sample(&out, kind.name, internal::LabelsOf(point, header, report), value);
     }
+    if (kind.counter && !kind.measured) {
+      std::set<std::pair<int, std::string_view>> in_report;
+      for (const SeriesPoint& point : points) {
+        if (point.kind == SeriesKind::kTarget) {
+          in_report.emplace(point.domain, report.targets[size_t(point.target)].target.key);
+        }
+      }
+      for (const auto& [key, series] : retained) {
+        if (in_report.count({key.first, key.second}) == 0) {
+          Sample(&out, kind.name, series.first, series.second);
+        }
+      }
+    }
   }
   const char* family = nullptr;
   for (const internal::HealthFigure& figure : internal::HealthFigures(report.health)) {
@@ -152,7 +181,31 @@ Status PrometheusExposition::Write(const IntervalReport& report) {
                             std::to_string(header.domains.size()));
   }
   impl_->series.Add(report, &impl_->points);
-  impl_->text = std::make_shared<const std::string>(Render(header, report, impl_->points));
+  for (const std::string& key : report.ended_targets) {
+    if (key.starts_with("cgroup:")) continue;  // its counter goes on if it is made again
+    for (size_t d = 0; d < header.domains.size(); ++d) impl_->retained.erase({int(d), key});
+  }
+  for (const std::string& key : report.ended_targets) {
+    if (!key.starts_with("cgroup:")) impl_->retained_since.erase(key);
+  }
+  for (const SeriesPoint& point : impl_->points) {
+    if (point.kind != SeriesKind::kTarget) continue;
+    const std::string& key = report.targets[size_t(point.target)].target.key;
+    impl_->retained[{point.domain, key}] = {internal::LabelsOf(point, header, report),
+                                            double(point.total_microjoules) / 1e6};
+    impl_->retained_since[key] = report.sequence;
+  }
+  while (impl_->max_retained > 0 && impl_->retained_since.size() > impl_->max_retained) {
+    auto oldest =
+        std::min_element(impl_->retained_since.begin(), impl_->retained_since.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (size_t d = 0; d < header.domains.size(); ++d) {
+      impl_->retained.erase({int(d), oldest->first});
+    }
+    impl_->retained_since.erase(oldest);
+  }
+  impl_->text =
+      std::make_shared<const std::string>(Render(header, report, impl_->points, impl_->retained));
   ++impl_->stats.reports;
   impl_->stats.rows_written += int64_t(impl_->points.size());
   return Status::OK();

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "kwatt/collect/prometheus_text.h"
@@ -17,6 +18,7 @@
 namespace kwatt::meter::outputs_prometheus_test {
 namespace {
 
+using testing::CgroupTarget;
 using testing::ProcessTarget;
 using testing::ReportBuilder;
 using testing::TestHeader;
@@ -52,6 +54,75 @@ std::string Promtool(const std::string& text) {
   if (run->exit.exit_code == 127)
     return "promtool is not installed (Debian's prometheus): make deps";
   return run->exit.ok() ? run->out + run->err : run->exit.Describe() + ": " + run->out + run->err;
+}
+
+// Issue 37, item 5: a target idle in the last interval is absent from its report; its counter
+// stays exposed (unchanged) while it lives, so that Prometheus never reads it stale and sums of
+// rates over targets keep its energy; it goes once it ended. A cgroup made again under its path
+// goes on counting from where it was: its counter never goes down.
+TEST(PrometheusExposition, EveryLiveTargetStaysExposedAndNoCounterGoesDown) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  OutputOptions options;
+  options.max_targets = 0;  // all exposed
+  PrometheusExposition exposition(options);
+  ASSERT_TRUE(exposition.Begin(header).ok());
+  Target a = ProcessTarget(1, "busy"), b = ProcessTarget(2, "sometimes");
+  Target web = CgroupTarget("/system.slice/web.service");
+  auto energy = [&](const Target& t) -> double {
+    std::map<std::string, Sample> samples = Samples(exposition.Text());
+    for (const auto& [id, sample] : samples) {
+      if (id.starts_with("kwatt_meter_energy_joules_total{") &&
+          id.find("domain=package-0,") != std::string::npos &&
+          id.find("target=" + t.key + ",") != std::string::npos) {
+        return sample.value;
+      }
+    }
+    return -1;  // not exposed
+  };
+  ASSERT_TRUE(
+      exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {b, 500'000}, {web, 500'000}}))
+          .ok());
+  const double b_then = energy(b), web_then = energy(web);
+  ASSERT_GT(b_then, 0);
+  ASSERT_GT(web_then, 0);
+  // b idle (absent from the report), alive: exposed, unchanged.
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {web, 500'000}})).ok());
+  EXPECT_EQ(energy(b), b_then);
+  EXPECT_EQ(Promtool(exposition.Text()), "");
+  // b and the cgroup end: b goes; the cgroup's counter is kept.
+  IntervalReport ended = reports.Next({40.0, 6.0}, {{a, 500'000}});
+  ended.ended_targets = {b.key, web.key};
+  ASSERT_TRUE(exposition.Write(ended).ok());
+  EXPECT_EQ(energy(b), -1);
+  const double web_before = energy(web);
+  EXPECT_GT(web_before, web_then);
+  // The cgroup made again under the same path: its counter goes on, up.
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {web, 100'000}})).ok());
+  EXPECT_GT(energy(web), web_before);
+}
+
+// The targets kept exposed are bounded: ten times --max-targets, those exposed longest ago going
+// first.
+TEST(PrometheusExposition, TheTargetsKeptExposedAreBounded) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  OutputOptions options;
+  options.max_targets = 1;
+  PrometheusExposition exposition(options);
+  ASSERT_TRUE(exposition.Begin(header).ok());
+  for (int pid = 1; pid <= 15; ++pid) {
+    ASSERT_TRUE(
+        exposition.Write(reports.Next({40.0, 6.0}, {{ProcessTarget(pid, "p"), 500'000}})).ok());
+  }
+  std::set<std::string> targets;
+  for (const auto& [id, sample] : Samples(exposition.Text())) {
+    size_t at = id.find("target=");
+    if (at != std::string::npos) targets.insert(id.substr(at, id.find(',', at) - at));
+  }
+  EXPECT_EQ(targets.size(), 10u);
+  EXPECT_EQ(targets.count("target=" + ProcessTarget(15, "p").key), 1u);  // the latest kept
+  EXPECT_EQ(targets.count("target=" + ProcessTarget(5, "p").key), 0u);   // the oldest gone
 }
 
 TEST(PrometheusExposition, FamiliesPromtoolAcceptsWithTheMetersFiguresAndHealth) {
@@ -106,9 +177,14 @@ TEST(PrometheusExposition, FamiliesPromtoolAcceptsWithTheMetersFiguresAndHealth)
     if (sample.type != "counter" || !later.count(id)) continue;
     EXPECT_GE(later[id].value, sample.value) << id;
   }
-  EXPECT_TRUE(later.count("kwatt_meter_energy_joules_total{source=rapl,domain=package-0,kind="
-                          "process,target=" +
-                          b.key + ",name=say \"hi\"\\\n,}") == 0);  // b is out again
+  // b is out of the top again: its counter stays exposed, frozen (its energy goes to other's).
+  const std::string b_id =
+      "kwatt_meter_energy_joules_total{source=rapl,domain=package-0,kind="
+      "process,target=" +
+      b.key + ",name=say \"hi\"\\\n,}";
+  ASSERT_EQ(later.count(b_id), 1u);
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 900'000}, {b, 10'000}})).ok());
+  EXPECT_EQ(Samples(exposition.Text())[b_id].value, later[b_id].value);
 }
 
 TEST(PrometheusExposition, AGapHasNoPowerButKeepsItsCounter) {
