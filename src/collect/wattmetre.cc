@@ -465,11 +465,11 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
   bool entry_read = false;
   int64_t lines_since_entry = 0;
   int64_t malformed_since_entry = 0;
-  std::string malformed_example;
+  std::string malformed_last;  // its first 61 bytes: excerpted only when said
   auto malformed = [&](std::string_view text) {
     ++line_counts_.malformed_lines;
     ++malformed_since_entry;
-    malformed_example = LineExcerpt(text);
+    malformed_last.assign(text.substr(0, 61));
     ++malformed_unsaid_;
     auto now = SteadyClock::now();
     if (malformed_said_ && now - *malformed_said_ < std::chrono::minutes(1)) return;
@@ -477,7 +477,7 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
       say(options_.name + ": " + std::to_string(malformed_unsaid_) +
           (malformed_unsaid_ == 1 ? " line does" : " lines do") +
           " not read as the wattmeter's version " + std::to_string(options_.version) +
-          " lines, dropped (the last: " + malformed_example +
+          " lines, dropped (the last: " + LineExcerpt(malformed_last) +
           "); is the stream the wattmeter's, and its version right (?version=2 or 3)?");
     }
     malformed_said_ = now;
@@ -534,7 +534,7 @@ Status WattmetreSource::Run(std::stop_token stop, const Promoted& promoted, cons
             ? std::string(" (nothing read")
             : " (" + std::to_string(lines_since_entry) + " lines read, " +
                   std::to_string(malformed_since_entry) + " of them not wattmeter lines" +
-                  (malformed_example.empty() ? "" : ", the last " + malformed_example);
+                  (malformed_last.empty() ? "" : ", the last " + LineExcerpt(malformed_last));
     end = Status::Unavailable(options_.name + ": no reading for " + std::string(seconds) + " s" +
                               what + "); the stream is closed and opened again" +
                               (lines_since_entry == 0 && line_counts_.lines == 0

@@ -81,7 +81,7 @@ Result<double> DoubleOfText(std::string_view text) {
   if (ec == std::errc::result_out_of_range) {
     return Status::InvalidArgument("is out of range for a double (PostgreSQL refuses it too)");
   }
-  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty()) {
+  if (ec != std::errc() || end != digits.data() + digits.size()) {
     return Status::InvalidArgument(
         "should be a number, a text of one (\"NaN\", \"Infinity\") "
         "or null");

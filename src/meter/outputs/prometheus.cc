@@ -184,9 +184,7 @@ Status PrometheusExposition::Write(const IntervalReport& report) {
   for (const std::string& key : report.ended_targets) {
     if (key.starts_with("cgroup:")) continue;  // its counter goes on if it is made again
     for (size_t d = 0; d < header.domains.size(); ++d) impl_->retained.erase({int(d), key});
-  }
-  for (const std::string& key : report.ended_targets) {
-    if (!key.starts_with("cgroup:")) impl_->retained_since.erase(key);
+    impl_->retained_since.erase(key);
   }
   for (const SeriesPoint& point : impl_->points) {
     if (point.kind != SeriesKind::kTarget) continue;

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -82,6 +83,22 @@ class FailingSink : public ReportSink {
 
  private:
   std::string why_;
+};
+
+// The meter's log lines, kept as its threads write them.
+struct LogLines {
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& line) {
+      std::lock_guard lock(mutex);
+      lines.push_back(line);
+    };
+  }
+  std::vector<std::string> Lines() {
+    std::lock_guard lock(mutex);
+    return lines;
+  }
+  std::mutex mutex;
+  std::vector<std::string> lines;
 };
 
 // A meter under test on a manual clock: its parts gathered, then made.
@@ -255,12 +272,8 @@ TEST(Meter, ASlowOutputLosesReportsCountedWhileTheOthersGetThemAll) {
   CountingSink* fast = rig.Output("fast", std::make_unique<CountingSink>());
   rig.options.period = milliseconds(10);
   rig.options.report_queue = 4;
-  std::vector<std::string> logged;
-  std::mutex log_mutex;
-  rig.options.log = [&](const std::string& line) {
-    std::lock_guard lock(log_mutex);
-    logged.push_back(line);
-  };
+  LogLines log;
+  rig.options.log = log.Sink();
   auto meter = rig.Make();
   ASSERT_TRUE(meter.ok());
   ASSERT_TRUE((*meter)->Start().ok());
@@ -283,6 +296,7 @@ TEST(Meter, ASlowOutputLosesReportsCountedWhileTheOthersGetThemAll) {
   EXPECT_EQ(slow->written.load(), 5);
   EXPECT_EQ(health.dropped_reports[1].second, 0);
   EXPECT_EQ(fast->count.load(), 100);
+  std::vector<std::string> logged = log.Lines();
   ASSERT_FALSE(logged.empty());
   EXPECT_NE(logged[0].find("slow is not keeping up"), std::string::npos);
 }
@@ -541,12 +555,8 @@ TEST_F(MeterStateTest, ReportsWhoseStateCannotBeWrittenWaitForTheStateThenGoOut)
   rig.Trace({1'000'000});
   ReportBuffer* kept = rig.Buffer();
   rig.options.state_file = state_;
-  std::vector<std::string> said;
-  std::mutex said_mutex;
-  rig.options.log = [&](const std::string& line) {
-    std::lock_guard lock(said_mutex);
-    said.push_back(line);
-  };
+  LogLines log;
+  rig.options.log = log.Sink();
   auto meter = rig.Make();
   ASSERT_TRUE(meter.ok()) << meter.status().ToString();
   ASSERT_TRUE((*meter)->Start().ok());
@@ -555,11 +565,7 @@ TEST_F(MeterStateTest, ReportsWhoseStateCannotBeWrittenWaitForTheStateThenGoOut)
   Block(blocker);
   rig.RunUntil(6000 * kMs);
   // Until the formula thread met the blocked state (it runs behind the sampler).
-  for (int i = 0; i < 500; ++i) {
-    {
-      std::lock_guard lock(said_mutex);
-      if (!said.empty()) break;
-    }
+  for (int i = 0; i < 500 && log.Lines().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::filesystem::remove_all(blocker);
@@ -573,7 +579,7 @@ TEST_F(MeterStateTest, ReportsWhoseStateCannotBeWrittenWaitForTheStateThenGoOut)
     EXPECT_EQ(reports[i].domains[0].measured_microjoules, 1'000'000);
   }
   EXPECT_EQ((*meter)->Health().dropped_reports[0].second, 0);
-  std::lock_guard lock(said_mutex);
+  std::vector<std::string> said = log.Lines();
   ASSERT_FALSE(said.empty());
   EXPECT_NE(said[0].find("reports are held back from the outputs until it can be written"),
             std::string::npos)
