@@ -148,8 +148,8 @@ class measure:
     rapl_path, rapl_domains, sysfs_root, procfs_root, cgroup_root, nvml_library, hostname.
     Everything is checked when the block starts; errors are kwatt.KwattError subclasses.
 
-    The meter's own threads run in this process: their CPU time (a fraction of a percent of a
-    core at the default period) counts as the block's.
+    The meter's own threads run in this process: their CPU time is taken off the block's (it
+    shows as unattributed).
     """
 
     def __init__(self, *, targets: str = "self", period: float = 0.1, **options: Any):

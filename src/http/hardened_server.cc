@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/own_cpu.h"
 #include "kwatt/core/text.h"
 #include "kwatt/http/access_log.h"
 
@@ -507,6 +508,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // The last reference to a connection is let go on the loop (its destructor's bookkeeping
     // is the loop's): the worker hands its own over.
     net::post(*server_->pool, [self = shared_from_this()]() mutable {
+      OwnCpuScope own;  // kwatt's work (a meter's exposition is never its target's)
       current = {&self->closed_, &self->server_->stopping, self->fd_};
       self->server_->Answer(*self->request_, *self->response_);
       current = {};
@@ -596,6 +598,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Produce() {
     if (closed_ || server_->stopping) return Cut();
     net::post(*server_->pool, [self = shared_from_this()]() mutable {
+      OwnCpuScope own;
       DataSink sink(&self->piece_);
       current = {&self->closed_, &self->server_->stopping, self->fd_};
       bool more = false;
@@ -932,6 +935,7 @@ Status HardenedServer::Serve() {
   impl.Accept();
   try {
     impl.loop_thread = std::thread([&impl] {
+      OwnCpuScope own;
       auto guard = net::make_work_guard(impl.loop);
       impl.loop.run();
     });

@@ -67,7 +67,9 @@ Status FakeProcfs::WriteFile(const fs::path& path, const std::string& text) {
 }
 
 Status FakeProcfs::Add(const Process& process) {
+  if (const Process* before = Find(process.pid)) children_[before->ppid].erase(process.pid);
   processes_[process.pid] = process;
+  children_[process.ppid].insert(process.pid);
   std::error_code error;
   fs::path dir = root_ / "proc" / std::to_string(process.pid);
   fs::create_directories(dir / "task", error);
@@ -78,7 +80,21 @@ Status FakeProcfs::Add(const Process& process) {
     fs::create_directories(dir / "task" / std::to_string(tid), error);
     if (error) return Failed("cannot make a task directory", error);
   }
-  return Write(process.pid);
+  KWATT_RETURN_IF_ERROR(Write(process.pid));
+  KWATT_RETURN_IF_ERROR(WriteChildren(process.pid));
+  return WriteChildren(process.ppid);
+}
+
+Status FakeProcfs::WriteChildren(int64_t pid) {
+  if (!children_files_ || Find(pid) == nullptr) return Status::OK();
+  // As fs/proc/array.c writes it: each child's pid and a space; zombies until they are reaped.
+  std::string text;
+  for (int64_t child : children_[pid]) text += std::to_string(child) + " ";
+  fs::path task = root_ / "proc" / std::to_string(pid) / "task" / std::to_string(pid);
+  std::error_code error;
+  fs::create_directories(task, error);
+  if (error) return Failed("cannot make " + task.string(), error);
+  return WriteFile(task / "children", text);
 }
 
 FakeProcfs::Process* FakeProcfs::Find(int64_t pid) {
@@ -145,18 +161,26 @@ Status FakeProcfs::Reap(int64_t pid) {
 }
 
 Status FakeProcfs::Vanish(int64_t pid) {
+  auto it = processes_.find(pid);
+  int64_t parent = it == processes_.end() ? 0 : it->second.ppid;
+  children_[parent].erase(pid);
   processes_.erase(pid);
   std::error_code error;
   fs::remove_all(root_ / "proc" / std::to_string(pid), error);
   if (error) return Failed("cannot remove process " + std::to_string(pid), error);
-  return Status::OK();
+  return WriteChildren(parent);
 }
 
 Status FakeProcfs::Reparent(int64_t pid, int64_t new_ppid) {
   Process* p = Find(pid);
   if (p == nullptr) return Status::NotFound("fake procfs: no process " + std::to_string(pid));
+  int64_t old_ppid = p->ppid;
   p->ppid = new_ppid;
-  return Write(pid);
+  children_[old_ppid].erase(pid);
+  children_[new_ppid].insert(pid);
+  KWATT_RETURN_IF_ERROR(Write(pid));
+  KWATT_RETURN_IF_ERROR(WriteChildren(old_ppid));
+  return WriteChildren(new_ppid);
 }
 
 Status FakeProcfs::SetMachineTicks(int64_t user, int64_t nice, int64_t system, int64_t idle,

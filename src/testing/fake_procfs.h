@@ -1,7 +1,7 @@
 // A fake machine for the activity reader's tests and benchmark (internal): a procfs tree
-// (PID/stat, PID/schedstat, PID/status, PID/task/TID, stat), a sysfs tree (the online CPUs) and
-// a cgroup v2 tree (directories with cpu.stat), under one directory, written as the kernel
-// writes them.
+// (PID/stat, PID/schedstat, PID/status, PID/task/TID, PID/task/PID/children, stat), a sysfs tree
+// (the online CPUs) and a cgroup v2 tree (directories with cpu.stat), under one directory, written
+// as the kernel writes them.
 //
 // Each process's CPU time is kept in nanoseconds (the truth) and written as the kernel does:
 // clock ticks truncated in stat, nanoseconds of the leader thread in schedstat; a reap moves the
@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,10 @@ class FakeProcfs {
   // Its parent exited: it now has `new_ppid` for parent.
   Status Reparent(int64_t pid, int64_t new_ppid);
   const std::map<int64_t, Process>& processes() const { return processes_; }
+  // Whether PID/task/PID/children lists each process's children (a kernel with
+  // CONFIG_PROC_CHILDREN; all of them under the leader thread): true by default. Set before
+  // adding processes.
+  void SetChildrenFiles(bool written) { children_files_ = written; }
   // The processes' CPU-time clocks as the kernel's would read them: the truth, user + system
   // nanoseconds (-1 for a pid it does not have, or a zombie's: the kernel's clock of an exited
   // process cannot be read). For MeterEnvironment::process_cpu; it reads this fake as it is then.
@@ -96,10 +101,13 @@ class FakeProcfs {
  private:
   Status WriteFile(const std::filesystem::path& path, const std::string& text);
   Status WriteMachine();
+  Status WriteChildren(int64_t pid);
 
   std::filesystem::path root_;
   int cpus_;
+  bool children_files_ = true;
   std::map<int64_t, Process> processes_;
+  std::map<int64_t, std::set<int64_t>> children_;  // by parent
   int64_t machine_[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 };
 

@@ -82,12 +82,15 @@ class ProcessCpuClocks {
   virtual ~ProcessCpuClocks() = default;
   // -1 when the process is gone or its clock cannot be read.
   virtual int64_t Nanos(int64_t pid) = 0;
+  // What of Nanos(pid) is kwatt's own work (include/kwatt/core/own_cpu.h: a meter running in the
+  // process it measures), which the reader takes off: never charged to a target.
+  virtual int64_t OwnNanos(int64_t /*pid*/) { return 0; }
 };
 
 // The kernel's CPU-time clocks of processes (clock_getcpuclockid(3), clock_gettime(2): any
-// process's, no privilege needed), when `procfs_root` is the kernel's procfs of this process's pid
-// namespace (its "self" names this process); null otherwise (a fake tree: its pids are not the
-// kernel's).
+// process's, no privilege needed), with this process's own kwatt work (OwnCpuNanos) as its
+// OwnNanos, when `procfs_root` is the kernel's procfs of this process's pid namespace (its "self"
+// names this process); null otherwise (a fake tree: its pids are not the kernel's).
 std::shared_ptr<ProcessCpuClocks> SystemProcessCpuClocks(const std::string& procfs_root = "/proc");
 
 // Everything the meter reads from outside. Paths have no trailing '/'.

@@ -1,7 +1,10 @@
 // The activity reader (include/kwatt/meter/activity.h, doc/meter.md "Activity and targets").
 //
-// One Read: the machine's stat, then one scan of procfs (or the selected pids alone when nothing
-// needs the others), then the cgroups, then the hardware counters. Between reads the reader keeps
+// One Read: the machine's stat, then the processes, then the cgroups, then the hardware counters.
+// The processes are one scan of procfs when commands or every process are selected (or the kernel
+// does not list children, CONFIG_PROC_CHILDREN); otherwise the selected ones alone, and each
+// tree's members and their children as PID/task/TID/children lists them: the cost of a tree is
+// its size, not the machine's. Between reads the reader keeps
 // a table of the processes it saw (sorted by pid), so that each process is matched with itself
 // by (pid, start time) and what it used since is known exactly.
 //
@@ -42,6 +45,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "src/meter/activity/activity_procfs.h"
@@ -255,8 +259,19 @@ class ActivityReaderImpl : public ActivityReader {
   // file descriptors, a damaged file), as it was at the last read, so that it neither ends nor
   // starts again.
   void AddProcess(std::string_view pid_text);
+  // Takes kwatt's own work in the process (a meter measuring the process it runs in) off its time.
+  void ExcludeOwnWork(ProcessEntry* entry) const {
+    int64_t own = process_cpu_->OwnNanos(entry->pid) / 1000;
+    if (own > 0) entry->own_us = std::max<int64_t>(entry->own_us - own, 0);
+  }
   Status ScanProcesses();
-  void ReadSelectedProcesses();
+  // Without a scan: the selected processes, the trees' members and their children, sorted by pid.
+  // A child the kernel's list missed (one changing while it is read) is found at the next read,
+  // with all it used since it started; one that ended meanwhile is in its reaper's children time.
+  void ReadFollowedProcesses();
+  // Appends the children of `pid` (every thread's) to `out`; false when they cannot be listed.
+  bool ListChildren(int64_t pid, int64_t threads, std::vector<int64_t>* out);
+  bool InSomeTree(Identity identity) const;
   const ProcessEntry* FindCurrent(Identity identity) const;
   int32_t FindPrevious(int64_t pid) const;
   int32_t FindCurrentIndex(int64_t pid) const;
@@ -294,7 +309,7 @@ class ActivityReaderImpl : public ActivityReader {
   int procfs_fd_ = -1;
   int cgroup_fd_ = -1;
   std::string cgroup_root_;
-  bool scan_ = false;  // every process is read (trees, commands, all processes)
+  bool scan_ = false;  // every process is read (commands, all processes; trees without children)
   std::vector<Identity> selected_processes_;  // pids selected as kProcess targets
   std::vector<ProcessEntry> previous_, current_;
   std::vector<TreeTarget> trees_;
@@ -302,6 +317,10 @@ class ActivityReaderImpl : public ActivityReader {
   std::map<Identity, CounterSet> process_counters_;  // of kProcess targets
   std::vector<int> online_cpus_;
   std::string stat_buffer_;
+  std::string children_buffer_;
+  // ReadFollowedProcesses's and ListChildren's work lists (kept: no allocation once grown).
+  std::vector<int64_t> followed_, found_children_, thread_ids_;
+  std::unordered_set<int64_t> expanded_;
   std::vector<int32_t> by_parent_;  // current_ indices ordered by ppid
 };
 
@@ -317,7 +336,13 @@ Status ActivityReaderImpl::Init() {
   KWATT_RETURN_IF_ERROR(ReadMachine(&probe));
 
   KWATT_RETURN_IF_ERROR(SelectProcesses());
-  scan_ = !trees_.empty() || !selection_.commands.empty() || selection_.all_processes;
+  scan_ = !selection_.commands.empty() || selection_.all_processes;
+  if (!scan_ && !trees_.empty()) {
+    // Children listed by the kernel (a kernel without CONFIG_PROC_CHILDREN, or a fake tree
+    // without the files: every process is scanned instead).
+    std::vector<int64_t> children;
+    scan_ = !ListChildren(trees_.front().root.pid, 1, &children);
+  }
   KWATT_RETURN_IF_ERROR(SelectCgroups());
   if (selection_.hardware_counters) KWATT_RETURN_IF_ERROR(OpenSelectedCounters());
   return Status::OK();
@@ -572,6 +597,7 @@ ActivityReaderImpl::ProcessRead ActivityReaderImpl::ReadProcess(std::string_view
     int64_t nanos = process_cpu_->Nanos(stat.pid);
     if (nanos >= 0) {
       entry->own_us = std::max(entry->own_us, nanos / 1000);
+      ExcludeOwnWork(entry);
       return ProcessRead::kRead;
     }
   }
@@ -580,6 +606,7 @@ ActivityReaderImpl::ProcessRead ActivityReaderImpl::ReadProcess(std::string_view
   if (n > 0 && procfs::ParseSchedstat(std::string_view(buffer, size_t(n)), &run_nanos)) {
     entry->own_us = std::max(entry->own_us, run_nanos / 1000);
   }
+  if (process_cpu_) ExcludeOwnWork(entry);
   return ProcessRead::kRead;
 }
 
@@ -634,14 +661,89 @@ Status ActivityReaderImpl::ScanProcesses() {
   return Status::OK();
 }
 
-void ActivityReaderImpl::ReadSelectedProcesses() {
+bool ActivityReaderImpl::ListChildren(int64_t pid, int64_t threads, std::vector<int64_t>* out) {
+  // Each thread's children are its own file: a single-threaded process's is its leader's; a
+  // process of several threads has each listed under task/.
+  std::string pid_text = std::to_string(pid);
+  thread_ids_.clear();
+  if (threads <= 1) {
+    thread_ids_.push_back(pid);
+  } else {
+    int fd = ::openat(procfs_fd_, (pid_text + "/task").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* dir = fd >= 0 ? ::fdopendir(fd) : nullptr;
+    if (dir == nullptr) {
+      if (fd >= 0) ::close(fd);
+      return false;
+    }
+    while (dirent* item = ::readdir(dir)) {
+      int64_t tid = 0;
+      const char* name = item->d_name;
+      auto [end, error] = std::from_chars(name, name + std::strlen(name), tid);
+      if (error == std::errc() && *end == '\0' && tid > 0) thread_ids_.push_back(tid);
+    }
+    ::closedir(dir);
+  }
+  bool listed = false;
+  for (int64_t tid : thread_ids_) {
+    std::string file = pid_text + "/task/" + std::to_string(tid) + "/children";
+    if (procfs::ReadWholeFile(procfs_fd_, file.c_str(), &children_buffer_) != 0) continue;
+    listed = true;
+    const char* at = children_buffer_.data();
+    const char* end = at + children_buffer_.size();
+    while (at < end) {
+      int64_t child = 0;
+      auto [next, error] = std::from_chars(at, end, child);
+      if (error != std::errc()) {
+        ++at;
+        continue;
+      }
+      if (child > 0) out->push_back(child);
+      at = next;
+    }
+  }
+  return listed;
+}
+
+bool ActivityReaderImpl::InSomeTree(Identity identity) const {
+  return std::any_of(trees_.begin(), trees_.end(), [&](const TreeTarget& tree) {
+    return std::binary_search(tree.members.begin(), tree.members.end(), identity);
+  });
+}
+
+void ActivityReaderImpl::ReadFollowedProcesses() {
   current_.clear();
-  std::vector<int64_t> pids;
-  for (const ProcessEntry& entry : previous_) pids.push_back(entry.pid);
-  for (Identity identity : selected_processes_) pids.push_back(identity.pid);
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  for (int64_t pid : pids) AddProcess(std::to_string(pid));
+  // Processes followed alone (selected, not trees): read, their children not looked at.
+  std::vector<int64_t>& alone = followed_;
+  alone.clear();
+  for (const ProcessEntry& entry : previous_) {
+    if (!InSomeTree(entry.identity())) alone.push_back(entry.pid);
+  }
+  for (Identity identity : selected_processes_) alone.push_back(identity.pid);
+  std::sort(alone.begin(), alone.end());
+  alone.erase(std::unique(alone.begin(), alone.end()), alone.end());
+  for (int64_t pid : alone) AddProcess(std::to_string(pid));
+  // The trees: their roots and members, what the subreaper adopted, then the children of each
+  // process read, until none is new. A pid is read once.
+  std::vector<int64_t>& pending = found_children_;
+  pending.clear();
+  for (const TreeTarget& tree : trees_) {
+    pending.push_back(tree.root.pid);
+    for (Identity member : tree.members) pending.push_back(member.pid);
+  }
+  if (selection_.adopter_pid > 0) ListChildren(selection_.adopter_pid, 2, &pending);
+  expanded_.clear();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    int64_t pid = pending[i];
+    if (std::binary_search(alone.begin(), alone.end(), pid) || !expanded_.insert(pid).second) {
+      continue;
+    }
+    size_t before = current_.size();
+    AddProcess(std::to_string(pid));
+    if (current_.size() == before) continue;  // gone
+    ListChildren(pid, current_.back().threads, &pending);
+  }
+  std::sort(current_.begin(), current_.end(),
+            [](const ProcessEntry& a, const ProcessEntry& b) { return a.pid < b.pid; });
 }
 
 int32_t ActivityReaderImpl::FindPrevious(int64_t pid) const {
@@ -1042,7 +1144,7 @@ Result<ActivitySnapshot> ActivityReaderImpl::ReadAt(int64_t monotonic_nanos, Uni
   if (scan_) {
     KWATT_RETURN_IF_ERROR(ScanProcesses());
   } else {
-    ReadSelectedProcesses();
+    ReadFollowedProcesses();
   }
   MatchWithPrevious();
   FindLiveAncestors();
@@ -1051,8 +1153,9 @@ Result<ActivitySnapshot> ActivityReaderImpl::ReadAt(int64_t monotonic_nanos, Uni
   UpdateCgroups();
   AddSamples(&snapshot);
   if (!scan_) {
-    // Without a scan, only the selected processes are followed.
-    std::erase_if(current_, [](const ProcessEntry& e) { return !e.is_target; });
+    // Without a scan, only the selected processes and the trees' members are followed.
+    std::erase_if(current_,
+                  [&](const ProcessEntry& e) { return !e.is_target && !InSomeTree(e.identity()); });
   }
   previous_.swap(current_);
   return snapshot;

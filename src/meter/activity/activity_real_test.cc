@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "kwatt/core/own_cpu.h"
 #include "kwatt/meter/activity.h"
 #include "src/meter/activity/activity_procfs.h"
 
@@ -277,6 +278,48 @@ TEST(ActivityRealProcesses, AShellsTreeKeepsWhatItsReapedChildrenUsed) {
   EXPECT_GT(members_seen, 0);
   std::printf("  tree: %lld us counted, %lld us by wait4, over %d reads\n",
               static_cast<long long>(counted), static_cast<long long>(truth), reads);
+}
+
+// Spins this thread until it used `nanos` of CPU; returns what it used.
+int64_t SpinThread(int64_t nanos) {
+  auto now = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
+  };
+  int64_t start = now();
+  volatile uint64_t sink = 0;
+  while (now() - start < nanos) sink = sink + 1;
+  return now() - start;
+}
+
+TEST(ActivityRealProcesses, KwattsOwnThreadsAreNeverTheMeasuredProcesss) {
+  // This process as a tree (kwatt.measure's target): a thread counted as kwatt's own work
+  // (OwnCpuScope, as the meter's threads are) adds nothing to it; a thread of "the user" adds what
+  // it used.
+  auto reader = ActivityReader::Open(MeterEnvironment(), {.pids = {getpid()}});
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto count = [&] {
+    auto s = (*reader)->Read();
+    EXPECT_TRUE(s.ok());
+    const TargetSample* t = Find(*s, getpid(), TargetKind::kProcessTree);
+    EXPECT_NE(t, nullptr);
+    return t ? t->cpu_microseconds : -1;
+  };
+  const int64_t kSpin = 150 * kNanosPerMilli;
+  int64_t before = count();
+  int64_t own = 0;
+  std::thread([&] {
+    OwnCpuScope scope;
+    own = SpinThread(kSpin);
+  }).join();
+  int64_t after_own = count();
+  EXPECT_LT(after_own - before, own / 1000 / 5) << "kwatt's own " << own / 1000 << " us";
+  int64_t user = 0;
+  std::thread([&] { user = SpinThread(kSpin); }).join();
+  int64_t after_user = count();
+  EXPECT_GE(after_user - after_own, user / 1000 - 2 * TickMicros());
+  EXPECT_LT(after_user - after_own, user / 1000 + own / 1000 / 5);
 }
 
 TEST(ActivityRealProcesses, EveryProcessOfThisMachineAndTheMachineItself) {

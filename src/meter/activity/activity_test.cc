@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "src/testing/fake_procfs.h"
 #include "src/testing/temp_dir.h"
@@ -500,6 +501,118 @@ TEST_F(ActivityTest, ProcessesTheSubreaperAdoptedAreTheTreesEvenUnseenBefore) {
   EXPECT_EQ(s.targets[0].cpu_microseconds, 10'000 + 300'000);  // kwatt's own 900 ms not counted
   ASSERT_TRUE(fake_.Run(102, 200 * kMs).ok());
   EXPECT_EQ(Read(*reader).targets[0].cpu_microseconds, 510'000);
+}
+
+// The processes' clocks of the fake, recording which pids were read, and with kwatt's own work in
+// one process.
+class RecordingClocks : public ProcessCpuClocks {
+ public:
+  explicit RecordingClocks(std::shared_ptr<ProcessCpuClocks> clocks) : clocks_(std::move(clocks)) {}
+  int64_t Nanos(int64_t pid) override {
+    asked.insert(pid);
+    return clocks_->Nanos(pid);
+  }
+  int64_t OwnNanos(int64_t pid) override { return pid == own_pid ? own_nanos : 0; }
+  std::set<int64_t> asked;
+  int64_t own_pid = 0, own_nanos = 0;
+
+ private:
+  std::shared_ptr<ProcessCpuClocks> clocks_;
+};
+
+// A tree of 100 -> 101 -> 102 among 500 other processes, then 101 starts 103, 102 exits and is
+// reaped, 103 starts 104: the tree's count at each read, and the pids the reader read.
+void RunATreeAmongOthers(FakeProcfs& fake, ActivityReader& reader, RecordingClocks& clocks,
+                         std::set<int64_t>* asked) {
+  auto read = [&] {
+    clocks.asked.clear();
+    auto s = reader.Read();
+    EXPECT_TRUE(s.ok());
+    asked->insert(clocks.asked.begin(), clocks.asked.end());
+    EXPECT_EQ(s->targets.size(), 1u);
+    return s->targets.empty() ? -1 : s->targets[0].cpu_microseconds;
+  };
+  EXPECT_EQ(read(), 600'000);
+  Process p;
+  p.pid = 103;
+  p.ppid = 101;
+  p.comm = "late";
+  p.start_ticks = 1103;
+  p.user_nanos = 40 * kMs;
+  ASSERT_TRUE(fake.Add(p).ok());
+  ASSERT_TRUE(fake.Run(102, 7 * kMs).ok());
+  ASSERT_TRUE(fake.Exit(102).ok());
+  EXPECT_EQ(read(), 647'000);
+  ASSERT_TRUE(fake.Reap(102).ok());
+  p.pid = 104;
+  p.ppid = 103;
+  p.comm = "later";
+  p.start_ticks = 1104;
+  p.user_nanos = 50 * kMs;
+  ASSERT_TRUE(fake.Add(p).ok());
+  ASSERT_TRUE(fake.Run(500, 1000 * kMs).ok());  // not the tree's
+  // 102's 307 ms show as 30 ticks in 101's cutime (see ATreeCountsItsDescendants...).
+  EXPECT_EQ(read(), 647'000 - 7'000 + 50'000);
+}
+
+TEST_F(ActivityTest, ATreeIsReadThroughItsChildrenListsNotByScanningEveryProcess) {
+  for (bool listed : {true, false}) {
+    SCOPED_TRACE(listed ? "children listed" : "no children lists: every process scanned");
+    ::kwatt::testing::TempDir temp("kwatt_activity", ::kwatt::testing::ShmBase());
+    FakeProcfs fake(temp.root(), 4);
+    fake.SetChildrenFiles(listed);
+    ASSERT_TRUE(fake.SetMachineTicks(1000, 10, 200, 5000, 30, 4, 6, 2, 50).ok());
+    Process p;
+    for (auto [pid, ppid, ms] :
+         {std::tuple{1, 0, 0}, {100, 1, 100}, {101, 100, 200}, {102, 101, 300}}) {
+      p.pid = pid;
+      p.ppid = ppid;
+      p.start_ticks = 1000 + pid;
+      p.user_nanos = ms * kMs;
+      ASSERT_TRUE(fake.Add(p).ok());
+    }
+    for (int64_t pid = 200; pid < 700; ++pid) {
+      p.pid = pid;
+      p.ppid = 1;
+      p.start_ticks = 1000 + pid;
+      p.user_nanos = pid * kMs;
+      ASSERT_TRUE(fake.Add(p).ok());
+    }
+    MeterEnvironment environment = fake.environment();
+    environment.clock = clock_;
+    auto clocks = std::make_shared<RecordingClocks>(fake.CpuClocks());
+    environment.process_cpu = clocks;
+    auto reader = ActivityReader::Open(environment, {.pids = {100}});
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    std::set<int64_t> asked;
+    RunATreeAmongOthers(fake, **reader, *clocks, &asked);
+    if (listed) {
+      // The tree's members and nothing else (103 and 104 found in their parents' lists).
+      EXPECT_EQ(asked, (std::set<int64_t>{100, 101, 102, 103, 104}));
+    } else {
+      EXPECT_TRUE(asked.count(500) && asked.count(1));
+    }
+  }
+}
+
+TEST_F(ActivityTest, KwattsOwnWorkInAMeasuredProcessIsNeverItsShare) {
+  // A meter running inside process 100 (kwatt.measure): its threads' 30 ms, then 80 ms, are taken
+  // off the process's time; what the process's other threads and its children use counts.
+  AddProcess(1, 0, "init");
+  AddProcess(100, 1, "python3", 500);
+  AddProcess(101, 100, "child", 200);
+  auto clocks = std::make_shared<RecordingClocks>(fake_.CpuClocks());
+  clocks->own_pid = 100;
+  clocks->own_nanos = 30 * kMs;
+  environment_.process_cpu = clocks;
+  auto reader = Open({.pids = {100}});
+  EXPECT_EQ(Read(*reader).targets.at(0).cpu_microseconds, 670'000);
+  ASSERT_TRUE(fake_.Run(100, 70 * kMs).ok());  // 50 ms of it the meter's
+  clocks->own_nanos = 80 * kMs;
+  ASSERT_TRUE(fake_.Run(101, 10 * kMs).ok());
+  EXPECT_EQ(Read(*reader).targets.at(0).cpu_microseconds, 700'000);
+  auto alone = Open({.pids = {100}, .trees = false});
+  EXPECT_EQ(Read(*alone).targets.at(0).cpu_microseconds, 570'000 - 80'000);
 }
 
 TEST_F(ActivityTest, ATreeWhoseRootEndedLivesOnInItsDescendants) {

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "kwatt/core/own_cpu.h"
+
 namespace kwatt::meter {
 
 namespace {
@@ -137,6 +139,10 @@ class SystemProcessCpuClocksImpl : public ProcessCpuClocks {
     if (clock_gettime(id, &ts) != 0) return -1;
     return int64_t(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
   }
+  int64_t OwnNanos(int64_t pid) override { return pid == self_ ? OwnCpuNanos() : 0; }
+
+ private:
+  const int64_t self_ = ::getpid();
 };
 
 }  // namespace

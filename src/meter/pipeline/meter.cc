@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "kwatt/core/output_file.h"
+#include "kwatt/core/own_cpu.h"
 #include "kwatt/core/text.h"
 #include "src/meter/formulas/cputime_formula.h"
 #include "src/meter/pipeline/bounded_queue.h"
@@ -827,10 +828,19 @@ Status Meter::Start() {
   m.started = true;
   for (auto& o : m.outputs) {
     Impl::OutputSlot* slot = o.get();
-    o->thread = std::thread([&m, slot] { m.OutputLoop(slot); });
+    o->thread = std::thread([&m, slot] {
+      OwnCpuScope own;  // the meter's work, never a target's
+      m.OutputLoop(slot);
+    });
   }
-  m.formula = std::thread([&m] { m.FormulaLoop(); });
-  m.sampler = std::jthread([&m](std::stop_token stop) { m.SamplerLoop(stop); });
+  m.formula = std::thread([&m] {
+    OwnCpuScope own;
+    m.FormulaLoop();
+  });
+  m.sampler = std::jthread([&m](std::stop_token stop) {
+    OwnCpuScope own;
+    m.SamplerLoop(stop);
+  });
   return Status::OK();
 }
 

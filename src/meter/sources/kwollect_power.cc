@@ -14,6 +14,7 @@
 #include "kwatt/archive/source.h"
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/node_name.h"
+#include "kwatt/core/own_cpu.h"
 #include "kwatt/energy/integration.h"
 #include "kwatt/kwollect/fetch.h"
 
@@ -176,6 +177,7 @@ class LiveSource final : public KwollectPowerSource {
 
   void Start() {
     thread_ = std::jthread([this](std::stop_token stop) {
+      OwnCpuScope own;  // the meter's work, never a target's
       while (options_.clock->SleepUntil(
           options_.clock->MonotonicNanos() + options_.poll_period.count(), stop)) {
         if (!Poll(stop)) break;
