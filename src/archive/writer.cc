@@ -205,7 +205,17 @@ struct ArchiveWriter::Impl {
     KWATT_RETURN_IF_ERROR(OpenFile(file));
     KWATT_RETURN_IF_ERROR(encoder.Compress(file.frame, &compressed));
     size_t n = compressed.size();
-    KWATT_RETURN_IF_ERROR(WriteAll(file.fd, compressed.data(), n, (dir / file.rel).string()));
+    Status written = WriteAll(file.fd, compressed.data(), n, (dir / file.rel).string());
+    if (!written.ok()) {
+      // A frame cut by a full disk is taken back: the frame stays to be committed again, after
+      // the committed part, once there is room.
+      if (::ftruncate(file.fd, off_t(file.bytes)) != 0 ||
+          ::lseek(file.fd, off_t(file.bytes), SEEK_SET) < 0) {
+        ::close(file.fd);
+        file.fd = -1;  // OpenFile cuts it back when it opens it again
+      }
+      return written;
+    }
     file.bytes += n;
     file.rows += file.frame_rows;
     file.frames += 1;
@@ -643,7 +653,9 @@ Status ArchiveWriter::Write(std::string_view site, const RowBatch& batch,
     if (file->frame_first.empty()) file->frame_first = stamp;
     file->frame_last = std::move(stamp);
     file->frame_last_time = t;
-    if (!file->close_at && file->frame.size() >= kFrameMinBytes) {
+    if (impl.recording && !file->close_at) {
+      file->close_at = (FloorDiv(t, kRecordingFrameBoundaryNs) + 1) * kRecordingFrameBoundaryNs;
+    } else if (!file->close_at && file->frame.size() >= kFrameMinBytes) {
       file->close_at = (FloorDiv(t, kFrameBoundaryNs) + 1) * kFrameBoundaryNs;
     }
     ++rows_written_;

@@ -166,6 +166,44 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   EXPECT_LT(report.rows, 4 * 60 * 100);  // the frame in progress at the stop was lost
 }
 
+TEST(WriterTest, ARecordingCommitsEveryTenSecondsWhateverItsSize) {
+  // A meter's few rows a second never fill a frame of kFrameMinBytes: each 10 s are committed when
+  // the next begin, so that a kill or a full disk loses 10 s at most.
+  TempDir temp;
+  BackupQuery query = Query();
+  query.end.reset();
+  WriterOptions options;
+  options.recording = true;
+  options.now = [] { return kT0 + 10 * kMinute; };
+  RowsReport begun = Resolved();
+  begun.end = kT0;
+  {
+    Result<std::unique_ptr<ArchiveWriter>> writer =
+        ArchiveWriter::Open(temp.archive(), query, "test", options);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE((*writer)->Begin(begun).ok());
+    for (int second = 0; second < 35; ++second) {  // a report a second, 10 rows each
+      StringInterner interner;
+      RowBatch batch;
+      UnixNanos from = kT0 + second * kNanosPerSecond;
+      MakeRows(from, from + kNanosPerSecond, &interner, &batch, kNanosPerSecond / 10);
+      ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
+    }
+    // Killed: no Finish.
+  }
+  Result<std::unique_ptr<ArchiveWriter>> writer =
+      ArchiveWriter::Open(temp.archive(), query, "test", options);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  RowsReport later = Resolved();
+  later.start = later.end = kT0 + 5 * kMinute;
+  ASSERT_TRUE((*writer)->Begin(later).ok());
+  ASSERT_TRUE((*writer)->Finish(later).ok());
+  VerifyReport report;
+  Status verified = VerifyArchive(temp.archive(), &report);
+  EXPECT_TRUE(verified.ok()) << verified.ToString();
+  EXPECT_EQ(report.rows, 30 * 10);  // 30 s committed; the frame of the last 5 s was open
+}
+
 // The reference's hardware model of each cluster is written with its catalogue and read back: a
 // report from the archive names it as a report from the API does.
 TEST(WriterTest, EachClustersHardwareIsKept) {

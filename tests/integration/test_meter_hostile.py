@@ -112,6 +112,57 @@ def test_a_closed_standard_output_fails_that_output_alone(rapl, tmp_path):
         sequences
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_keeps_what_the_archive_committed_and_names_every_failing_output(rapl,
+                                                                                   tmp_path):
+    """Issue 37, item 3: with the archive and a CSV on a disk that filled up, the archive lost all
+    its rows (committed only once a megabyte of text had come) and exit 1 named the CSV alone.
+    Now a recording commits every 10 s: the disk filled, both outputs are named, the archive keeps
+    every row up to its last commit, and once there is room again the same command finishes it."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
+    try:
+        archive, csv = small / "arch", small / "m.csv"
+        command = [KWATT, "meter", "--sysfs-root", str(rapl.root), "--no-attribution", "--period",
+                   "100ms", "-o", f"archive:{archive}", "-o", f"csv:{csv}"]
+        meter = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        # Past a 10 s boundary (its frame committed when the first row after it came), then full.
+        time.sleep(10 - time.time() % 10 + 1.5)
+        with open(small / "filler", "wb") as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+            except OSError:
+                pass
+        time.sleep(1.5)
+        meter.send_signal(signal.SIGINT)
+        _, stderr = meter.communicate(timeout=60)
+        assert meter.returncode == 1, stderr
+        stop = stderr.strip().splitlines()[-1]
+        assert f"output archive:{archive}" in stop and f"output csv:{csv}" in stop, stderr
+        assert "No space left on device" in stop, stderr
+        inspected = run_kwatt("inspect", archive).stdout.decode()
+        committed = re.search(r"\((\d+) rows committed so far\)", inspected)
+        assert committed and int(committed.group(1)) > 0, inspected
+        kept = run_kwatt("cat", archive, "--allow-incomplete").stdout.decode().splitlines()
+        assert len(kept) == int(committed.group(1))
+        # Room again: the same command goes on with the recording, and its stop finishes it.
+        os.unlink(small / "filler")
+        csv.unlink()
+        done = subprocess.run(command[:-2] + ["--duration", "1s"], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        verified = run_kwatt("inspect", archive, "--verify")
+        assert verified.returncode == 0, verified.stderr.decode() + verified.stdout.decode()
+        rows = run_kwatt("cat", archive).stdout.decode().splitlines()
+        assert rows[:len(kept)] == kept and len(rows) > len(kept)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
 def test_a_second_signal_gives_up_the_rows_an_unreachable_influxdb_would_take(rapl, tmp_path):
     """Issue 37, item 7: with InfluxDB unreachable, the stop waited 30 s for it and ignored a
     second SIGINT, silently. Now it says what it still sends, and a second signal gives it up at

@@ -27,6 +27,10 @@ inline constexpr size_t kFrameMinBytes = 1 << 20;
 inline constexpr size_t kMaxFrameTextBytes = size_t(64) << 20;
 // Boundaries: whole minutes since the epoch.
 inline constexpr int64_t kFrameBoundaryNs = 60LL * 1'000'000'000;
+// A recording's (kwatt meter's) boundaries: every 10 s, and a frame closes at each whatever its
+// size (a meter writes a few rows a second), so that a meter killed or stopped by a full disk
+// loses 10 s at most.
+inline constexpr int64_t kRecordingFrameBoundaryNs = 10LL * 1'000'000'000;
 inline constexpr int kZstdLevel = 3;
 
 // "data/nova-1.lyon.grid5000.fr.jsonl.zst"
