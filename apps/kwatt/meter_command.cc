@@ -180,8 +180,10 @@ void WaitForExit(StopSignals& signals, const Process& command) {
 }
 
 // meter.Stop(), during which a second stop signal gives up the rows the outputs still send (they
-// are counted lost); said once when the outputs have been sending for a second.
-Status StopMeter(StopSignals& signals, meter::Meter& meter, bool quiet) {
+// are counted lost); said once when the outputs have been sending for a second. Each output gives
+// up at its deadline (`deadline_seconds`, OutputOptions::finish_seconds); should one not, the rows
+// are given up 2 s after it, so that a stop never takes longer.
+Status StopMeter(StopSignals& signals, meter::Meter& meter, bool quiet, double deadline_seconds) {
   std::atomic<bool> done{false};
   Status stopped;
   std::thread stopper([&] {
@@ -192,10 +194,16 @@ Status StopMeter(StopSignals& signals, meter::Meter& meter, bool quiet) {
   bool said = false, abandoned = false;
   while (!done) {
     int got = signals.Wait(std::chrono::milliseconds(50));
-    if (got != 0 && !abandoned) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    const bool late = elapsed > deadline_seconds + 2;
+    if ((got != 0 || late) && !abandoned) {
       abandoned = true;
       meter.Abandon();
-      if (!quiet) std::fprintf(stderr, "kwatt meter: giving up the rows still to send\n");
+      if (!quiet) {
+        std::fprintf(stderr, "kwatt meter: %sgiving up the rows still to send\n",
+                     late ? "the outputs' deadline has passed: " : "");
+      }
     }
     if (!said && !abandoned && !quiet &&
         std::chrono::steady_clock::now() - began > std::chrono::seconds(1)) {
@@ -209,9 +217,9 @@ Status StopMeter(StopSignals& signals, meter::Meter& meter, bool quiet) {
       if (!sending.empty()) {
         said = true;
         std::fprintf(stderr,
-                     "kwatt meter: stopping: still sending %s until its peer takes them or its "
-                     "end's deadline; SIGINT or SIGTERM again gives them up\n",
-                     sending.c_str());
+                     "kwatt meter: stopping: still sending %s until its peer takes them, for "
+                     "at most %.0f s more; SIGINT or SIGTERM again gives them up\n",
+                     sending.c_str(), std::max(0.0, deadline_seconds - 1));
       }
     }
   }
@@ -473,6 +481,7 @@ int RunMeter(const MeterArgs& args) {
   Result<std::optional<Process>> command = SpawnHeld(args.command, &config.targets);
   if (!command.ok()) return Fail(kName, command.status());
   if (*command) config.attribute = true;
+  const double deadline_seconds = config.output_options.finish_seconds;
   Result<meter::OpenedMeter> opened = meter::OpenMeter(std::move(config));
   if (!opened.ok()) return Fail(kName, opened.status());  // the held command is killed
   meter::Meter& meter = *opened->meter;
@@ -522,7 +531,7 @@ int RunMeter(const MeterArgs& args) {
                    "shell's `wait`), or measure them with --pid\n",
                    left.size(), left.size() == 1 ? "" : "es", list.c_str());
     }
-    Status stopped = StopMeter(signals, meter, args.quiet);
+    Status stopped = StopMeter(signals, meter, args.quiet, deadline_seconds);
     Result<ProcessExit> exit = measured.Wait();
     if (!stopped.ok()) {
       std::fprintf(stderr, "kwatt meter: %s\n", ForTerminal(stopped.message()).c_str());
@@ -536,7 +545,7 @@ int RunMeter(const MeterArgs& args) {
     exit_code = exit->ShellStatus();
   } else {
     WaitForStop(signals, duration);
-    Status stopped = StopMeter(signals, meter, args.quiet);
+    Status stopped = StopMeter(signals, meter, args.quiet, deadline_seconds);
     meter::MeterHealth health = meter.Health();
     if (!args.quiet) {
       meter::MeterTotals totals = meter.Totals();
