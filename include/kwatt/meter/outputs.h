@@ -165,7 +165,8 @@ class PrometheusExposition : public OutputSink {
   OutputStats Stats() const override;
 
   // The text of the last report ("" before the first one, but for the info and health families
-  // once Begin has run). Any thread.
+  // once Begin has run), as a scrape reads it: a new target's series is shown at 0 until a text
+  // showing that 0 was read through Text() (doc/meter.md, "Prometheus"). Any thread.
   std::string Text() const;
 
   struct Impl;

@@ -31,17 +31,30 @@ struct PrometheusExposition::Impl {
       : series(options.max_targets, options.ranking_half_life_seconds),
         max_retained(options.max_targets > 0 ? 10 * size_t(options.max_targets) : 0) {}
 
+  // A target's series as Prometheus reads it. Prometheus cannot count a counter's first value,
+  // nor a series with one sample: a series that began at its first interval's energy would lose
+  // it from every sum of rates. So a target's series starts at 0, its energy until a scrape has
+  // read that 0 going to "other"'s series; it then counts from there. Its labels are those of its
+  // first appearance (a kernel thread renamed keeps its series); it stays, frozen, once idle or
+  // ended (a series that vanished would be extrapolated past its end), up to max_retained.
+  struct Exposed {
+    SeriesLabels labels;
+    int64_t offset_microjoules = 0;  // of its counter, in other's series instead
+    int64_t shown_microjoules = 0;   // what the text shows: counter - offset
+    int64_t zero_generation = -1;    // shown at 0 in this text, not yet read; -1: counting
+  };
+
   mutable std::mutex mutex;  // guards everything below
   internal::OutputSeries series;
   std::shared_ptr<const std::string> text = std::make_shared<const std::string>();
   OutputStats stats;
   std::vector<SeriesPoint> points;
-  // Every target exposed so far, by (domain, key): its labels and its counter (joules), exposed
-  // at each scrape while it lives (an idle target is absent from a report; were its counter to
-  // vanish then, Prometheus would read it stale and sums of rates would miss its energy).
-  // At most max_retained targets (0: no bound): beyond, those exposed longest ago go.
-  std::map<std::pair<int, std::string>, std::pair<SeriesLabels, double>> retained;
+  std::map<std::pair<int, std::string>, Exposed> retained;     // by (domain, key)
   std::map<std::string, int64_t, std::less<>> retained_since;  // key -> last report exposing it
+  std::vector<int64_t> other_offsets;                          // per domain: to other's series
+  std::vector<int64_t> other_totals;       // per domain: other's counter in the series, last seen
+  int64_t generation = 0;                  // of `text`
+  mutable int64_t served_generation = -1;  // of the last text a scrape read
   const size_t max_retained;
 };
 
@@ -85,11 +98,11 @@ void AppendInfo(std::string* out, const MeterHeader& header) {
       1);
 }
 
-// The exposition after `report`, its `points`, and the targets `retained` that it has no point
-// of (their counters, unchanged).
-std::string Render(
-    const MeterHeader& header, const IntervalReport& report, const std::vector<SeriesPoint>& points,
-    const std::map<std::pair<int, std::string>, std::pair<SeriesLabels, double>>& retained) {
+// The exposition after `report`: its points, every target exposed so far as `exposition` shows
+// it, and each domain's other.
+std::string Render(const MeterHeader& header, const IntervalReport& report,
+                   const PrometheusExposition::Impl& exposition) {
+  const std::vector<SeriesPoint>& points = exposition.points;
   std::string out;
   AppendInfo(&out, header);
   Family(&out, "kwatt_meter_last_report_timestamp_seconds", "gauge",
@@ -123,26 +136,39 @@ std::string Render(
   };
   for (const Kind& kind : kinds) {
     Family(&out, kind.name, kind.type, kind.help);
+    if (kind.counter && !kind.measured) {
+      // The shares' counters: idle and unattributed as the series have them, every target
+      // exposed so far as shown, other with what the targets' first intervals gave it.
+      for (const SeriesPoint& point : points) {
+        if (point.kind == SeriesKind::kIdle || point.kind == SeriesKind::kUnattributed) {
+          Sample(&out, kind.name, internal::LabelsOf(point, header, report),
+                 double(point.total_microjoules) / 1e6);
+        }
+      }
+      for (const auto& [key, exposed] : exposition.retained) {
+        Sample(&out, kind.name, exposed.labels, double(exposed.shown_microjoules) / 1e6);
+      }
+      for (size_t d = 0; d < header.domains.size(); ++d) {
+        SeriesPoint other{.domain = int(d), .kind = SeriesKind::kOther};
+        Sample(&out, kind.name, internal::LabelsOf(other, header, report),
+               double(exposition.other_totals[d] + exposition.other_offsets[d]) / 1e6);
+      }
+      continue;
+    }
     for (const SeriesPoint& point : points) {
       if ((point.kind == SeriesKind::kMeasured) != kind.measured) continue;
       if (!kind.counter && (internal::IsGap(report.domains[size_t(point.domain)]) || seconds <= 0))
         continue;
       double value = kind.counter ? double(point.total_microjoules) / 1e6
                                   : double(point.microjoules) / 1e6 / seconds;
-      Sample(&out, kind.name, internal::LabelsOf(point, header, report), value);
-    }
-    if (kind.counter && !kind.measured) {
-      std::set<std::pair<int, std::string_view>> in_report;
-      for (const SeriesPoint& point : points) {
-        if (point.kind == SeriesKind::kTarget) {
-          in_report.emplace(point.domain, report.targets[size_t(point.target)].target.key);
-        }
-      }
-      for (const auto& [key, series] : retained) {
-        if (in_report.count({key.first, key.second}) == 0) {
-          Sample(&out, kind.name, series.first, series.second);
-        }
-      }
+      auto exposed = point.kind == SeriesKind::kTarget
+                         ? exposition.retained.find(
+                               {point.domain, report.targets[size_t(point.target)].target.key})
+                         : exposition.retained.end();
+      Sample(&out, kind.name,
+             exposed != exposition.retained.end() ? exposed->second.labels
+                                                  : internal::LabelsOf(point, header, report),
+             value);
     }
   }
   const char* family = nullptr;
@@ -180,30 +206,44 @@ Status PrometheusExposition::Write(const IntervalReport& report) {
                             " domains, where the header has " +
                             std::to_string(header.domains.size()));
   }
-  impl_->series.Add(report, &impl_->points);
-  for (const std::string& key : report.ended_targets) {
-    if (key.starts_with("cgroup:")) continue;  // its counter goes on if it is made again
-    for (size_t d = 0; d < header.domains.size(); ++d) impl_->retained.erase({int(d), key});
-    impl_->retained_since.erase(key);
-  }
-  for (const SeriesPoint& point : impl_->points) {
+  Impl& m = *impl_;
+  m.series.Add(report, &m.points);
+  m.other_offsets.resize(header.domains.size(), 0);
+  m.other_totals.resize(header.domains.size(), 0);
+  const int64_t generation = ++m.generation;
+  for (const SeriesPoint& point : m.points) {
+    if (point.kind == SeriesKind::kOther)
+      m.other_totals[size_t(point.domain)] = point.total_microjoules;
     if (point.kind != SeriesKind::kTarget) continue;
     const std::string& key = report.targets[size_t(point.target)].target.key;
-    impl_->retained[{point.domain, key}] = {internal::LabelsOf(point, header, report),
-                                            double(point.total_microjoules) / 1e6};
-    impl_->retained_since[key] = report.sequence;
-  }
-  while (impl_->max_retained > 0 && impl_->retained_since.size() > impl_->max_retained) {
-    auto oldest =
-        std::min_element(impl_->retained_since.begin(), impl_->retained_since.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; });
-    for (size_t d = 0; d < header.domains.size(); ++d) {
-      impl_->retained.erase({int(d), oldest->first});
+    auto [it, added] = m.retained.try_emplace({point.domain, key});
+    Impl::Exposed& exposed = it->second;
+    if (added) {
+      exposed.labels = internal::LabelsOf(point, header, report);
+      // A counter born in this interval starts at 0 (one continued from a saved state, or one
+      // exposed again after it was let go, shows what it holds: a series that went on).
+      if (point.total_microjoules == point.microjoules) exposed.zero_generation = generation;
+    } else if (exposed.zero_generation >= 0 && m.served_generation >= exposed.zero_generation) {
+      exposed.zero_generation = -1;  // its 0 was read: it counts from here
+    } else if (exposed.zero_generation >= 0) {
+      exposed.zero_generation = generation;  // not read yet: 0 again
     }
-    impl_->retained_since.erase(oldest);
+    if (exposed.zero_generation >= 0) {
+      int64_t moved = point.total_microjoules - exposed.offset_microjoules;
+      exposed.offset_microjoules += moved;
+      m.other_offsets[size_t(point.domain)] += moved;
+    }
+    exposed.shown_microjoules = point.total_microjoules - exposed.offset_microjoules;
+    m.retained_since[key] = report.sequence;
   }
-  impl_->text =
-      std::make_shared<const std::string>(Render(header, report, impl_->points, impl_->retained));
+  while (m.max_retained > 0 && m.retained_since.size() > m.max_retained) {
+    auto oldest =
+        std::min_element(m.retained_since.begin(), m.retained_since.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (size_t d = 0; d < header.domains.size(); ++d) m.retained.erase({int(d), oldest->first});
+    m.retained_since.erase(oldest);
+  }
+  m.text = std::make_shared<const std::string>(Render(header, report, m));
   ++impl_->stats.reports;
   impl_->stats.rows_written += int64_t(impl_->points.size());
   return Status::OK();
@@ -231,6 +271,7 @@ std::string PrometheusExposition::Text() const {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     text = impl_->text;
+    impl_->served_generation = impl_->generation;
   }
   return *text;
 }

@@ -56,11 +56,29 @@ std::string Promtool(const std::string& text) {
   return run->exit.ok() ? run->out + run->err : run->exit.Describe() + ": " + run->out + run->err;
 }
 
-// Issue 37, item 5: a target idle in the last interval is absent from its report; its counter
-// stays exposed (unchanged) while it lives, so that Prometheus never reads it stale and sums of
-// rates over targets keep its energy; it goes once it ended. A cgroup made again under its path
-// goes on counting from where it was: its counter never goes down.
-TEST(PrometheusExposition, EveryLiveTargetStaysExposedAndNoCounterGoesDown) {
+// The package-0 shares of `text`: target key (or kind for idle, unattributed, other) -> joules,
+// and the domain's own counter under "measured".
+std::map<std::string, double> Shares(const std::string& text) {
+  std::map<std::string, double> out;
+  for (const auto& [id, sample] : Samples(text)) {
+    if (id.find("domain=package-0,") == std::string::npos) continue;
+    if (id.starts_with("kwatt_meter_domain_energy_joules_total{")) out["measured"] = sample.value;
+    if (!id.starts_with("kwatt_meter_energy_joules_total{")) continue;
+    size_t at = id.find("target=");
+    size_t kind = id.find("kind=") + 5;
+    out[at != std::string::npos ? id.substr(at + 7, id.find(',', at) - at - 7)
+                                : id.substr(kind, id.find(',', kind) - kind)] = sample.value;
+  }
+  return out;
+}
+
+// Issue 37, item 5: under churn, sums of rates over a real Prometheus's targets missed 5-9 % of
+// the domain's. Prometheus cannot count a series' first value nor a series of one sample, and it
+// reads a series that vanished as stale: so a target's series starts at 0 (its first energy in
+// other's, until a scrape read that 0), stays while the meter runs, idle or ended (frozen), keeps
+// the labels of its first appearance, and never goes down (a cgroup made again goes on). In every
+// text the shares add up to the domain's.
+TEST(PrometheusExposition, EveryTargetStartsAtZeroStaysExposedAndNoCounterGoesDown) {
   MeterHeader header = TestHeader();
   ReportBuilder reports(header);
   OutputOptions options;
@@ -69,37 +87,58 @@ TEST(PrometheusExposition, EveryLiveTargetStaysExposedAndNoCounterGoesDown) {
   ASSERT_TRUE(exposition.Begin(header).ok());
   Target a = ProcessTarget(1, "busy"), b = ProcessTarget(2, "sometimes");
   Target web = CgroupTarget("/system.slice/web.service");
-  auto energy = [&](const Target& t) -> double {
-    std::map<std::string, Sample> samples = Samples(exposition.Text());
-    for (const auto& [id, sample] : samples) {
-      if (id.starts_with("kwatt_meter_energy_joules_total{") &&
-          id.find("domain=package-0,") != std::string::npos &&
-          id.find("target=" + t.key + ",") != std::string::npos) {
-        return sample.value;
+  std::map<std::string, double> last;
+  auto read = [&] {  // a scrape; checks the sum, and that no counter went down
+    std::map<std::string, double> now = Shares(exposition.Text());
+    double parts = 0;
+    for (const auto& [key, joules] : now) {
+      if (key != "measured") parts += joules;
+      if (last.count(key)) {
+        EXPECT_GE(joules, last[key]) << key;
       }
     }
-    return -1;  // not exposed
+    EXPECT_NEAR(parts, now["measured"], 1e-6);
+    EXPECT_EQ(Promtool(exposition.Text()), "");
+    last = now;
+    return now;
   };
   ASSERT_TRUE(
       exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {b, 500'000}, {web, 500'000}}))
           .ok());
-  const double b_then = energy(b), web_then = energy(web);
-  ASSERT_GT(b_then, 0);
-  ASSERT_GT(web_then, 0);
-  // b idle (absent from the report), alive: exposed, unchanged.
+  std::map<std::string, double> first = read();
+  EXPECT_EQ(first[a.key], 0);  // new: at 0, their energy in other's
+  EXPECT_EQ(first[web.key], 0);
+  EXPECT_GT(first["other"], 0);
+  // That 0 was read: from now on they count. b idle (absent from the report): exposed, unchanged.
   ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {web, 500'000}})).ok());
-  EXPECT_EQ(energy(b), b_then);
-  EXPECT_EQ(Promtool(exposition.Text()), "");
-  // b and the cgroup end: b goes; the cgroup's counter is kept.
+  std::map<std::string, double> second = read();
+  EXPECT_GT(second[a.key], 0);
+  EXPECT_EQ(second["other"], first["other"]);
+  EXPECT_EQ(second[b.key], 0);
+  // b and the cgroup end: both stay, frozen.
   IntervalReport ended = reports.Next({40.0, 6.0}, {{a, 500'000}});
   ended.ended_targets = {b.key, web.key};
   ASSERT_TRUE(exposition.Write(ended).ok());
-  EXPECT_EQ(energy(b), -1);
-  const double web_before = energy(web);
-  EXPECT_GT(web_before, web_then);
+  std::map<std::string, double> third = read();
+  EXPECT_EQ(third.count(b.key), 1u);
+  EXPECT_EQ(third[web.key], second[web.key]);
   // The cgroup made again under the same path: its counter goes on, up.
   ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {web, 100'000}})).ok());
-  EXPECT_GT(energy(web), web_before);
+  EXPECT_GT(read()[web.key], third[web.key]);
+  // A target whose 0 no scrape read stays at 0 (two reports between two scrapes), its energy in
+  // other's; a renamed one keeps the name it first had.
+  Target c = ProcessTarget(3, "kworker/u8:1-writeback");
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {c, 300'000}})).ok());
+  Target renamed = c;
+  renamed.name = "kworker/u8:1-flush-254:0";
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {renamed, 300'000}})).ok());
+  std::map<std::string, double> fifth = read();
+  EXPECT_EQ(fifth[c.key], 0);
+  ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {renamed, 300'000}})).ok());
+  EXPECT_GT(read()[c.key], 0);
+  std::string text = exposition.Text();
+  EXPECT_NE(text.find("name=\"kworker/u8:1-writeback\""), std::string::npos);
+  EXPECT_EQ(text.find("flush"), std::string::npos) << text;
 }
 
 // The targets kept exposed are bounded: ten times --max-targets, those exposed longest ago going
