@@ -1,7 +1,8 @@
 #!/bin/bash
-# The README's "Development" times, measured on a machine where nothing was installed: a minimal
-# Debian bookworm root (mmdebstrap --variant=apt, with make and git added, as a fresh machine
-# would have them to clone kwatt), entered with chroot, into which this checkout's HEAD is cloned.
+# The set-up times of doc/install.md ("How long it takes"), measured on a machine where nothing
+# was installed: a minimal Debian bookworm root (mmdebstrap --variant=apt, with make and git
+# added, as a fresh machine would have them to clone kwatt), entered with chroot, into which this
+# checkout's HEAD is cloned.
 # In it, one after the other, each timed:
 #   make demo                       from the fresh clone (installs the build's packages, builds)
 #   make test                       then (installs the tests' packages and peers, every tree)

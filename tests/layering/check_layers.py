@@ -20,6 +20,14 @@ CMakeLists.txt files, this script checks:
 
 - doc/design.md's Mermaid graph of the parts is the one its table draws.
 
+doc/design.md's first table, the parts with their doors (the "door (include/kwatt/PART/)" column:
+the public headers through which a part is entered), is checked against the tree too:
+
+- every door it names is a header, include/kwatt/PART/DOOR.h, and every header under
+  include/kwatt/PART/ is one of the part's doors (the table is the whole map, never "...");
+- every #include "kwatt/PART/NAME.h" outside PART (another part, the CLI, the bindings, the
+  tests) names one of PART's doors.
+
 Usage: check_layers.py [--mermaid] [ROOT]   (ROOT: the checkout, default: two folders above this
 file; --mermaid prints the table as a Mermaid graph, for doc/design.md)
 Exit status 0 when the tree keeps the rules; 1 with one line per broken rule, naming the file,
@@ -81,6 +89,77 @@ def parse_design_table(root):
     exceptions = {m.group(1): m.group(2) for m in
                   re.finditer(r"^- `(include/kwatt/[^`]+)` shows `([^`]+)`", match.group(1), re.M)}
     return rows, exceptions
+
+
+DOOR_TABLE_HEADER = re.compile(r"^\|\s*part\s*\|.*\|\s*door\b", re.I)
+
+
+def parse_door_table(root):
+    """{part: {"doors": [names], "line": line in doc/design.md}} from doc/design.md's table of
+    parts, the one whose last column is the door (a part's public headers, by name without
+    include/kwatt/PART/ and .h)."""
+    lines = read(os.path.join(root, "doc/design.md")).splitlines()
+    start = next((i for i, line in enumerate(lines) if DOOR_TABLE_HEADER.match(line)), None)
+    if start is None:
+        sys.exit("check_layers: doc/design.md has no table of parts with a 'door' column")
+    parts = {}
+    for number in range(start + 2, len(lines)):  # after the header and its |---| line
+        line = lines[number]
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        part = cells[0].strip("`* ")
+        parts[part] = {"doors": re.findall(r"`([A-Za-z0-9_/]+)`", cells[-1]),
+                       "elided": "..." in cells[-1] or "…" in cells[-1],
+                       "line": number + 1}
+    if not parts:
+        sys.exit("check_layers: doc/design.md's table of parts has no rows")
+    return parts
+
+
+def public_headers(root):
+    """{part: [names]}: the headers under include/kwatt/PART/, named as the door table names
+    them (the path below the part's folder, without .h)."""
+    headers = {}
+    base = os.path.join(root, "include", "kwatt")
+    for dirpath, _, files in os.walk(base):
+        for file in sorted(files):
+            if not file.endswith(".h"):
+                continue
+            relative = os.path.relpath(os.path.join(dirpath, file), base)
+            part, _, name = relative.partition(os.sep)
+            if name:
+                headers.setdefault(part, []).append(name[:-2].replace(os.sep, "/"))
+    return headers
+
+
+def check_door_table(root, parts):
+    """The table of parts names every public header as a door, and only headers that exist."""
+    problems = []
+    headers = public_headers(root)
+    for part, row in parts.items():
+        where = f"doc/design.md:{row['line']}"
+        if row["elided"]:
+            problems.append(f"{where}: the {part} part's doors end with '...': name every public "
+                            f"header of include/kwatt/{part}/ (the checker reads them all)")
+        for door in row["doors"]:
+            if door not in headers.get(part, []):
+                problems.append(f"{where}: the {part} part's door `{door}` is no header "
+                                f"(include/kwatt/{part}/{door}.h does not exist): take it out of "
+                                f"the table of parts, or give the part that header")
+    for part, names in sorted(headers.items()):
+        doors = parts.get(part, {}).get("doors")
+        for name in names:
+            path = f"include/kwatt/{part}/{name}.h"
+            if doors is None:
+                problems.append(f"{path}: the {part} part has no row in doc/design.md's table of "
+                                f"parts: add it, with its doors")
+            elif name not in doors:
+                problems.append(f"{path}: a public header that doc/design.md's table of parts "
+                                f"does not name among the {part} part's doors "
+                                f"({', '.join(doors) or 'none'}): add it there, or move it into "
+                                f"src/{part}/ if only its own part uses it")
+    return problems
 
 
 def strip_cmake_comments(text):
@@ -159,6 +238,7 @@ def is_test_file(path):
 def check(root):
     problems = []
     rows, exceptions = parse_design_table(root)
+    doors = parse_door_table(root)
     targets = parse_cmake(root)
     part_targets = {}
     for target, row in rows.items():
@@ -212,11 +292,12 @@ def check(root):
                     continue
                 path = os.path.relpath(os.path.join(dirpath, file), root)
                 problems += check_file(path, os.path.join(root, path), rows, targets, owner,
-                                       part_targets, exceptions)
-    return problems + check_core_words(root) + check_drawing(root, rows)
+                                       part_targets, exceptions, doors)
+    return (problems + check_door_table(root, doors) + check_core_words(root) +
+            check_drawing(root, rows))
 
 
-def check_file(path, full, rows, targets, owner, part_targets, exceptions):
+def check_file(path, full, rows, targets, owner, part_targets, exceptions, doors):
     problems = []
     part = part_of_path(path)
     test = is_test_file(path)
@@ -276,6 +357,15 @@ def check_file(path, full, rows, targets, owner, part_targets, exceptions):
             problems.append(f"{where}: includes {name}, but {target or 'the ' + str(part) + ' part'} "
                             f"may use only {', '.join(sorted(allowed_parts))} (doc/design.md, "
                             f"'Parts and layers')")
+        # Another part is entered by its doors only (its own part may include any of its headers).
+        m = re.match(r"^kwatt/([^/]+)/(.+)\.h$", name)
+        if m and m.group(1) != part and m.group(1) in doors and \
+                m.group(2) not in doors[m.group(1)]["doors"]:
+            other = m.group(1)
+            problems.append(f"{where}: includes {name}, which is not one of the {other} part's "
+                            f"doors ({', '.join(doors[other]['doors']) or 'none'}; doc/design.md's "
+                            f"table of parts): include a door, or make {m.group(2)}.h one in the "
+                            f"table first")
     return problems
 
 

@@ -167,3 +167,47 @@ def test_a_drawing_that_no_longer_matches_the_table_fails(tree):
     result = run_check(tree)
     assert result.returncode == 1
     assert "Mermaid graph of the parts is not the one its table draws" in result.stdout
+
+
+def replace_in_door_table(tree, part, old, new):
+    """Replaces `old` by `new` in `part`'s row of doc/design.md's table of parts (the doors)."""
+    design = tree / "doc" / "design.md"
+    lines = design.read_text().split("\n")
+    row = next(i for i, line in enumerate(lines) if line.startswith(f"| {part} |"))
+    assert old in lines[row]
+    lines[row] = lines[row].replace(old, new, 1)
+    design.write_text("\n".join(lines))
+
+
+def test_another_part_entered_by_a_header_that_is_no_door_fails(tree):
+    # The archive's lock, used by the CLI, dropped from the archive's doors.
+    replace_in_door_table(tree, "archive", " `lock`", "")
+    user = next(p for p in sorted((tree / "apps" / "kwatt").glob("*.cc"))
+                if '#include "kwatt/archive/lock.h"' in p.read_text())
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert f"apps/kwatt/{user.name}:" in result.stdout
+    assert ("includes kwatt/archive/lock.h, which is not one of the archive part's doors "
+            "(writer, reader, manifest, format, source;") in result.stdout
+    assert ("include/kwatt/archive/lock.h: a public header that doc/design.md's table of parts "
+            "does not name") in result.stdout
+
+
+def test_a_door_that_is_no_header_fails(tree):
+    # kwollect/node_name.h went when NodeName became core's; the table kept naming it.
+    replace_in_door_table(tree, "kwollect", "`fetch`", "`fetch` `node_name`")
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "the kwollect part's door `node_name` is no header" in result.stdout
+
+
+def test_a_door_list_cut_short_fails(tree):
+    # The core row's last door replaced by "...", as the table once had it.
+    row = next(line for line in (tree / "doc" / "design.md").read_text().split("\n")
+               if line.startswith("| core |"))
+    last = row.rstrip(" |").rsplit("`", 2)[1]
+    replace_in_door_table(tree, "core", f" `{last}` |", " ... |")
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "the core part's doors end with '...'" in result.stdout
+    assert f"include/kwatt/core/{last}.h: a public header" in result.stdout
