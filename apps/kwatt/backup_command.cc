@@ -6,10 +6,7 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/backup/backup.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
+#include "kwatt/core/version.h"
 
 namespace kwatt::cli {
 namespace {
@@ -61,7 +58,7 @@ Runner RegisterBackup(CLI::App* app) {
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
     Result<backup::BackupOutcome> outcome = backup::Backup(
-        options, query, args->dir, KWATT_VERSION, MakeProgress("kwatt backup", args->quiet),
+        options, query, args->dir, KwattVersion(), MakeProgress("kwatt backup", args->quiet),
         [&](bool resuming) {
           if (resuming && !args->quiet) {
             std::fprintf(stderr, "kwatt backup: completing the interrupted backup in %s\n",

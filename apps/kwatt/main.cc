@@ -7,10 +7,7 @@
 #include <vector>
 
 #include "apps/kwatt/commands.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
+#include "kwatt/core/version.h"
 
 namespace kwatt::cli {
 namespace {
@@ -38,7 +35,7 @@ int FinishOutput(const CLI::App& app, int code) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kwatt: the energy and the metrics of experiments on Grid'5000 (Kwollect)"};
-  app.set_version_flag("--version", std::string("kwatt ") + KWATT_VERSION);
+  app.set_version_flag("--version", std::string("kwatt ") + kwatt::KwattVersion());
   app.require_subcommand(1);
   std::vector<kwatt::cli::Runner> runners = {
       kwatt::cli::RegisterServe(&app),    kwatt::cli::RegisterFetch(&app),

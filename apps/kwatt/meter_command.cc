@@ -1,4 +1,4 @@
-// `kwatt meter`: the software-defined power meter (doc/meter.md).
+// `kwatt meter`: the software-defined power meter (doc/meter/README.md).
 //
 //   kwatt meter [OPTIONS] -- COMMAND ARGS   measures one command, prints its energy like perf stat
 //   kwatt meter [OPTIONS] --duration 10m    the daemon: targets by pid, cgroup, command name, all
@@ -28,14 +28,11 @@
 #include "apps/kwatt/stop_signals.h"
 #include "kwatt/core/process.h"
 #include "kwatt/core/text.h"
+#include "kwatt/core/version.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/meter/activity_record.h"
 #include "kwatt/meter/open_meter.h"
 #include "kwatt/meter/replay.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
 
 namespace kwatt::cli {
 
@@ -421,7 +418,7 @@ Result<meter::MeterConfig> MakeConfig(const MeterArgs& args) {
   config.output_options.node = args.output_node;
   config.output_options.site = args.site;
   config.output_options.max_targets = args.max_targets;
-  config.output_options.kwatt_version = KWATT_VERSION;
+  config.output_options.kwatt_version = KwattVersion();
 
   config.targets = MakeSelection(args.targets);
   config.attribute = !args.no_attribution;
@@ -473,7 +470,7 @@ int RunMeter(const MeterArgs& args) {
   if (!with_command && config.outputs.empty() && config.listen_port < 0 && !args.check) {
     return Fail(kName, Status::InvalidArgument(
                            "no output: give -o csv:FILE, -o jsonl:FILE (- for standard output), "
-                           "--listen HOST:PORT... (doc/meter.md, Outputs)"));
+                           "--listen HOST:PORT... (doc/meter/outputs.md, Outputs)"));
   }
   // Signals are taken by the main thread alone: every other thread, started after, blocks them;
   // the measured command gets them unblocked (SpawnHeld).
@@ -616,7 +613,7 @@ int RunRecord(const RecordArgs& args) {
   if (!reader.ok()) return Fail(kName, reader.status());
   Result<std::unique_ptr<meter::ActivityRecordWriter>> writer = meter::ActivityRecordWriter::Create(
       args.output, meter::MakeActivityRecordHeader(environment, selection,
-                                                   std::string("kwatt ") + KWATT_VERSION));
+                                                   std::string("kwatt ") + KwattVersion()));
   if (!writer.ok()) return Fail(kName, writer.status());
   std::stop_source stop;
   Status recorded;
@@ -658,7 +655,7 @@ Runner RegisterMeter(CLI::App* app) {
   CLI::App* command = app->add_subcommand(
       "meter",
       "The software-defined power meter: which process, cgroup or command used the energy "
-      "(RAPL, GPUs, the node's wattmeter through Kwollect; doc/meter.md)");
+      "(RAPL, GPUs, the node's wattmeter through Kwollect; doc/meter/README.md)");
   command->positionals_at_end();
   CLI::Option_group* sources = command->add_option_group("Sources");
   sources->add_option("--source", args->sources,

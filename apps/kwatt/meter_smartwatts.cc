@@ -12,14 +12,11 @@
 
 #include "apps/kwatt/commands.h"
 #include "apps/kwatt/stop_signals.h"
+#include "kwatt/core/version.h"
 #include "kwatt/meter/hwpc.h"
 #include "kwatt/meter/outputs.h"
 #include "kwatt/meter/powerapi_reports.h"
 #include "kwatt/meter/smartwatts.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
 
 namespace kwatt::cli {
 
@@ -99,14 +96,14 @@ int Run(SmartWattsArgs& args) {
   if (args.outputs.empty()) {
     return fail(
         Status::InvalidArgument("no output: give -o powerapi-csv:DIR, -o powerapi-json:FILE, "
-                                "-o jsonl:FILE... (kwatt meter's outputs, doc/meter.md)"));
+                                "-o jsonl:FILE... (kwatt meter's outputs, doc/meter/outputs.md)"));
   }
   // Every output is checked before the input is opened; files are made when the formula begins
   // (a wrong input truncates nothing).
   FanOutSink sink;
   meter::OutputOptions output_options;
   output_options.flush_each_report = live;
-  output_options.kwatt_version = KWATT_VERSION;
+  output_options.kwatt_version = KwattVersion();
   for (const std::string& spec : args.outputs) {
     Result<std::unique_ptr<meter::OutputSink>> out = meter::OpenOutput(spec, output_options);
     if (!out.ok()) return fail(out.status());
@@ -205,7 +202,7 @@ Runner RegisterMeterSmartwatts(CLI::App* meter) {
   CLI::App* c = meter->add_subcommand(
       "smartwatts",
       "The smartwatts formula on hwpc-sensor's reports: a self-calibrating model of RAPL power "
-      "on hardware counters, per socket and frequency layer (doc/meter.md)");
+      "on hardware counters, per socket and frequency layer (doc/meter/attribution.md)");
   c->add_option("--input", args->input,
                 "csv:DIR (hwpc-sensor's CSV output), json:FILE (JSON documents, - for stdin), or "
                 "listen:HOST:PORT (hwpc-sensor's socket output connects there; runs until "

@@ -17,12 +17,9 @@
 #include "apps/kwatt/commands.h"
 #include "apps/kwatt/energy_runs.h"
 #include "kwatt/core/process.h"
+#include "kwatt/core/version.h"
 #include "kwatt/energy/carbon.h"
 #include "kwatt/energy/integration.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
 
 namespace kwatt::cli {
 namespace {
@@ -460,7 +457,7 @@ std::string CommandLine(const std::vector<std::string>& argv) {
 ordered_json Provenance(const ReportArgs& args, const std::vector<ExperimentRun>& all,
                         const std::vector<std::string>& argv) {
   ordered_json p;
-  p["kwatt_version"] = KWATT_VERSION;
+  p["kwatt_version"] = KwattVersion();
   p["api"] = args.query.api.empty() ? std::string(kwollect::kDefaultApiUrl)
                                     : UrlWithoutCredentials(args.query.api);
   ordered_json runs = ordered_json::array();
@@ -730,7 +727,7 @@ ordered_json ReportJson(const ReportArgs& args, const ReportSetup& setup, const 
   report["format"] = "kwatt-report";
   report["format_version"] = 1;
   report["title"] = args.title;
-  report["kwatt_version"] = KWATT_VERSION;
+  report["kwatt_version"] = KwattVersion();
   report["generated_at"] = NowText();
   report["confidence"] = args.confidence;
   report["clock_offset_s"] = args.clock_offset;

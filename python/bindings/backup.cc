@@ -9,12 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/version.h"
 #include "kwatt/kwollect/fetch.h"
 #include "python/bindings/common.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
 
 namespace py = pybind11;
 
@@ -31,7 +28,7 @@ py::dict Backup(const py::dict& client, const std::string& dir,
   Result<backup::BackupOutcome> outcome = Status::OK();
   {
     py::gil_scoped_release release;
-    outcome = backup::Backup(options, query, dir, KWATT_VERSION, watch.Callback());
+    outcome = backup::Backup(options, query, dir, KwattVersion(), watch.Callback());
   }
   watch.RaiseIfInterrupted();
   backup::BackupOutcome done = Unwrap(std::move(outcome));

@@ -23,11 +23,8 @@
 #include "kwatt/core/status.h"
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
+#include "kwatt/core/version.h"
 #include "python/bindings/common.h"
-
-#ifndef KWATT_VERSION
-#define KWATT_VERSION "0.0.0"
-#endif
 
 namespace py = pybind11;
 
@@ -287,7 +284,7 @@ void RegisterCore(py::module_& m) {
 PYBIND11_MODULE(_core, m) {
   using namespace kwatt::python;
   m.doc() = "kwatt's C++ core (fetching, archives, energy, stats); see the kwatt package";
-  m.attr("__version__") = KWATT_VERSION;
+  m.attr("__version__") = kwatt::KwattVersion();
   RegisterMeter(m);
 
   py::register_exception_translator([](std::exception_ptr p) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/version.h"
 #include "kwatt/meter/open_meter.h"
 #include "python/bindings/common.h"
 
@@ -96,7 +97,7 @@ MeterConfig MakeConfig(const py::dict& given) {
   config.output_options.node = Get<std::string>(given, "output_node", "");
   config.output_options.site = Get<std::string>(given, "site", "");
   config.output_options.max_targets = Get<int>(given, "max_targets", 10);
-  config.output_options.kwatt_version = KWATT_VERSION;
+  config.output_options.kwatt_version = KwattVersion();
   return config;
 }
 

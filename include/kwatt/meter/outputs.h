@@ -1,4 +1,4 @@
-// The outputs of the power meter: where its IntervalReports go (doc/meter.md, "Outputs").
+// The outputs of the power meter: where its IntervalReports go (doc/meter/outputs.md, "Outputs").
 //
 // Every output is an OutputSink (a ReportSink whose counters survive a restart: a StatefulSink of
 // meter.h) that OpenOutput makes from a command-line spec; the meter takes it as
@@ -17,12 +17,12 @@
 // MetricsServer (the HTTP server, bound before the meter's threads start).
 //
 // Kwollect, InfluxDB, the textfile, the archive and Prometheus share one set of series, named once
-// (doc/meter.md, "Metric names"): per domain its measured power and energy, and its shares (idle,
-// unattributed, each target, "other"); the N targets with the most energy lately have series of
-// their own, the others are summed as "other", and every energy counter only ever grows, whatever
-// targets come and go (OutputOptions::max_targets). Counters are kept as integer microjoules and
-// can be saved and restored (SaveState, RestoreState) so that the meter's state file makes them
-// survive a restart.
+// (doc/meter/outputs.md, "Metric names"): per domain its measured power and energy, and its shares
+// (idle, unattributed, each target, "other"); the N targets with the most energy lately have series
+// of their own, the others are summed as "other", and every energy counter only ever grows,
+// whatever targets come and go (OutputOptions::max_targets). Counters are kept as integer
+// microjoules and can be saved and restored (SaveState, RestoreState) so that the meter's state
+// file makes them survive a restart.
 //
 // Errors: everything OpenOutput can check is checked before it returns (the spec, the file or
 // directory, the URL, the node's name, the peer's answer to a probe), so that a configuration
@@ -41,12 +41,13 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
+#include "kwatt/core/version.h"
 #include "kwatt/meter/meter.h"
 #include "kwatt/meter/report.h"
 
 namespace kwatt::meter {
 
-// The versions of kwatt's own formats (doc/meter.md). A version changes when a reader of the
+// The versions of kwatt's own formats (doc/meter/README.md). A version changes when a reader of the
 // previous one could misread the new one.
 inline constexpr int kCsvFormatVersion = 1;    // its header line is its version's
 inline constexpr int kJsonlFormatVersion = 1;  // "version" of its header line
@@ -91,7 +92,7 @@ struct OutputOptions {
   // the URL win. Empty: ~/.python-grid5000.yaml.
   std::string credentials_file;
 
-  std::string kwatt_version = "0.1.0";  // written in archive manifests
+  std::string kwatt_version = KwattVersion();  // written in archive manifests
 
   // Files are flushed at each report (a live meter: readers see each report at once); false:
   // when their buffers fill and at Finish (reading stored reports to the end, several times
@@ -119,8 +120,8 @@ class OutputSink : public ReportSink, public StatefulSink {
   virtual std::string Name() const = 0;
 
   // Its counters (the energy counters of its series) after the last report written, as text for
-  // the meter's state file (doc/meter.md, "Outputs"; it names that report's sequence); "" when
-  // it keeps none (CSV, JSON Lines and InfluxDB write each interval's energy only).
+  // the meter's state file (doc/meter/outputs.md, "Outputs"; it names that report's sequence); ""
+  // when it keeps none (CSV, JSON Lines and InfluxDB write each interval's energy only).
   std::string SaveState() const override { return ""; }
   // Before Begin: continue the counters from `state` (SaveState's text; "" restores nothing):
   // the series of domains and targets named there start from their saved values, others from 0.
@@ -133,9 +134,9 @@ class OutputSink : public ReportSink, public StatefulSink {
   virtual std::vector<std::string> Notes() const { return {}; }
 };
 
-// Opens the output `spec` names (see the top of this file and doc/meter.md). Nothing is written
-// before Begin; files and directories are created then.
-// Errors, all naming the spec (without credentials) and what to write instead:
+// Opens the output `spec` names (see the top of this file and doc/meter/README.md). Nothing is
+// written before Begin; files and directories are created then. Errors, all naming the spec
+// (without credentials) and what to write instead:
 // - InvalidArgument: an unknown kind, a malformed spec or URL, a file path that is a directory, a
 //   directory that does not exist, an archive directory that holds something else, a node name
 //   Kwollect would refuse, a kwollect output without a site;
@@ -146,7 +147,7 @@ Result<std::unique_ptr<OutputSink>> OpenOutput(std::string_view spec, const Outp
 
 // The Prometheus exposition of the meter (text format 0.0.4): at each report it renders the
 // whole text, which scrapes then get as it is (a scrape never reads anything: power and energy
-// are the meter's own, on its own clock). Families (doc/meter.md, "Prometheus"):
+// are the meter's own, on its own clock). Families (doc/meter/outputs.md, "Prometheus"):
 //   kwatt_meter_domain_energy_joules_total, kwatt_meter_domain_power_watts  {source, domain, kind}
 //   kwatt_meter_energy_joules_total, kwatt_meter_power_watts  {source, domain, kind, target, name}
 //   the meter's health (ticks, late, missed, lag, reports, dropped reports per output, wraps,
@@ -166,7 +167,7 @@ class PrometheusExposition : public OutputSink {
 
   // The text of the last report ("" before the first one, but for the info and health families
   // once Begin has run), as a scrape reads it: a new target's series is shown at 0 until a text
-  // showing that 0 was read through Text() (doc/meter.md, "Prometheus"). Any thread.
+  // showing that 0 was read through Text() (doc/meter/outputs.md, "Prometheus"). Any thread.
   std::string Text() const;
 
   struct Impl;
