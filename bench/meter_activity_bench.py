@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The activity reader of `kwatt meter` (doc/meter.md, "Activity and targets") at scale: 10,000
+"""The activity reader of `kwatt meter` (doc/meter/attribution.md, "Activity and targets") at scale: 10,000
 processes and a realistic cgroup tree read at 1 Hz and attributed, in one period or not; side by
 side with what users otherwise use, psutil (PyPI) iterating every process's cpu_times, on the same
 tree (psutil.PROCFS_PATH pointed at it) and on this machine's own /proc with 2,000 real processes,

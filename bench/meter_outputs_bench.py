@@ -214,7 +214,7 @@ def render(r: dict) -> str:
         f"influxd holds {r['influx_points_stored']:,} points afterwards (every one sent). PowerAPI's "
         "Prometheus output keeps a series for every target it ever saw (and, given no tags, "
         "makes every metadata key a label, the ratio included: a new series each interval); kwatt "
-        "exposes a bounded set whose counters never go down (doc/meter.md, \"Outputs\").",
+        "exposes a bounded set whose counters never go down (doc/meter/outputs.md, \"Outputs\").",
     ]
     return "\n".join(lines) + "\n"
 

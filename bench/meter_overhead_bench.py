@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What measuring costs (doc/meter.md, "What the meter costs"): the CPU of `kwatt meter --pid P` and
+"""What measuring costs (doc/meter/attribution.md, "Cost"): the CPU of `kwatt meter --pid P` and
 of `kwatt.measure` (the meter in the measured Python process) on a machine with 600 processes
 alive, at 1 s and 100 ms, side by side with the same meter without attribution
 (`--no-attribution`, `attribute=False`), in one run; and the share of the energy given to a

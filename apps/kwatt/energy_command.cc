@@ -282,7 +282,7 @@ std::string CsvReport(const energy::EnergyReport& r) {
 }
 
 // `kwatt energy --activity FILE`: the node's energy over a recorded activity shared among its
-// processes, cgroups or trees (doc/meter.md, "After the fact").
+// processes, cgroups or trees (doc/meter/running.md, "After the fact").
 int ShareByActivity(const energy::EnergySink& rows, const RowsReport& report,
                     const std::string& origin, const std::string& activity,
                     const std::string& node_given, const std::string& metric,
@@ -453,7 +453,8 @@ CLI::App* AddEnergyOptions(CLI::App* app, EnergyArgs* args) {
                  "CSV output (one row per node, role and total, for the window and each phase)")
       ->excludes(json);
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
-  CLI::Option_group* after = command->add_option_group("Sharing it after the fact (doc/meter.md)");
+  CLI::Option_group* after =
+      command->add_option_group("Sharing it after the fact (doc/meter/running.md)");
   CLI::Option* activity =
       after
           ->add_option("--activity", args->activity,

@@ -216,7 +216,7 @@ Runner RegisterSimulateHwpc(CLI::App* simulate) {
       "cgroups, from a known power model, with the true power of every target");
   command
       ->add_option("--scenario", args->scenario,
-                   "A scenario file (JSON, doc/meter.md); default: the built-in one")
+                   "A scenario file (JSON, doc/meter/attribution.md); default: the built-in one")
       ->check(CLI::ExistingFile);
   command->add_option("--csv", args->csv, "Writes hwpc-sensor's CSV files (GROUP.csv) in DIR")
       ->check(NonEmptyPath());

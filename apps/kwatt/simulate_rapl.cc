@@ -1,7 +1,8 @@
 // `kwatt simulate rapl ROOT`: a simulated RAPL machine's sysfs tree (powercap zones, optionally
 // perf's power PMU files) under ROOT, its counters updated in real time until killed, for
-// `kwatt meter --sysfs-root ROOT`, the meter's end-to-end tests and benchmarks (doc/meter.md
-// "Simulated RAPL"). The power is constant per domain kind, or follows this machine's CPU use
+// `kwatt meter --sysfs-root ROOT`, the meter's end-to-end tests and benchmarks
+// (doc/meter/sources.md "Simulated RAPL"). The power is constant per domain kind, or follows this
+// machine's CPU use
 // (--follow-cpu: idle + dynamic x the busy fraction of /proc/stat), so that real processes drive
 // the simulated counters. ROOT/kwatt_truth holds the exact true energies at each update; --truth
 // writes them as JSON on exit (SIGTERM, SIGINT, or --duration).

@@ -269,7 +269,7 @@ def test_a_state_file_that_is_no_regular_file_is_refused_at_once(rapl, tmp_path,
 
 
 def test_a_period_of_a_day_is_a_duration_as_documented(rapl, tmp_path):
-    # Item 14: doc/meter.md says 1 ms to 1 day; `--period 1d` was refused.
+    # Item 14: doc/meter/running.md says 1 ms to 1 day; `--period 1d` was refused.
     run = meter_run("--sysfs-root", rapl.root, "--no-attribution", "--period", "1d", "--check")
     assert run.returncode == 0, run.stderr
     beyond = meter_run("--sysfs-root", rapl.root, "--no-attribution", "--period", "2d", "--check")

@@ -2,7 +2,7 @@
 // outputs, a server's event loop) and the jobs it runs on threads it shares (a server's handler
 // pool). A meter measuring the process it runs in (kwatt.measure, `kwatt meter --all-processes`)
 // takes it off that process's CPU time, so that kwatt never charges its own work to a target
-// (doc/meter.md, "Activity and targets"): it then shows as unattributed.
+// (doc/meter/attribution.md, "Activity and targets"): it then shows as unattributed.
 //
 // Work is counted by scopes: an OwnCpuScope counts the calling thread's CPU time (its
 // CLOCK_THREAD_CPUTIME_ID, nanoseconds) from its construction to its destruction; a scope within

@@ -1,6 +1,7 @@
 // How kwatt turns power samples into energy, and which power metric of a node it uses: the one
 // integration and the one choice behind `kwatt energy` (doc/energy.md), exposed so that every
-// other part that needs them (the power meter's Kwollect source, doc/meter.md) uses the same code.
+// other part that needs them (the power meter's Kwollect source, doc/meter/README.md) uses the same
+// code.
 //
 // Pure functions over PowerCollector's series; thread-safe as long as the series are not changed
 // meanwhile.

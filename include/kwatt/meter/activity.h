@@ -2,14 +2,15 @@
 // hardware counters (cycles, instructions) where the kernel allows them; the machine's busy and
 // total CPU time. The meter shares measured energy among targets by it (attribution.h).
 //
-// Sources (doc/meter.md):
+// Sources (doc/meter/attribution.md):
 // - processes: procfs PID/stat (utime, stime, cutime, cstime; the command name may hold spaces
 //   and parentheses: it is what lies between the first '(' and the last ')'), PID/schedstat for
 //   nanosecond run times where the kernel has it; a process is known by (pid, start time), so a
 //   reused pid is a new target;
 // - process trees: a process and its descendants; what reaped children used is kept (the
 //   parent's cutime/cstime), what a descendant used between the last read and its exit is lost
-//   unless its parent reaps it (said in doc/meter.md); a cgroup is exact where a tree cannot be;
+//   unless its parent reaps it (said in doc/meter/attribution.md); a cgroup is exact where a tree
+//   cannot be;
 // - cgroups v2: cpu.stat's usage_usec, hierarchical (what exited tasks used stays counted);
 // - hardware counters: perf_event_open per process (inherit) or per cgroup and CPU, multiplexing
 //   scaled by time_enabled / time_running;

@@ -3,10 +3,10 @@
 // wattmeter's, archived by `kwatt backup`) can be shared among its processes after the fact
 // (`kwatt energy ARCHIVE --activity activity.jsonl`).
 //
-// The format is JSON Lines, versioned, specified in doc/meter.md ("The activity record"): a header
-// line (format name and version, the machine, the selection, the clock ticks), a line defining
-// each target before its first use, one line per snapshot with the machine's counters and the
-// cumulative counters of the targets that moved since the previous snapshot (and those that
+// The format is JSON Lines, versioned, specified in doc/meter/running.md ("The activity record"): a
+// header line (format name and version, the machine, the selection, the clock ticks), a line
+// defining each target before its first use, one line per snapshot with the machine's counters and
+// the cumulative counters of the targets that moved since the previous snapshot (and those that
 // ended), and an end line when the writer finished. Every line is written through as soon as it
 // is whole, so an interrupted record (the meter killed, the node rebooted) reads up to its last
 // whole line, and the reader says it was interrupted.
@@ -39,7 +39,7 @@ struct ActivityRecordHeader {
   std::string boot_id;  // the boot its since-boot counters count from ("" when unknown)
   std::string kernel;   // the kernel's release ("" when unknown)
   // The kernel's clock ticks per second: stat's times are counted in ticks, so a process's
-  // CPU time that comes from them is exact to 1/clock_ticks s (doc/meter.md).
+  // CPU time that comes from them is exact to 1/clock_ticks s (doc/meter/running.md).
   int64_t clock_ticks = 100;
   int cpus = 0;               // online CPUs when it began
   UnixNanos start = 0;        // when it began

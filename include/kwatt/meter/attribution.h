@@ -1,5 +1,5 @@
 // The "cputime" formula: a domain's measured energy over an interval shared among targets by
-// their CPU time, in integer microjoules, with exact conservation (doc/meter.md):
+// their CPU time, in integer microjoules, with exact conservation (doc/meter/README.md):
 //
 //   measured = idle + unattributed + sum of the targets' shares.
 //

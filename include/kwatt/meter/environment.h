@@ -1,5 +1,5 @@
 // What the power meter reads from the machine, injected: the roots of sysfs, procfs and the
-// cgroup v2 tree, the clocks, perf_event_open(2) and NVML's library (doc/meter.md).
+// cgroup v2 tree, the clocks, perf_event_open(2) and NVML's library (doc/meter/README.md).
 //
 // Production uses the machine's own (MeterEnvironment's defaults); tests give a simulated sysfs
 // tree (a directory), a fake procfs, a ManualClock and a PerfEvents that replays a trace.

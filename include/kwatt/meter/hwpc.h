@@ -1,6 +1,6 @@
 // hwpc-sensor's reports (PowerAPI's HWPC reports): the model, readers of the forms hwpc-sensor
 // writes (a directory of CSV files, JSON documents in a file or on a TCP socket it connects to),
-// and writers of both (kwatt simulate hwpc). The formats are specified in doc/meter.md,
+// and writers of both (kwatt simulate hwpc). The formats are specified in doc/meter/attribution.md,
 // "hwpc-sensor reports".
 //
 // A report is what hwpc-sensor counted for one target over one tick: per event group ("rapl",

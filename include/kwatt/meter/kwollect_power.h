@@ -1,6 +1,6 @@
 // A node's own power as the power meter's source known late: its wattmeter (or its best power
 // metric, as `kwatt energy` chooses it) through Kwollect's API, live, or from an archive after the
-// fact (doc/meter.md, "Sources").
+// fact (doc/meter/sources.md, "Sources").
 //
 // One domain: source "kwollect", name the node's FQDN, kind "node", socket -1, origin
 // "METRIC of FQDN (API URL)" or "METRIC of FQDN (archive DIR)".
@@ -50,7 +50,7 @@ struct KwollectPowerOptions {
   std::chrono::nanoseconds poll_period = std::chrono::seconds(2);
   // How long after an instant its rows may still come (MaxDelay()): the meter holds an interval's
   // report at most this long. kwatt's simulator serves a row as soon as its instant passed;
-  // Grid'5000's Kwollect some seconds later (doc/meter.md): stats() shows the lag observed.
+  // Grid'5000's Kwollect some seconds later (doc/meter/README.md): stats() shows the lag observed.
   std::chrono::nanoseconds max_delay = std::chrono::seconds(60);
   // Each poll asks again for the rows of this long before the newest row it has, so that rows
   // the API stores out of order (a PSU's outlet after the other's) are not missed.

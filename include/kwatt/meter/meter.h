@@ -1,5 +1,5 @@
-// The power meter's pipeline (doc/meter.md): a sampler thread reads the energy sources at the
-// read period and the activity at every output period; a formula thread turns each interval
+// The power meter's pipeline (doc/meter/README.md): a sampler thread reads the energy sources at
+// the read period and the activity at every output period; a formula thread turns each interval
 // into an IntervalReport (the cputime formula of attribution.h) and keeps the totals; each output
 // has its own thread and a bounded queue.
 //

@@ -1,5 +1,5 @@
 // NVIDIA GPUs as an energy source of the power meter: NVML's total energy counter of each GPU
-// (doc/meter.md, "Sources").
+// (doc/meter/sources.md, "Sources").
 //
 // NVML (libnvidia-ml.so.1, installed with the NVIDIA driver) is loaded at run time with dlopen(3)
 // from MeterEnvironment::nvml_library: kwatt has no build dependency on it, and runs on machines
@@ -18,7 +18,7 @@
 //
 // SaveCounters() / ResumeCounters() keep each GPU's raw counter by its UUID (not its index, which
 // can change when GPUs are added or removed), format "nvml 1 UUID=MILLIJOULES ...": see
-// doc/meter.md, "GPUs: NVML", saved counters.
+// doc/meter/sources.md, "GPUs: NVML", saved counters.
 //
 // Thread safety: as every EnergySource, one thread at a time. Several sources may be open at once
 // (NVML counts its initialisations).

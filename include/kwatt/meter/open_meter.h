@@ -1,6 +1,6 @@
 // A meter as `kwatt meter` and Python's kwatt.measure ask for one: sources by name, targets,
 // outputs by spec, the Prometheus endpoint, all checked and opened in one place before anything
-// runs (doc/meter.md).
+// runs (doc/meter/README.md).
 //
 // Order: the outputs (their specs, files, peers probed), the sources, the activity, the meter
 // (its options and state file), and last the --listen port: a configuration error of any kind is

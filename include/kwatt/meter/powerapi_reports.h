@@ -1,5 +1,5 @@
 // PowerAPI's report formats as outputs of the meter (ReportSinks), so that PowerAPI's tooling and
-// dashboards read what kwatt writes (doc/meter.md, "PowerAPI's reports").
+// dashboards read what kwatt writes (doc/meter/outputs.md, "PowerAPI's reports").
 //
 // Any IntervalReport is written (the cputime formula's as the smartwatts formula's). Per interval
 // and domain (a gap, flagged kUnreadable, is left out as PowerAPI leaves out a tick it dropped):

@@ -1,6 +1,6 @@
 // RAPL (Running Average Power Limit): the energy counters of a machine's CPU packages, cores,
-// uncore (integrated GPU), DRAM and platform (psys), as EnergySources (source.h, doc/meter.md
-// "Sources").
+// uncore (integrated GPU), DRAM and platform (psys), as EnergySources (source.h,
+// doc/meter/sources.md "Sources").
 //
 // Two paths read them:
 // - perf's `power` PMU (SYSFS/bus/event_source/devices/power): one 64-bit counter per package and
@@ -11,13 +11,13 @@
 // - the powercap tree (SYSFS/class/powercap/intel-rapl:*, intel-rapl-mmio:*; AMD's zones use the
 //   same names): each zone's energy_uj, a 32-bit hardware count times the kernel's unit, wrapping
 //   at max_energy_range_uj. Wraps are undone exactly: the counter unit and range are inferred from
-//   max_energy_range_uj (doc/meter.md tells how), each read is turned back into the hardware count,
-//   and counts are accumulated modulo the range. A counter that went back other than by a wrap (the
-//   wrap would need more than the domain's largest power over the time since the last read and
-//   50 ms more, for the counter's own update steps), a
-//   zone whose name or range changed, a zone that vanished and came back, are resets: that
-//   interval's energy is not counted (kReset). A read of a zone that is gone or gives no number is
-//   kUnreadable (its total does not move). The files stay open and are read with pread(2).
+//   max_energy_range_uj (doc/meter/sources.md tells how), each read is turned back into the
+//   hardware count, and counts are accumulated modulo the range. A counter that went back other
+//   than by a wrap (the wrap would need more than the domain's largest power over the time since
+//   the last read and 50 ms more, for the counter's own update steps), a zone whose name or range
+//   changed, a zone that vanished and came back, are resets: that interval's energy is not counted
+//   (kReset). A read of a zone that is gone or gives no number is kUnreadable (its total does not
+//   move). The files stay open and are read with pread(2).
 //
 // Domains are named "package-N", "core-N", "uncore-N", "dram-N" (N the physical package id; on
 // multi-die packages "package-N-die-M", "core-N-die-M"...), "psys" (and "psys-N" for the other

@@ -1,6 +1,7 @@
 // After the fact: an experiment's activity, recorded on the node (`kwatt meter record`), and its
 // energy, measured elsewhere and known later (the node's wattmeter in a kwatt archive), put
-// together by the same cputime formula the live meter uses (doc/meter.md, "After the fact").
+// together by the same cputime formula the live meter uses (doc/meter/running.md, "After the
+// fact").
 //
 // Also the loop that writes such a record.
 //

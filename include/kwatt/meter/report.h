@@ -1,5 +1,5 @@
 // What the power meter reports, interval after interval, and what outputs implement
-// (doc/meter.md).
+// (doc/meter/README.md).
 //
 // For every interval and domain the report holds the energy measured and how it was shared, in
 // integer microjoules, with exact conservation:

@@ -1,6 +1,6 @@
 // The "smartwatts" formula: a self-calibrating linear power model on hardware counters, in the
 // manner of PowerAPI's SmartWatts, fed hwpc-sensor's reports (hwpc.h) and giving kwatt's interval
-// reports (report.h). doc/meter.md, "smartwatts", says it for users; in short:
+// reports (report.h). doc/meter/attribution.md, "smartwatts", says it for users; in short:
 //
 // Per scope (cpu: RAPL_ENERGY_PKG; dram: RAPL_ENERGY_DRAM), socket and frequency layer, a model
 //   power = intercept + sum over the `core` events of coefficient x rate

@@ -1,6 +1,6 @@
 // Where the power meter's energy comes from: sources of energy counters read on the meter's clock
 // (RAPL, GPUs) and sources known late (a node's wattmeter through Kwollect), each made of domains
-// (doc/meter.md).
+// (doc/meter/README.md).
 //
 // Energy is kept as exact integer microjoules from counters, never re-integrated from power
 // gauges: a source turns its counter (RAPL's 2^-32 J perf counts, powercap's wrapping

@@ -1,6 +1,6 @@
 // A simulated machine as hwpc-sensor would report it, from a known power model: the reports of
 // `kwatt simulate hwpc` and the formula's tests, with the true power of every target beside them
-// (doc/meter.md, "kwatt simulate hwpc").
+// (doc/meter/attribution.md, "kwatt simulate hwpc").
 //
 // The machine has sockets of CPUs, a base frequency and a frequency that changes over time; cgroups
 // run workloads made of phases (busy CPUs, instructions per cycle, LLC misses per thousand

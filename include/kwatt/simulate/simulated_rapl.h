@@ -1,7 +1,7 @@
 // A simulated RAPL machine: the powercap tree and perf's power PMU files under a root directory
 // (a fake sysfs), and a PerfEvents over the same energy, driven by a known power trace, so that
 // the RAPL sources (rapl.h), the meter's tests and benchmarks, and `kwatt simulate rapl` run on a
-// machine without RAPL (doc/meter.md "Simulated RAPL").
+// machine without RAPL (doc/meter/sources.md "Simulated RAPL").
 //
 // What it reproduces of the kernel and the hardware:
 // - each domain's hardware counter counts the true energy in its unit, floor(energy / unit),

@@ -1,4 +1,5 @@
-// The activity reader (include/kwatt/meter/activity.h, doc/meter.md "Activity and targets").
+// The activity reader (include/kwatt/meter/activity.h, doc/meter/attribution.md "Activity and
+// targets").
 //
 // One Read: the machine's stat, then the processes, then the cgroups, then the hardware counters.
 // The processes are one scan of procfs when commands or every process are selected (or the kernel

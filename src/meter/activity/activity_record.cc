@@ -1,5 +1,5 @@
-// The activity record (include/kwatt/meter/activity_record.h; format: doc/meter.md "The activity
-// record").
+// The activity record (include/kwatt/meter/activity_record.h; format: doc/meter/running.md "The
+// activity record").
 #include "kwatt/meter/activity_record.h"
 
 #include <fcntl.h>
@@ -411,7 +411,7 @@ Result<std::unique_ptr<ActivityRecordReader>> ActivityRecordReader::Open(const s
   }
   if (!ok) {
     return state->Bad(
-        "the header lacks a field or has one of the wrong type (doc/meter.md, \"The "
+        "the header lacks a field or has one of the wrong type (doc/meter/running.md, \"The "
         "activity record\")");
   }
   state->counters_width = h.selection.hardware_counters ? 4 : 2;

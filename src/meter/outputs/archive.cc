@@ -1,6 +1,6 @@
-// archive:DIR: the rows the meter pushes to Kwollect, kept as a kwatt archive (doc/meter.md,
-// "Archive"; doc/archive_format.md): `kwatt inspect`, `kwatt cat`, `kwatt energy` and
-// `kwatt.load` read it as they read a backup.
+// archive:DIR: the rows the meter pushes to Kwollect, kept as a kwatt archive
+// (doc/meter/outputs.md, "Archive"; doc/archive_format.md): `kwatt inspect`, `kwatt cat`, `kwatt
+// energy` and `kwatt.load` read it as they read a backup.
 #include <filesystem>
 
 #include "kwatt/archive/format.h"

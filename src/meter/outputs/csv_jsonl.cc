@@ -1,5 +1,5 @@
-// kwatt's own formats of the meter's reports: CSV and JSON Lines (doc/meter.md, "CSV" and "JSON
-// Lines").
+// kwatt's own formats of the meter's reports: CSV and JSON Lines (doc/meter/outputs.md, "CSV" and
+// "JSON Lines").
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

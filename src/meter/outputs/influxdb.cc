@@ -1,5 +1,5 @@
 // influxdb:http://[USER:PASS@]HOST:PORT/DB: InfluxDB 1.x line protocol over HTTP, as PowerAPI's
-// power reports are written (doc/meter.md, "InfluxDB").
+// power reports are written (doc/meter/outputs.md, "InfluxDB").
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 // kwollect:URL: the meter's rows pushed as Kwollect custom metrics, POST /sites/SITE/metrics as
-// Grid'5000 and `kwatt serve --auth` take them (doc/meter.md, "Kwollect").
+// Grid'5000 and `kwatt serve --auth` take them (doc/meter/outputs.md, "Kwollect").
 #include "kwatt/core/json_text.h"
 #include "kwatt/http/client.h"
 #include "kwatt/kwollect/client_options.h"

@@ -1,5 +1,5 @@
 // textfile:PATH: the meter's rows for a node exporter's textfile collector, in Kwollect's
-// convention kwollect_custom{_metric_id="...",_timestamp="..."} (doc/meter.md, "Textfile").
+// convention kwollect_custom{_metric_id="...",_timestamp="..."} (doc/meter/outputs.md, "Textfile").
 #include <fcntl.h>
 #include <unistd.h>
 

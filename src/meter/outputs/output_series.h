@@ -1,5 +1,5 @@
 // The series the meter's outputs write (Kwollect, the textfile, the archive, Prometheus,
-// InfluxDB), and their names: decided here once (doc/meter.md, "Metric names"). Internal to the
+// InfluxDB), and their names: decided here once (doc/meter/outputs.md, "Metric names"). Internal to the
 // meter part.
 //
 // Each interval, each domain has the series
@@ -116,7 +116,7 @@ class OutputSeries {
   // target was not exposed). Counters are updated. REQUIRES: Begin, and report.domains has one
   // entry per domain.
   void Add(const IntervalReport& report, std::vector<SeriesPoint>* points);
-  // The counters as text (doc/meter.md, "State").
+  // The counters as text (doc/meter/outputs.md, "State").
   std::string Save() const;
 
   const MeterHeader& header() const { return header_; }

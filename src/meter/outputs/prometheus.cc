@@ -1,4 +1,4 @@
-// The Prometheus exposition of the meter, and the HTTP server of --listen (doc/meter.md,
+// The Prometheus exposition of the meter, and the HTTP server of --listen (doc/meter/outputs.md,
 // "Prometheus").
 #include <sys/socket.h>
 #include <unistd.h>
@@ -279,7 +279,8 @@ std::string PrometheusExposition::Text() const {
 // MetricsServer.
 
 struct MetricsServer::Impl {
-  http::HardenedServer http;  // deadlines and checks of every kwatt endpoint (doc/meter.md)
+  http::HardenedServer
+      http;  // deadlines and checks of every kwatt endpoint (doc/server.md, "The HTTP server")
   std::string host;
   int port = 0;
 };

@@ -1,4 +1,4 @@
-// The NVML source's saved counters (doc/meter.md, "GPUs: NVML", saved counters): one line,
+// The NVML source's saved counters (doc/meter/sources.md, "GPUs: NVML", saved counters): one line,
 //   nvml 1 UUID=MILLIJOULES UUID=MILLIJOULES ...
 // in the source's domain order. Internal: the source and its fuzzer use it.
 #ifndef KWATT_SRC_METER_SOURCES_NVML_COUNTERS_H_
