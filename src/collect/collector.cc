@@ -26,7 +26,11 @@
 namespace kwatt::collect {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Poll deadlines are real time (a device answers in real time); every schedule is the injected
+// clock's (CollectorOptions::clock), in its monotonic nanoseconds.
+using Steady = std::chrono::steady_clock;
+
+int64_t Nanos(std::chrono::nanoseconds duration) { return duration.count(); }
 
 using std::chrono::milliseconds;
 
@@ -167,8 +171,8 @@ class Collector::Impl {
     mutable std::mutex mutex;              // guards stats and the log state
     DeviceStats stats;
     std::string last_error;
-    Clock::time_point last_error_logged{};
-    std::map<std::string, Clock::time_point> problem_logged;  // each problem said once a minute
+    int64_t last_error_logged = INT64_MIN / 2;      // the clock's monotonic nanoseconds
+    std::map<std::string, int64_t> problem_logged;  // each problem said once a minute
     int64_t failing = 0;
     DeviceThread thread;
   };
@@ -184,10 +188,10 @@ class Collector::Impl {
 
   // Readings waiting for the writer.
   mutable std::mutex queue_mutex;
-  std::condition_variable_any queue_changed;
   std::vector<Reading> incoming;
-  // When the writer last took the queue (Clock ticks): what a dropped poll's message says.
-  std::atomic<Clock::rep> last_take{Clock::now().time_since_epoch().count()};
+  // When the writer last took the queue (monotonic nanoseconds): what a dropped poll's message
+  // says.
+  std::atomic<int64_t> last_take{0};
 
   // The writer's state (stats under stats_mutex).
   std::deque<std::unique_ptr<Chunk>> unsent;
@@ -201,12 +205,12 @@ class Collector::Impl {
   std::deque<SpoolFile> spool_files;
   int64_t spool_file_bytes = 0;
   int64_t spool_counter = 0;
-  Clock::time_point next_store_attempt{};
+  int64_t next_store_attempt = INT64_MIN / 2;
   milliseconds store_backoff{1000};
   mutable std::mutex stats_mutex;
   CollectorStats totals;  // devices unused
   int64_t dropped_unreported = 0;
-  Clock::time_point dropped_logged{};
+  int64_t dropped_logged = INT64_MIN / 2;
   Status last_write_status;
   // The embedded store's file as opened (options.store_file): its device and inode.
   std::optional<std::pair<dev_t, ino_t>> store_file_identity;
@@ -240,8 +244,8 @@ class Collector::Impl {
     if (incoming.size() + readings.size() > capacity) {
       size_t waiting = incoming.size();
       lock.unlock();
-      auto since_take = std::chrono::duration<double>(
-          Clock::now() - Clock::time_point(Clock::duration(last_take.load())));
+      auto since_take =
+          std::chrono::duration<double>(std::chrono::nanoseconds(Now() - last_take.load()));
       const std::string name = worker ? worker->name : "the collector's own metrics";
       std::string why;
       if (readings.size() > capacity) {
@@ -286,9 +290,9 @@ class Collector::Impl {
     ++worker.stats.errors;
     if (status.message().find("timed out") != std::string::npos) ++worker.stats.timeouts;
     ++worker.failing;
-    auto now = Clock::now();
+    int64_t now = Now();
     if (status.message() != worker.last_error ||
-        now - worker.last_error_logged > milliseconds(60'000)) {
+        now - worker.last_error_logged > Nanos(milliseconds(60'000))) {
       Log(status.message() +
           (worker.failing > 1 ? " (" + std::to_string(worker.failing) + " failed polls in a row)"
                               : ""));
@@ -301,13 +305,13 @@ class Collector::Impl {
   void NoteProblems(Worker& worker, std::vector<PollProblem> problems) {
     if (problems.empty()) return;
     std::lock_guard lock(worker.mutex);
-    auto now = Clock::now();
+    int64_t now = Now();
     if (worker.problem_logged.size() > 10'000) worker.problem_logged.clear();  // bounded
     for (PollProblem& problem : problems) {
       ++(problem.kind == PollProblem::Kind::kBadTimestamp ? worker.stats.bad_timestamps
                                                           : worker.stats.missing_values);
       auto [it, first] = worker.problem_logged.try_emplace(problem.message, now);
-      if (first || now - it->second > milliseconds(60'000)) {
+      if (first || now - it->second > Nanos(milliseconds(60'000))) {
         it->second = now;
         Log(problem.message);
       }
@@ -319,13 +323,10 @@ class Collector::Impl {
            table.Matches(metric.device_alias, metric.name);
   }
 
-  // Sleeps until `when`; false when stop was requested first.
-  static bool SleepUntil(std::stop_token stop, Clock::time_point when) {
-    std::mutex mutex;
-    std::condition_variable_any wake;
-    std::unique_lock lock(mutex);
-    wake.wait_until(lock, stop, when, [] { return false; });
-    return !stop.stop_requested();
+  // The injected clock's monotonic time, and a sleep on it (false when stop was requested first).
+  int64_t Now() const { return options.clock->MonotonicNanos(); }
+  bool SleepUntil(std::stop_token stop, int64_t when) const {
+    return options.clock->SleepUntil(when, stop);
   }
 
   void RunDevice(std::stop_token stop, Worker& worker, uint64_t seed) {
@@ -337,23 +338,25 @@ class Collector::Impl {
         std::clamp(period, milliseconds(100), std::max(options.max_timeout, milliseconds(100)));
     const milliseconds late_after = std::min(period / 10, milliseconds(100));
     std::mt19937_64 random(seed);
-    Clock::time_point tick = Clock::now() + milliseconds(std::uniform_int_distribution<int64_t>(
-                                                0, period_ms - 1)(random));
-    std::vector<Clock::time_point> due(count, tick);
-    Clock::time_point next_refresh = tick + options.refresh_every;
+    int64_t tick =
+        Now() +
+        Nanos(milliseconds(std::uniform_int_distribution<int64_t>(0, period_ms - 1)(random)));
+    std::vector<int64_t> due(count, tick);
+    int64_t next_refresh = tick + Nanos(options.refresh_every);
     PollRequest request;
     request.active.assign(count, false);
     std::vector<Reading> readings;
     while (SleepUntil(stop, tick)) {
-      Clock::time_point started = Clock::now();
-      auto lag = started - tick;
+      const int64_t lag = Now() - tick;
+      const Steady::time_point started = Steady::now();
       auto table = CurrentPromotions();
       bool any = false;
       for (size_t i = 0; i < count; ++i) {
         const MetricDescription& metric = worker.metrics[i];
-        bool is_due = due[i] <= tick + period / 2;
+        bool is_due = due[i] <= tick + Nanos(period) / 2;
         if (is_due) {
-          while (due[i] <= tick + period / 2) due[i] += milliseconds(metric.PeriodMs());
+          while (due[i] <= tick + Nanos(period) / 2)
+            due[i] += Nanos(milliseconds(metric.PeriodMs()));
         }
         request.active[i] = is_due && (!metric.optional || Promoted(*table, metric));
         any = any || request.active[i];
@@ -362,12 +365,11 @@ class Collector::Impl {
         {
           std::lock_guard lock(worker.mutex);
           ++worker.stats.polls;
-          if (lag > late_after) ++worker.stats.late;
-          worker.stats.max_lag_seconds =
-              std::max(worker.stats.max_lag_seconds, std::chrono::duration<double>(lag).count());
+          if (lag > Nanos(late_after)) ++worker.stats.late;
+          worker.stats.max_lag_seconds = std::max(worker.stats.max_lag_seconds, double(lag) / 1e9);
         }
         readings.clear();
-        request.sent_at = options.wall_clock();
+        request.sent_at = options.clock->WallNanos();
         request.deadline = started + timeout;
         Status status = worker.device->Poll(request, &readings);
         if (!status.ok()) readings.clear();
@@ -377,17 +379,17 @@ class Collector::Impl {
         Push(&worker, std::move(readings));
         readings = {};
       }
-      Clock::time_point now = Clock::now();
+      int64_t now = Now();
       if (now >= next_refresh) {
         Status refreshed = worker.device->Refresh();
         if (!refreshed.ok()) Log(refreshed.message());
-        next_refresh = now + options.refresh_every;
-        now = Clock::now();
+        next_refresh = now + Nanos(options.refresh_every);
+        now = Now();
       }
-      tick += period;
+      tick += Nanos(period);
       if (now >= tick) {
-        int64_t skipped = (now - tick) / period + 1;
-        tick += period * skipped;
+        int64_t skipped = (now - tick) / Nanos(period) + 1;
+        tick += Nanos(period) * skipped;
         std::lock_guard lock(worker.mutex);
         worker.stats.overruns += skipped;
       }
@@ -421,7 +423,7 @@ class Collector::Impl {
       NotePollResult(worker,
                      status.ok() ? Status::Unavailable(worker.name + ": the stream ended") : status,
                      0);
-      if (!SleepUntil(stop, Clock::now() + pause)) break;
+      if (!SleepUntil(stop, Now() + Nanos(pause))) break;
       pause = std::min(pause * 2, milliseconds(10'000));
     }
   }
@@ -435,8 +437,8 @@ class Collector::Impl {
       std::lock_guard lock(stats_mutex);
       totals.rows_dropped += rows;
       dropped_unreported += rows;
-      auto now = Clock::now();
-      if (now - dropped_logged < milliseconds(10'000)) return;
+      int64_t now = Now();
+      if (now - dropped_logged < Nanos(milliseconds(10'000))) return;
       dropped_logged = now;
       unreported = dropped_unreported;
       dropped_unreported = 0;
@@ -461,7 +463,7 @@ class Collector::Impl {
     std::error_code error;
     std::filesystem::create_directories(options.spool_dir, error);
     std::string path = options.spool_dir + "/kwatt-collect-" +
-                       std::to_string(WallClockNow() / 1000) + "-" +
+                       std::to_string(options.clock->WallNanos() / 1000) + "-" +
                        std::to_string(spool_counter++) + ".jsonl";
     std::string partial = path + ".partial";
     {
@@ -557,7 +559,7 @@ class Collector::Impl {
 
   bool EnsureStore(bool force) {
     if (store) return true;
-    auto now = Clock::now();
+    int64_t now = Now();
     if (!force && now < next_store_attempt) return false;
     Result<std::unique_ptr<store::Store>> opened = open_store();
     if (opened.ok() && !*opened) opened = Status::Internal("the store opener gave no store");
@@ -579,7 +581,7 @@ class Collector::Impl {
   // back to 1 s once a write succeeds (not once the store opens: a store that opens and refuses
   // every write, read-only or full, was retried every second).
   void BackOff() {
-    next_store_attempt = Clock::now() + store_backoff;
+    next_store_attempt = Now() + Nanos(store_backoff);
     store_backoff = std::min(store_backoff * 2, milliseconds(10'000));
   }
 
@@ -643,7 +645,7 @@ class Collector::Impl {
       std::lock_guard lock(queue_mutex);
       readings.swap(incoming);
     }
-    last_take = Clock::now().time_since_epoch().count();
+    last_take = Now();
     if (readings.empty()) return;
     unsent_rows += readings.size();
     unsent.push_back(MakeChunk(readings));
@@ -653,7 +655,7 @@ class Collector::Impl {
 
   void ReadJobs() {
     if (options.site.empty() || !store) return;
-    UnixNanos now = options.wall_clock();
+    UnixNanos now = options.clock->WallNanos();
     Result<std::vector<jobs::Job>> jobs = store->Jobs(options.site, now, now + 1);
     if (!jobs.ok()) {
       Log("the jobs of " + options.site + " cannot be read: " + jobs.status().message());
@@ -684,7 +686,7 @@ class Collector::Impl {
   std::vector<Reading> SelfReadings(const CollectorStats& stats) const {
     std::vector<Reading> readings;
     if (options.collector_id.empty()) return readings;
-    UnixNanos now = options.wall_clock();
+    UnixNanos now = options.clock->WallNanos();
     auto add = [&](const char* name, double value, Labels labels) {
       Reading reading;
       reading.time = now;
@@ -754,17 +756,18 @@ class Collector::Impl {
   }
 
   void RunWriter(std::stop_token stop) {
-    Clock::time_point next_jobs = Clock::now();
-    Clock::time_point next_self = Clock::now() + options.self_metrics_every;
-    while (!stop.stop_requested()) {
-      {
-        std::unique_lock lock(queue_mutex);
-        queue_changed.wait_for(lock, stop, options.flush_interval, [] { return false; });
-      }
-      auto now = Clock::now();
+    // Every flush interval on the clock: the queue taken and written, the jobs and the
+    // collector's own metrics when their time has come.
+    int64_t next_flush = Now();
+    int64_t next_jobs = Now();
+    int64_t next_self = Now() + Nanos(options.self_metrics_every);
+    while (true) {
+      next_flush += Nanos(options.flush_interval);
+      if (!SleepUntil(stop, next_flush)) break;
+      int64_t now = Now();
       if (now >= next_self) {
         Push(nullptr, SelfReadings(Stats()));
-        next_self = now + options.self_metrics_every;
+        next_self = now + Nanos(options.self_metrics_every);
       }
       TakeIncoming();
       // Rows the store did not take are on disk before the next flush: a kill -9 then loses at
@@ -772,8 +775,9 @@ class Collector::Impl {
       if (!Drain(/*force=*/false).ok()) Spill(SpillMode::kToDisk);
       if (now >= next_jobs) {
         if (EnsureStore(false)) ReadJobs();
-        next_jobs = now + options.jobs_every;
+        next_jobs = now + Nanos(options.jobs_every);
       }
+      if (next_flush < now) next_flush = now;  // a long write: no burst of flushes after it
     }
   }
 
@@ -883,6 +887,7 @@ void Collector::Start() {
   Impl& impl = *impl_;
   if (impl.started) return;
   impl.started = true;
+  impl.last_take = impl.Now();
   impl.ReadJobs();
   uint64_t seed = impl.options.seed;
   for (auto& worker : impl.workers) {
@@ -939,10 +944,10 @@ Collector::ProbeReport Collector::Probe() {
         }
         PollRequest request;
         request.active.assign(worker->metrics.size(), true);
-        request.sent_at = impl.options.wall_clock();
+        request.sent_at = impl.options.clock->WallNanos();
         request.deadline =
-            Clock::now() + std::clamp(milliseconds(period_ms), milliseconds(100),
-                                      std::min(impl.options.max_timeout, milliseconds(5000)));
+            Steady::now() + std::clamp(milliseconds(period_ms), milliseconds(100),
+                                       std::min(impl.options.max_timeout, milliseconds(5000)));
         std::vector<Reading> readings;
         outcome->status = worker->device->Poll(request, &readings);
         outcome->problems = worker->device->TakeProblems();

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "kwatt/http/hardened_server.h"
 #include "kwatt/store/open_store.h"
+#include "src/testing/manual_clock.h"
 #include "src/testing/ports.h"
 #include "src/testing/temp_dir.h"
 
@@ -98,14 +100,38 @@ std::vector<Row> RowsOf(const std::string& path) {
   return rows;
 }
 
-CollectorOptions FastOptions() {
+// The wall clock's origin in the tests: monotonic 0 is this instant.
+constexpr UnixNanos kWallOrigin = 1'760'000'000 * kNanosPerSecond;
+constexpr int64_t kMs = 1'000'000;  // nanoseconds
+
+// The collector's time, run by the test: the devices' ticks and the writer's flushes happen one
+// at a time in the order of their times, as far as the test lets them (nothing sleeps).
+class TestTime {
+ public:
+  TestTime() { clock->SetOrdered(true); }
+  // Runs every tick and flush up to `ms` milliseconds after the start: `sleepers` threads (each
+  // device's and the writer) then wait beyond it.
+  void RunTo(int64_t ms, size_t sleepers) {
+    clock->WaitUntilIdle(sleepers);  // every thread asleep on the clock before it moves
+    clock->AdvanceTo(ms * kMs);
+    clock->WaitUntilIdle(sleepers);
+  }
+  UnixNanos Wall() { return clock->WallNanos(); }
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(0, kWallOrigin);
+};
+
+CollectorOptions FastOptions(const TestTime& time) {
   CollectorOptions options;
   options.flush_interval = milliseconds(50);
   options.jobs_every = milliseconds(50);
   options.log = [](const std::string&) {};
   options.collector_id.clear();  // tests count rows: no self metrics but in the test of them
+  options.clock = time.clock;
   return options;
 }
+
+// The threads that sleep on the clock: one per device, and the writer.
+size_t Sleepers(Collector& collector) { return collector.Stats().devices.size() + 1; }
 
 StoreOpener OpenerOf(const std::string& path) {
   return [path] { return store::OpenStore(path, true); };
@@ -117,15 +143,14 @@ TEST(Collector, PollsEachDeviceAtItsPeriodAndWritesRowsTimestampedAtTheRequest) 
   Exporter exporter;
   CollectConfig config;
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 100));
-  CollectorOptions options = FastOptions();
+  TestTime time;
+  CollectorOptions options = FastOptions(time);
   options.collector_id = "collector-1";
   auto collector = Collector::Create(config, OpenerOf(path), options);
   ASSERT_TRUE(collector.ok()) << collector.status().ToString();
-  UnixNanos before = WallClockNow();
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(1000));
+  time.RunTo(1000, Sleepers(**collector));
   ASSERT_TRUE((*collector)->Stop().ok());
-  UnixNanos after = WallClockNow();
   std::vector<Row> rows = RowsOf(path);
   std::vector<UnixNanos> times;
   std::map<std::string, double> self;
@@ -135,21 +160,23 @@ TEST(Collector, PollsEachDeviceAtItsPeriodAndWritesRowsTimestampedAtTheRequest) 
     EXPECT_EQ(row.metric, "prom_power");  // "other" is not selected
     EXPECT_EQ(row.labels, R"({"psu":"1"})");
     EXPECT_EQ(row.value, 100);
-    EXPECT_GE(row.time, before - 1000);
-    EXPECT_LE(row.time, after);
     times.push_back(row.time);
   }
-  // 10 ticks in a second, the first within one period: 9 or 10 polls (11 at a tick's edge).
-  EXPECT_GE(times.size(), 8u);
-  EXPECT_LE(times.size(), 11u);
-  for (size_t i = 1; i < times.size(); ++i) {
-    // 100 ms apart, give or take a loaded machine's scheduling (ticks keep their schedule).
-    EXPECT_NEAR(double(times[i] - times[i - 1]) / 1e6, 100, 80) << i;
-  }
+  // The first tick within the first period (a random start), then one every 100 ms, each row
+  // timestamped when its request was sent: every tick up to 1 s, and no other.
+  ASSERT_FALSE(times.empty());
+  std::sort(times.begin(), times.end());
+  const int64_t first = times[0] - kWallOrigin;
+  EXPECT_GE(first, 0);
+  EXPECT_LT(first, 100 * kMs);
+  EXPECT_EQ(int64_t(times.size()), (1000 * kMs - first) / (100 * kMs) + 1);
+  for (size_t i = 1; i < times.size(); ++i) EXPECT_EQ(times[i] - times[i - 1], 100 * kMs) << i;
   CollectorStats stats = (*collector)->Stats();
   ASSERT_EQ(stats.devices.size(), 1u);
   EXPECT_EQ(stats.devices[0].polls, int64_t(times.size()));
+  EXPECT_EQ(stats.devices[0].late, 0);
   EXPECT_EQ(stats.devices[0].errors, 0);
+  EXPECT_EQ(exporter.scrapes(), int(times.size()));
   EXPECT_EQ(stats.rows_written, int64_t(rows.size()));
   // The collector's own metrics, written when it stopped.
   EXPECT_EQ(self["kwatt_collect_polls_total"], double(times.size()));
@@ -174,23 +201,28 @@ TEST(Collector, ASlowOrDeadDeviceDelaysOnlyItselfAndIsCounted) {
   config.metrics.push_back(Prometheus("fast", fast.port(), 100));
   config.metrics.push_back(Prometheus("slow", slow.port(), 100));
   config.metrics.push_back(Prometheus("dead", dead_port, 100));
-  auto collector = Collector::Create(config, OpenerOf(path), FastOptions());
+  TestTime time;
+  auto collector = Collector::Create(config, OpenerOf(path), FastOptions(time));
   ASSERT_TRUE(collector.ok());
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(1200));
+  time.RunTo(1200, Sleepers(**collector));
   ASSERT_TRUE((*collector)->Stop().ok());
   CollectorStats stats = (*collector)->Stats();
   ASSERT_EQ(stats.devices.size(), 3u);
   const DeviceStats& f = stats.devices[0];
   const DeviceStats& s = stats.devices[1];
   const DeviceStats& d = stats.devices[2];
-  EXPECT_GE(f.polls, 10);
+  // Every device polled at each of its 12 or 13 ticks (a random start within the first period).
+  for (const DeviceStats* device : {&f, &s, &d}) {
+    EXPECT_GE(device->polls, 12) << device->name;
+    EXPECT_LE(device->polls, 13) << device->name;
+  }
   EXPECT_EQ(f.errors, 0);
   EXPECT_EQ(f.overruns, 0);
-  // The slow exporter answers after 350 ms, past its 100 ms timeout: timeouts, skipped ticks.
-  EXPECT_GE(s.timeouts, 5);
+  // The slow exporter answers after 350 ms (real time), past its 100 ms timeout: every poll.
+  EXPECT_EQ(s.timeouts, s.polls);
   EXPECT_EQ(s.errors, s.polls);
-  EXPECT_GT(d.errors, 0);
+  EXPECT_EQ(d.errors, d.polls);
   EXPECT_EQ(d.timeouts, 0);  // refused at once
   int fast_rows = 0;
   for (const Row& row : RowsOf(path)) fast_rows += row.device == "fast";
@@ -209,13 +241,14 @@ TEST(Collector, OptionalMetricsAreReadWhileAMonitorJobOfTheirNodeRuns) {
   optional.labels.emplace_back("_device_alias", "\"nova-7\"");
   optional.device_alias = "nova-7";
   config.metrics = {always, optional};
-  CollectorOptions options = FastOptions();
+  TestTime time;
+  CollectorOptions options = FastOptions(time);
   options.site = "lab";
   auto collector = Collector::Create(config, OpenerOf(path), options);
   ASSERT_TRUE(collector.ok());
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(500));
-  UnixNanos promoted_from = WallClockNow();
+  time.RunTo(500, Sleepers(**collector));
+  UnixNanos promoted_from = time.Wall();
   {
     auto store = store::OpenStore(path, false);
     ASSERT_TRUE(store.ok());
@@ -227,16 +260,16 @@ TEST(Collector, OptionalMetricsAreReadWhileAMonitorJobOfTheirNodeRuns) {
     job.types = {"monitor=prom_pow"};  // a prefix: re.match
     ASSERT_TRUE((*store)->PutJob(job).ok());
   }
-  std::this_thread::sleep_for(milliseconds(700));
+  time.RunTo(1200, Sleepers(**collector));  // the writer reads the jobs every 50 ms
   ASSERT_TRUE((*collector)->Stop().ok());
   int power_before = 0, power_after = 0, other = 0;
   for (const Row& row : RowsOf(path)) {
     if (row.metric == "prom_other") ++other;
     if (row.metric == "prom_power") (row.time < promoted_from ? power_before : power_after)++;
   }
-  EXPECT_GE(other, 10);
+  EXPECT_GE(other, 12);
   EXPECT_EQ(power_before, 0);
-  EXPECT_GE(power_after, 3);
+  EXPECT_GE(power_after, 6);  // every tick from 600 ms
 }
 
 // The real embedded store, whose writes fail while `down` is set: a store that is down or full,
@@ -303,22 +336,24 @@ void RunThroughAnOutage(bool with_spool, CollectorStats* stats, int64_t* stored)
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
   std::atomic<bool> down{false};
   StoreOpener opener = FaultyOpener(path, &down);
-  CollectorOptions options = FastOptions();
+  TestTime time;
+  CollectorOptions options = FastOptions(time);
   options.memory_rows = 3;
   if (with_spool) options.spool_dir = spool;
   auto collector = Collector::Create(config, opener, options);
   ASSERT_TRUE(collector.ok());
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(300));
+  const size_t sleepers = Sleepers(**collector);
+  time.RunTo(300, sleepers);
   down = true;
-  std::this_thread::sleep_for(milliseconds(600));
+  time.RunTo(900, sleepers);
   CollectorStats during = (*collector)->Stats();
   EXPECT_GT(during.store_errors, 0);
   if (with_spool) {
     EXPECT_GT(during.rows_spooled, 0);
   }
   down = false;
-  std::this_thread::sleep_for(milliseconds(2500));  // the retries back off: 1 s, then 2 s
+  time.RunTo(3400, sleepers);  // the retries back off: 1 s, then 2 s
   ASSERT_TRUE((*collector)->Stop().ok());
   *stats = (*collector)->Stats();
   *stored = int64_t(RowsOf(path).size());
@@ -355,13 +390,14 @@ TEST(Collector, RowsTheStoreDidNotTakeAreInTheSpoolBeforeTheNextFlushWhateverThe
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
   std::atomic<bool> down{true};
   StoreOpener opener = FaultyOpener(path, &down);
-  CollectorOptions options = FastOptions();
+  TestTime time;
+  CollectorOptions options = FastOptions(time);
   options.memory_rows = 1'000'000;  // never reached: memory alone would hold every row
   options.spool_dir = spool;
   auto collector = Collector::Create(config, opener, options);
   ASSERT_TRUE(collector.ok());
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(800));
+  time.RunTo(800, Sleepers(**collector));
   CollectorStats during = (*collector)->Stats();
   // What was read (but the last flush interval's) is on disk: a kill -9 now loses little.
   EXPECT_GT(during.rows_spooled, 0);
@@ -395,7 +431,8 @@ TEST(Collector, APollLargerThanTheQueueIsDroppedAgainstItsDeviceSayingWhy) {
   CollectConfig config;
   config.metrics.push_back(Prometheus("nova-1", port, 100));
   config.metrics.push_back(Prometheus("nova-2", small_port, 100));
-  CollectorOptions options = FastOptions();
+  TestTime time;
+  CollectorOptions options = FastOptions(time);
   options.memory_rows = 100;
   options.queue_rows = 100;
   std::mutex mutex;
@@ -407,7 +444,7 @@ TEST(Collector, APollLargerThanTheQueueIsDroppedAgainstItsDeviceSayingWhy) {
   auto collector = Collector::Create(config, OpenerOf(path), options);
   ASSERT_TRUE(collector.ok());
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(400));
+  time.RunTo(400, Sleepers(**collector));
   ASSERT_TRUE((*collector)->Stop().ok());
   server.Shutdown();
   small.Shutdown();
@@ -439,7 +476,8 @@ TEST(Collector, AStoreFileDeletedUnderTheCollectorIsMadeAgainAndTheRowsWrittenTh
   Exporter exporter;
   CollectConfig config;
   config.metrics.push_back(Prometheus("nova-1", exporter.port(), 50));
-  CollectorOptions options = FastOptions();
+  TestTime time;
+  CollectorOptions options = FastOptions(time);
   options.store_file = path;
   std::vector<std::string> said;
   std::mutex said_mutex;
@@ -450,10 +488,11 @@ TEST(Collector, AStoreFileDeletedUnderTheCollectorIsMadeAgainAndTheRowsWrittenTh
   auto collector = Collector::Create(config, OpenerOf(path), options);
   ASSERT_TRUE(collector.ok());
   (*collector)->Start();
-  std::this_thread::sleep_for(milliseconds(300));
+  const size_t sleepers = Sleepers(**collector);
+  time.RunTo(300, sleepers);
   std::filesystem::remove(path);
-  UnixNanos deleted_at = WallClockNow();
-  std::this_thread::sleep_for(milliseconds(1800));  // the reopening waits 1 s
+  UnixNanos deleted_at = time.Wall();
+  time.RunTo(2100, sleepers);  // the reopening waits 1 s
   ASSERT_TRUE((*collector)->Stop().ok());
   ASSERT_TRUE(std::filesystem::exists(path));
   int64_t after = 0;
@@ -473,7 +512,8 @@ TEST(Collector, ADriverErrorStopsNothingFromStartingAndNamesTheDescription) {
   json.url = *ParseMetricUrl("json://127.0.0.1:1/status#power");
   json.origin = "conf/lab.yaml, entry 4";
   config.metrics.push_back(json);
-  auto collector = Collector::Create(config, OpenerOf("/nonexistent/s.store"), FastOptions());
+  TestTime time;
+  auto collector = Collector::Create(config, OpenerOf("/nonexistent/s.store"), FastOptions(time));
   ASSERT_FALSE(collector.ok());
   EXPECT_NE(collector.status().message().find("conf/lab.yaml, entry 4: url's fragment"),
             std::string::npos)

@@ -1,25 +1,28 @@
-// A Clock that tests drive: time moves only as far as the test allows, so a meter's threads run
-// through exactly the ticks the test asks for. Internal to the meter part (tests, benchmarks).
+// A Clock (kwatt/core/clock.h) that tests drive: time moves only as far as the test allows, so a
+// meter's or a collector's threads run through exactly the ticks the test asks for (tests and
+// benchmarks only).
 //
 // SleepUntil(deadline) returns as soon as the deadline is within the limit the test set with
 // AdvanceTo (the clock then reads the deadline), and blocks otherwise until the limit moves or the
-// sleep is stopped. WaitUntilIdle() returns once a sleeper waits beyond the limit: everything up to
-// the limit has run. OnAdvance runs (outside the lock) each time a sleeper moves the time, before
-// it returns: a simulated sysfs tree follows the clock there.
+// sleep is stopped. WaitUntilIdle(n) returns once n sleepers wait beyond the limit: everything up
+// to the limit has run in them. OnAdvance runs (outside the lock) each time a sleeper moves the
+// time, before it returns: a simulated sysfs tree follows the clock there.
 //
 // Thread safety: every member may be called from any thread.
 #ifndef KWATT_SRC_TESTING_MANUAL_CLOCK_H_
 #define KWATT_SRC_TESTING_MANUAL_CLOCK_H_
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <stop_token>
+#include <thread>
 
-#include "kwatt/meter/environment.h"
+#include "kwatt/core/clock.h"
 
-namespace kwatt::meter {
+namespace kwatt {
 
 class ManualClock : public Clock {
  public:
@@ -41,7 +44,23 @@ class ManualClock : public Clock {
     int64_t moved_to = 0;
     {
       std::unique_lock lock(mutex_);
-      if (deadline > limit_) {
+      running_.erase(std::this_thread::get_id());
+      if (ordered_) {
+        // Events in the order of their times: a sleeper goes on when its deadline is within the
+        // limit, is the earliest of those waiting, and no other sleeper is running.
+        auto waiting = blocked_.insert(deadline);
+        idle_.notify_all();
+        changed_.notify_all();
+        changed_.wait(lock, stop, [&] {
+          return deadline <= limit_ && running_.empty() && *blocked_.begin() == deadline;
+        });
+        blocked_.erase(waiting);
+        if (stop.stop_requested()) {
+          changed_.notify_all();
+          return false;
+        }
+        running_.insert(std::this_thread::get_id());
+      } else if (deadline > limit_) {
         auto waiting = blocked_.insert(deadline);
         idle_.notify_all();
         changed_.wait(lock, stop, [&] { return deadline <= limit_; });
@@ -54,6 +73,12 @@ class ManualClock : public Clock {
     if (on_advance_) on_advance_(moved_to);
     return true;
   }
+
+  // Runs the sleepers one at a time in the order of their deadlines (a discrete-event
+  // simulation), so that several threads (a collector's devices and writer) see the time each
+  // event is due: every thread that sleeps on the clock must sleep again or end by a stop. Set
+  // before the clock is shared.
+  void SetOrdered(bool ordered) { ordered_ = ordered; }
 
   // Lets time run up to `limit`.
   void AdvanceTo(int64_t limit) {
@@ -73,10 +98,14 @@ class ManualClock : public Clock {
     changed_.notify_all();
     if (on_advance_) on_advance_(to);
   }
-  // Waits until some sleeper waits beyond the limit (everything up to it has run).
-  void WaitUntilIdle() {
+  // Waits until `sleepers` sleepers wait beyond the limit (everything up to it has run in them).
+  void WaitUntilIdle(size_t sleepers = 1) {
     std::unique_lock lock(mutex_);
-    idle_.wait(lock, [&] { return !blocked_.empty() && *blocked_.begin() > limit_; });
+    idle_.wait(lock, [&] {
+      return running_.empty() && blocked_.size() >= sleepers &&
+             size_t(std::count_if(blocked_.begin(), blocked_.end(),
+                                  [&](int64_t deadline) { return deadline > limit_; })) >= sleepers;
+    });
   }
   // Set before the clock is shared.
   void OnAdvance(std::function<void(int64_t)> callback) { on_advance_ = std::move(callback); }
@@ -87,10 +116,16 @@ class ManualClock : public Clock {
   std::condition_variable idle_;
   int64_t now_, limit_;
   const UnixNanos wall_origin_;
-  std::multiset<int64_t> blocked_;  // deadlines of the sleepers waiting beyond the limit
+  std::multiset<int64_t> blocked_;     // deadlines of the sleepers waiting beyond the limit
+  std::set<std::thread::id> running_;  // ordered: sleepers woken, not sleeping again yet
+  bool ordered_ = false;
   std::function<void(int64_t)> on_advance_;
 };
 
-}  // namespace kwatt::meter
+namespace meter {
+using ::kwatt::ManualClock;
+}  // namespace meter
+
+}  // namespace kwatt
 
 #endif  // KWATT_SRC_TESTING_MANUAL_CLOCK_H_

@@ -36,6 +36,7 @@
 
 #include "kwatt/collect/config.h"
 #include "kwatt/collect/device.h"
+#include "kwatt/core/clock.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "kwatt/store/store.h"
@@ -78,8 +79,10 @@ struct CollectorOptions {
   bool start_without_store = false;
   // Seeds the random start delays.
   uint64_t seed = 0;
-  // The clock that timestamps readings (tests inject theirs).
-  std::function<UnixNanos()> wall_clock = WallClockNow;
+  // The clock: every schedule (ticks, flushes, the jobs' and own metrics' readings, back-offs,
+  // once-a-minute messages) on its monotonic time, the readings' timestamps on its wall time.
+  // Poll timeouts are real time (a device answers in real time). Tests inject a ManualClock.
+  std::shared_ptr<Clock> clock = SystemClock();
   // One line per event worth a person's attention (a device failing, recovering, the store down):
   // stderr by default. Never holds a password.
   std::function<void(const std::string&)> log;

@@ -14,27 +14,15 @@
 #include <stop_token>
 #include <string>
 
+#include "kwatt/core/clock.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 
 namespace kwatt::meter {
 
-// The clocks the meter reads and sleeps on.
-class Clock {
- public:
-  virtual ~Clock() = default;
-  // Nanoseconds of a monotonic clock (CLOCK_MONOTONIC): periods, deadlines, lags.
-  virtual int64_t MonotonicNanos() = 0;
-  // The wall clock (CLOCK_REALTIME): the timestamps of reports.
-  virtual UnixNanos WallNanos() = 0;
-  // Sleeps until MonotonicNanos() >= `deadline` or `stop` is requested. Returns false when stopped
-  // first.
-  virtual bool SleepUntil(int64_t deadline, std::stop_token stop) = 0;
-};
-
-// CLOCK_MONOTONIC and CLOCK_REALTIME; SleepUntil with clock_nanosleep(TIMER_ABSTIME) for the last
-// 20 ms to its deadline, before them on a condition variable that a stop request wakes at once.
-std::shared_ptr<Clock> SystemClock();
+// The clocks the meter reads and sleeps on: core's (kwatt/core/clock.h).
+using ::kwatt::Clock;
+using ::kwatt::SystemClock;
 
 // What perf_event_open(2) is asked to count.
 struct PerfEventSpec {
