@@ -14,6 +14,8 @@ demo-output/), with the archive (OUTPUT_DIR/archive, replaced on each run).
 else build/kwatt).
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import shutil
@@ -39,20 +41,20 @@ PHASES = [("idle-1", "14:00"), ("busy-1", "14:05"), ("idle-2", "14:10"), ("busy-
 START, STOP = "14:00", "14:20"
 
 
-def paris(hhmm):
+def paris(hhmm: str) -> str:
     return f"{DAY}T{hhmm}:00+02:00"
 
 
-def default_kwatt():
+def default_kwatt() -> str:
     beside = Path(sys.executable).with_name("kwatt")
     return str(beside) if beside.is_file() else str(HERE.parent / "build" / "kwatt")
 
 
-def section(title):
+def section(title: str) -> None:
     print(f"\n== {title}")
 
 
-def story(kwatt_bin, api, out):
+def story(kwatt_bin: str, api: str, out: Path) -> None:
     section("the experiment: job lyon:1001, 20 minutes, idle and busy phases of 5 minutes")
     k = kwatt.Kwollect.from_job("lyon", 1001, api=api, progress=False)
     k.start(paris(START))
@@ -109,14 +111,15 @@ def story(kwatt_bin, api, out):
           f"largest difference with the API's figures {difference:g} J")
 
     section("kwatt vs the simulator's true energy (kwatt simulate energy)")
-    window = energy[(energy["scope"] == "node") & (energy["phase"] == "window")].set_index("name")
+    nodes = energy[(energy["scope"] == "node") & (energy["phase"] == "window")]
+    window_joules = nodes.set_index("name")["joules"]
     worst = 0.0
     for node in k.nodes:
         result = subprocess.run([kwatt_bin, "simulate", "energy", "--node", node, "--start",
                                  paris(START), "--end", paris(STOP), "--jobs", str(JOBS),
                                  "--json"], capture_output=True, text=True, check=True)
         truth = json.loads(result.stdout)["joules"]
-        measured = window.loc[node, "joules"]
+        measured = float(window_joules[node])
         error = (measured - truth) / truth
         worst = max(worst, abs(error))
         print(f"  {node.split('.')[0]}: kwatt {measured:12.1f} J, truth {truth:12.1f} J, "
@@ -125,21 +128,23 @@ def story(kwatt_bin, api, out):
 
     section("plots")
     import matplotlib.pyplot as plt
-    ax = k.plot_power(data=df)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    k.plot_power(data=df, ax=ax)
     power_png = out / "power.png"
-    ax.figure.savefig(power_png, dpi=110)
-    plt.close(ax.figure)
-    ax = kwatt.plots.plot_energy(energy)
-    ax.figure.tight_layout()
+    fig.savefig(power_png, dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    kwatt.plots.plot_energy(energy, ax=ax)
+    fig.tight_layout()
     energy_png = out / "energy.png"
-    ax.figure.savefig(energy_png, dpi=110)
-    plt.close(ax.figure)
+    fig.savefig(energy_png, dpi=110)
+    plt.close(fig)
     print(f"power over time: {power_png}")
     print(f"energy per node and phase: {energy_png}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("output", nargs="?", default="demo-output",
                         help="directory for the PNG files and the archive (default demo-output)")
     parser.add_argument("--kwatt", default=None,

@@ -28,6 +28,8 @@ commands (see measure_simulated). Everything after the measurement (energy, back
 code for both.
 """
 
+from __future__ import annotations
+
 import argparse
 import datetime as dt
 import os
@@ -60,7 +62,7 @@ STRESS = (f"if command -v stress-ng >/dev/null; then stress-ng --cpu 0 --timeout
           "done; wait; fi")
 
 
-def configuration():
+def configuration() -> en.G5kConf:
     """The EnOSlib reservation: 2 nova nodes, in a job whose type switches on Kwollect's 50 Hz
     wattmeter data for its nodes (`monitor=<regex>`: the on-demand metrics matching it;
     EnOSlib's setting monitor="wattmetre_power_watt" adds the same type)."""
@@ -70,7 +72,7 @@ def configuration():
             .add_machine(roles=["compute"], cluster="nova", nodes=2))
 
 
-def measure_on_grid5000(roles):
+def measure_on_grid5000(roles: en.Roles) -> kwatt.Kwollect:
     """The real experiment: kwatt records the instants while the workload runs."""
     # `with` checks that every node is measured by Kwollect (deploy), starts the window now and
     # stops it when the block ends; each mark() starts a phase that lasts until the next one.
@@ -84,7 +86,7 @@ def measure_on_grid5000(roles):
     return k
 
 
-def measure_simulated(roles, api):
+def measure_simulated(roles: en.Roles, api: str) -> kwatt.Kwollect:
     """The same measurement over the simulated job, at instants written out.
 
     Nothing runs on the simulated nodes: their load is what the jobs file says (the job alternates
@@ -95,6 +97,7 @@ def measure_simulated(roles, api):
     """
     site, job_id = SIMULATED_JOB
     job = kwatt.Kwollect.from_job(site, job_id, api=api, progress=False)
+    assert job.start_time is not None  # from_job's window is the job's
     busy = job.start_time + SIMULATED_BUSY_OFFSET_S  # epoch seconds
     k = kwatt.Kwollect(roles=roles, api=api, progress=False)
     k.deploy()
@@ -106,7 +109,7 @@ def measure_simulated(roles, api):
     return k
 
 
-def report(k, backup_dir):
+def report(k: kwatt.Kwollect, backup_dir: str) -> pd.DataFrame:
     """Energy per node, role and phase, then the archive of the window: the same either way."""
     print(k.info())
     energy = k.energy(baseline="baseline")
@@ -133,7 +136,7 @@ def report(k, backup_dir):
     return energy
 
 
-def simulate(args):
+def simulate(args: argparse.Namespace) -> None:
     server = None
     api = os.environ.get("KWATT_API_URL")
     if api:
@@ -170,7 +173,7 @@ def simulate(args):
             server.stop()
 
 
-def on_grid5000(args):
+def on_grid5000(args: argparse.Namespace) -> None:
     provider = en.G5k(configuration())
     roles, networks = provider.init()
     try:
@@ -180,8 +183,8 @@ def on_grid5000(args):
         provider.destroy()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--simulate", action="store_true",
                         help="no Grid'5000: a simulated job of kwatt serve --simulate")
     parser.add_argument("--backup", default="enoslib_monitor_backup",

@@ -10,6 +10,9 @@
 
 The work is done by kwatt's C++ core (kwatt._core); see doc/python.md.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from .errors import (AuthenticationError, CorruptionError, DeployError, IncompleteError,
@@ -20,10 +23,14 @@ from .frames import (compare_runs, energy_frame, load, manifest, runs_summary, s
 from .measure import Measurement, measure
 from .report import report
 
-__version__ = _core.__version__
+__version__: str = _core.__version__
+
+if TYPE_CHECKING:  # what __getattr__ gives, as type checkers should see it
+    from . import service
+    from .service import Kwollect
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # kwatt.Kwollect subclasses EnOSlib's Service, and importing EnOSlib takes time (and Ansible):
     # it is imported when Kwollect is first used, not by `import kwatt` (kwatt.load needs none).
     if name == "Kwollect":

@@ -11,15 +11,18 @@ finished); a device or a FIFO is written through, never replaced: the C++ core's
 decides, as for `kwatt export --to csv`.
 """
 
+from __future__ import annotations
+
 import argparse
 import sys
+from typing import Optional, Sequence
 
 from . import _core
 from ._convert import to_ns
 from .errors import IncompleteError, KwattError
 
 
-def _rows(text):
+def _rows(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -29,7 +32,7 @@ def _rows(text):
     return value
 
 
-def _export(args):
+def _export(args: argparse.Namespace) -> int:
     if args.to != "parquet":
         print("python -m kwatt export: only --to parquet here; CSV: kwatt export --to csv",
               file=sys.stderr)
@@ -42,7 +45,10 @@ def _export(args):
         return 1
     options = {name: getattr(args, name) for name in ("rows_per_read", "rows_per_group")
                if getattr(args, name) is not None}
-    split = (lambda text: [s.strip() for s in text.split(",") if s.strip()] if text else [])
+
+    def split(text: Optional[str]) -> list[str]:
+        return [s.strip() for s in text.split(",") if s.strip()] if text else []
+
     try:
         export = ParquetExport(args.dir, nodes=split(args.nodes), metrics=split(args.metrics),
                                start=to_ns(args.start, "--start"), end=to_ns(args.end, "--end"),
@@ -79,7 +85,7 @@ def _export(args):
     return 0
 
 
-def _report_figures(args):
+def _report_figures(args: argparse.Namespace) -> int:
     try:
         from .report_figures import draw
         import matplotlib  # noqa: F401  (the plot extra)
@@ -91,7 +97,7 @@ def _report_figures(args):
     return 0
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kwatt")
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="an archive's rows as a Parquet file")

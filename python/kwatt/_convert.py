@@ -1,18 +1,90 @@
-"""Conversions between what users pass and what the C++ core takes: instants, nodes, options."""
+"""Conversions between what users pass and what the C++ core takes: instants, nodes, options.
+
+It also names the types of what users pass (Instant, Host, Hosts, Phases, Paths, Progress,
+ClientOptions), which the public API's annotations use."""
+from __future__ import annotations
 
 import datetime as _dt
 import math
 import numbers
 import os
 import re
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol,
+                    TypedDict, TypeVar, Union, cast, overload)
+
+import numpy as np
 
 from . import _core
 from .errors import InvalidArgumentError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class _Addressed(Protocol):
+    """An EnOSlib Host, or any object with the node's name as `.address`."""
+
+    @property
+    def address(self) -> Optional[str]: ...
+
+
+class _Aliased(Protocol):
+    """Any object with the node's name as `.alias`."""
+
+    @property
+    def alias(self) -> Optional[str]: ...
+
+
+# An instant: epoch seconds (int, float, numpy integers and floats), a datetime (pandas'
+# Timestamp is one), or a text ("now", epoch seconds, ISO 8601). numpy's datetime64 is refused.
+Instant = Union[int, float, str, _dt.datetime, np.integer[Any], np.floating[Any]]
+# A node: its name, an EnOSlib Host, or an object with .address or .alias.
+Host = Union[str, _Addressed, _Aliased]
+# Some nodes: one, a collection of them (EnOSlib's roles["compute"]), or an EnOSlib Roles
+# (role name -> hosts).
+HostGroup = Union[Host, Iterable[Host]]
+Hosts = Union[HostGroup, Mapping[str, HostGroup]]
+# Phases: {name: (start, end)} or [(name, start, end)].
+Phases = Union[Mapping[str, tuple[Instant, Instant]], Iterable[tuple[str, Instant, Instant]]]
+# One path or several (None: none).
+Path = Union[str, "os.PathLike[str]"]
+Paths = Union[Path, Iterable[Path], None]
+# What a progress function receives: requests_done, requests_total, rows, bytes, seconds.
+ProgressFunction = Callable[[dict[str, float]], object]
+# progress=: True (a line on stderr), False (none), None (the default), or a function.
+Progress = Union[bool, None, ProgressFunction]
+
+
+class ClientOptions(TypedDict, total=False):
+    """The Kwollect client's options (kwatt.Kwollect's **client_options; doc/fetch.md), each None
+    for its default."""
+    concurrency: Optional[int]
+    per_site: Optional[int]
+    rows_per_request: Optional[int]
+    retries: Optional[int]
+    backoff: Optional[float]
+    timeout: Optional[float]
+    connect_timeout: Optional[float]
+    verify_tls: Optional[bool]
+    ca_file: Optional[str]
+    username: Optional[str]
+    password: Optional[str]
+
+
+_T = TypeVar("_T")
+
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
-def to_ns(value, what="time"):
+@overload
+def to_ns(value: None, what: str = ...) -> None: ...
+
+
+@overload
+def to_ns(value: Instant, what: str = ...) -> int: ...
+
+
+def to_ns(value: Optional[Instant], what: str = "time") -> Optional[int]:
     """Nanoseconds since the epoch (UTC) of an instant given as epoch seconds (int or float,
     as time.time() gives), a datetime (naive ones are in the machine's local time), a pandas
     Timestamp, or a text ("now", epoch seconds, ISO 8601; without an offset: local time). None
@@ -32,13 +104,14 @@ def to_ns(value, what="time"):
     return ns
 
 
-def _to_ns(value, what):
+def _to_ns(value: object, what: str) -> int:
     if isinstance(value, bool):
         raise InvalidArgumentError(f"{what}: {value!r} is not an instant")
     if hasattr(value, "value") and hasattr(value, "tz_localize"):  # pandas.Timestamp
-        if value.tzinfo is None:
-            return _local_ns(value.isoformat(), what)
-        return int(value.value)
+        stamp = cast("pd.Timestamp", value)
+        if stamp.tzinfo is None:
+            return _local_ns(stamp.isoformat(), what)
+        return int(stamp.value)
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
             return _local_ns(value.isoformat(), what)
@@ -70,7 +143,7 @@ def _to_ns(value, what):
         f"{what}: {value!r} is not an instant (give epoch seconds, a datetime or an ISO 8601 text)")
 
 
-def _local_ns(text, what):
+def _local_ns(text: str, what: str) -> int:
     """A local wall-clock time (ISO 8601 text without an offset) read by the C++ core."""
     try:
         return int(_core.parse_time(text))
@@ -78,24 +151,24 @@ def _local_ns(text, what):
         raise InvalidArgumentError(f"{what}: {e}") from None
 
 
-def node_name(host):
+def node_name(host: Host) -> str:
     """The FQDN of a node given as an EnOSlib Host (or any object with .address, or .alias),
     or a name: FQDN, KaVLAN or IPv6 name, uid.site."""
-    name = host
-    if not isinstance(host, str):
-        name = getattr(host, "address", None) or getattr(host, "alias", None)
-        if not isinstance(name, str):
-            raise InvalidArgumentError(
-                f"{host!r} is not a node: give an EnOSlib Host, an object with .address, or a "
-                "name like nova-1.lyon.grid5000.fr")
+    if isinstance(host, str):
+        return host
+    name = getattr(host, "address", None) or getattr(host, "alias", None)
+    if not isinstance(name, str):
+        raise InvalidArgumentError(
+            f"{host!r} is not a node: give an EnOSlib Host, an object with .address, or a "
+            "name like nova-1.lyon.grid5000.fr")
     return name
 
 
-def fqdn(host):
+def fqdn(host: Host) -> str:
     return _core.node_fqdn(node_name(host))
 
 
-def _natural_key(host):
+def _natural_key(host: Host) -> tuple[str, str, int, str]:
     """nova-2 before nova-10: (site, cluster, number) of a node name."""
     name = node_name(host)
     uid, _, site = name.partition(".")
@@ -105,7 +178,7 @@ def _natural_key(host):
     return (site, uid, 0, name)
 
 
-def host_list(hosts):
+def host_list(hosts: Optional[Hosts]) -> list[Host]:
     """A flat list of hosts from an EnOSlib Roles (every role's hosts), a list or a single one.
 
     Lists and tuples keep their order. Other collections (EnOSlib's role views are sets, whose
@@ -122,10 +195,11 @@ def host_list(hosts):
         return out
     if isinstance(hosts, (list, tuple)):
         return list(hosts)
-    return sorted(hosts, key=_natural_key)
+    # A collection that is neither a list nor a mapping (a set, EnOSlib's role views).
+    return sorted(cast("Iterable[Host]", hosts), key=_natural_key)
 
 
-def role_map(roles):
+def role_map(roles: Optional[Hosts]) -> dict[str, list[str]]:
     """{role name: [FQDN]} of an EnOSlib Roles (or a dict of host lists); {} for a list."""
     if roles is None or isinstance(roles, str) or not (
             hasattr(roles, "keys") and hasattr(roles, "__getitem__")):
@@ -133,8 +207,9 @@ def role_map(roles):
     return {str(role): unique(fqdn(h) for h in host_list(roles[role])) for role in roles.keys()}
 
 
-def unique(items):
-    seen, out = set(), []
+def unique(items: Iterable[_T]) -> list[_T]:
+    seen: set[_T] = set()
+    out: list[_T] = []
     for item in items:
         if item not in seen:
             seen.add(item)
@@ -142,7 +217,7 @@ def unique(items):
     return out
 
 
-def path_list(paths):
+def path_list(paths: Paths) -> list[str]:
     """Paths as strings, from one path (str or os.PathLike) or an iterable of them; [] for None."""
     if paths is None:
         return []

@@ -15,15 +15,20 @@ Every row group has one schema: the columns of kwatt.load(), the text ones dicti
 with int32 codes (each row group has its own dictionaries).
 """
 
+from __future__ import annotations
+
 import glob
 import math
 import os
+from typing import IO, Any, Iterable, Mapping, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _core
+from ._convert import Path
 from .frames import manifest as read_manifest
 
 # Rows of a Parquet row group (DuckDB writes 122,880): what pyarrow's writer buffers, encoded.
@@ -45,15 +50,16 @@ class _File:
     holds for the selection (an estimate for an incomplete archive) and the span of its rows
     (ns, inclusive; None when unknown)."""
 
-    def __init__(self, node, rows, first, last):
+    def __init__(self, node: Optional[str], rows: int, first: Optional[int],
+                 last: Optional[int]) -> None:
         self.node, self.rows, self.first, self.last = node, rows, first, last
 
 
-def _instant(text):
+def _instant(text: Optional[str]) -> Optional[int]:
     return None if not text else int(_core.parse_time(text))
 
 
-def _files(directory, manifest, metrics):
+def _files(directory: str, manifest: Mapping[str, Any], metrics: list[str]) -> list[_File]:
     """The archive's data files in manifest order."""
     if manifest["complete"]:
         files = []
@@ -78,7 +84,12 @@ def _files(directory, manifest, metrics):
             for (node, _), size in zip(paths, sizes)]
 
 
-def _slices(rows, first, last, start, end, rows_per_read):
+# A time slice: (start, end) in ns, inclusive; None: open.
+_Slice = tuple[Optional[int], Optional[int]]
+
+
+def _slices(rows: int, first: Optional[int], last: Optional[int], start: Optional[int],
+            end: Optional[int], rows_per_read: int) -> list[_Slice]:
     """[(start, end)] (ns, inclusive; None: open) cutting [first, last] ∩ [start, end] into time
     slices of about rows_per_read rows each, rows spread evenly over [first, last]. The first
     slice begins at `start` and the last ends at `end`, so that together they cover every row
@@ -94,12 +105,12 @@ def _slices(rows, first, last, start, end, rows_per_read):
     if count <= 1:
         return [(start, end)]
     cuts = [low + (high - low + 1) * i // count for i in range(1, count)]
-    return list(zip([start] + cuts, [c - 1 for c in cuts] + [end]))
+    return list(zip([start, *cuts], [*(c - 1 for c in cuts), end]))
 
 
-def _arrow(table, keep=None):
+def _arrow(table: _core.Table, keep: Optional[npt.NDArray[np.bool_]] = None) -> pa.Table:
     """A pyarrow Table (SCHEMA) of a _core.Table's rows, those `keep` (booleans) selects."""
-    def text(codes, names):
+    def text(codes: npt.NDArray[np.int32], names: list[str]) -> pa.DictionaryArray:
         return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()),
                                               pa.array(names, pa.string()))
     out = pa.Table.from_arrays([
@@ -115,26 +126,26 @@ class _CountingFile:
     """A file written from its start to its end that tells its position by counting what was
     written: Parquet's writer asks for it, which a FIFO or a device cannot answer."""
 
-    def __init__(self, raw):
+    def __init__(self, raw: IO[bytes]) -> None:
         self._raw = raw
         self._written = 0
         self.closed = False
 
-    def write(self, data):
+    def write(self, data: bytes) -> int:
         self._raw.write(data)
         self._written += len(data)
         return len(data)
 
-    def tell(self):
+    def tell(self) -> int:
         return self._written
 
-    def flush(self):
+    def flush(self) -> None:
         self._raw.flush()
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def close(self):
+    def close(self) -> None:
         self.closed = True
 
 
@@ -147,9 +158,11 @@ class ParquetExport:
     start, end: ns (inclusive); rows_per_read: about the most rows read at once;
     rows_per_group: the most rows of a Parquet row group."""
 
-    def __init__(self, directory, *, nodes=(), metrics=(), start=None, end=None,
-                 allow_incomplete=False, rows_per_read=ROWS_PER_READ,
-                 rows_per_group=ROWS_PER_GROUP):
+    def __init__(self, directory: Path, *, nodes: Iterable[str] = (),
+                 metrics: Iterable[str] = (), start: Optional[int] = None,
+                 end: Optional[int] = None, allow_incomplete: bool = False,
+                 rows_per_read: int = ROWS_PER_READ, rows_per_group: int = ROWS_PER_GROUP
+                 ) -> None:
         self.directory = os.fspath(directory)
         self._metrics = list(metrics)
         self._allow_incomplete = allow_incomplete
@@ -176,8 +189,9 @@ class ParquetExport:
             # Read with every file's rows over the same times (the core selects files by node
             # only): slices sized by the rows of the whole archive, within the span of theirs
             # (exact in a complete archive; an estimate otherwise, so open-ended there).
-            first = min(f.first for f in others) if self.complete else None
-            last = max(f.last for f in others) if self.complete else None
+            # In a complete archive, a file with rows has its first and last (checked on reading).
+            first = min(f.first for f in others if f.first is not None) if self.complete else None
+            last = max(f.last for f in others if f.last is not None) if self.complete else None
             low = first if start is None or first is None else max(first, start)
             high = last if end is None or last is None else min(last, end)
             if low is None or high is None or low <= high:
@@ -186,11 +200,11 @@ class ParquetExport:
                 self.pieces += [([], a, b, True)
                                 for a, b in _slices(rows, *span, low, high, rows_per_read)]
 
-    def _load(self, nodes, start, end):
+    def _load(self, nodes: list[str], start: Optional[int], end: Optional[int]) -> _core.Table:
         return _core.load(self.directory, nodes=nodes, metrics=self._metrics, start=start,
                           end=end, allow_incomplete=self._allow_incomplete, threads=0)
 
-    def write(self, sink):
+    def write(self, sink: Union[str, _CountingFile]) -> int:
         """Writes the rows to `sink` (a path, or a binary file object written in order, which
         _CountingFile makes of a FIFO's) piece after piece; returns how many."""
         rows = 0

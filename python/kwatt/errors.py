@@ -4,6 +4,9 @@ Each also derives from the built-in exception a Python user would catch for it
 (ValueError for bad arguments, LookupError for unknown nodes, sites, jobs or files,
 OSError for the file system, ConnectionError for an API that is down...).
 """
+from __future__ import annotations
+
+from typing import Any, Optional
 
 
 class KwattError(Exception):
@@ -47,15 +50,17 @@ class IncompleteError(KwattError):
     site, nodes, start, end (ns), metrics and error.
     """
 
-    def __init__(self, message, partial=None, failures=None):
+    def __init__(self, message: str, partial: Any = None,
+                 failures: Optional[list[dict[str, Any]]] = None) -> None:
         super().__init__(message)
-        self.partial = partial
-        self.failures = failures or []
+        # What the call would have returned: rows by node, a DataFrame, a report, a directory.
+        self.partial: Any = partial
+        self.failures: list[dict[str, Any]] = failures or []
 
 
 class DeployError(KwattError, ValueError):
     """deploy() found nodes Kwollect cannot serve; ``problems`` maps each to why."""
 
-    def __init__(self, message, problems):
+    def __init__(self, message: str, problems: dict[str, str]) -> None:
         super().__init__(message)
-        self.problems = problems
+        self.problems: dict[str, str] = problems

@@ -1,15 +1,27 @@
 """pandas views of kwatt's results: the columnar tables, kwatt.load(DIR), energy and stats reports."""
+from __future__ import annotations
 
 import json
 import numbers
 import os
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, TypedDict, Union
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from . import _core
-from ._convert import fqdn, host_list, to_ns
+from ._convert import Hosts, Instant, Path, fqdn, host_list, to_ns
 from .errors import IncompleteError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .service import Kwollect
+
+# A report of the C++ core as a dict (the JSON of `kwatt energy --json`, `kwatt stats --json`).
+Report = Mapping[str, Any]
+# A run compared by runs_summary() and compare_runs(): its energy frame, or a Kwollect instance
+# (its energy()).
+Run = Union[pd.DataFrame, "Kwollect"]
 
 COLUMNS = ["timestamp", "site", "node", "device_id", "metric_id", "value", "labels"]
 ENERGY_COLUMNS = ["scope", "name", "phase", "metric", "joules", "wh", "mean_watts", "peak_watts",
@@ -21,11 +33,11 @@ STATS_COLUMNS = ["interval", "node", "metric", "count", "mean", "min", "max", "l
                  "increase", "rate_per_s", "resets", "cpu_busy", "cpu_source"]
 
 
-def _categorical(codes, categories):
+def _categorical(codes: npt.NDArray[np.int32], categories: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object))
 
 
-def table_frame(table):
+def table_frame(table: _core.Table) -> pd.DataFrame:
     """The DataFrame of a _core.Table: timestamp (UTC-aware datetime64[ns]), site, node,
     device_id, metric_id (categoricals), value (float64; NaN for null and "NaN"), labels (the
     labels object's compact JSON text, as a categorical: `json.loads` it for a dict)."""
@@ -42,7 +54,17 @@ def table_frame(table):
     return frame
 
 
-def _thread_count(threads):
+class LoadOptions(TypedDict, total=False):
+    """load()'s options after the directory (Kwollect.load's keyword arguments)."""
+    nodes: Optional[Hosts]
+    metrics: Optional[Iterable[str]]
+    start: Optional[Instant]
+    end: Optional[Instant]
+    allow_incomplete: bool
+    threads: Optional[int]
+
+
+def _thread_count(threads: Optional[int]) -> int:
     """`threads` as the C++ core takes it (0: automatic), or InvalidArgumentError."""
     if threads is None:
         return 0
@@ -57,11 +79,13 @@ def _thread_count(threads):
     return int(threads)
 
 
-def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomplete=False,
-         threads=0):
+def load(directory: Path, nodes: Optional[Hosts] = None,
+         metrics: Union[str, Iterable[str], None] = None,
+         start: Optional[Instant] = None, end: Optional[Instant] = None,
+         allow_incomplete: bool = False, threads: Optional[int] = 0) -> pd.DataFrame:
     """Loads an archive written by `kwatt backup` (or Kwollect.backup) as a DataFrame.
 
-    nodes: names or EnOSlib Hosts whose rows to read (default: all); metrics: metric ids;
+    nodes: names or EnOSlib Hosts whose rows to read (default: all); metrics: a metric id or ids;
     start, end: instants bounding the rows (inclusive). An incomplete archive raises
     IncompleteError (its ``partial`` holds the committed rows) unless allow_incomplete.
     Every byte read is checked: a damaged archive raises CorruptionError naming the file.
@@ -70,7 +94,8 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
     """
     directory = os.fspath(directory)
     names = [fqdn(h) for h in host_list(nodes)]
-    table = _core.load(directory, nodes=names, metrics=list(metrics or []),
+    metric_ids = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    table = _core.load(directory, nodes=names, metrics=metric_ids,
                        start=to_ns(start, "start"), end=to_ns(end, "end"), allow_incomplete=True,
                        threads=_thread_count(threads))
     frame = table_frame(table)
@@ -84,7 +109,7 @@ def load(directory, nodes=None, metrics=None, start=None, end=None, allow_incomp
     return frame
 
 
-def manifest(directory):
+def manifest(directory: Path) -> dict[str, Any]:
     """What an archive's manifest says: the object of its manifest.json, with its keys
     (doc/archive_format.md: format, format_version, kwatt_version, state, created_at,
     completed_at, query, window, sites, job_types, job, nodes, catalogue, files, fetch, as the
@@ -98,19 +123,21 @@ def manifest(directory):
     directory = os.fspath(directory)
     summary = _core.read_manifest(directory)
     with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as file:
-        out = json.load(file)
+        out: dict[str, Any] = json.load(file)
     out.update(complete=summary["complete"], rows=summary["rows"], bytes=summary["bytes"],
                metric_rows=summary["metric_rows"])
     return out
 
 
-def energy_frame(report):
+def energy_frame(report: Report) -> pd.DataFrame:
     """The long DataFrame of an energy report (the JSON of `kwatt energy --json`, as a dict;
     see Kwollect.energy)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
 
-    def add(scope, name, phase, metric, figures, reason=""):
-        row = {"scope": scope, "name": name, "phase": phase, "metric": metric, "reason": reason}
+    def add(scope: str, name: str, phase: str, metric: Optional[str],
+            figures: Optional[Mapping[str, Any]], reason: str = "") -> None:
+        row: dict[str, Any] = {"scope": scope, "name": name, "phase": phase, "metric": metric,
+                               "reason": reason}
         if figures is not None:
             row.update({k: figures[k] for k in ENERGY_COLUMNS if k in figures})
             interval = figures.get("interval")
@@ -121,7 +148,8 @@ def energy_frame(report):
                             for term, value in interval["terms_joules"].items()})
         rows.append(row)
 
-    def add_all(scope, name, metric, window, phases, reason=""):
+    def add_all(scope: str, name: str, metric: Optional[str], window: Optional[Mapping[str, Any]],
+                phases: Mapping[str, Optional[Mapping[str, Any]]], reason: str = "") -> None:
         add(scope, name, "window", metric, window, reason)
         for phase, figures in phases.items():
             add(scope, name, phase, metric, figures, reason)
@@ -147,7 +175,7 @@ SOURCE_CHECK_COLUMNS = ["node", "interval", "metric", "reference", "verdict", "j
                         "rest_watts", "why"]
 
 
-def source_checks_frame(report):
+def source_checks_frame(report: Report) -> pd.DataFrame:
     """The DataFrame of an energy report's source checks (its "source_checks"; see
     Kwollect.source_checks): one row per node, interval and source compared."""
     rows = []
@@ -176,7 +204,7 @@ RUNS_COMPARISON_COLUMNS = ["scope", "name", "phase", "runs_a", "runs_b", "mean_a
                            "high_joules", "t", "dof", "p_value", "significant", "why"]
 
 
-def _run_rows(run, what):
+def _run_rows(run: Run, what: str) -> list[_core.FigureRow]:
     """A run's figures as _core's rows: (scope, name, phase, joules, half-width, seconds), from an
     energy frame (Kwollect.energy(), kwatt.energy_frame) or a Kwollect instance (its energy())."""
     if hasattr(run, "energy") and callable(run.energy):
@@ -190,21 +218,21 @@ def _run_rows(run, what):
     return list(zip(*(c.astype(str) for c in columns), *values))
 
 
-def _runs(runs, what):
+def _runs(runs: Iterable[Run], what: str) -> list[list[_core.FigureRow]]:
     runs = list(runs)
     if not runs:
         raise InvalidArgumentError(f"{what}: no run given")
     return [_run_rows(run, what) for run in runs]
 
 
-def _confidence(confidence):
+def _confidence(confidence: float) -> float:
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
         raise InvalidArgumentError(f"confidence should be a number from 0.5 to 0.999, not "
                                    f"{confidence!r}")
     return float(confidence)
 
 
-def runs_summary(runs, confidence=0.95):
+def runs_summary(runs: Iterable[Run], confidence: float = 0.95) -> pd.DataFrame:
     """Runs of one experiment summarized (doc/energy.md, "Runs compared"): `runs` are their
     energy frames (each run's Kwollect.energy(), with its own marks) or Kwollect instances. One
     row per figure (scope, name, phase) found in any run: runs (how many have it), mean_joules,
@@ -217,7 +245,7 @@ def runs_summary(runs, confidence=0.95):
     return frame
 
 
-def compare_runs(a, b, confidence=0.95):
+def compare_runs(a: Iterable[Run], b: Iterable[Run], confidence: float = 0.95) -> pd.DataFrame:
     """Set B of runs against set A (doc/energy.md, "Runs compared"), each a list of energy frames
     or Kwollect instances: one row per figure both sets have, with runs_a, runs_b, mean_a_joules,
     mean_b_joules, difference_joules (B - A), relative, low_joules and high_joules (its interval at
@@ -238,7 +266,7 @@ def compare_runs(a, b, confidence=0.95):
     return frame
 
 
-def stats_frame(report):
+def stats_frame(report: Report) -> pd.DataFrame:
     """The long DataFrame of a stats report (see Kwollect.stats)."""
     rows = []
     for interval in report["intervals"]:

@@ -10,28 +10,79 @@
     def train(): ...
     train(); train.last.energy
 
-The work is done by kwatt's C++ meter (kwatt._core.Meter, doc/meter.md): the sources (RAPL, NVML
-GPUs, the node's wattmeter through Kwollect), the activity of this process and its children, the
-cputime formula. This module only gathers the options and shapes the results.
+The work is done by kwatt's C++ meter (kwatt._core.Meter, doc/meter/README.md): the sources (RAPL,
+NVML GPUs, the node's wattmeter through Kwollect), the activity of this process and its children,
+the cputime formula. This module only gathers the options and shapes the results.
 """
 from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Optional, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Protocol, Sequence,
+                    TypedDict, TypeVar, cast)
 
 from . import _core
+from ._convert import ClientOptions
 
-
-def _frame_module():
+if TYPE_CHECKING:
     import pandas as pd
-    return pd
+    from typing_extensions import ParamSpec, Unpack
+
+    _P = ParamSpec("_P")
+
+_R = TypeVar("_R")
+
+
+class KwollectClientOptions(ClientOptions, total=False):
+    """The client options of kwatt.Kwollect, with what its api= and config= give."""
+    api_url: Optional[str]
+    config: Optional[str]
+
+
+class KwollectSource(TypedDict, total=False):
+    """measure(kwollect=...): the node whose wattmeter to read through Kwollect, its power metric
+    (default: the best the node has) and the client's options."""
+    node: str
+    metric: str
+    client: KwollectClientOptions
+
+
+class MeterOptions(TypedDict, total=False):
+    """The options of measure() besides targets and period: those of `kwatt meter`
+    (doc/meter/running.md), each None for its default."""
+    sources: Optional[Sequence[Literal["rapl", "nvml", "kwollect"]]]
+    rapl_path: Optional[Literal["auto", "perf", "powercap"]]
+    rapl_domains: Optional[Sequence[str]]
+    kwollect: Optional[KwollectSource]
+    pids: Optional[Sequence[int]]
+    trees: Optional[bool]
+    cgroups: Optional[Sequence[str]]
+    commands: Optional[Sequence[str]]
+    all_processes: Optional[bool]
+    cgroup_depth: Optional[int]
+    counters: Optional[bool]
+    attribute: Optional[bool]
+    read_period: Optional[float]
+    idle_policy: Optional[Literal["none", "proportional", "equal"]]
+    idle_power: Optional[Mapping[str, float]]
+    outputs: Optional[Sequence[str]]
+    listen_host: Optional[str]
+    listen_port: Optional[int]
+    state_file: Optional[str]
+    sysfs_root: Optional[str]
+    procfs_root: Optional[str]
+    cgroup_root: Optional[str]
+    nvml_library: Optional[str]
+    hostname: Optional[str]
+    output_node: Optional[str]
+    site: Optional[str]
+    max_targets: Optional[int]
 
 
 class Measurement:
     """What one measured block used. Energies are in joules, from integer microjoules."""
 
-    def __init__(self, result: dict[str, Any], what: str):
+    def __init__(self, result: dict[str, Any], what: str) -> None:
         self._result = result
         self.what = what
         self.sensor: str = result["sensor"]
@@ -62,11 +113,11 @@ class Measurement:
                 for d, uj in zip(self.domains, self._totals["measured_uj"])}
 
     @property
-    def energy(self):
+    def energy(self) -> pd.DataFrame:
         """A DataFrame, one row per domain: measured_j, block_j, idle_j, unattributed_j, share
         (block_j / measured_j), block_mean_w, flags. Domains overlap (a package holds its cores;
         psys and a node's wattmeter hold everything): do not add them up."""
-        pd = _frame_module()
+        import pandas as pd
         t = self._totals
         rows = []
         for d, domain in enumerate(self.domains):
@@ -80,22 +131,23 @@ class Measurement:
                 "block_mean_w": block / self.seconds if self.seconds > 0 else float("nan"),
                 "flags": t["flags"][d],
             })
-        return pd.DataFrame(rows).set_index(["source", "domain"])
+        frame: pd.DataFrame = pd.DataFrame(rows).set_index(["source", "domain"])
+        return frame
 
     @property
-    def samples(self):
+    def samples(self) -> pd.DataFrame:
         """A DataFrame, one row per interval and domain: start, end (UTC), source, domain, kind
         (categories), measured_j, block_j, idle_j, unattributed_j, flags (words, as in energy:
         "wrapped", "reset", "may have missed a wrap", "unreadable", joined by ", "; "" for none),
         busy_cpus (the machine's busy CPUs on average over the interval), block_cpus (the
         block's)."""
-        pd = _frame_module()
+        import pandas as pd
         s = self._result["samples"]
         codes = s["domain"]
         seconds = (s["end"] - s["start"]) / 1e9
         seconds[seconds <= 0] = float("nan")
 
-        def category(key):
+        def category(key: str) -> pd.Categorical:
             return pd.Categorical([self.domains[i][key] for i in codes])
 
         return pd.DataFrame({
@@ -152,15 +204,16 @@ class measure:
     shows as unattributed).
     """
 
-    def __init__(self, *, targets: str = "self", period: float = 0.1, **options: Any):
+    def __init__(self, *, targets: Literal["self", "given"] = "self", period: float = 0.1,
+                 **options: Unpack[MeterOptions]) -> None:
         if targets not in ("self", "given"):
             raise ValueError('targets is "self" (this process and its children) or "given" '
                              '(only pids=, cgroups=, commands=...)')
-        self._options = dict(options, period=period)
+        self._options: dict[str, Any] = dict(options, period=period)
         if targets == "self":
             self._options["pids"] = [os.getpid(), *self._options.get("pids", [])]
-        self._meter = None
-        self._blocks: list["measure"] = []  # the blocks begun and not ended, innermost last
+        self._meter: Optional[_core.Meter] = None
+        self._blocks: list[measure] = []  # the blocks begun and not ended, innermost last
         self.measurement: Optional[Measurement] = None
 
     def __enter__(self) -> "measure":
@@ -176,9 +229,10 @@ class measure:
         self._blocks.append(block)
         return block
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         block = self._blocks.pop()
         meter, block._meter = block._meter, None
+        assert meter is not None  # set by __enter__
         block.measurement = Measurement(meter.stop(), "block")
         self.measurement = block.measurement
 
@@ -189,27 +243,40 @@ class measure:
         return repr(self.measurement)
 
     # The measurement's own attributes, once the block ended.
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name == "measurement":
             raise AttributeError(name)
         if self.measurement is None:
             raise AttributeError(f"{name}: the block is still being measured")
         return getattr(self.measurement, name)
 
-    def __call__(self, func: Callable) -> Callable:
+    def __call__(self, func: Callable[_P, _R]) -> MeasuredFunction[_P, _R]:
         options = self._options
 
         @functools.wraps(func)
-        def measured(*args, **kwargs):
+        def measured(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             meter = _core.Meter(options)
             meter.start()
             try:
                 return func(*args, **kwargs)
             finally:
                 measurement = Measurement(meter.stop(), f"{func.__qualname__}()")
-                measured.measurements.append(measurement)
-                measured.last = measurement
+                wrapper.measurements.append(measurement)
+                wrapper.last = measurement
 
-        measured.measurements = []
-        measured.last = None
-        return measured
+        # The function as called, with the measurements of its calls as attributes.
+        wrapper = cast("MeasuredFunction[_P, _R]", measured)
+        wrapper.measurements = []
+        wrapper.last = None
+        return wrapper
+
+
+if TYPE_CHECKING:
+    class MeasuredFunction(Protocol[_P, _R]):
+        """A function decorated with @kwatt.measure(): called as the function, each call measured;
+        `measurements` holds every call's Measurement, `last` the last one's (None before)."""
+        measurements: list[Measurement]
+        last: Optional[Measurement]
+        __wrapped__: Callable[_P, _R]
+
+        def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...

@@ -5,13 +5,27 @@ the hour that Paris lives twice in autumn is drawn once after the other, and the
 spring takes no room.
 """
 
+from __future__ import annotations
+
 import datetime as _dt
 import zoneinfo
+from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _core
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.dates import DateLocator
+
+# A window: (start, stop) in ns since the epoch, UTC; None for an open end.
+Window = tuple[Optional[int], Optional[int]]
+# Phases as drawn: (name, start ns, end ns).
+PhaseSpans = Iterable[tuple[str, int, int]]
 
 PARIS = "Europe/Paris"
 # A line is broken where its series has a gap: an interval longer than this many times the
@@ -19,7 +33,7 @@ PARIS = "Europe/Paris"
 GAP_FACTOR = 3.0
 
 
-def _axes(ax, size):
+def _axes(ax: Optional[Axes], size: tuple[float, float]) -> Axes:
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
@@ -27,17 +41,20 @@ def _axes(ax, size):
     return ax
 
 
-def _date_numbers(ns):
+def _date_numbers(ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """matplotlib's date numbers of instants (int ns since the epoch, UTC), in their order."""
     from matplotlib import dates
-    return dates.date2num(np.asarray(ns, dtype=np.int64).view("datetime64[ns]"))
+    numbers: npt.NDArray[np.float64] = dates.date2num(
+        np.asarray(ns, dtype=np.int64).view("datetime64[ns]"))
+    return numbers
 
 
-def _date_number(ns):
+def _date_number(ns: int) -> float:
     return float(_date_numbers([int(ns)])[0])
 
 
-def _broken_at_gaps(times, values):
+def _broken_at_gaps(times: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """(times, values) of one series in time order, with a NaN value inserted in each gap
     (GAP_FACTOR), so that matplotlib does not draw a line across it."""
     if len(times) < 3:
@@ -53,7 +70,7 @@ def _broken_at_gaps(times, values):
             np.insert(values, gaps + 1, np.nan))
 
 
-def _paris_time_axis(ax):
+def _paris_time_axis(ax: Axes) -> None:
     """Labels the x axis of date numbers in Europe/Paris time."""
     from matplotlib import dates
     paris = zoneinfo.ZoneInfo(PARIS)
@@ -63,11 +80,12 @@ def _paris_time_axis(ax):
         its UTC offset: there, on the UTC grid (Paris is whole hours from UTC, so a whole UTC
         minute or hour is a whole Paris one), where Paris's rules would skip or crowd ticks."""
 
-        def get_locator(self, dmin, dmax):
+        def get_locator(self, dmin: _dt.datetime, dmax: _dt.datetime) -> DateLocator:
             across = dmin.astimezone(paris).utcoffset() != dmax.astimezone(paris).utcoffset()
             short = abs(dmax - dmin) < _dt.timedelta(days=3)
             self.set_tzinfo(_dt.timezone.utc if across and short else paris)
-            return super().get_locator(dmin, dmax)
+            locator: DateLocator = super().get_locator(dmin, dmax)
+            return locator
 
     ax.xaxis_date(paris)
     locator = ParisLocator(tz=paris)
@@ -75,7 +93,8 @@ def _paris_time_axis(ax):
     ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=paris))
 
 
-def _power_sources(power, window, metric):
+def _power_sources(power: pd.DataFrame, window: Optional[Window],
+                   metric: Optional[str]) -> dict[str, Optional[str]]:
     """{node: metric} as energy() chooses them (kwatt._core.power_sources) for these rows."""
     if power.empty:
         return {}
@@ -96,7 +115,8 @@ def _power_sources(power, window, metric):
         return _core.power_sources(**columns, start=int(times.min()), end=int(times.max()) + 1)
 
 
-def plot_power(data, ax=None, window=None, phases=(), metric=None):
+def plot_power(data: pd.DataFrame, ax: Optional[Axes] = None, window: Optional[Window] = None,
+               phases: Optional[PhaseSpans] = (), metric: Optional[str] = None) -> Axes:
     """Power over time, one line per node (per series when a node has several: two PDU
     outlets, several PSUs), from a DataFrame of to_pandas() or kwatt.load(). Each node's power
     metric is the one energy() chooses over the window (the C++ choice: the first of wattmeter,
@@ -148,12 +168,17 @@ def plot_power(data, ax=None, window=None, phases=(), metric=None):
         low, high = ax.get_ylim()
         ax.set_ylim(low, high + 0.12 * (high - low))
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
-        ax.figure.tight_layout()
+        from matplotlib.figure import Figure
+        # An Axes of a subfigure (Figure.subfigures) has a SubFigure, which has no tight_layout:
+        # its layout is the whole figure's, left to whoever made it.
+        if isinstance(ax.figure, Figure):
+            ax.figure.tight_layout()
     ax.grid(alpha=0.3)
     return ax
 
 
-def plot_energy(energy, ax=None, unit="kJ"):
+def plot_energy(energy: pd.DataFrame, ax: Optional[Axes] = None,
+                unit: Literal["J", "kJ", "Wh"] = "kJ") -> Axes:
     """Energy per node, one bar per phase (the whole window first), from Kwollect.energy()'s
     DataFrame. unit: "J", "kJ" or "Wh". Returns the matplotlib Axes."""
     scale = {"J": 1.0, "kJ": 1e-3, "Wh": 1 / 3600}[unit]

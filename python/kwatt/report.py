@@ -5,19 +5,27 @@ every figure, this package's matplotlib draws them): this runs it, with the argu
 Python users name them, and raises kwatt's exceptions with its message.
 """
 
+from __future__ import annotations
+
 import os
 import subprocess
 import sys
+from typing import Any, Iterable, Mapping, Optional, Union
 
-from ._convert import path_list
+from ._convert import Path, Paths, path_list
 from .errors import InvalidArgumentError, KwattError
 from .simulator import find_kwatt
 
 
-def _phase_arguments(phases):
+# Phases of report(): {name: (start, end)} or [(name, start, end)], seconds after each run's start.
+ReportPhases = Union[Mapping[str, tuple[float, float]], Iterable[tuple[str, float, float]]]
+
+
+def _phase_arguments(phases: ReportPhases) -> list[str]:
     """--phase NAME=+A..+B from {name: (start_s, end_s)} or [(name, start_s, end_s)], seconds
     after each run's start."""
-    items = phases.items() if hasattr(phases, "items") else phases
+    # Each item's shape is checked here (a wrong one is InvalidArgumentError), whatever was given.
+    items: Iterable[Any] = phases.items() if hasattr(phases, "items") else phases
     out = []
     for item in items:
         try:
@@ -30,9 +38,13 @@ def _phase_arguments(phases):
     return out
 
 
-def report(runs, output, versus=None, phases=None, roles=None, api=None, title=None,
-           accuracies=None, clock_offset=None, confidence=None, carbon_intensity=None,
-           carbon_source=None, pue=None, pue_source=None, quiet=True, with_archives=None):
+def report(runs: Paths, output: Path, versus: Paths = None, phases: Optional[ReportPhases] = None,
+           roles: Optional[Mapping[str, Iterable[str]]] = None, api: Optional[str] = None,
+           title: Optional[str] = None, accuracies: Optional[Mapping[str, str]] = None,
+           clock_offset: Optional[float] = None, confidence: Optional[float] = None,
+           carbon_intensity: Union[float, Path, None] = None, carbon_source: Optional[str] = None,
+           pue: Optional[float] = None, pue_source: Optional[str] = None, quiet: bool = True,
+           with_archives: Paths = None) -> str:
     """Writes `kwatt report`'s directory `output` (doc/report.md) and returns its path.
 
     runs: the runs of set A, each an archive directory (kwatt backup, Kwollect.backup()) or a job

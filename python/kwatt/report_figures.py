@@ -9,11 +9,23 @@ paper) and SVG (inlined in report.html):
 - runs.*: with two sets, each phase's mean of A and of B with the mean's interval, and the runs.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+# report.json as a dict (doc/report.md).
+ReportJson = Mapping[str, Any]
 
 
-def _plt():
+def _plt() -> ModuleType:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -23,9 +35,9 @@ def _plt():
 COLORS = {"a": "#1f77b4", "b": "#ff7f0e"}
 
 
-def _save(fig, directory, name):
+def _save(fig: Figure, directory: str, name: str) -> None:
     for ext in ("png", "pdf", "svg"):
-        kwargs = {"dpi": 150} if ext == "png" else {}
+        kwargs: dict[str, Any] = {"dpi": 150} if ext == "png" else {}
         # A fixed date and no random ids: the same report gives the same files.
         metadata = {"CreationDate": None} if ext == "pdf" else (
             {"Date": None} if ext == "svg" else {})
@@ -33,19 +45,25 @@ def _save(fig, directory, name):
                     metadata=metadata, **kwargs)
 
 
-def _text(name):
+def _subplots(plt: ModuleType) -> tuple[Figure, Axes]:
+    """A figure of the report's size, and its axes (pyplot, as _plt() gives it)."""
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    return fig, ax
+
+
+def _text(name: object) -> str:
     """A run's or phase's name as matplotlib shows it: never read as math ($...$)."""
     return str(name).replace("$", r"\$")
 
 
-def _runs(report):
+def _runs(report: ReportJson) -> Iterator[tuple[str, dict[str, Any]]]:
     for set_name in ("a", "b"):
         for run in report["sets"][set_name]:
             yield set_name, run
 
 
-def power_figure(report, plt):
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+def power_figure(report: ReportJson, plt: ModuleType) -> Figure:
+    fig, ax = _subplots(plt)
     labelled = set()
     first = None
     for set_name, run in _runs(report):
@@ -54,8 +72,8 @@ def power_figure(report, plt):
             continue
         first = first or run
         # The nodes' curves share their buckets: summed where all have a value.
-        seconds = None
-        total = None
+        seconds: list[float] = []
+        total: Optional[dict[float, float]] = None
         for curve in curves.values():
             points = dict(zip(curve["seconds"], curve["watts"]))
             if total is None:
@@ -63,6 +81,7 @@ def power_figure(report, plt):
             else:
                 total = {t: w + points[t] for t, w in total.items() if t in points}
                 seconds = [t for t in seconds if t in total]
+        assert total is not None  # curves is not empty
         label = f"set {set_name.upper()}" if set_name not in labelled and report["sets"]["b"] \
             else (None if set_name in labelled else _text(run["run"]))
         labelled.add(set_name)
@@ -84,10 +103,10 @@ def power_figure(report, plt):
     return fig
 
 
-def energy_figure(report, plt):
+def energy_figure(report: ReportJson, plt: ModuleType) -> Figure:
     runs = list(_runs(report))
     phases = ["window"] + list(runs[0][1]["energy"]["phases"]) if runs else ["window"]
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = _subplots(plt)
     width = 0.8 / max(len(runs), 1)
     for i, (set_name, run) in enumerate(runs):
         energy = run["energy"]
@@ -112,11 +131,11 @@ def energy_figure(report, plt):
     return fig
 
 
-def runs_figure(report, plt):
+def runs_figure(report: ReportJson, plt: ModuleType) -> Figure:
     summaries = {s: [x for x in report["summary"][s] if x["scope"] == "total"]
                  for s in ("a", "b")}
     phases = [x["phase"] for x in summaries["a"]]
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = _subplots(plt)
     for offset, set_name in ((-0.15, "a"), (0.15, "b")):
         for k, phase in enumerate(phases):
             s = next((x for x in summaries[set_name] if x["phase"] == phase), None)
@@ -144,7 +163,7 @@ def runs_figure(report, plt):
     return fig
 
 
-def draw(directory):
+def draw(directory: str) -> None:
     """Draws the figures of the report in `directory` into its figures/ folder."""
     with open(os.path.join(directory, "report.json"), encoding="utf-8") as file:
         report = json.load(file)

@@ -1,26 +1,51 @@
 """kwatt.Kwollect: the metrics and energy of an experiment's nodes, as an EnOSlib service."""
+from __future__ import annotations
 
 import os
 import sys
 import time
+from typing import (TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional, TypeVar, Union,
+                    cast)
 
 from . import _core
-from ._convert import fqdn, host_list, node_name, path_list, role_map, to_ns, unique
+from ._convert import (ClientOptions, HostGroup, Hosts, Instant, Path, Paths, Phases, Progress,
+                       ProgressFunction, fqdn, host_list, node_name, path_list, role_map, to_ns,
+                       unique)
 from .errors import DeployError, IncompleteError, InvalidArgumentError
-from .frames import energy_frame, load, source_checks_frame, stats_frame, table_frame
+from .frames import (LoadOptions, energy_frame, load, source_checks_frame, stats_frame,
+                     table_frame)
 
-try:  # Subclass EnOSlib's Service when EnOSlib is there; work without it.
-    from enoslib.service.service import Service as _ServiceBase
-except Exception:  # pragma: no cover - depends on the environment
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from typing_extensions import Unpack
+
+    # EnOSlib ships no types: to a type checker, Kwollect's base is a plain class.
     class _ServiceBase:
         pass
+else:
+    try:  # Subclass EnOSlib's Service when EnOSlib is there; work without it.
+        from enoslib.service.service import Service as _ServiceBase
+    except Exception:  # pragma: no cover - depends on the environment
+        class _ServiceBase:
+            pass
+
+# Metric ids: one, several, or None for every metric.
+Metrics = Union[str, Iterable[str], None]
+# Rows as get_metrics() returns them: {node FQDN: [the API's row, as json.loads gives it]}.
+Rows = dict[str, list[dict[str, Any]]]
+# Roles as _core takes them: [(role name, [FQDN])].
+_RoleList = list[tuple[str, list[str]]]
+
+_T = TypeVar("_T")
+_Self = TypeVar("_Self", bound="Kwollect")
 
 
-def _progress_printer(verb):
+def _progress_printer(verb: str) -> ProgressFunction:
     """A progress function printing one line, rewritten in place, on stderr."""
     state = {"shown": False}
 
-    def show(p):
+    def show(p: dict[str, float]) -> None:
         total = max(p["requests_total"], 1)
         line = (f"\r{verb}: {p['requests_done']}/{total} requests, {p['rows']:,} rows, "
                 f"{p['bytes'] / 1e6:.1f} MB, {p['seconds']:.1f} s")
@@ -34,8 +59,9 @@ def _progress_printer(verb):
     return show
 
 
-def _client_dict(api, config, client_options):
-    client = dict(client_options)
+def _client_dict(api: Optional[str], config: Optional[Path],
+                 client_options: ClientOptions) -> dict[str, Any]:
+    client: dict[str, Any] = dict(client_options)
     if api is not None:
         client["api_url"] = str(api)
     if config is not None:
@@ -43,15 +69,15 @@ def _client_dict(api, config, client_options):
     return client
 
 
-def _in_notebook():
+def _in_notebook() -> bool:
     return "ipykernel" in sys.modules
 
 
-def _is_tuple_of(item, length):
+def _is_tuple_of(item: object, length: int) -> bool:
     return isinstance(item, (tuple, list)) and len(item) == length
 
 
-def _phase_list(phases):
+def _phase_list(phases: Phases) -> list[tuple[str, Instant, Instant]]:
     """[(name, start, end)] of phases given as {name: (start, end)} or [(name, start, end)];
     InvalidArgumentError for anything else."""
     shape = "phases are (name, start, end) tuples, or a dict {name: (start, end)}"
@@ -68,7 +94,7 @@ def _phase_list(phases):
     for phase in phases:
         if not _is_tuple_of(phase, 3):
             raise InvalidArgumentError(f"{shape}: {phase!r} is not one")
-    return [tuple(phase) for phase in phases]
+    return [(phase[0], phase[1], phase[2]) for phase in phases]
 
 
 class Kwollect(_ServiceBase):
@@ -94,39 +120,43 @@ class Kwollect(_ServiceBase):
     and stops on exit (unless stop() was called in the block).
     """
 
-    def __init__(self, roles=None, nodes=None, api=None, *, config=None, progress=None,
-                 **client_options):
+    def __init__(self, roles: Optional[Hosts] = None, nodes: Optional[Hosts] = None,
+                 api: Optional[str] = None, *, config: Optional[Path] = None,
+                 progress: Progress = None, **client_options: Unpack[ClientOptions]) -> None:
         if roles is not None and nodes is not None:
             raise InvalidArgumentError("give roles or nodes, not both")
         given = roles if roles is not None else nodes
-        self.hosts = host_list(given)
+        self.hosts = host_list(given)  # as given: EnOSlib Hosts or names
         if not self.hosts:
             raise InvalidArgumentError("no node given: pass roles=... or nodes=[...]")
         self._names = [node_name(h) for h in self.hosts]
         self.nodes = unique(fqdn(h) for h in self.hosts)
         self.roles = role_map(roles)
         # As given, less any user:password@ (the credentials go to the client options only).
-        self.api = None if api is None else _core.url_without_credentials(str(api))
+        self.api: Optional[str] = None if api is None else _core.url_without_credentials(str(api))
         self._client = _client_dict(api, config, client_options)
-        self.progress = progress
-        self.start_time = None  # epoch seconds (float), as EnOSlib's Kwollect has them
-        self.stop_time = None
-        self._start_ns = None
-        self._stop_ns = None
-        self._job = None
-        self._job_types = []
+        self.progress: Progress = progress
+        # epoch seconds, as EnOSlib's Kwollect has them
+        self.start_time: Optional[float] = None
+        self.stop_time: Optional[float] = None
+        self._start_ns: Optional[int] = None
+        self._stop_ns: Optional[int] = None
+        self._job: Optional[tuple[str, int]] = None
+        self._job_types: list[str] = []
         # True while the window is the job's (from_job, no start() or stop() since): backup()
         # then asks for the job, whose end a running job has not reached yet.
         self._window_is_job = False
         self._stopped = False  # stop() was called since the last start()
-        self.marks = []  # [(name, ns)]
+        self.marks: list[tuple[str, int]] = []  # [(name, ns)]
         self.deployed = False
-        self._lookup = None
+        self._lookup: Optional[dict[str, dict[str, Any]]] = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    def from_job(cls, site, job_id, api=None, *, config=None, progress=None, **client_options):
+    def from_job(cls: type[_Self], site: str, job_id: int, api: Optional[str] = None, *,
+                 config: Optional[Path] = None, progress: Progress = None,
+                 **client_options: Unpack[ClientOptions]) -> _Self:
         """An instance over a past (or running) job: its nodes, and its window (start and stop
         of the job; a running job's stop is now). start()/stop() may still change it.
 
@@ -144,7 +174,7 @@ class Kwollect(_ServiceBase):
         self._window_is_job = True
         return self
 
-    def deploy(self):
+    def deploy(self) -> None:
         """Checks that every node is a Grid'5000 node known to the reference API whose cluster
         reports metrics; raises DeployError naming every offending node and why. The nodes of a
         site whose API cannot be read (down: a 503, a proxy's page) are not checked: a
@@ -168,10 +198,11 @@ class Kwollect(_ServiceBase):
         self._lookup = {node["node"]: node for node in found["nodes"]}
         self.deployed = True
 
-    def destroy(self):
+    def destroy(self) -> None:
         """Nothing to undo: Kwollect measures the nodes anyway."""
 
-    def start(self, timestamp=None, *, start_time=None):
+    def start(self, timestamp: Optional[Instant] = None, *,
+              start_time: Optional[Instant] = None) -> None:
         """Records the start of the window: now, or `timestamp` (epoch seconds, datetime,
         ISO 8601 text; `start_time=` as EnOSlib's Kwollect names it). No API call.
 
@@ -184,7 +215,8 @@ class Kwollect(_ServiceBase):
         self._stopped = False
         self._window_is_job = False
 
-    def stop(self, timestamp=None, *, stop_time=None):
+    def stop(self, timestamp: Optional[Instant] = None, *,
+             stop_time: Optional[Instant] = None) -> None:
         """Records the end of the window: now, or `timestamp` (`stop_time=` as EnOSlib's
         Kwollect names it). No API call. Once per window: a second stop() raises
         InvalidArgumentError (call start() for a new window). A from_job instance's window ends
@@ -193,6 +225,7 @@ class Kwollect(_ServiceBase):
         if self._start_ns is None:
             raise InvalidArgumentError("stop() before start(): call start() first")
         if self._stopped:
+            assert self._stop_ns is not None  # stop() set both
             raise InvalidArgumentError(
                 f"already stopped at {_core.format_paris(self._stop_ns)}: a window stops once "
                 "(call start() to begin a new one)")
@@ -204,7 +237,7 @@ class Kwollect(_ServiceBase):
         self._stopped = True
         self._window_is_job = False
 
-    def mark(self, name, timestamp=None):
+    def mark(self, name: str, timestamp: Optional[Instant] = None) -> int:
         """Marks the start of a phase named `name` (now, or at `timestamp`); a phase lasts until
         the next mark, or the end of the window. energy() and stats() report each phase. Before
         start() (no window yet) it raises InvalidArgumentError."""
@@ -215,39 +248,39 @@ class Kwollect(_ServiceBase):
         self.marks.append((str(name), at))
         return at
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         self.deploy()
         self.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         if not self._stopped:
             self.stop()
         return False
 
-    def _set_start(self, ns):
+    def _set_start(self, ns: Optional[int]) -> None:
         self._start_ns = ns
         self.start_time = None if ns is None else ns / 1e9
 
-    def _set_stop(self, ns):
+    def _set_stop(self, ns: Optional[int]) -> None:
         self._stop_ns = ns
         self.stop_time = None if ns is None else ns / 1e9
 
     # ---- what is asked ----------------------------------------------------------------------
 
     @property
-    def window(self):
+    def window(self) -> tuple[Optional[int], Optional[int]]:
         """(start, stop) in ns since the epoch, UTC (stop None while running)."""
         return (self._start_ns, self._stop_ns)
 
-    def _window(self):
+    def _window(self) -> tuple[int, int]:
         if self._start_ns is None:
             raise InvalidArgumentError("no window yet: call start() and stop() first (or use "
                                        "Kwollect.from_job)")
         # A window still running ends now: metrics so far.
         return self._start_ns, (self._stop_ns if self._stop_ns is not None else time.time_ns())
 
-    def _subset(self, roles=None, nodes=None):
+    def _subset(self, roles: Optional[Hosts] = None, nodes: Optional[Hosts] = None) -> list[str]:
         if roles is not None and nodes is not None:
             raise InvalidArgumentError("give roles or nodes, not both")
         given = roles if roles is not None else nodes
@@ -261,7 +294,7 @@ class Kwollect(_ServiceBase):
                 f"{', '.join(self.nodes)}); give a subset of them")
         return names
 
-    def _progress(self, verb):
+    def _progress(self, verb: str) -> Optional[ProgressFunction]:
         p = self.progress
         if p is None:
             p = sys.stderr.isatty() or _in_notebook()
@@ -271,7 +304,9 @@ class Kwollect(_ServiceBase):
             return None
         return p
 
-    def _fetch(self, metrics, roles, nodes, summary, verb, check_metrics=True, as_rate=False):
+    def _fetch(self, metrics: Metrics, roles: Optional[Hosts], nodes: Optional[Hosts],
+               summary: bool, verb: str, check_metrics: bool = True,
+               as_rate: bool = False) -> tuple[list[str], _core.Table]:
         subset = self._subset(roles, nodes)
         start, stop = self._window()
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
@@ -281,11 +316,11 @@ class Kwollect(_ServiceBase):
         return subset, table
 
     @staticmethod
-    def _check_complete(table, result, allow_incomplete):
+    def _check_complete(table: _core.Table, result: _T, allow_incomplete: bool) -> _T:
         return Kwollect._check_report(table.report, result, allow_incomplete)
 
     @staticmethod
-    def _check_report(report, result, allow_incomplete):
+    def _check_report(report: Mapping[str, Any], result: _T, allow_incomplete: bool) -> _T:
         """`result`, or IncompleteError (``.partial`` = result) when the fetch behind it
         (`report`: its "fetch" dict) could not get everything: one rule for get_metrics,
         to_pandas, energy and stats, as the CLI exits 1 for all of them."""
@@ -303,8 +338,10 @@ class Kwollect(_ServiceBase):
 
     # ---- metrics -----------------------------------------------------------------------------
 
-    def get_metrics(self, metrics=None, nodes=None, summary=False, *, roles=None,
-                    allow_incomplete=False, custom_metrics=False, as_rate=False):
+    def get_metrics(self, metrics: Metrics = None, nodes: Optional[Hosts] = None,
+                    summary: bool = False, *, roles: Optional[Hosts] = None,
+                    allow_incomplete: bool = False, custom_metrics: bool = False,
+                    as_rate: bool = False) -> Rows:
         """Every row Kwollect holds for the nodes over the window.
 
         Returns {node FQDN: [rows]}: every node of the subset (an empty list when it has no
@@ -325,19 +362,28 @@ class Kwollect(_ServiceBase):
                                     check_metrics=not custom_metrics, as_rate=as_rate)
         return self._check_complete(table, table.rows_by_node(subset), allow_incomplete)
 
-    def to_pandas(self, metrics=None, nodes=None, summary=False, *, roles=None,
-                  allow_incomplete=False, custom_metrics=False, as_rate=False):
+    def to_pandas(self, metrics: Metrics = None, nodes: Optional[Hosts] = None,
+                  summary: bool = False, *, roles: Optional[Hosts] = None,
+                  allow_incomplete: bool = False, custom_metrics: bool = False,
+                  as_rate: bool = False) -> pd.DataFrame:
         """The same rows as one DataFrame: timestamp (UTC-aware), site, node, device_id,
         metric_id, value, labels (JSON text). See kwatt.frames.table_frame."""
         _, table = self._fetch(metrics, roles, nodes, summary, "kwatt to_pandas",
                                check_metrics=not custom_metrics, as_rate=as_rate)
         return self._check_complete(table, table_frame(table), allow_incomplete)
 
-    def get_metrics_pandas(self, *args, **kwargs):
+    def get_metrics_pandas(self, metrics: Metrics = None, nodes: Optional[Hosts] = None,
+                           summary: bool = False, *, roles: Optional[Hosts] = None,
+                           allow_incomplete: bool = False, custom_metrics: bool = False,
+                           as_rate: bool = False) -> pd.DataFrame:
         """EnOSlib's name for to_pandas()."""
-        return self.to_pandas(*args, **kwargs)
+        return self.to_pandas(metrics, nodes, summary, roles=roles,
+                              allow_incomplete=allow_incomplete, custom_metrics=custom_metrics,
+                              as_rate=as_rate)
 
-    def backup(self, backup_dir=None, metrics=None, nodes=None, summary=False, *, roles=None):
+    def backup(self, backup_dir: Optional[Path] = None, metrics: Metrics = None,
+               nodes: Optional[Hosts] = None, summary: bool = False, *,
+               roles: Optional[Hosts] = None) -> str:
         """Archives every row of the window (doc/archive_format.md): lossless, compressed,
         written as it is fetched, resumable. Returns the archive's directory (default:
         kwatt_backup/<start>_<stop>, or kwatt_backup/<site>_<job id> for a job's window). A
@@ -350,17 +396,20 @@ class Kwollect(_ServiceBase):
         until the job has ended; the first backup() into the same directory after its end
         completes it."""
         subset = self._subset(roles, nodes)
-        start, stop = self._window()
+        start: Optional[int]
+        stop: Optional[int]
+        start, stop = window = self._window()
         job = None
         if self._window_is_job:
             job = self._job
+            assert job is not None  # from_job set it
             start = stop = None
             if backup_dir is None:
                 backup_dir = os.path.join("kwatt_backup", f"{job[0]}_{job[1]}")
             if sorted(subset) == sorted(self.nodes):
                 subset = []  # all the job's nodes, as `kwatt backup --job` asks for them
         if backup_dir is None:
-            backup_dir = os.path.join("kwatt_backup", f"{start // 1000}_{stop // 1000}")
+            backup_dir = os.path.join("kwatt_backup", f"{window[0] // 1000}_{window[1] // 1000}")
         backup_dir = os.fspath(backup_dir)
         metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
         outcome = _core.backup(self._client, backup_dir, nodes=subset, start=start, end=stop,
@@ -372,18 +421,21 @@ class Kwollect(_ServiceBase):
         return backup_dir
 
     @staticmethod
-    def load(backup_dir, **kwargs):
+    def load(backup_dir: Path, **kwargs: Unpack[LoadOptions]) -> pd.DataFrame:
         """kwatt.load(): an archive as a DataFrame."""
         return load(backup_dir, **kwargs)
 
     # ---- what the nodes can report ---------------------------------------------------------
 
-    def _looked_up(self):
+    def _looked_up(self) -> dict[str, dict[str, Any]]:
         if self._lookup is None:
             self.deploy()
+        assert self._lookup is not None  # deploy() sets it, or raises
         return self._lookup
 
-    def available_metrics(self, nodes=None, job_types=None):
+    def available_metrics(self, nodes: Optional[Hosts] = None,
+                          job_types: Optional[Iterable[str]] = None
+                          ) -> dict[str, list[dict[str, Any]]]:
         """{node FQDN: [metric descriptions]} from the reference API's catalogues: prometheus
         groups expanded to metric ids, `only_for` honoured. Each description: name,
         description, period (ms; 0: on demand only), optional_period (ms, with a `monitor`
@@ -395,7 +447,7 @@ class Kwollect(_ServiceBase):
         return {n: _core.catalogue_metrics(lookup[n]["catalogue"], lookup[n]["uid"], types)
                 if n in lookup else [] for n in self._subset(nodes=nodes)}
 
-    def info(self):
+    def info(self) -> str:
         """A readable summary: nodes by site and cluster, the window, marks, and per cluster
         what its nodes report, and which metrics need a `monitor` job type."""
         lookup = self._looked_up()
@@ -411,7 +463,7 @@ class Kwollect(_ServiceBase):
             lines.append(f"job: {self._job[0]}:{self._job[1]} types {self._job_types}")
         for name, at in self.marks:
             lines.append(f"mark {name}: {_core.format_paris(at)}")
-        by_cluster = {}
+        by_cluster: dict[tuple[str, str], list[str]] = {}
         for n in self.nodes:
             if n not in lookup:
                 lines.append(f"{n}: not checked (its site's API could not be read)")
@@ -428,7 +480,7 @@ class Kwollect(_ServiceBase):
             lines.append(f"  {len(regular)} metrics collected by default, {len(on_demand)} on "
                          "demand only (job type monitor or monitor=<regex>)")
             if power:
-                def period(m):
+                def period(m: Mapping[str, Any]) -> str:
                     text = f"{m['name']} {m['period']} ms"
                     if self._job_types and m["period_in_job"] != m["period"]:
                         return text + f" ({m['period_in_job']} ms in this job)"
@@ -441,14 +493,14 @@ class Kwollect(_ServiceBase):
                 lines.append("  power: none (no wattmeter, PDU or BMC power metric)")
         return "\n".join(lines)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         start = "-" if self._start_ns is None else _core.format_paris(self._start_ns)
         stop = "-" if self._stop_ns is None else _core.format_paris(self._stop_ns)
         return f"<kwatt.Kwollect {len(self.nodes)} nodes {start} .. {stop}>"
 
     # ---- energy and statistics ------------------------------------------------------------------
 
-    def phases(self, phases=None):
+    def phases(self, phases: Optional[Phases] = None) -> list[tuple[str, int, int]]:
         """[(name, start ns, end ns)]: the marks (each phase until the next mark or the end of the
         window), then `phases` given as {name: (start, end)} or [(name, start, end)] (anything
         else raises InvalidArgumentError)."""
@@ -464,7 +516,8 @@ class Kwollect(_ServiceBase):
                 out.append((str(name), to_ns(a, f"phase {name}"), to_ns(b, f"phase {name}")))
         return out
 
-    def _roles_and_nodes(self, roles, nodes):
+    def _roles_and_nodes(self, roles: Optional[Hosts],
+                         nodes: Optional[Hosts]) -> tuple[_RoleList, list[str]]:
         """(roles as _core takes them, the nodes) for energy and stats: roles a mapping {name:
         hosts} (default: the instance's), or hosts (a list, EnOSlib's roles["compute"], one
         Host), which narrow the nodes as nodes= does, without roles."""
@@ -476,9 +529,11 @@ class Kwollect(_ServiceBase):
             if roles is not None:
                 raise InvalidArgumentError("give roles or nodes, not both")
             return [], self._subset(None, nodes)
-        return self._roles(roles), list(self.nodes)
+        # None or a mapping {name: hosts} (the hosts were returned above).
+        return self._roles(cast("Optional[Mapping[str, HostGroup]]", roles)), list(self.nodes)
 
-    def _roles(self, roles):
+    def _roles(self, roles: Union[Mapping[str, HostGroup], Iterable[tuple[str, HostGroup]], None]
+               ) -> _RoleList:
         given = self.roles if roles is None else roles
         out = []
         for name, hosts in (given.items() if hasattr(given, "items") else given):
@@ -489,7 +544,8 @@ class Kwollect(_ServiceBase):
             out.append((str(name), nodes))
         return out
 
-    def _source(self, source, nodes):
+    def _source(self, source: Optional[Path], nodes: list[str]
+                ) -> tuple[str, list[str], Optional[int], Optional[int]]:
         """(archive, nodes, start, stop) for _core.energy/stats: the nodes, from an archive
         (narrowed to the window when there is one; a node it lacks is an error) or over the
         instance's window."""
@@ -497,9 +553,13 @@ class Kwollect(_ServiceBase):
             return os.fspath(source), nodes, self._start_ns, self._stop_ns
         return ("", nodes) + self._window()
 
-    def energy_report(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-                      gap_factor=3.0, accuracies=None, clock_offset=None,
-                      allow_incomplete=False, with_archives=None, nodes=None):
+    def energy_report(self, phases: Optional[Phases] = None, roles: Optional[Hosts] = None,
+                      metric: Optional[str] = None, baseline: Optional[str] = None,
+                      source: Optional[Path] = None, gap_factor: float = 3.0,
+                      accuracies: Optional[Mapping[str, str]] = None,
+                      clock_offset: Optional[float] = None, allow_incomplete: bool = False,
+                      with_archives: Paths = None,
+                      nodes: Optional[Hosts] = None) -> dict[str, Any]:
         """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
         phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
@@ -510,27 +570,33 @@ class Kwollect(_ServiceBase):
                               clock_offset, with_archives, nodes)
         return self._check_report(report["fetch"], report, allow_incomplete)
 
-    def _energy(self, phases, roles, metric, baseline, source, gap_factor, accuracies=None,
-                clock_offset=None, with_archives=None, nodes=None):
-        roles, nodes = self._roles_and_nodes(roles, nodes)
-        archive, nodes, start, stop = self._source(source, nodes)
-        accuracies = [f"{m}={a}" for m, a in (accuracies or {}).items()]
+    def _energy(self, phases: Optional[Phases], roles: Optional[Hosts], metric: Optional[str],
+                baseline: Optional[str], source: Optional[Path], gap_factor: float,
+                accuracies: Optional[Mapping[str, str]] = None,
+                clock_offset: Optional[float] = None, with_archives: Paths = None,
+                nodes: Optional[Hosts] = None) -> dict[str, Any]:
+        role_list, subset = self._roles_and_nodes(roles, nodes)
+        archive, subset, start, stop = self._source(source, subset)
+        accuracy_texts = [f"{m}={a}" for m, a in (accuracies or {}).items()]
         if clock_offset is None:
             clock_offset = _core.DEFAULT_CLOCK_OFFSET
         elif isinstance(clock_offset, bool) or not isinstance(clock_offset, (int, float)):
             raise InvalidArgumentError(f"clock_offset should be a number of seconds, not "
                                        f"{clock_offset!r}")
-        return _core.energy(self._client, archive=archive, nodes=nodes, start=start, end=stop,
-                            job=None, phases=self.phases(phases), roles=roles,
+        return _core.energy(self._client, archive=archive, nodes=subset, start=start, end=stop,
+                            job=None, phases=self.phases(phases), roles=role_list,
                             metric=metric or "", baseline=baseline or "",
-                            gap_factor=float(gap_factor), accuracies=accuracies,
+                            gap_factor=float(gap_factor), accuracies=accuracy_texts,
                             clock_offset=float(clock_offset),
                             with_archives=path_list(with_archives),
                             progress=self._progress("kwatt energy"))
 
-    def energy(self, phases=None, roles=None, metric=None, baseline=None, source=None,
-               gap_factor=3.0, accuracies=None, clock_offset=None, allow_incomplete=False,
-               with_archives=None, nodes=None):
+    def energy(self, phases: Optional[Phases] = None, roles: Optional[Hosts] = None,
+               metric: Optional[str] = None, baseline: Optional[str] = None,
+               source: Optional[Path] = None, gap_factor: float = 3.0,
+               accuracies: Optional[Mapping[str, str]] = None,
+               clock_offset: Optional[float] = None, allow_incomplete: bool = False,
+               with_archives: Paths = None, nodes: Optional[Hosts] = None) -> pd.DataFrame:
         """The energy of the experiment, as a DataFrame with one row per node, role and total,
         for the whole window (phase "window") and each phase (marks, and `phases`).
 
@@ -558,8 +624,11 @@ class Kwollect(_ServiceBase):
                               clock_offset, with_archives, nodes)
         return self._check_report(report["fetch"], energy_frame(report), allow_incomplete)
 
-    def source_checks(self, phases=None, roles=None, source=None, gap_factor=3.0,
-                      accuracies=None, allow_incomplete=False, with_archives=None, nodes=None):
+    def source_checks(self, phases: Optional[Phases] = None, roles: Optional[Hosts] = None,
+                      source: Optional[Path] = None, gap_factor: float = 3.0,
+                      accuracies: Optional[Mapping[str, str]] = None,
+                      allow_incomplete: bool = False, with_archives: Paths = None,
+                      nodes: Optional[Hosts] = None) -> pd.DataFrame:
         """Each node's power sources checked against each other (doc/energy.md, "How far to trust
         it"), as a DataFrame with one row per node, interval (window, then each phase) and source
         compared with the node's chosen one: node, interval, metric, reference, verdict (agrees,
@@ -574,23 +643,25 @@ class Kwollect(_ServiceBase):
                               with_archives=with_archives, nodes=nodes)
         return self._check_report(report["fetch"], source_checks_frame(report), allow_incomplete)
 
-    def stats(self, metrics=None, phases=None, roles=None, source=None, allow_incomplete=False,
-              nodes=None):
+    def stats(self, metrics: Metrics = None, phases: Optional[Phases] = None,
+              roles: Optional[Hosts] = None, source: Optional[Path] = None,
+              allow_incomplete: bool = False, nodes: Optional[Hosts] = None) -> pd.DataFrame:
         """Per interval (window, then each phase), node (and role) and metric: count, mean,
         min, max, last; counters' increase, rate and resets; CPU usage (cpu_busy, 0..1). A
         fetch that could not get everything raises IncompleteError (``.partial`` holds the
         DataFrame) unless allow_incomplete."""
-        roles, nodes = self._roles_and_nodes(roles, nodes)
-        archive, nodes, start, stop = self._source(source, nodes)
-        metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-        report = _core.stats(self._client, archive=archive, nodes=nodes, start=start, end=stop,
-                             job=None, metrics=metrics, phases=self.phases(phases),
-                             roles=roles, progress=self._progress("kwatt stats"))
+        role_list, subset = self._roles_and_nodes(roles, nodes)
+        archive, subset, start, stop = self._source(source, subset)
+        metric_ids = [metrics] if isinstance(metrics, str) else list(metrics or [])
+        report = _core.stats(self._client, archive=archive, nodes=subset, start=start, end=stop,
+                             job=None, metrics=metric_ids, phases=self.phases(phases),
+                             roles=role_list, progress=self._progress("kwatt stats"))
         return self._check_report(report["fetch"], stats_frame(report), allow_incomplete)
 
     # ---- plots -------------------------------------------------------------------------------
 
-    def plot_power(self, data=None, ax=None, metric=None):
+    def plot_power(self, data: Optional[pd.DataFrame] = None, ax: Optional[Axes] = None,
+                   metric: Optional[str] = None) -> Axes:
         """Power over time per node, with the window's start and stop and the phase marks.
         data: a DataFrame from to_pandas() or kwatt.load() (default: fetched now)."""
         from .plots import plot_power

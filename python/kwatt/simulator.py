@@ -8,16 +8,19 @@ answers follow Kwollect's API over 7 simulated clusters (the jobs file adds jobs
 `monitor` types and outages: doc/jobs_file.md).
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal, Optional, Union
 
 from .errors import KwattError, NotFoundError
 
 
-def find_kwatt():
+def find_kwatt() -> str:
     """The `kwatt` command: $KWATT_BIN, else the one installed beside this Python (pip install
     of the package puts it there), else the one on the PATH."""
     given = os.environ.get("KWATT_BIN")
@@ -40,20 +43,24 @@ class SimulatedKwollect:
     "0.1"...); kwatt: the command (default: find_kwatt()). Stopped by stop() or on leaving a
     `with` block."""
 
-    def __init__(self, jobs=None, *options, kwatt=None):
-        command = [kwatt or find_kwatt(), "serve", "--simulate", "--port", "0"]
+    def __init__(self, jobs: Union[str, os.PathLike[str], None] = None,
+                 *options: Union[str, int, float],
+                 kwatt: Union[str, os.PathLike[str], None] = None) -> None:
+        command: list[Union[str, os.PathLike[str]]] = [kwatt or find_kwatt(), "serve",
+                                                         "--simulate", "--port", "0"]
         if jobs is not None:
             command += ["--jobs", os.fspath(jobs)]
         command += [str(o) for o in options]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
-        self.url = self.process.stdout.readline().strip()  # its first line: the base URL
+        assert self.process.stdout is not None and self.process.stderr is not None  # PIPE
+        self.url: str = self.process.stdout.readline().strip()  # its first line: the base URL
         if not self.url.startswith("http"):
             self.process.kill()
             error = self.process.stderr.read().strip()
             raise KwattError(f"kwatt serve did not start: {error or self.url!r}")
 
-    def stop(self):
+    def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -65,12 +72,12 @@ class SimulatedKwollect:
             if stream:
                 stream.close()
 
-    def __enter__(self):
+    def __enter__(self) -> SimulatedKwollect:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.stop()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kwatt serve --simulate at {self.url}>"

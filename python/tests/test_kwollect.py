@@ -574,6 +574,9 @@ def test_load_filters(server, tmp_path):
     assert set(df["node"]) == {NOVA[1]}
     assert set(df["metric_id"]) == {"wattmetre_power_watt"}
     assert len(df) == 5 * 50 + 1
+    # One metric id as a string, as the Kwollect methods take it (it was read as its letters).
+    one = kwatt.load(path, metrics="wattmetre_power_watt")
+    assert set(one["metric_id"]) == {"wattmetre_power_watt"}
     with pytest.raises(kwatt.NotFoundError, match="taurus-1"):
         kwatt.load(path, nodes=["taurus-1.lyon"])
 
