@@ -1,6 +1,6 @@
 // The NVML source's saved counters, as the meter's state file gives them back after a restart
-// (doc/meter/sources.md, "GPUs: NVML", saved counters): no crash, no undefined behaviour, and counters that
-// parse format back to the same text and parse again to the same counters.
+// (doc/meter/sources.md, "GPUs: NVML", saved counters): no crash, no undefined behaviour, and
+// counters that parse format back to the same text and parse again to the same counters.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1,6 +1,6 @@
 // The series the meter's outputs write (Kwollect, the textfile, the archive, Prometheus,
-// InfluxDB), and their names: decided here once (doc/meter/outputs.md, "Metric names"). Internal to the
-// meter part.
+// InfluxDB), and their names: decided here once (doc/meter/outputs.md, "Metric names"). Internal to
+// the meter part.
 //
 // Each interval, each domain has the series
 //   measured                   what the domain measured;
