@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "kwatt/core/json_text.h"
+#include "kwatt/core/prometheus_writer.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/row_parser.h"
 #include "kwatt/core/text.h"
@@ -100,12 +101,6 @@ std::unique_ptr<Chunk> MakeChunk(std::vector<Reading>& readings) {
     batch.labels.push_back(chunk->interner.Intern(LabelsText(std::move(reading.labels))));
   }
   return chunk;
-}
-
-std::string EscapeLabel(std::string_view text) {
-  std::string out;
-  AppendPrometheusLabelValue(&out, text);
-  return out;
 }
 
 // A thread with a stack of its own size: the collector runs one thread per device, and 1,000
@@ -977,15 +972,13 @@ CollectorStats Collector::Stats() const { return impl_->Stats(); }
 std::string Collector::PrometheusText() const {
   CollectorStats stats = Stats();
   std::string out;
-  auto family = [&](const char* name, const char* type, const char* help) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  auto family = [&](std::string_view name, const char* type, const char* help) {
+    AppendPrometheusFamily(&out, name, type, help);
   };
   auto per_device = [&](const char* name, const char* help, auto field) {
     family(name, "counter", help);
     for (const DeviceStats& device : stats.devices) {
-      out += std::string(name) + "{device=\"" + EscapeLabel(device.name) + "\"} ";
-      AppendJsonNumber(&out, double(field(device)));
-      out += '\n';
+      AppendPrometheusSample(&out, name, {{"device", device.name}}, double(field(device)));
     }
   };
   per_device("kwatt_collect_polls_total", "Polls (or stream starts) of each device.",
@@ -1018,19 +1011,14 @@ std::string Collector::PrometheusText() const {
     }
   }
   for (const auto& [name, values] : stream_families) {
-    family(name.c_str(), "counter", "A stream's own count (lines read, gaps...).");
+    family(name, "counter", "A stream's own count (lines read, gaps...).");
     for (const auto& [device, value] : values) {
-      out += name + "{device=\"" + EscapeLabel(device->name) + "\"} ";
-      AppendJsonNumber(&out, double(value));
-      out += '\n';
+      AppendPrometheusSample(&out, name, {{"device", device->name}}, double(value));
     }
   }
   auto single = [&](const char* name, const char* type, const char* help, double value) {
     family(name, type, help);
-    out += name;
-    out += ' ';
-    AppendJsonNumber(&out, value);
-    out += '\n';
+    AppendPrometheusSample(&out, name, {}, value);
   };
   single("kwatt_collect_rows_written_total", "counter", "Rows written into the store.",
          double(stats.rows_written));

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
+#include "kwatt/core/prometheus_writer.h"
 #include "kwatt/core/text.h"
 #include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
@@ -39,23 +41,17 @@ class TextfileOutput : public SeriesOutput {
   Status WriteSeries(const IntervalReport& report,
                      const std::vector<SeriesPoint>& points) override {
     KwollectRows(header(), report, points, &rows_);
-    std::string text =
-        "# HELP kwollect_custom Rows for Kwollect (kwatt meter): the row's metric id is "
-        "_metric_id, its time _timestamp.\n# TYPE kwollect_custom untyped\n";
+    std::string text;
+    AppendPrometheusFamily(&text, "kwollect_custom", "untyped",
+                           "Rows for Kwollect (kwatt meter): the row's metric id is _metric_id, "
+                           "its time _timestamp.");
     std::string stamp = FormatEpochSeconds(report.end);
+    PrometheusLabels labels;
     for (const MeterRow& row : rows_) {
-      text += "kwollect_custom{_metric_id=\"";
-      text += row.metric;
-      text += "\",_timestamp=\"" + stamp + "\"";
-      for (const auto& [key, value] : row.labels) {
-        if (value.empty()) continue;
-        text += ',' + key + "=\"";
-        AppendPrometheusLabelValue(&text, value);
-        text += '"';
-      }
-      text += "} ";
-      AppendNumber(&text, row.value);
-      text += '\n';
+      labels.assign({{"_metric_id", row.metric}, {"_timestamp", stamp}});
+      labels.insert(labels.end(), row.labels.begin(), row.labels.end());
+      AppendPrometheusSample(&text, "kwollect_custom", labels,
+                             std::isfinite(row.value) ? row.value : 0.0);
     }
     // Whole or not at all: the exporter reads the file while it is being replaced.
     int fd = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -7,15 +7,18 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <thread>
 #include <utility>
 
+#include "kwatt/core/prometheus_writer.h"
 #include "kwatt/core/text.h"
 #include "kwatt/http/hardened_server.h"
 #include "src/meter/outputs/output_base.h"
@@ -52,7 +55,10 @@ struct PrometheusExposition::Impl {
   std::map<std::pair<int, std::string>, Exposed> retained;     // by (domain, key)
   std::map<std::string, int64_t, std::less<>> retained_since;  // key -> last report exposing it
   std::vector<int64_t> other_offsets;                          // per domain: to other's series
-  std::vector<int64_t> other_totals;       // per domain: other's counter in the series, last seen
+  std::vector<int64_t> other_totals;  // per domain: other's counter in the series, last seen
+  // Restored from a state, by "source\ndomain", until Begin maps them to the header's domains.
+  std::map<std::string, int64_t> restored_other;
+  std::vector<std::pair<std::string, std::pair<std::string, Exposed>>> restored_targets;
   int64_t generation = 0;                  // of `text`
   mutable int64_t served_generation = -1;  // of the last text a scrape read
   const size_t max_retained;
@@ -61,33 +67,11 @@ struct PrometheusExposition::Impl {
 namespace {
 
 void Family(std::string* out, const char* name, const char* type, const char* help) {
-  *out += "# HELP ";
-  *out += name;
-  *out += ' ';
-  *out += help;
-  *out += "\n# TYPE ";
-  *out += name;
-  *out += ' ';
-  *out += type;
-  *out += '\n';
+  AppendPrometheusFamily(out, name, type, help);
 }
 
 void Sample(std::string* out, const char* name, const SeriesLabels& labels, double value) {
-  *out += name;
-  bool first = true;
-  for (const auto& [key, label] : labels) {
-    if (label.empty()) continue;  // Prometheus reads an empty label as none
-    *out += first ? '{' : ',';
-    first = false;
-    *out += key;
-    *out += "=\"";
-    AppendPrometheusLabelValue(out, label);
-    *out += '"';
-  }
-  if (!first) *out += '}';
-  *out += ' ';
-  internal::AppendNumber(out, value);
-  *out += '\n';
+  AppendPrometheusSample(out, name, labels, std::isfinite(value) ? value : 0.0);
 }
 
 void AppendInfo(std::string* out, const MeterHeader& header) {
@@ -193,8 +177,25 @@ Status PrometheusExposition::Begin(const MeterHeader& header) {
   std::string text;
   AppendInfo(&text, header);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->series.Begin(header);
-  impl_->text = std::make_shared<const std::string>(std::move(text));
+  Impl& m = *impl_;
+  m.series.Begin(header);
+  m.text = std::make_shared<const std::string>(std::move(text));
+  // What a restarted meter's text showed goes on: other's share of the targets' first intervals,
+  // and each target's series as it was (its offset, its labels).
+  m.other_offsets.assign(header.domains.size(), 0);
+  m.other_totals.assign(header.domains.size(), 0);
+  for (size_t d = 0; d < header.domains.size(); ++d) {
+    const std::string name = header.domains[d].source + "\n" + header.domains[d].name;
+    auto other = m.restored_other.find(name);
+    if (other != m.restored_other.end()) m.other_offsets[d] = other->second;
+    for (auto& [domain, target] : m.restored_targets) {
+      if (domain != name) continue;
+      m.retained[{int(d), target.first}] = target.second;
+      m.retained_since.try_emplace(target.first, -1);
+    }
+  }
+  m.restored_other.clear();
+  m.restored_targets.clear();
   return Status::OK();
 }
 
@@ -251,14 +252,96 @@ Status PrometheusExposition::Write(const IntervalReport& report) {
 
 Status PrometheusExposition::Finish() { return Status::OK(); }
 
+// The state: the series' counters (OutputSeries::Save), and under "prometheus" what the text
+// shows apart from them (doc/meter/outputs.md, "State"): a restarted meter's series go on.
 std::string PrometheusExposition::SaveState() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->series.Save();
+  const Impl& m = *impl_;
+  nlohmann::ordered_json state = nlohmann::ordered_json::parse(m.series.Save());
+  const MeterHeader& header = m.series.header();
+  nlohmann::ordered_json other = nlohmann::ordered_json::array();
+  for (size_t d = 0; d < m.other_offsets.size() && d < header.domains.size(); ++d) {
+    other.push_back({{"source", header.domains[d].source},
+                     {"domain", header.domains[d].name},
+                     {"offset", m.other_offsets[d]}});
+  }
+  nlohmann::ordered_json targets = nlohmann::ordered_json::array();
+  for (const auto& [key, exposed] : m.retained) {
+    if (size_t(key.first) >= header.domains.size()) continue;
+    nlohmann::ordered_json labels = nlohmann::ordered_json::array();
+    for (const auto& [name, value] : exposed.labels) labels.push_back({name, value});
+    targets.push_back({{"source", header.domains[size_t(key.first)].source},
+                       {"domain", header.domains[size_t(key.first)].name},
+                       {"key", key.second},
+                       {"offset", exposed.offset_microjoules},
+                       {"shown", exposed.shown_microjoules},
+                       {"counting", exposed.zero_generation < 0},
+                       {"labels", std::move(labels)}});
+  }
+  state["prometheus"] = {{"other", std::move(other)}, {"targets", std::move(targets)}};
+  return state.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 Status PrometheusExposition::RestoreState(std::string_view state) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->series.Restore(state);
+  Impl& m = *impl_;
+  KWATT_RETURN_IF_ERROR(m.series.Restore(state));
+  if (state.empty()) return Status::OK();
+  nlohmann::json saved = nlohmann::json::parse(state, nullptr, /*allow_exceptions=*/false);
+  auto prometheus = saved.find("prometheus");
+  if (prometheus == saved.end()) return Status::OK();  // a state of an earlier kwatt
+  auto bad = [](const std::string& what) {
+    return Status::Corruption("the meter's saved Prometheus series: " + what +
+                              " (the state file is damaged: remove it to start the counters "
+                              "from 0)");
+  };
+  auto text = [](const nlohmann::json& entry, const char* key) {
+    auto it = entry.find(key);
+    return it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto number = [](const nlohmann::json& entry, const char* key, int64_t* out) {
+    auto it = entry.find(key);
+    if (it == entry.end() || !it->is_number_integer() || it->get<int64_t>() < 0) return false;
+    *out = it->get<int64_t>();
+    return true;
+  };
+  if (!prometheus->is_object()) return bad("not an object");
+  std::map<std::string, int64_t> other;
+  std::vector<std::pair<std::string, std::pair<std::string, Impl::Exposed>>> targets;
+  for (const nlohmann::json& entry : prometheus->value("other", nlohmann::json::array())) {
+    int64_t offset = 0;
+    if (!entry.is_object() || text(entry, "source").empty() || !number(entry, "offset", &offset)) {
+      return bad("an \"other\" entry without source, domain and offset");
+    }
+    other[text(entry, "source") + "\n" + text(entry, "domain")] = offset;
+  }
+  for (const nlohmann::json& entry : prometheus->value("targets", nlohmann::json::array())) {
+    Impl::Exposed exposed;
+    auto labels = entry.is_object() ? entry.find("labels") : entry.end();
+    if (!entry.is_object() || text(entry, "key").empty() ||
+        !number(entry, "offset", &exposed.offset_microjoules) ||
+        !number(entry, "shown", &exposed.shown_microjoules) || labels == entry.end() ||
+        !labels->is_array()) {
+      return bad("a target entry without key, offset, shown and labels");
+    }
+    for (const nlohmann::json& label : *labels) {
+      if (!label.is_array() || label.size() != 2 || !label[0].is_string() ||
+          !label[1].is_string()) {
+        return bad("a target's label that is not a pair of strings");
+      }
+      exposed.labels.emplace_back(label[0].get<std::string>(), label[1].get<std::string>());
+    }
+    // A series whose 0 no scrape had read goes on at 0 until one does.
+    auto counting = entry.find("counting");
+    if (counting != entry.end() && counting->is_boolean() && !counting->get<bool>()) {
+      exposed.zero_generation = 0;
+    }
+    targets.push_back({text(entry, "source") + "\n" + text(entry, "domain"),
+                       {text(entry, "key"), std::move(exposed)}});
+  }
+  m.restored_other = std::move(other);
+  m.restored_targets = std::move(targets);
+  return Status::OK();
 }
 
 OutputStats PrometheusExposition::Stats() const {

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -261,6 +262,51 @@ TEST(PrometheusExposition, CountersContinueFromTheirSavedState) {
           .value,
       60.0);
   EXPECT_EQ(second.RestoreState("{").code(), Status::Code::kCorruption);
+}
+
+// A restarted meter (--state) goes on with the series its text showed: other's share of the
+// targets' first intervals, each target's offset and first labels. No counter goes down, and no
+// target's series changes labels, across the restart.
+TEST(PrometheusExposition, ARestartedMetersSeriesGoOnWhereTheyWere) {
+  MeterHeader header = TestHeader();
+  ReportBuilder reports(header);
+  OutputOptions options;
+  options.max_targets = 0;
+  Target a = ProcessTarget(1, "busy"), web = CgroupTarget("/system.slice/web.service");
+  PrometheusExposition first(options);
+  ASSERT_TRUE(first.Begin(header).ok());
+  ASSERT_TRUE(first.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {web, 500'000}})).ok());
+  (void)first.Text();  // scraped: from now on they count
+  ASSERT_TRUE(first.Write(reports.Next({40.0, 6.0}, {{a, 500'000}, {web, 500'000}})).ok());
+  std::map<std::string, double> before = Shares(first.Text());
+  std::string state = first.SaveState();
+  PrometheusExposition second(options);
+  ASSERT_TRUE(second.RestoreState(state).ok());
+  ASSERT_TRUE(second.Begin(header).ok());
+  Target renamed = a;
+  renamed.name = "busier";
+  ASSERT_TRUE(second.Write(reports.Next({40.0, 6.0}, {{renamed, 500'000}, {web, 500'000}})).ok());
+  std::string text = second.Text();
+  std::map<std::string, double> after = Shares(text);
+  double parts = 0;
+  for (const auto& [key, joules] : after) {
+    if (key != "measured") parts += joules;
+    EXPECT_GE(joules, before[key]) << key;
+  }
+  EXPECT_NEAR(parts, after["measured"], 1e-6);
+  EXPECT_GT(after[a.key], before[a.key]);
+  EXPECT_EQ(after["other"], before["other"]);
+  EXPECT_EQ(text.find("busier"), std::string::npos) << text;  // its first labels
+  EXPECT_EQ(Promtool(text), "");
+  // A state of a kwatt before these series (no "prometheus") still restores the counters.
+  nlohmann::json older = nlohmann::json::parse(state);
+  older.erase("prometheus");
+  PrometheusExposition third(options);
+  EXPECT_TRUE(third.RestoreState(older.dump()).ok());
+  nlohmann::json damaged = nlohmann::json::parse(state);
+  damaged["prometheus"]["targets"][0]["labels"] = 7;
+  EXPECT_EQ(PrometheusExposition(options).RestoreState(damaged.dump()).code(),
+            Status::Code::kCorruption);
 }
 
 Result<http::ClientResponse> Get(const std::string& url) {
