@@ -2,7 +2,7 @@
 #include <tuple>
 
 #include "apps/kwatt/commands.h"
-#include "kwatt/backup/row_source.h"
+#include "kwatt/rows/source.h"
 
 namespace kwatt::cli {
 
@@ -11,12 +11,12 @@ Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& ar
                              const ProgressCallback& progress, bool metrics_are_candidates,
                              const std::vector<std::string>& with_archives,
                              bool with_archives_shared, int64_t margin) {
-  backup::RowSource source;
+  rows::RowSource source;
   source.with_archives = with_archives;
   source.with_archives_shared = with_archives_shared;
   if (!archive_dir.empty()) {
     if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
-    source.archive_dir = archive_dir;
+    source.from = rows::FromArchive{archive_dir};
     if (!args.nodes.empty()) {  // some of the archive's nodes
       Result<std::vector<NodeName>> nodes = ParseNodeList(args.nodes);
       if (!nodes.ok()) return nodes.status().WithContext("--nodes");
@@ -31,11 +31,13 @@ Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& ar
       *slot = *t;
     }
   } else {
-    KWATT_RETURN_IF_ERROR(ResolveQuery(args, &source.query, &source.options));
+    rows::FromQuery query;
+    KWATT_RETURN_IF_ERROR(ResolveQuery(args, &source.query, &query.options));
+    source.from = std::move(query);
     source.query.check_metrics = source.query.check_metrics && !metrics_are_candidates;
   }
   source.query.margin = margin;
-  return backup::FeedSource(source, metrics, sink, progress);
+  return rows::FeedSource(source, metrics, sink, progress);
 }
 
 CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives,

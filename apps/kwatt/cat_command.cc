@@ -4,7 +4,7 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
-#include "kwatt/kwollect/text_sinks.h"
+#include "kwatt/rows/text_sinks.h"
 
 namespace kwatt::cli {
 
@@ -66,7 +66,7 @@ Runner RegisterCat(CLI::App* app) {
                    "interrupted backup committed\n",
                    args->dir.c_str());
     }
-    kwollect::JsonlSink sink(stdout, "stdout");
+    rows::JsonlSink sink(stdout, "stdout");
     RowBatch batch;
     Status written;
     while (written.ok() && (*reader)->Next(&batch)) {

@@ -75,11 +75,11 @@ int Fail(const char* command, const Status& status);
 // "1.2 MB": bytes for people (powers of 1000).
 std::string HumanBytes(double bytes);
 
-// The rows of energy and stats: an archive directory's (backup::FeedSource) when `archive_dir` is
+// The rows of energy and stats: an archive directory's (rows::FeedSource) when `archive_dir` is
 // given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 // `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
 // check_metrics false), for energy's list of power sources. `with_archives`: other archives of
-// the same nodes read with it (backup::RowSource::with_archives; `kwatt energy --with-archive`),
+// the same nodes read with it (rows::RowSource::with_archives; `kwatt energy --with-archive`),
 // shared by several runs when `with_archives_shared`. `margin`: rows read this far beyond the
 // window (kwollect::FetchQuery::margin; an energy's: energy::EnergyFetchMargin).
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,

@@ -12,7 +12,7 @@
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/output_file.h"
-#include "kwatt/kwollect/text_sinks.h"
+#include "kwatt/rows/text_sinks.h"
 
 namespace kwatt::cli {
 namespace {
@@ -134,7 +134,7 @@ Runner RegisterExport(CLI::App* app) {
         return kExitFailure;
       }
     }
-    kwollect::CsvSink sink(out, to_stdout ? "stdout" : args->output);
+    rows::CsvSink sink(out, to_stdout ? "stdout" : args->output);
     RowBatch batch;
     Status written = sink.Write("", batch, (*reader)->interner());  // the header, even if no row
     while (written.ok() && (*reader)->Next(&batch)) {

@@ -6,7 +6,7 @@
 
 #include "apps/kwatt/commands.h"
 #include "kwatt/core/output_file.h"
-#include "kwatt/kwollect/text_sinks.h"
+#include "kwatt/rows/text_sinks.h"
 
 namespace kwatt::cli {
 
@@ -62,11 +62,11 @@ Runner RegisterFetch(CLI::App* app) {
         return kExitFailure;
       }
     }
-    std::unique_ptr<kwollect::TextSink> sink;
+    std::unique_ptr<rows::TextSink> sink;
     if (args->format == "csv") {
-      sink = std::make_unique<kwollect::CsvSink>(out, name);
+      sink = std::make_unique<rows::CsvSink>(out, name);
     } else {
-      sink = std::make_unique<kwollect::JsonlSink>(out, name);
+      sink = std::make_unique<rows::JsonlSink>(out, name);
     }
     Result<RowsReport> report =
         kwollect::Fetch(options, query, sink.get(), MakeProgress("kwatt fetch", args->quiet));

@@ -5,7 +5,7 @@
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/text.h"
-#include "kwatt/kwollect/text_sinks.h"
+#include "kwatt/rows/text_sinks.h"
 #include "kwatt/store/open_store.h"
 
 namespace kwatt::cli {
@@ -113,7 +113,7 @@ Runner RegisterStore(CLI::App* app) {
       if (!t.ok()) return Fail("store cat", t.status().WithContext("--end"));
       query.end = *t == INT64_MAX ? *t : *t + 1;  // --end is inclusive
     }
-    kwollect::JsonlSink sink(stdout, "stdout");
+    rows::JsonlSink sink(stdout, "stdout");
     Status status = s.Query(query, [&](const RowBatch& batch, const StringInterner& interner) {
       return sink.Write("", batch, interner);
     });

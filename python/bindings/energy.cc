@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "kwatt/backup/row_source.h"
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
 #include "kwatt/energy/stats.h"
 #include "kwatt/energy/workflow.h"
 #include "kwatt/kwollect/fetch.h"
+#include "kwatt/rows/source.h"
 #include "python/bindings/common.h"
 
 namespace py = pybind11;
@@ -31,13 +31,16 @@ namespace {
 py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
 
 // The source of energy() and stats(): an archive directory, or a query.
-backup::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
-                             const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                             std::optional<int64_t> end,
-                             std::optional<std::pair<std::string, int64_t>> job) {
-  backup::RowSource source;
-  source.archive_dir = archive_dir;
-  if (archive_dir.empty()) source.options = MakeClientOptions(client);
+rows::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
+                           const std::vector<std::string>& nodes, std::optional<int64_t> start,
+                           std::optional<int64_t> end,
+                           std::optional<std::pair<std::string, int64_t>> job) {
+  rows::RowSource source;
+  if (archive_dir.empty()) {
+    source.from = rows::FromQuery{MakeClientOptions(client)};
+  } else {
+    source.from = rows::FromArchive{archive_dir};
+  }
   source.query = MakeQuery(nodes, start, end, job, {}, false);
   return source;
 }
@@ -73,14 +76,14 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
   std::map<std::string, energy::StatedAccuracy> stated;
   for (const std::string& text : accuracies)
     stated.insert(Unwrap(energy::ParseStatedAccuracy(text)));
-  backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  rows::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   source.query.margin = energy::EnergyFetchMargin(source.query.summary);
   source.with_archives = with_archives;
   Watch watch{std::move(progress)};
   // The one energy workflow (energy::EnergyOf), its rows the source's.
   auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) {
-    return backup::FeedSource(source, metrics, sink, watch.Callback());
+    return rows::FeedSource(source, metrics, sink, watch.Callback());
   };
   energy::EnergyOptions options;
   options.phases = MakePhases(phases);
@@ -195,7 +198,7 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                py::object progress) {
-  backup::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  rows::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   energy::StatsSink sink(MakePhases(phases));
   std::vector<energy::Role> role_list = MakeRoles(roles);
   Watch watch{std::move(progress)};
@@ -203,7 +206,7 @@ py::dict Stats(const py::dict& client, const std::string& archive_dir,
   Result<std::vector<std::vector<energy::NodeStats>>> results = Status::OK();
   {
     py::gil_scoped_release release;
-    report = backup::FeedSource(source, metrics, &sink, watch.Callback());
+    report = rows::FeedSource(source, metrics, &sink, watch.Callback());
     if (report.ok()) results = sink.Results(role_list);
   }
   watch.RaiseIfInterrupted();

@@ -14,7 +14,7 @@
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/workflow.h"
 #include "kwatt/http/hardened_server.h"
-#include "kwatt/kwollect/text_sinks.h"
+#include "kwatt/rows/text_sinks.h"
 #include "src/server/downsample.h"
 #include "src/server/embedded_dashboard.h"
 
@@ -578,13 +578,13 @@ void Dashboard::Rows(const http::Request& req, http::Response& res) {
       (req.has_param("job_id") ? "-job" + req.get_param_value("job_id") : std::string()) + "." +
       format;
   res.set_header("Content-Disposition", "attachment; filename=\"" + name + "\"");
-  // The text sinks of `kwatt fetch -o` (kwollect/text_sinks.h), writing into a memory stream
+  // The text sinks of `kwatt fetch -o` (rows/text_sinks.h), writing into a memory stream
   // whose bytes are sent chunk after chunk.
   struct Writer {
     char* buffer = nullptr;
     size_t size = 0;
     FILE* file = nullptr;
-    std::unique_ptr<kwollect::TextSink> sink;
+    std::unique_ptr<rows::TextSink> sink;
     ~Writer() {
       if (file) std::fclose(file);
       std::free(buffer);
@@ -594,9 +594,9 @@ void Dashboard::Rows(const http::Request& req, http::Response& res) {
   writer->file = open_memstream(&writer->buffer, &writer->size);
   if (!writer->file) return Error(res, 500, "cannot open a memory stream");
   if (format == "csv") {
-    writer->sink = std::make_unique<kwollect::CsvSink>(writer->file, "the answer");
+    writer->sink = std::make_unique<rows::CsvSink>(writer->file, "the answer");
   } else {
-    writer->sink = std::make_unique<kwollect::JsonlSink>(writer->file, "the answer");
+    writer->sink = std::make_unique<rows::JsonlSink>(writer->file, "the answer");
   }
   std::shared_ptr<MetricsAnswer> rows = *answer;
   std::string site = q.site->uid;

@@ -1,4 +1,4 @@
-// An archive's rows to a sink, as a source of rows (backup::FeedSource: what `kwatt energy` and
+// An archive's rows to a sink, as a source of rows (rows::FeedSource: what `kwatt energy` and
 // `kwatt stats` analyse, the Python package's energy() and stats(); `kwatt meter`'s Kwollect
 // power replayed from an archive).
 // Thread safety: as ArchiveReader (one sink, the calling thread).

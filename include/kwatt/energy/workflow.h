@@ -22,7 +22,7 @@ namespace kwatt::energy {
 
 // Where the rows come from: feeds `sink` with the rows of `metrics` over the window, read
 // EnergyFetchMargin(summary) beyond it (kwollect::FetchQuery::margin), and returns the resolved
-// query (its nodes, window, catalogues and failures): backup::FeedSource for a Kwollect query or
+// query (its nodes, window, catalogues and failures): rows::FeedSource for a Kwollect query or
 // an archive, the dashboard's own rows. An error stops the workflow and is returned.
 using EnergyRowFeed =
     std::function<Result<RowsReport>(const std::vector<std::string>& metrics, RowSink* sink)>;

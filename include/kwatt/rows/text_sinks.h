@@ -1,16 +1,18 @@
-// Sinks that write fetched rows as text: JSON Lines (each row exactly as the API sent it) or CSV.
+// Sinks that write rows as text: JSON Lines (each row exactly as the API sent it) or CSV: what
+// `kwatt fetch -o`, `kwatt cat`, `kwatt export`, `kwatt store cat` and the dashboard's downloads
+// write.
 //
 // A sink writes to a FILE* it does not own, through its own buffer; Flush() must be called at the
 // end (and reports any write error, e.g. a full disk). Not thread-safe.
-#ifndef KWATT_KWOLLECT_TEXT_SINKS_H_
-#define KWATT_KWOLLECT_TEXT_SINKS_H_
+#ifndef KWATT_ROWS_TEXT_SINKS_H_
+#define KWATT_ROWS_TEXT_SINKS_H_
 
 #include <cstdio>
 #include <string>
 
-#include "kwatt/kwollect/fetch.h"
+#include "kwatt/core/row_sink.h"
 
-namespace kwatt::kwollect {
+namespace kwatt::rows {
 
 class TextSink : public RowSink {
  public:
@@ -49,6 +51,6 @@ class CsvSink : public TextSink {
   bool header_written_ = false;
 };
 
-}  // namespace kwatt::kwollect
+}  // namespace kwatt::rows
 
-#endif  // KWATT_KWOLLECT_TEXT_SINKS_H_
+#endif  // KWATT_ROWS_TEXT_SINKS_H_

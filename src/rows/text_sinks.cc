@@ -1,4 +1,4 @@
-#include "kwatt/kwollect/text_sinks.h"
+#include "kwatt/rows/text_sinks.h"
 
 #include <cerrno>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "kwatt/core/text.h"
 #include "kwatt/core/time.h"
 
-namespace kwatt::kwollect {
+namespace kwatt::rows {
 namespace {
 
 constexpr size_t kBufferBytes = 1 << 20;
@@ -85,4 +85,4 @@ Status CsvSink::Write(std::string_view site, const RowBatch& batch,
   return MaybeFlush();
 }
 
-}  // namespace kwatt::kwollect
+}  // namespace kwatt::rows

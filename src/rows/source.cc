@@ -1,4 +1,4 @@
-#include "kwatt/backup/row_source.h"
+#include "kwatt/rows/source.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "kwatt/archive/source.h"
 #include "kwatt/core/time.h"
 
-namespace kwatt::backup {
+namespace kwatt::rows {
 
 namespace {
 
@@ -57,7 +57,7 @@ class SeriesNoter : public RowSink {
 // The source's own rows: its archive's, or its query's.
 Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::string>& metrics,
                            RowSink* sink, const ProgressCallback& progress) {
-  if (!source.archive_dir.empty()) {
+  if (const FromArchive* archive = std::get_if<FromArchive>(&source.from)) {
     if (source.query.job) return Status::InvalidArgument("give an archive or a job, not both");
     RowsReport report;
     // The archive's rows up to the margin beyond the window asked, where it holds them; the
@@ -66,7 +66,7 @@ Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::strin
     std::optional<UnixNanos> start = source.query.start, end = source.query.end;
     if (start) *start -= margin;
     if (end) *end += margin;
-    KWATT_RETURN_IF_ERROR(archive::FeedArchive(source.archive_dir,
+    KWATT_RETURN_IF_ERROR(archive::FeedArchive(archive->dir,
                                                metrics.empty() ? source.query.metrics : metrics,
                                                start, end, sink, &report, source.query.nodes));
     if (source.query.start) report.start = std::max(report.start, *source.query.start);
@@ -75,7 +75,7 @@ Result<RowsReport> FeedOne(const RowSource& source, const std::vector<std::strin
   }
   kwollect::FetchQuery query = source.query;
   if (!metrics.empty()) query.metrics = metrics;
-  return kwollect::Fetch(source.options, query, sink, progress);
+  return kwollect::Fetch(std::get<FromQuery>(source.from).options, query, sink, progress);
 }
 
 // Passes another archive's rows on, without its Begin: the sink began with the source's.
@@ -120,7 +120,8 @@ Result<std::vector<archive::Manifest>> ReadOtherArchives(const RowSource& source
       return Status::Incomplete(archive::IncompleteArchiveMessage(*manifest));
     }
     std::error_code error;
-    if (!source.archive_dir.empty() && fs::equivalent(source.archive_dir, dir, error)) {
+    const FromArchive* own = std::get_if<FromArchive>(&source.from);
+    if (own != nullptr && fs::equivalent(own->dir, dir, error)) {
       return Status::InvalidArgument("archive " + dir +
                                      " is the one read: give another one with it (a kwatt meter "
                                      "recording on its nodes)");
@@ -228,4 +229,4 @@ Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::st
   return report;
 }
 
-}  // namespace kwatt::backup
+}  // namespace kwatt::rows

@@ -1,24 +1,32 @@
-// Rows from a Kwollect query or from an archive, to a sink: what `kwatt energy` and `kwatt stats`
-// analyse, and the Python package's energy() and stats().
+// Where rows come from, a Kwollect query or an archive, and their rows to a sink: what `kwatt
+// energy`, `kwatt stats` and `kwatt report` analyse, and the Python package's energy() and
+// stats().
 // Thread safety: as Fetch and ArchiveReader (one sink, the calling thread).
-#ifndef KWATT_BACKUP_ROW_SOURCE_H_
-#define KWATT_BACKUP_ROW_SOURCE_H_
+#ifndef KWATT_ROWS_SOURCE_H_
+#define KWATT_ROWS_SOURCE_H_
 
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
 
-namespace kwatt::backup {
+namespace kwatt::rows {
 
-// Where rows come from: an archive directory when `archive_dir` is set (then query.start,
-// query.end and query.nodes, if set, narrow its window and nodes, and a job is refused), else the
-// query.
-struct RowSource {
-  std::string archive_dir;
+// The rows of a Kwollect query: `query` asked of the API `options` name.
+struct FromQuery {
   kwollect::ClientOptions options;
+};
+// The rows of an archive directory (a `kwatt backup`, a `kwatt meter` recording): `query`'s
+// start, end and nodes, if set, narrow its window and nodes; a job is refused.
+struct FromArchive {
+  std::string dir;
+};
+
+struct RowSource {
+  std::variant<FromQuery, FromArchive> from;
   kwollect::FetchQuery query;
   // Other archives of the same experiment read with it (`kwatt energy --with-archive`): a `kwatt
   // meter` recording (-o archive:) on one of its nodes, whose RAPL and GPU domains are then
@@ -47,6 +55,6 @@ struct RowSource {
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
                               RowSink* sink, const ProgressCallback& progress = {});
 
-}  // namespace kwatt::backup
+}  // namespace kwatt::rows
 
-#endif  // KWATT_BACKUP_ROW_SOURCE_H_
+#endif  // KWATT_ROWS_SOURCE_H_

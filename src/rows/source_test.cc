@@ -1,6 +1,6 @@
 // FeedSource with other archives of the same experiment (`kwatt energy --with-archive`): real
 // archives written by ArchiveWriter in a temporary directory, read back through FeedArchive.
-#include "kwatt/backup/row_source.h"
+#include "kwatt/rows/source.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include "kwatt/energy/energy.h"
 #include "src/testing/temp_dir.h"
 
-namespace kwatt::backup::row_source_test {
+namespace kwatt::rows::source_test {
 namespace {
 
 constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;  // 2025-04-18T12:00:00Z
@@ -114,7 +114,7 @@ class WithArchives : public ::testing::Test {
   // The backup, read with the meter's recording.
   RowSource BackupWithMeter() const {
     RowSource source;
-    source.archive_dir = backup_;
+    source.from = FromArchive{backup_};
     source.with_archives = {meter_};
     return source;
   }
@@ -126,7 +126,7 @@ class WithArchives : public ::testing::Test {
 // window is the one asked.
 TEST_F(WithArchives, AMarginReadsTheArchivesRowsAroundTheWindowAsked) {
   RowSource source;
-  source.archive_dir = backup_;
+  source.from = FromArchive{backup_};
   source.query.start = kT0 + 2 * kMinute;
   source.query.end = kT0 + 5 * kMinute;
   source.query.margin = kMinute;
@@ -306,4 +306,4 @@ TEST_F(WithArchives, AnUnfinishedRecordingIsNotTakenForAWholeOne) {
 }
 
 }  // namespace
-}  // namespace kwatt::backup::row_source_test
+}  // namespace kwatt::rows::source_test
