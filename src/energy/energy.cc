@@ -69,8 +69,8 @@ double Seconds(int64_t ns) { return double(ns) / 1e9; }
 
 }  // namespace
 
-int detail::NodeLookup::Find(const std::vector<std::string>& nodes, std::string_view site,
-                             uint32_t device, const StringInterner& interner) {
+int detail::RowNodeIndex::Find(const std::vector<std::string>& nodes, std::string_view site,
+                               uint32_t device, const StringInterner& interner) {
   if (interner.serial() != interner_ || site != site_) {
     interner_ = interner.serial();
     site_ = std::string(site);

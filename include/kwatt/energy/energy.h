@@ -49,7 +49,7 @@ namespace detail {
 
 // Which of a list of node FQDNs a row's (site, device id) is, cached per interned id so that the
 // per-row cost is an array read (the cache follows the interner and site of the batches).
-class NodeLookup {
+class RowNodeIndex {
  public:
   // Index in `nodes`, or -1 when the device is none of them.
   int Find(const std::vector<std::string>& nodes, std::string_view site, uint32_t device,
@@ -254,7 +254,7 @@ class PowerCollector : public RowSink {
   std::map<std::string, std::map<std::string, int64_t>> nan_rows_;
   std::map<std::string, std::string> unfetched_;
   std::vector<std::pair<UnixNanos, UnixNanos>> unfetched_spans_;
-  detail::NodeLookup lookup_;
+  detail::RowNodeIndex lookup_;
   uint64_t metric_interner_ = 0;       // the serial of the interner wanted_metric_ is for
   std::vector<int8_t> wanted_metric_;  // by metric id: -1 unknown, 0 no, 1 yes
 };

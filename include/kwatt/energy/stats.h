@@ -64,7 +64,7 @@ class StatsCollector : public RowSink {
   std::vector<std::map<std::string, SeriesState>> series_;
   // CPU seconds per interval, node: idle (idle + iowait) and total increases.
   std::vector<std::map<std::string, std::pair<double, double>>> cpu_;
-  detail::NodeLookup lookup_;
+  detail::RowNodeIndex lookup_;
 };
 
 // The stats of a role: its nodes' summed (count, sum, min, max, last, increase...; CPU busy
