@@ -13,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -209,9 +208,7 @@ Status PrometheusExposition::Write(const IntervalReport& report) {
   }
   Impl& m = *impl_;
   m.series.Add(report, &m.points);
-  m.other_offsets.resize(header.domains.size(), 0);
-  m.other_totals.resize(header.domains.size(), 0);
-  const int64_t generation = ++m.generation;
+  const int64_t generation = ++m.generation;  // Begin sized the per-domain vectors
   for (const SeriesPoint& point : m.points) {
     if (point.kind == SeriesKind::kOther)
       m.other_totals[size_t(point.domain)] = point.total_microjoules;
