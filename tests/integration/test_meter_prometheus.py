@@ -161,9 +161,9 @@ def churn(count, seconds, workers):
     return state["next"], state["failures"]
 
 
-@pytest.mark.skipif(not PROMETHEUS.exists(), reason="Debian's prometheus is not installed "
-                    "(apt-get install prometheus; the Makefile installs it)")
 def test_sums_over_targets_keep_the_domains_energy_under_process_churn(tmp_path, peers):
+    # A real peer: missing is a failure where `make deps` ran (it installs Debian's prometheus).
+    assert PROMETHEUS.exists(), "Debian's prometheus is not installed: run make deps"
     rapl = SimulatedRapl(tmp_path / "sys", "--follow-cpu")
     peers.append(rapl.process)
     meter, metrics_url = start_meter(peers, rapl, tmp_path)
