@@ -1,23 +1,41 @@
 #!python
 """The `kwatt` command of kwatt's wheels (packaging/wheels.sh puts it in place of auditwheel's).
 
-It runs the kwatt program that the wheel carries in kwatt.scripts/, beside the package wherever
-pip put it (a virtualenv, --user, a --target directory), and names this interpreter in
-KWATT_PYTHON, so that `kwatt report` draws its figures and `kwatt export --to parquet` writes with
-the Python that has kwatt installed. It imports nothing of kwatt (pandas would cost every command
-a third of a second)."""
+What the Python package does, it does in this process: `kwatt report` (the report with its
+figures, drawn by matplotlib) and `kwatt export --to parquet` (pyarrow) run `python -m kwatt`'s
+commands here, with the same arguments. Every other command replaces this process with the kwatt
+program that the wheel carries in kwatt.scripts/, beside the package wherever pip put it (a
+virtualenv, --user, a --target directory). Neither starts the other: no process is started
+between the CLI and Python. Only those two import kwatt (pandas would cost every command a third
+of a second)."""
 import importlib.util
 import os
 import sys
+
+
+def _in_python(argv):
+    """Whether `kwatt ARGV` is one of the Python package's commands."""
+    if not argv:
+        return False
+    if argv[0] == "report":
+        return True
+    if argv[0] == "export":
+        rest = argv[1:]
+        return "--to=parquet" in rest or any(
+            a == "--to" and b == "parquet" for a, b in zip(rest, rest[1:]))
+    return False
+
 
 if __name__ == "__main__":
     spec = importlib.util.find_spec("kwatt")
     if spec is None or not spec.submodule_search_locations:
         sys.exit("kwatt: the kwatt package is not importable by " + sys.executable
                  + ": reinstall the wheel (pip install kwatt-*.whl)")
+    if _in_python(sys.argv[1:]):
+        from kwatt.__main__ import main
+        sys.exit(main(sys.argv[1:], prog="kwatt"))
     site = os.path.dirname(list(spec.submodule_search_locations)[0])
     program = os.path.join(site, "kwatt.scripts", "kwatt")
-    os.environ.setdefault("KWATT_PYTHON", sys.executable)
     try:
         os.execv(program, [program] + sys.argv[1:])
     except OSError as error:

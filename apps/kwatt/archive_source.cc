@@ -50,20 +50,4 @@ CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* w
   return command->add_option("--with-archive", *with_archives, help);
 }
 
-Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,
-                             const std::vector<const RowsReport*>& runs) {
-  for (const std::string& dir : with_archives) {
-    bool read = std::any_of(runs.begin(), runs.end(), [&](const RowsReport* run) {
-      return std::find(run->with_archives.begin(), run->with_archives.end(), dir) !=
-             run->with_archives.end();
-    });
-    if (!read) {
-      return Status::InvalidArgument("--with-archive " + dir +
-                                     ": no run has its nodes during its window (give the "
-                                     "recordings made on the runs' nodes while they ran)");
-    }
-  }
-  return Status::OK();
-}
-
 }  // namespace kwatt::cli

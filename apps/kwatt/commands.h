@@ -47,6 +47,9 @@ struct QueryArgs {
   std::optional<int64_t> rows_per_request;
 };
 void AddQueryOptions(CLI::App* command, QueryArgs* args);
+// The client options: the credentials file's (--config, else the default one), then those given;
+// InvalidArgument naming the option when one is wrong.
+Status ResolveClientOptions(const QueryArgs& args, kwollect::ClientOptions* options);
 // Builds the query and client options; InvalidArgument naming the option when one is wrong.
 Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
                     kwollect::ClientOptions* options);
@@ -103,10 +106,6 @@ struct AnalysisArgs {
 // several runs, each recording going with those it meets (kwatt report).
 CLI::Option* AddWithArchiveOption(CLI::App* command, std::vector<std::string>* with_archives,
                                   bool several_runs);
-// After runs were read with `with_archives` shared among them: InvalidArgument naming a given
-// archive that no run read (none of its nodes is a run's during the run).
-Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,
-                             const std::vector<const RowsReport*>& runs);
 void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args);
 // Parses --accuracy METRIC=P%+WW options into `accuracies` (by metric); InvalidArgument naming
 // the one that is wrong.
@@ -118,11 +117,6 @@ Status ParseAccuracyOptions(const std::vector<std::string>& texts,
 Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
                              std::vector<energy::Role>* roles,
                              std::optional<UnixNanos> origin = std::nullopt);
-
-// The Python of the installed package, for what the Python package does for the CLI (Parquet,
-// the report's figures): the python3 beside this executable (a pip-installed kwatt's), else
-// $KWATT_PYTHON; empty when neither.
-std::string PackagePython();
 
 // Registers a subcommand; the returned function runs it once parsed.
 using Runner = std::function<int()>;

@@ -9,6 +9,7 @@
 #include "apps/kwatt/commands.h"
 #include "apps/kwatt/energy_runs.h"
 #include "kwatt/energy/energy.h"
+#include "kwatt/energy/phase_text.h"
 #include "kwatt/energy/source_check.h"
 #include "kwatt/energy/workflow.h"
 #include "kwatt/meter/activity_record.h"
@@ -18,72 +19,6 @@
 namespace kwatt::cli {
 
 using nlohmann::ordered_json;
-
-namespace {
-
-// Seconds after the window's start, "+300" or "+12.5"; nullopt for anything that does not start
-// with '+'; InvalidArgument for a '+' without a number of seconds.
-Result<std::optional<double>> ParseOffset(const std::string& text) {
-  if (text.empty() || text[0] != '+') return std::optional<double>();
-  char* end = nullptr;
-  const double seconds = std::strtod(text.c_str() + 1, &end);
-  // (At most 30 years: an offset in nanoseconds must fit.)
-  if (text.size() < 2 || *end != '\0' || !std::isfinite(seconds) || seconds < 0 || seconds > 1e9 ||
-      !std::isdigit(uint8_t(text[1]))) {
-    return Status::InvalidArgument("'" + text + "' is no offset: expected +SECONDS after the " +
-                                   "window's start (+300, +12.5)");
-  }
-  return std::optional<double>(seconds);
-}
-
-// "busy=2025-04-18T14:05:00+02:00..2025-04-18T14:10:00+02:00", or relative to the window's start
-// `origin` "busy=+300..+600" (refused without an origin: stats knows no window before it reads).
-Result<energy::Interval> ParsePhaseArgument(const std::string& text, UnixNanos now,
-                                            std::optional<UnixNanos> origin) {
-  size_t eq = text.find('='), dots = text.find("..");
-  if (eq == std::string::npos || dots == std::string::npos || dots < eq || eq == 0) {
-    return Status::InvalidArgument("--phase " + text + ": expected NAME=START..END");
-  }
-  const std::string from = text.substr(eq + 1, dots - eq - 1), to = text.substr(dots + 2);
-  Result<std::optional<double>> from_offset = ParseOffset(from), to_offset = ParseOffset(to);
-  if (!from_offset.ok()) return from_offset.status().WithContext("--phase " + text);
-  if (!to_offset.ok()) return to_offset.status().WithContext("--phase " + text);
-  if (from_offset->has_value() != to_offset->has_value()) {
-    return Status::InvalidArgument("--phase " + text +
-                                   ": give both ends as times or both as +SECONDS offsets");
-  }
-  if (from_offset->has_value()) {
-    if (!origin) {
-      return Status::InvalidArgument("--phase " + text +
-                                     ": offsets (+SECONDS) are kwatt energy's; give times here");
-    }
-    energy::Interval phase{text.substr(0, eq), *origin + UnixNanos(**from_offset * 1e9),
-                           *origin + UnixNanos(**to_offset * 1e9)};
-    KWATT_RETURN_IF_ERROR(energy::CheckPhases({phase}).WithContext("--phase " + text));
-    return phase;
-  }
-  Result<UnixNanos> a = ParseUserTime(from, now);
-  Result<UnixNanos> b = ParseUserTime(to, now);
-  if (!a.ok()) return a.status().WithContext("--phase " + text);
-  if (!b.ok()) return b.status().WithContext("--phase " + text);
-  energy::Interval phase{text.substr(0, eq), *a, *b};
-  KWATT_RETURN_IF_ERROR(energy::CheckPhases({phase}).WithContext("--phase " + text));
-  return phase;
-}
-
-Result<energy::Role> ParseRoleArgument(const std::string& text) {
-  size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    return Status::InvalidArgument("--role " + text + ": expected NAME=NODE,NODE...");
-  }
-  Result<std::vector<NodeName>> nodes = ParseNodeList(text.substr(eq + 1));
-  if (!nodes.ok()) return nodes.status().WithContext("--role " + text);
-  energy::Role role{text.substr(0, eq), {}};
-  for (const auto& node : *nodes) role.nodes.push_back(node.Fqdn());
-  return role;
-}
-
-}  // namespace
 
 void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args) {
   command->add_option("archive", args->archive,
@@ -98,29 +33,14 @@ void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args) {
 
 Status ParseAccuracyOptions(const std::vector<std::string>& texts,
                             std::map<std::string, energy::StatedAccuracy>* accuracies) {
-  for (const std::string& text : texts) {
-    Result<std::pair<std::string, energy::StatedAccuracy>> accuracy =
-        energy::ParseStatedAccuracy(text);
-    if (!accuracy.ok()) return accuracy.status().WithContext("--accuracy");
-    (*accuracies)[accuracy->first] = accuracy->second;
-  }
+  KWATT_ASSIGN_OR_RETURN(*accuracies, energy::ParseStatedAccuracies(texts));
   return Status::OK();
 }
 
 Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
                              std::vector<energy::Role>* roles, std::optional<UnixNanos> origin) {
-  UnixNanos now = WallClockNow();
-  for (const std::string& text : args.phases) {
-    Result<energy::Interval> phase = ParsePhaseArgument(text, now, origin);
-    if (!phase.ok()) return phase.status();
-    phases->push_back(*phase);
-  }
-  for (const std::string& text : args.roles) {
-    Result<energy::Role> role = ParseRoleArgument(text);
-    if (!role.ok()) return role.status();
-    roles->push_back(*role);
-  }
-  return Status::OK();
+  return energy::ParsePhasesAndRoles(args.phases, args.roles, WallClockNow(), origin, phases,
+                                     roles);
 }
 
 namespace {
@@ -494,7 +414,13 @@ int RunEnergy(const EnergyArgs& args) {
     runs.json = args.json;
     runs.csv = args.csv;
     runs.quiet = args.quiet;
-    return RunEnergyOfRuns(runs, args.analysis, energy_options);
+    report::RunReading how;
+    how.metric = args.metric;
+    how.baseline_phase = args.baseline;
+    how.accuracies = args.accuracies;
+    how.gap_factor = args.gap_factor;
+    how.clock_offset_s = args.clock_offset;
+    return RunEnergyOfRuns(runs, args.analysis, how);
   }
   // The rows of the query or archive, read the margin beyond the window (energy::EnergyOf's feed).
   auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {

@@ -3,8 +3,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/workflow.h"
@@ -13,19 +13,6 @@ namespace kwatt::cli {
 namespace {
 
 using nlohmann::ordered_json;
-
-// A job "SITE:ID" (lyon:1234), when `text` is no directory.
-bool IsJob(const std::string& text) {
-  const size_t colon = text.find(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const uint8_t c = uint8_t(text[i]);
-    if (i < colon ? !(std::islower(c) || std::isdigit(c) || c == '-')
-                  : i > colon && !std::isdigit(c))
-      return false;
-  }
-  return true;
-}
 
 std::string Number(const char* format, double v) {
   if (!std::isfinite(v)) return "-";
@@ -38,9 +25,9 @@ std::string Label(const std::string& scope, const std::string& name) {
   return scope == "role" ? "role " + name : name;
 }
 
-void PrintRuns(const char* set, const std::vector<ExperimentRun>& runs) {
+void PrintRuns(const char* set, const std::vector<report::Run>& runs) {
   std::printf("%s: %zu run%s\n", set, runs.size(), runs.size() == 1 ? "" : "s");
-  for (const ExperimentRun& r : runs) {
+  for (const report::Run& r : runs) {
     const energy::Figures& total = r.energy.total;
     std::printf(
         "  %-30s %s .. %s (%.0f s)  %s J ± %s\n", r.given.c_str(),
@@ -81,9 +68,9 @@ void PrintComparisons(const std::vector<energy::RunsComparison>& comparisons, do
   }
 }
 
-ordered_json RunsJson(const std::vector<ExperimentRun>& runs) {
+ordered_json RunsJson(const std::vector<report::Run>& runs) {
   ordered_json out = ordered_json::array();
-  for (const ExperimentRun& r : runs) {
+  for (const report::Run& r : runs) {
     const energy::Figures& total = r.energy.total;
     ordered_json j;
     j["run"] = r.given;
@@ -102,89 +89,39 @@ ordered_json RunsJson(const std::vector<ExperimentRun>& runs) {
 
 }  // namespace
 
-Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
-                              energy::EnergyOptions options, bool quiet) {
-  QueryArgs query = analysis.query;
-  std::string archive;
-  std::error_code error;
-  if (std::filesystem::is_directory(given, error)) {
-    archive = given;
-  } else if (IsJob(given)) {
-    query.job = given;
-  } else {
-    return Status::InvalidArgument("--run " + given +
-                                   ": neither an archive directory nor a job SITE:ID (lyon:1234)");
+Status FillRunReading(const AnalysisArgs& analysis, const std::string& verb, bool quiet,
+                      report::RunReading* how) {
+  const QueryArgs& query = analysis.query;
+  if (!query.job.empty()) return Status::InvalidArgument("give each job as a run, not --job");
+  KWATT_RETURN_IF_ERROR(ResolveClientOptions(query, &how->client));
+  if (!query.nodes.empty()) {  // some of each run's nodes
+    Result<std::vector<NodeName>> nodes = ParseNodeList(query.nodes);
+    if (!nodes.ok()) return nodes.status().WithContext("--nodes");
+    how->nodes = *nodes;
   }
-  // The run's energy as `kwatt energy` computes it: the one workflow, its rows read the margin
-  // beyond the window, its phases placed after the run's start.
-  auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
-    Result<RowsReport> report =
-        RunSource(archive, query, metrics, sink, MakeProgress("kwatt energy " + given, quiet),
-                  /*metrics_are_candidates=*/true, analysis.with_archives,
-                  /*with_archives_shared=*/true, energy::EnergyFetchMargin(analysis.query.summary));
-    if (report.ok()) PrintFailures("kwatt energy", *report);
-    return report;
+  const UnixNanos now = WallClockNow();
+  for (auto [text, slot, name] : {std::tuple{&query.start, &how->start, "--start"},
+                                  std::tuple{&query.end, &how->end, "--end"}}) {
+    if (text->empty()) continue;
+    Result<UnixNanos> t = ParseUserTime(*text, now);
+    if (!t.ok()) return t.status().WithContext(name);
+    *slot = *t;
+  }
+  how->summary = query.summary;
+  how->phases = analysis.phases;
+  how->roles = analysis.roles;
+  how->with_archives = analysis.with_archives;
+  how->progress = [verb, quiet](const std::string& given) {
+    return MakeProgress(verb + " " + given, quiet);
   };
-  auto place = [&](const RowsReport& resolved, energy::EnergyOptions* placed) {
-    placed->phases.clear();
-    placed->roles.clear();
-    return ResolvePhasesAndRoles(analysis, &placed->phases, &placed->roles, resolved.start);
+  how->read = [verb](const std::string&, const RowsReport& read) {
+    PrintFailures(verb.c_str(), read);
   };
-  KWATT_ASSIGN_OR_RETURN(energy::EnergyOutcome outcome, energy::EnergyOf(feed, options, place));
-  return ExperimentRun{given, std::move(outcome.rows), std::move(outcome.report),
-                       std::move(outcome.checks), std::move(outcome.read)};
-}
-
-std::string SummariesCsv(const char* set, const std::vector<energy::RunsSummary>& summaries) {
-  std::string out =
-      "set,scope,name,phase,runs,mean_joules,sd_joules,low_joules,high_joules,mean_seconds,"
-      "mean_half_width_joules\n";
-  for (const energy::RunsSummary& s : summaries) {
-    out += set;
-    for (const std::string* text : {&s.scope, &s.name, &s.phase}) {
-      out += ',';
-      AppendCsvField(&out, *text);
-    }
-    for (double v :
-         {double(s.runs), s.mean, s.sd, s.low, s.high, s.mean_seconds, s.mean_half_width}) {
-      out += ',';
-      AppendCsvNumber(&out, v);
-    }
-    out += '\n';
-  }
-  return out;
-}
-
-std::string ComparisonsCsv(const std::vector<energy::RunsComparison>& comparisons) {
-  std::string out =
-      "scope,name,phase,runs_a,runs_b,mean_a_joules,mean_b_joules,difference_joules,relative,"
-      "low_joules,high_joules,t,dof,p_value,significant,why\n";
-  for (const energy::RunsComparison& c : comparisons) {
-    AppendCsvField(&out, c.scope);
-    for (const std::string* text : {&c.name, &c.phase}) {
-      out += ',';
-      AppendCsvField(&out, *text);
-    }
-    for (double v : {double(c.a.runs), double(c.b.runs), c.a.mean, c.b.mean, c.difference,
-                     c.relative, c.low, c.high, c.t, c.dof, c.p_value}) {
-      out += ',';
-      AppendCsvNumber(&out, v);
-    }
-    out += c.significant ? ",true," : ",false,";
-    AppendCsvField(&out, c.why);
-    out += '\n';
-  }
-  return out;
-}
-
-std::vector<std::vector<energy::RunFigure>> FiguresOfRuns(const std::vector<ExperimentRun>& runs) {
-  std::vector<std::vector<energy::RunFigure>> out;
-  for (const ExperimentRun& r : runs) out.push_back(energy::RunFiguresOf(r.energy));
-  return out;
+  return Status::OK();
 }
 
 int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
-                    const energy::EnergyOptions& options) {
+                    const report::RunReading& given_how) {
   auto usage = [](const std::string& message) {
     std::fprintf(stderr, "kwatt energy: %s\n", message.c_str());
     return kExitUsage;
@@ -196,26 +133,25 @@ int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
   }
   Status confidence = energy::CheckConfidence(args.confidence, "--confidence");
   if (!confidence.ok()) return usage(confidence.message());
-  // The phases' and roles' text, checked once before anything is read.
-  std::vector<energy::Interval> phases;
-  std::vector<energy::Role> roles;
-  Status parsed = ResolvePhasesAndRoles(analysis, &phases, &roles, UnixNanos(0));
+  report::RunReading how = given_how;
+  Status parsed = FillRunReading(analysis, "kwatt energy", args.quiet || args.json, &how);
+  if (parsed.ok()) parsed = report::CheckRunReading(how).status();
   if (!parsed.ok()) return usage(parsed.message());
   bool complete = true;
-  std::vector<ExperimentRun> a, b;
+  std::vector<report::Run> a, b;
   for (auto [given, runs] : {std::pair{&args.a, &a}, std::pair{&args.b, &b}}) {
     for (const std::string& text : *given) {
-      Result<ExperimentRun> run = ReadRun(text, analysis, options, args.quiet || args.json);
+      Result<report::Run> run = report::ReadRun(text, how);
       if (!run.ok()) {
-        std::fprintf(stderr, "kwatt energy: %s: %s\n", text.c_str(),
+        std::fprintf(stderr, "kwatt energy: --run %s: %s\n", text.c_str(),
                      run.status().message().c_str());
         return ExitCodeOf(run.status());
       }
-      complete = complete && run->rows.complete() && run->energy.nodes_without_power.empty();
+      complete = complete && run->complete();
       runs->push_back(std::move(*run));
     }
   }
-  auto figures = FiguresOfRuns;
+  auto figures = report::FiguresOf;
   const std::vector<energy::RunsSummary> summary_a =
       energy::SummarizeRuns(figures(a), args.confidence);
   const std::vector<energy::RunsSummary> summary_b =
@@ -232,7 +168,8 @@ int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
     out["comparison"] = ordered_json::parse(energy::RunsComparisonJson(comparisons));
     std::printf("%s\n", out.dump(2).c_str());
   } else if (args.csv) {
-    std::string csv = b.empty() ? SummariesCsv("a", summary_a) : ComparisonsCsv(comparisons);
+    std::string csv =
+        b.empty() ? energy::RunsSummaryCsv("a", summary_a) : energy::RunsComparisonCsv(comparisons);
     std::fwrite(csv.data(), 1, csv.size(), stdout);
   } else {
     PrintRuns("A", a);

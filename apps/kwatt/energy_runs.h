@@ -3,7 +3,6 @@
 #ifndef KWATT_APPS_KWATT_ENERGY_RUNS_H_
 #define KWATT_APPS_KWATT_ENERGY_RUNS_H_
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
+#include "kwatt/report/run.h"
 
 namespace kwatt::cli {
 
@@ -20,35 +20,19 @@ struct RunsArgs {
   bool json = false, csv = false, quiet = false;
 };
 
-// One run read and computed.
-struct ExperimentRun {
-  std::string given;  // as the user wrote it: an archive directory or a job SITE:ID
-  RowsReport rows;
-  energy::EnergyReport energy;
-  std::vector<energy::SourceCheck> checks;
-  std::shared_ptr<const energy::EnergySink> sink;  // its power rows
-};
-
-// A run's energy as `kwatt energy` computes it: `given` an archive directory or a job SITE:ID,
-// the query's other options, --phase (offsets after the run's start) and --role; its sources
-// checked against each other.
-Result<ExperimentRun> ReadRun(const std::string& given, const AnalysisArgs& analysis,
-                              energy::EnergyOptions options, bool quiet);
-
-// `kwatt energy --run ... --csv`: a set's summary (`set` names it), with its header; the
-// comparison, with its header.
-std::string SummariesCsv(const char* set, const std::vector<energy::RunsSummary>& summaries);
-std::string ComparisonsCsv(const std::vector<energy::RunsComparison>& comparisons);
-
-// Each run's figures (RunFiguresOf).
-std::vector<std::vector<energy::RunFigure>> FiguresOfRuns(const std::vector<ExperimentRun>& runs);
+// How `kwatt energy --run` and `kwatt report` read each run, from their query and analysis
+// options (report::RunReading's client, nodes, window, phases, roles, recordings, progress and
+// failures printed as `verb` GIVEN); the energy options are the command's. InvalidArgument naming
+// the option that is wrong.
+Status FillRunReading(const AnalysisArgs& analysis, const std::string& verb, bool quiet,
+                      report::RunReading* how);
 
 // Each run's energy as `kwatt energy` computes it (the query's other options, --phase, with
 // offsets after each run's start, and --role applying to every run), then the summary of set A,
 // of set B and B against A. Exit status: 0; 1 when a run could not be read whole or a node has
 // no power data; 2 for bad arguments.
 int RunEnergyOfRuns(const RunsArgs& runs, const AnalysisArgs& analysis,
-                    const energy::EnergyOptions& options);
+                    const report::RunReading& how);
 
 }  // namespace kwatt::cli
 

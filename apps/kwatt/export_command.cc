@@ -1,6 +1,4 @@
 // `kwatt export DIR --to csv -o PATH`: an archive's rows in another format.
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,58 +10,32 @@
 #include "apps/kwatt/commands.h"
 #include "kwatt/archive/reader.h"
 #include "kwatt/core/output_file.h"
+#include "kwatt/core/text.h"
 #include "kwatt/rows/text_sinks.h"
 
 namespace kwatt::cli {
 namespace {
 
-// Parquet is written by the Python package (pyarrow): runs `python3 -m kwatt export` with the
-// Python beside this executable (a pip-installed kwatt's), or $KWATT_PYTHON.
-int ExportParquet(const std::string& dir, const std::string& output,
+// Parquet is written by the Python package (pyarrow, the well-kept writer), in its own process:
+// the CLI names the command that does it (the same arguments) and starts nothing.
+int RefuseParquet(const std::string& dir, const std::string& output,
                   const ArchiveFilterArgs& filters) {
-  std::string python = PackagePython();
-  if (python.empty()) {
-    std::fprintf(stderr,
-                 "kwatt export: Parquet is written by the Python package (pyarrow): install it "
-                 "(pip install . in kwatt's source, or make python) and run its kwatt, or run "
-                 "python3 -m kwatt export %s --to parquet -o %s (KWATT_PYTHON names the Python "
-                 "to use)\n",
-                 dir.c_str(), output.c_str());
-    return kExitUsage;
-  }
-  std::vector<std::string> argv = {python, "-m",      "kwatt", "export", dir,
-                                   "--to", "parquet", "-o",    output};
+  std::string command =
+      "python -m kwatt export " + ShellQuoted(dir) + " --to parquet -o " + ShellQuoted(output);
   for (auto [flag, value] :
        {std::pair{"--nodes", &filters.nodes}, std::pair{"--metrics", &filters.metrics},
         std::pair{"--start", &filters.start}, std::pair{"--end", &filters.end}}) {
-    if (!value->empty()) {
-      argv.push_back(flag);
-      argv.push_back(*value);
-    }
+    if (!value->empty()) command += std::string(" ") + flag + " " + ShellQuoted(*value);
   }
-  if (filters.allow_incomplete) argv.push_back("--allow-incomplete");
-  std::vector<char*> pointers;
-  for (std::string& arg : argv) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  std::fflush(nullptr);
-  ::execv(python.c_str(), pointers.data());
-  std::fprintf(stderr, "kwatt export: cannot run %s: %s\n", python.c_str(), std::strerror(errno));
-  return kExitFailure;
+  if (filters.allow_incomplete) command += " --allow-incomplete";
+  std::fprintf(stderr,
+               "kwatt export: Parquet is written by the Python package (pyarrow), not by this "
+               "command: run %s (pip install 'kwatt[parquet]' gives it)\n",
+               command.c_str());
+  return kExitUsage;
 }
 
 }  // namespace
-
-std::string PackagePython() {
-  char self[4096];
-  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length > 0) {
-    std::string beside = std::string(self, size_t(length));
-    beside = beside.substr(0, beside.rfind('/') + 1) + "python3";
-    if (::access(beside.c_str(), X_OK) == 0) return beside;
-  }
-  if (const char* given = std::getenv("KWATT_PYTHON"); given && *given) return given;
-  return "";
-}
 
 Runner RegisterExport(CLI::App* app) {
   struct Args {
@@ -80,7 +52,7 @@ Runner RegisterExport(CLI::App* app) {
   command->add_option("dir", args->dir, "Archive directory")->required();
   command
       ->add_option("--to", args->to,
-                   "Format: csv, or parquet (written by the Python package, pyarrow)")
+                   "Format: csv (parquet: python -m kwatt export, the Python package's)")
       ->required()
       ->check(CLI::IsMember({"csv", "parquet"}));
   command->add_option("-o,--output", args->output, "Output file (- for stdout)")
@@ -93,7 +65,8 @@ Runner RegisterExport(CLI::App* app) {
       return kExitUsage;
     }
     if (args->to == "parquet") {
-      // Refused here too, before a Python is looked for (python -m kwatt export checks the same).
+      // An output that could never be written is named first (python -m kwatt export checks the
+      // same).
       if (Status refused = args->output == "-"
                                ? Status::OK()
                                : OutputFile::Plan(args->output, {args->dir}).status();
@@ -101,7 +74,7 @@ Runner RegisterExport(CLI::App* app) {
         std::fprintf(stderr, "kwatt export: -o: %s\n", refused.message().c_str());
         return ExitCodeOf(refused);
       }
-      return ExportParquet(args->dir, args->output, args->filters);
+      return RefuseParquet(args->dir, args->output, args->filters);
     }
     archive::LoadOptions options;
     Status status = ResolveArchiveFilters(args->filters, &options);

@@ -81,8 +81,7 @@ void AddQueryOptions(CLI::App* command, QueryArgs* args) {
                       "Seconds before the first retry, doubled at each (default 0.5)");
 }
 
-Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
-                    kwollect::ClientOptions* options) {
+Status ResolveClientOptions(const QueryArgs& args, kwollect::ClientOptions* options) {
   KWATT_RETURN_IF_ERROR(kwollect::LoadClientOptions(
       args.config.empty() ? kwollect::DefaultConfigPath() : args.config, options));
   if (!args.api.empty()) {
@@ -93,7 +92,12 @@ Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
   if (args.rows_per_request) options->max_rows_per_request = *args.rows_per_request;
   if (args.retries) options->max_retries = *args.retries;
   if (args.backoff) options->backoff_s = *args.backoff;
-  KWATT_RETURN_IF_ERROR(kwollect::ValidateClientOptions(*options));
+  return kwollect::ValidateClientOptions(*options);
+}
+
+Status ResolveQuery(const QueryArgs& args, kwollect::FetchQuery* query,
+                    kwollect::ClientOptions* options) {
+  KWATT_RETURN_IF_ERROR(ResolveClientOptions(args, options));
   UnixNanos now = WallClockNow();
   if (!args.nodes.empty()) {
     Result<std::vector<NodeName>> nodes = ParseNodeList(args.nodes);

@@ -130,6 +130,7 @@ void RegisterKwollect(pybind11::module_& m);  // kwollect.cc: fetch, look_up_nod
 void RegisterArchive(pybind11::module_& m);   // archive.cc: load, read_manifest
 void RegisterBackup(pybind11::module_& m);    // backup.cc: backup
 void RegisterEnergy(pybind11::module_& m);    // energy.cc: energy, stats, power sources
+void RegisterReport(pybind11::module_& m);    // report.cc: ReportRequest, write_report
 
 }  // namespace kwatt::python
 

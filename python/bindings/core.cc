@@ -303,4 +303,5 @@ PYBIND11_MODULE(_core, m) {
   RegisterArchive(m);
   RegisterBackup(m);
   RegisterEnergy(m);
+  RegisterReport(m);
 }

@@ -1,8 +1,9 @@
 """python -m kwatt export DIR --to parquet -o PATH: an archive's rows as a Parquet file; python -m
-kwatt report-figures DIR: the figures of `kwatt report` (kwatt.report_figures).
+kwatt report RUN ... -o DIR: `kwatt report` with its figures drawn (kwatt.report).
 
-`kwatt export --to parquet` runs this (the C++ CLI has no Parquet writer: pyarrow is the well-kept
-one, and it comes with the Python package). The columns are those of kwatt.load(): timestamp
+Both are what the C++ CLI leaves to the Python package, which runs them in its own process: the
+CLI has no Parquet writer (pyarrow is the well-kept one, and comes with the Python package) and
+draws no figures (matplotlib does, here); neither starts the other. Export: The columns are those of kwatt.load(): timestamp
 (UTC, ns), site, node, device_id, metric_id (dictionary-encoded), value (double), labels (the
 labels object's JSON text, dictionary-encoded). The archive is read and written piece by piece
 (kwatt._parquet): memory does not grow with the archive. A regular file is written under a
@@ -85,20 +86,42 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_figures(args: argparse.Namespace) -> int:
+def _report(args: argparse.Namespace) -> int:
+    """`kwatt report`'s arguments, the report written by the core and its figures drawn here."""
+    from .report import request, write
     try:
-        from .report_figures import draw
-        import matplotlib  # noqa: F401  (the plot extra)
-    except ImportError as e:
-        print(f"kwatt report: the figures are drawn by matplotlib, which is not installed ({e}): "
-              "pip install 'kwatt[plot]'", file=sys.stderr)
-        return 1
-    draw(args.dir)
+        asked = request(args.runs, versus=args.versus, api=args.api, title=args.title,
+                        clock_offset=args.clock_offset, confidence=args.confidence,
+                        carbon_intensity=args.carbon_intensity, carbon_source=args.carbon_source,
+                        pue=args.pue, pue_source=args.pue_source, with_archives=args.with_archive,
+                        metric=args.metric, gap_factor=args.gap_factor)
+        asked.phases, asked.roles, asked.accuracies = args.phase, args.role, args.accuracy
+        asked.nodes = [n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else []
+        asked.start = to_ns(args.start, "--start")
+        asked.end = to_ns(args.end, "--end")
+        asked.summary = args.summary
+        client: dict[str, object] = {}
+        if args.api:
+            client["api_url"] = args.api
+        if args.config:
+            client["config"] = args.config
+        for key in ("concurrency", "per_site", "retries", "backoff", "rows_per_request"):
+            if getattr(args, key) is not None:
+                client[key] = getattr(args, key)
+        written = write(asked, args.output, client, quiet=args.quiet)
+    except KwattError as e:
+        print(f"kwatt report: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ValueError) else 1
+    if not args.quiet:
+        print(f"kwatt report: {written.dir}/report.html ({written.runs} run"
+              f"{'' if written.runs == 1 else 's'})", file=sys.stderr)
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kwatt")
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m kwatt") -> int:
+    """`python -m kwatt ARGV` (the wheel's `kwatt` command runs it as `kwatt` for report and
+    export --to parquet): its exit status."""
+    parser = argparse.ArgumentParser(prog=prog)
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="an archive's rows as a Parquet file")
     export.add_argument("dir", help="archive directory (kwatt backup)")
@@ -116,12 +139,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "once per slice of that many rows)")
     export.add_argument("--rows-per-group", type=_rows,
                         help="the most rows of a Parquet row group (default 131072)")
-    figures = commands.add_parser("report-figures",
-                                  help="draw the figures of a kwatt report's directory")
-    figures.add_argument("dir", help="the directory kwatt report is writing (its report.json)")
+    report = commands.add_parser("report", help="kwatt report, its figures drawn (doc/report.md)")
+    report.add_argument("runs", nargs="+", help="runs: archive directories or jobs SITE:ID (A)")
+    report.add_argument("--versus", action="append", default=[], help="a run of set B")
+    report.add_argument("-o", "--output", required=True, help="the directory to write (new)")
+    report.add_argument("--api", help="the Kwollect API (default Grid'5000's)")
+    report.add_argument("--config", help="the credentials file")
+    report.add_argument("--nodes", help="comma-separated: some of each run's nodes")
+    report.add_argument("--start", help="narrows each run's window (epoch seconds or ISO 8601)")
+    report.add_argument("--end", help="narrows each run's window")
+    report.add_argument("--summary", action="store_true", help="a job's 5-minute aggregates")
+    for option, kind, key in (("--concurrency", int, "concurrency"), ("--per-site", int, "per_site"),
+                              ("--retries", int, "retries"), ("--backoff", float, "backoff"),
+                              ("--rows-per-request", int, "rows_per_request")):
+        report.add_argument(option, type=kind, dest=key, help=f"the client's {key} (as kwatt's)")
+    report.add_argument("--phase", action="append", default=[],
+                        help="NAME=+SECONDS..+SECONDS after each run's start, or NAME=START..END")
+    report.add_argument("--role", action="append", default=[], help="NAME=NODE,NODE")
+    report.add_argument("--metric", help="use this power metric for every node")
+    report.add_argument("--accuracy", action="append", default=[],
+                        help="a power source's stated accuracy METRIC=P%%+WW")
+    report.add_argument("--clock-offset", type=float,
+                        help="the most the marks' clock may be off the meters', in seconds")
+    report.add_argument("--gap-factor", type=float, help="a gap: no sample for this many periods")
+    report.add_argument("--confidence", type=float, help="the runs' intervals' confidence")
+    report.add_argument("--carbon-intensity", help="grams of CO2e per kWh, or a file of them")
+    report.add_argument("--carbon-source", help="where the carbon intensity comes from")
+    report.add_argument("--pue", type=float, help="the data centre's PUE")
+    report.add_argument("--pue-source", help="where the PUE comes from")
+    report.add_argument("--with-archive", action="append", default=[],
+                        help="a kwatt meter recording on the runs' nodes (repeatable)")
+    report.add_argument("--title", help="the report's title")
+    report.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     args = parser.parse_args(argv)
-    if args.command == "report-figures":
-        return _report_figures(args)
+    if args.command == "report":
+        return _report(args)
     return _export(args)
 
 

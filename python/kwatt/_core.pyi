@@ -108,6 +108,55 @@ def format_paris(t: int) -> str: ...
 def read_manifest(dir: str) -> dict[str, Any]: ...
 
 
+class ReportRequest:
+    """What kwatt.report() asks of the core (python/bindings/report.cc): each field as `kwatt
+    report`'s option. nodes are checked names (a wrong one raises InvalidArgumentError); start and
+    end narrow each run's window (int ns); phases NAME=+A..+B or NAME=START..END; roles
+    NAME=NODE,NODE; accuracies METRIC=P%+WW."""
+    runs: list[str]
+    versus: list[str]
+    api: str
+    confidence: float
+    carbon_intensity: str
+    carbon_source: str
+    pue: float
+    pue_source: str
+    title: str
+    nodes: list[str]
+    start: Optional[int]
+    end: Optional[int]
+    summary: bool
+    phases: list[str]
+    roles: list[str]
+    metric: str
+    accuracies: list[str]
+    clock_offset: float
+    gap_factor: float
+    with_archives: list[str]
+    def __init__(self) -> None: ...
+    def command(self, output: str) -> list[str]: ...
+
+
+class ReportWritten:
+    """What write_report() wrote: the directory, its runs, whether every run was read whole,
+    whether the figures were drawn (and why not, when asked)."""
+    @property
+    def dir(self) -> str: ...
+    @property
+    def runs(self) -> int: ...
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def figures(self) -> bool: ...
+    @property
+    def figures_error(self) -> Optional[str]: ...
+
+
+def write_report(request: ReportRequest, output: str, *, client: Client,
+                 draw: Optional[Callable[[str], Any]],
+                 progress: Progress = None) -> ReportWritten: ...
+
+
 class Meter:
     """The power meter (kwatt.measure's engine, python/bindings/meter.cc): opened from a dict of
     options (those of kwatt.measure), everything checked before it starts."""

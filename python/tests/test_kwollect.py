@@ -625,13 +625,11 @@ def test_parquet_export_has_every_row(server, tmp_path):
     path = k.backup(backup_dir=tmp_path / "exp")
     frame = kwatt.load(path)
     out = tmp_path / "rows.parquet"
-    # The CLI installed with the package runs `python -m kwatt export`.
+    # The package writes it (pyarrow), in its own process: `python -m kwatt export`.
     import sys
-    from pathlib import Path
-    cli = Path(sys.executable).parent / "kwatt"
-    assert cli.exists(), "pip install . installs the kwatt command beside python"
-    result = __import__("subprocess").run([str(cli), "export", path, "--to", "parquet", "-o",
-                                           str(out)], capture_output=True, text=True)
+    result = __import__("subprocess").run([sys.executable, "-m", "kwatt", "export", path, "--to",
+                                           "parquet", "-o", str(out)], capture_output=True,
+                                          text=True)
     assert result.returncode == 0, result.stderr
     table = pq.read_table(out)
     assert table.num_rows == len(frame) == kwatt.manifest(path)["rows"]
@@ -639,13 +637,15 @@ def test_parquet_export_has_every_row(server, tmp_path):
     assert list(back.columns) == kwatt.frames.COLUMNS
     assert (back["value"].to_numpy() == frame["value"].to_numpy()).all()
     assert (back["timestamp"] == frame["timestamp"]).all()
-    # The build tree's kwatt has no Python beside it: $KWATT_PYTHON names the one to use (without
-    # it, exit 2 and a pointer: tests/integration/test_archive_read.py).
+    # The CLI installed beside it starts no Python: it names that command.
+    from pathlib import Path
+    cli = Path(sys.executable).parent / "kwatt"
+    assert cli.exists(), "pip install . installs the kwatt command beside python"
     other = tmp_path / "x.parquet"
-    result = run_kwatt("export", path, "--to", "parquet", "-o", other,
-                       env={**__import__("os").environ, "KWATT_PYTHON": sys.executable})
-    assert result.returncode == 0, result.stderr
-    assert pq.read_table(other).num_rows == len(frame)
+    result = __import__("subprocess").run([str(cli), "export", path, "--to", "parquet", "-o",
+                                           str(other)], capture_output=True, text=True)
+    assert result.returncode == 2 and "python -m kwatt export" in result.stderr
+    assert not other.exists()
 
 
 # ---- what the nodes can report -----------------------------------------------------------------
@@ -845,6 +845,8 @@ def test_report_writes_kwatt_reports_directory(server, tmp_path):
     assert run["emissions"]["mean_grams_per_kwh"] == 52
     assert (tmp_path / "paper" / "figures" / "energy.pdf").exists()
     assert "--phase busy=+300..+600" in data["provenance"]["reproduce"][-1]
+    # The figures are drawn in this process, and inlined in the page.
+    assert 'id="figure-power"' in (tmp_path / "paper" / "report.html").read_text()
     with pytest.raises(kwatt.InvalidArgumentError, match="PUE"):
         kwatt.report(["lyon:1001"], tmp_path / "other", api=server.url, carbon_intensity=52,
                      pue=0.5)

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "kwatt/core/text.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
@@ -148,6 +149,48 @@ std::string RunsComparisonJson(const std::vector<RunsComparison>& comparisons) {
     out.push_back(j);
   }
   return out.dump(2);
+}
+
+std::string RunsSummaryCsv(const char* set, const std::vector<RunsSummary>& summaries) {
+  std::string out =
+      "set,scope,name,phase,runs,mean_joules,sd_joules,low_joules,high_joules,mean_seconds,"
+      "mean_half_width_joules\n";
+  for (const RunsSummary& s : summaries) {
+    out += set;
+    for (const std::string* text : {&s.scope, &s.name, &s.phase}) {
+      out += ',';
+      AppendCsvField(&out, *text);
+    }
+    for (double v :
+         {double(s.runs), s.mean, s.sd, s.low, s.high, s.mean_seconds, s.mean_half_width}) {
+      out += ',';
+      AppendCsvNumber(&out, v);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::string RunsComparisonCsv(const std::vector<RunsComparison>& comparisons) {
+  std::string out =
+      "scope,name,phase,runs_a,runs_b,mean_a_joules,mean_b_joules,difference_joules,relative,"
+      "low_joules,high_joules,t,dof,p_value,significant,why\n";
+  for (const RunsComparison& c : comparisons) {
+    AppendCsvField(&out, c.scope);
+    for (const std::string* text : {&c.name, &c.phase}) {
+      out += ',';
+      AppendCsvField(&out, *text);
+    }
+    for (double v : {double(c.a.runs), double(c.b.runs), c.a.mean, c.b.mean, c.difference,
+                     c.relative, c.low, c.high, c.t, c.dof, c.p_value}) {
+      out += ',';
+      AppendCsvNumber(&out, v);
+    }
+    out += c.significant ? ",true," : ",false,";
+    AppendCsvField(&out, c.why);
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace kwatt::energy

@@ -15,10 +15,13 @@
 #include "kwatt/core/row_parser.h"
 #include "kwatt/core/time.h"
 #include "kwatt/energy/energy.h"
+#include "src/testing/small_archive.h"
 #include "src/testing/temp_dir.h"
 
 namespace kwatt::rows::source_test {
 namespace {
+
+using testing_archive::WriteArchive;
 
 constexpr UnixNanos kT0 = 1744977600LL * kNanosPerSecond;  // 2025-04-18T12:00:00Z
 constexpr UnixNanos kMinute = 60 * kNanosPerSecond;
@@ -34,34 +37,6 @@ std::string Rows(const std::vector<std::string>& uids, const std::string& metric
     }
   }
   return text;
-}
-
-// A complete archive of `uids` (lyon) over [from, to) holding `rows`.
-void WriteArchive(const std::string& dir, const std::vector<std::string>& uids, UnixNanos from,
-                  UnixNanos to, const std::string& rows, bool summary = false) {
-  archive::BackupQuery query;
-  query.api = std::string(archive::kRecordingApi);
-  for (const std::string& uid : uids) query.nodes.push_back(uid + ".lyon.grid5000.fr");
-  query.start = from;
-  query.end = to;
-  query.summary = summary;
-  RowsReport resolved;
-  for (const std::string& uid : uids) resolved.nodes.push_back(NodeName{uid, "lyon"});
-  resolved.start = from;
-  resolved.end = to;
-  resolved.summary = summary;
-  Result<std::unique_ptr<archive::ArchiveWriter>> writer =
-      archive::ArchiveWriter::Open(dir, query, "test");
-  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  ASSERT_TRUE((*writer)->Begin(resolved).ok());
-  StringInterner interner;
-  RowBatch batch;
-  internal::RowStreamParser parser(&interner, internal::Framing::kJsonLines);
-  ASSERT_TRUE(parser.Feed(rows, &batch).ok());
-  ASSERT_TRUE(parser.Finish().ok());
-  ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
-  Status finished = (*writer)->Finish(resolved);
-  ASSERT_TRUE(finished.ok()) << finished.ToString();
 }
 
 // What a sink is given: its Begins, and each row as (device, metric, time).

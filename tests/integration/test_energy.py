@@ -814,8 +814,7 @@ def test_a_meters_recording_is_checked_against_the_nodes_archive(tmp_path):
         # kwatt report reads it with the run it meets, and names it in the provenance.
         paper = tmp_path / "paper"
         made = subprocess.run([KWATT, "report", backup, "--with-archive", recording, "-o", paper,
-                               "-q"], capture_output=True, text=True, timeout=300,
-                              env=dict(env, KWATT_PYTHON=sys.executable))
+                               "-q"], capture_output=True, text=True, timeout=300, env=env)
         assert made.returncode == 0, made.stderr
         # An archive of another node meets no run: refused, nothing written.
         other = tmp_path / "nova-1"

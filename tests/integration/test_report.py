@@ -1,6 +1,8 @@
 """`kwatt report` against the real server: a directory a paper can use, its HTML page looked at in
 a real Chromium, its LaTeX tables compiled by a real LaTeX, its figures, provenance and emissions
-checked against what kwatt energy and the simulator say."""
+checked against what kwatt energy and the simulator say. The report with figures is the Python
+package's (`python -m kwatt report`, matplotlib in its own process); the C++ CLI's is the same
+report without them; neither starts a process (strace)."""
 import csv
 import json
 import os
@@ -51,17 +53,17 @@ def report(tmp_path_factory):
     eco2mix = directory / "eCO2mix_RTE_En-cours-TR.xls"
     eco2mix.write_bytes(ECO2MIX.encode("latin-1"))
     out = directory / "paper"
-    command = [KWATT, "report", "--api", server.url, "lyon:100", "lyon:101", "lyon:102",
-               "--versus", "lyon:103", "--versus", "lyon:104", "--versus", "lyon:105",
-               "--phase", "work=+120..+480", "-o", f"{out}/", "--title", "Harder work",
-               "--carbon-intensity", str(eco2mix), "--carbon-source", "RTE eCO2mix, France",
-               "--pue", "1.4", "--pue-source", "assumed for the test", "-q"]
-    # The figures are drawn by the Python package of this interpreter (the build tree's kwatt
-    # has no python3 beside it, as a pip-installed one has).
-    env = {**os.environ, "KWATT_PYTHON": sys.executable}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    arguments = ["--api", server.url, "lyon:100", "lyon:101", "lyon:102",
+                 "--versus", "lyon:103", "--versus", "lyon:104", "--versus", "lyon:105",
+                 "--phase", "work=+120..+480", "--title", "Harder work",
+                 "--carbon-intensity", str(eco2mix), "--carbon-source", "RTE eCO2mix, France",
+                 "--pue", "1.4", "--pue-source", "assumed for the test", "-q"]
+    # The figures are drawn by the Python package of this interpreter, in its process.
+    result = subprocess.run([sys.executable, "-m", "kwatt", "report", *arguments, "-o",
+                             f"{out}/"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    yield {"dir": out, "server": server, "jobs_file": jobs_file, "eco2mix": eco2mix}
+    yield {"dir": out, "server": server, "jobs_file": jobs_file, "eco2mix": eco2mix,
+           "arguments": arguments}
     server.stop()
 
 
@@ -163,10 +165,9 @@ def test_a_report_from_archives_names_the_hardware_as_one_from_the_api(report, t
     assert manifest["hardware"] == {"lyon/nova": {"model": "Dell PowerEdge R430"},
                                     "lyon/taurus": {"model": "Dell PowerEdge R720"}}
     out = tmp_path / "from-archives"
-    env = {**os.environ, "KWATT_PYTHON": sys.executable}
     result = subprocess.run([KWATT, "report", archives[0], "--versus", archives[1], "--phase",
                              "work=+120..+480", "-o", out, "-q"], capture_output=True, text=True,
-                            timeout=300, env=env)
+                            timeout=300)
     assert result.returncode == 0, result.stderr
     from_archive = json.loads((out / "provenance.json").read_text())["runs"][0]["nodes"]
     from_api = json.loads((report["dir"] / "provenance.json").read_text())["runs"][0]["nodes"]
@@ -174,6 +175,66 @@ def test_a_report_from_archives_names_the_hardware_as_one_from_the_api(report, t
         [(n["node"], n["model"]) for n in from_api] == \
         [("nova-1.lyon.grid5000.fr", "Dell PowerEdge R430"),
          ("taurus-3.lyon.grid5000.fr", "Dell PowerEdge R720")]
+
+
+def test_the_clis_report_is_the_same_without_figures_and_says_where_they_come_from(report,
+                                                                                   tmp_path):
+    out = tmp_path / "cli"
+    result = subprocess.run([KWATT, "report", *report["arguments"], "-o", out],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for table in ("energy.csv", "energy.tex", "comparison.csv", "runs_a.json"):
+        assert (out / "tables" / table).read_text() == \
+            (report["dir"] / "tables" / table).read_text(), table
+    assert list((out / "figures").iterdir()) == []
+    html = (out / "report.html").read_text()
+    assert 'id="no-figures"' in html and "python -m kwatt report" in html
+    # Without -q, it says so too.
+    again = subprocess.run([KWATT, "report", *report["arguments"][:-1], "-o", tmp_path / "again"],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "python -m kwatt report" in again.stderr
+
+
+def _execs(command, tmp_path, name):
+    """The programs `command` and its children execute after it changes its directory to
+    `tmp_path` (as strace -f sees them): what a process does once set up."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.fail("strace is missing: run make test-deps")
+    trace = tmp_path / f"{name}.strace"
+    result = subprocess.run([strace, "-f", "-qq", "-e", "trace=execve,execveat,chdir", "-o", trace,
+                             *command], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = trace.read_text().splitlines()
+    marks = [i for i, line in enumerate(lines) if f'chdir("{tmp_path}")' in line]
+    assert marks, lines
+    return [line for line in lines[marks[0]:] if "execve" in line]
+
+
+def test_no_process_is_started_between_the_cli_and_python_either_way(report, tmp_path):
+    """`kwatt report` starts no Python, kwatt.report() starts no kwatt: neither executes anything
+    (strace -f), and kwatt.report() still draws its figures. (Importing kwatt imports EnOSlib,
+    whose Ansible runs `ldconfig -p` to find the C library: before the mark, not traced here.)"""
+    arguments = report["arguments"]
+    cli = _execs(["sh", "-c", f'cd "{tmp_path}" && exec "$@"', "sh", KWATT, "report",
+                  *arguments, "-o", tmp_path / "cli"], tmp_path, "cli")
+    assert len(cli) == 1 and f'execve("{KWATT}"' in cli[0], cli  # the sh's exec of kwatt only
+    script = ("import os, sys, kwatt; os.chdir(sys.argv[2]); kwatt.report(['lyon:100'], "
+              f"sys.argv[1], versus=['lyon:103'], api={report['server'].url!r}, "
+              "phases={'work': (120, 480)})")
+    python = _execs([sys.executable, "-c", script, tmp_path / "py", tmp_path], tmp_path, "py")
+    assert python == [], python
+    assert (tmp_path / "py" / "figures" / "power.pdf").read_bytes()[:5] == b"%PDF-"
+    assert 'id="figure-power"' in (tmp_path / "py" / "report.html").read_text()
+    # Nor does `kwatt export --to parquet`: it names the Python command that writes Parquet.
+    archive = tmp_path / "archive"
+    subprocess.run([KWATT, "backup", "--api", report["server"].url, "--job", "lyon:100", "-o",
+                    archive, "--quiet"], capture_output=True, timeout=300, check=True)
+    result = subprocess.run([KWATT, "export", archive, "--to", "parquet", "-o",
+                             tmp_path / "rows.parquet"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and "python -m kwatt export" in result.stderr
+    assert not (tmp_path / "rows.parquet").exists()
 
 
 def test_the_latex_tables_compile(report, tmp_path):

@@ -75,6 +75,10 @@ std::vector<RunsComparison> CompareRuns(const std::vector<std::vector<RunFigure>
 // each field as its struct names it, NaN null.
 std::string RunsSummaryJson(const std::vector<RunsSummary>& summaries);
 std::string RunsComparisonJson(const std::vector<RunsComparison>& comparisons);
+// The same as CSV, with their header (`kwatt energy --run ... --csv`, the report's tables):
+// a set's summaries, `set` naming it in the first column; the comparison.
+std::string RunsSummaryCsv(const char* set, const std::vector<RunsSummary>& summaries);
+std::string RunsComparisonCsv(const std::vector<RunsComparison>& comparisons);
 
 }  // namespace kwatt::energy
 
