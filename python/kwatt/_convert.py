@@ -9,6 +9,7 @@ import math
 import numbers
 import os
 import re
+import sys
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol,
                     TypedDict, TypeVar, Union, cast, overload)
 
@@ -224,3 +225,31 @@ def path_list(paths: Paths) -> list[str]:
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     return [os.fspath(p) for p in paths]
+
+
+def _progress_printer(verb: str) -> ProgressFunction:
+    """A progress function printing one line, rewritten in place, on stderr."""
+    state = {"shown": False}
+
+    def show(p: dict[str, float]) -> None:
+        total = max(p["requests_total"], 1)
+        line = (f"\r{verb}: {p['requests_done']}/{total} requests, {p['rows']:,} rows, "
+                f"{p['bytes'] / 1e6:.1f} MB, {p['seconds']:.1f} s")
+        if p["seconds"] >= 1 or state["shown"]:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            state["shown"] = True
+            if p["requests_done"] >= total:
+                sys.stderr.write("\n")
+                state["shown"] = False
+    return show
+
+
+def _client_dict(api: Optional[str], config: Optional[Path],
+                 client_options: ClientOptions) -> dict[str, Any]:
+    client: dict[str, Any] = dict(client_options)
+    if api is not None:
+        client["api_url"] = str(api)
+    if config is not None:
+        client["config"] = os.fspath(config)
+    return client

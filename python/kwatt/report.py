@@ -11,9 +11,8 @@ import os
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _core
-from ._convert import Path, Paths, path_list
+from ._convert import Path, Paths, _client_dict, _progress_printer, path_list
 from .errors import InvalidArgumentError, KwattError
-from .service import _client_dict, _progress_printer
 
 # Phases of report(): {name: (start, end)} or [(name, start, end)], seconds after each run's start.
 ReportPhases = Union[Mapping[str, tuple[float, float]], Iterable[tuple[str, float, float]]]

@@ -9,8 +9,8 @@ from typing import (TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional, Ty
 
 from . import _core
 from ._convert import (ClientOptions, HostGroup, Hosts, Instant, Path, Paths, Phases, Progress,
-                       ProgressFunction, fqdn, host_list, node_name, path_list, role_map, to_ns,
-                       unique)
+                       ProgressFunction, _client_dict, _progress_printer, fqdn, host_list,
+                       node_name, path_list, role_map, to_ns, unique)
 from .errors import DeployError, IncompleteError, InvalidArgumentError
 from .frames import (LoadOptions, energy_frame, load, source_checks_frame, stats_frame,
                      table_frame)
@@ -39,34 +39,6 @@ _RoleList = list[tuple[str, list[str]]]
 
 _T = TypeVar("_T")
 _Self = TypeVar("_Self", bound="Kwollect")
-
-
-def _progress_printer(verb: str) -> ProgressFunction:
-    """A progress function printing one line, rewritten in place, on stderr."""
-    state = {"shown": False}
-
-    def show(p: dict[str, float]) -> None:
-        total = max(p["requests_total"], 1)
-        line = (f"\r{verb}: {p['requests_done']}/{total} requests, {p['rows']:,} rows, "
-                f"{p['bytes'] / 1e6:.1f} MB, {p['seconds']:.1f} s")
-        if p["seconds"] >= 1 or state["shown"]:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-            state["shown"] = True
-            if p["requests_done"] >= total:
-                sys.stderr.write("\n")
-                state["shown"] = False
-    return show
-
-
-def _client_dict(api: Optional[str], config: Optional[Path],
-                 client_options: ClientOptions) -> dict[str, Any]:
-    client: dict[str, Any] = dict(client_options)
-    if api is not None:
-        client["api_url"] = str(api)
-    if config is not None:
-        client["config"] = os.fspath(config)
-    return client
 
 
 def _in_notebook() -> bool:

@@ -213,8 +213,7 @@ def _execs(command, tmp_path, name):
 
 def test_no_process_is_started_between_the_cli_and_python_either_way(report, tmp_path):
     """`kwatt report` starts no Python, kwatt.report() starts no kwatt: neither executes anything
-    (strace -f), and kwatt.report() still draws its figures. (Importing kwatt imports EnOSlib,
-    whose Ansible runs `ldconfig -p` to find the C library: before the mark, not traced here.)"""
+    once started (strace -f), and kwatt.report() still draws its figures."""
     arguments = report["arguments"]
     cli = _execs(["sh", "-c", f'cd "{tmp_path}" && exec "$@"', "sh", KWATT, "report",
                   *arguments, "-o", tmp_path / "cli"], tmp_path, "cli")
