@@ -97,9 +97,9 @@ void RegisterReport(py::module_& m) {
       .def_property(
           "end", [](const ReportRequest& r) { return r.reading.end; },
           [](ReportRequest& r, std::optional<int64_t> t) { r.reading.end = t; })
-#define KWATT_READING_FIELD(name, field)                                        \
-  def_property(                                                                 \
-      name, [](const ReportRequest& r) { return r.reading.field; },             \
+#define KWATT_READING_FIELD(name, field)                            \
+  def_property(                                                     \
+      name, [](const ReportRequest& r) { return r.reading.field; }, \
       [](ReportRequest& r, const decltype(r.reading.field)& v) { r.reading.field = v; })
       .KWATT_READING_FIELD("summary", summary)
       .KWATT_READING_FIELD("phases", phases)

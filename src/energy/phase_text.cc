@@ -46,7 +46,7 @@ Result<Interval> ParsePhase(const std::string& text, UnixNanos now,
                                      ": offsets (+SECONDS) are kwatt energy's; give times here");
     }
     Interval phase{text.substr(0, eq), *origin + UnixNanos(**from_offset * 1e9),
-                           *origin + UnixNanos(**to_offset * 1e9)};
+                   *origin + UnixNanos(**to_offset * 1e9)};
     KWATT_RETURN_IF_ERROR(CheckPhases({phase}).WithContext("--phase " + text));
     return phase;
   }
@@ -70,7 +70,6 @@ Result<Role> ParseRole(const std::string& text) {
   for (const auto& node : *nodes) role.nodes.push_back(node.Fqdn());
   return role;
 }
-
 
 Status ParsePhasesAndRoles(const std::vector<std::string>& phases,
                            const std::vector<std::string>& roles, UnixNanos now,

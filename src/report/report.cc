@@ -96,8 +96,8 @@ ordered_json Provenance(const ReportRequest& args, const std::vector<const Run*>
                         const std::vector<std::string>& argv) {
   ordered_json p;
   p["kwatt_version"] = KwattVersion();
-  p["api"] = args.api.empty() ? std::string(kwollect::kDefaultApiUrl)
-                              : UrlWithoutCredentials(args.api);
+  p["api"] =
+      args.api.empty() ? std::string(kwollect::kDefaultApiUrl) : UrlWithoutCredentials(args.api);
   ordered_json runs = ordered_json::array();
   std::vector<std::string> backups;
   for (const Run* run_read : all) {
@@ -229,10 +229,9 @@ Result<std::optional<energy::EmissionFactors>> EmissionFactorsOf(const ReportReq
     if (!series.ok()) return series.status().WithContext("--carbon-intensity");
     f.intensity = std::move(*series);
   }
-  f.intensity.source =
-      args.carbon_source.empty()
-          ? (f.intensity.series() ? "the file " + args.carbon_intensity : "given")
-          : args.carbon_source;
+  f.intensity.source = args.carbon_source.empty()
+                           ? (f.intensity.series() ? "the file " + args.carbon_intensity : "given")
+                           : args.carbon_source;
   KWATT_RETURN_IF_ERROR(energy::CheckEmissionFactors(f));
   return std::optional<energy::EmissionFactors>(std::move(f));
 }
@@ -356,7 +355,6 @@ ordered_json ReportJson(const ReportRequest& args, const ReportData& d,
   report["provenance"] = Provenance(args, all, argv);
   return report;
 }
-
 
 // Writes the report's files into `work`, the figures drawn there too. IOError when a file cannot
 // be written.

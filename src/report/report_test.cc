@@ -88,9 +88,9 @@ TEST_F(ReportTest, WritesThePageTablesProvenanceAndTheFiguresDrawnByTheFunctionG
   EXPECT_NE(csv.find("a," + (dir.root() / "a1").string() + ",window,60000,"), std::string::npos)
       << csv;
   EXPECT_NE(csv.find(",work,36000,"), std::string::npos) << csv;
-  for (const char* file : {"report.json", "provenance.json", "tables/energy.json",
-                           "tables/energy.tex", "tables/runs_a.csv", "tables/comparison.csv",
-                           "tables/comparison.tex"}) {
+  for (const char* file :
+       {"report.json", "provenance.json", "tables/energy.json", "tables/energy.tex",
+        "tables/runs_a.csv", "tables/comparison.csv", "tables/comparison.tex"}) {
     EXPECT_TRUE(fs::exists(out / file)) << file;
   }
   EXPECT_NE(ReadFile(out / "provenance.json").find("kwatt report " + request.runs[0]),
@@ -171,10 +171,12 @@ TEST(ReportCommandTest, MakesTheReportAgainWithoutCredentials) {
   request.carbon_intensity = "52";
   const std::vector<std::string> argv = ReportCommand(request, "paper");
   const std::vector<std::string> expected = {
-      "kwatt", "report",  "lyon:100", "--versus", "lyon:101",
-      "-o",    "paper",   "--api",    "https://api.grid5000.fr/stable",
-      "--phase", "work=+120..+480", "--carbon-intensity", "52", "--pue", "1.4", "--title",
-      "Energy report"};
+      "kwatt",    "report",          "lyon:100",
+      "--versus", "lyon:101",        "-o",
+      "paper",    "--api",           "https://api.grid5000.fr/stable",
+      "--phase",  "work=+120..+480", "--carbon-intensity",
+      "52",       "--pue",           "1.4",
+      "--title",  "Energy report"};
   EXPECT_EQ(argv, expected);
 }
 

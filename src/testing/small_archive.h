@@ -17,8 +17,9 @@
 namespace kwatt::testing_archive {
 
 // A complete archive of `uids` (lyon) over [from, to) holding `rows`.
-inline void WriteArchive(const std::string& dir, const std::vector<std::string>& uids, UnixNanos from,
-                  UnixNanos to, const std::string& rows, bool summary = false) {
+inline void WriteArchive(const std::string& dir, const std::vector<std::string>& uids,
+                         UnixNanos from, UnixNanos to, const std::string& rows,
+                         bool summary = false) {
   archive::BackupQuery query;
   query.api = std::string(archive::kRecordingApi);
   for (const std::string& uid : uids) query.nodes.push_back(uid + ".lyon.grid5000.fr");

@@ -43,11 +43,11 @@ struct ReportRequest {
 using DrawFigures = std::function<Status(const std::string& dir)>;
 
 struct ReportWritten {
-  std::string dir;          // the directory written ("paper/" is "paper")
-  size_t runs = 0;          // of both sets
-  bool complete = true;     // every run read whole, every node with power data
-  bool figures = false;     // drawn
-  Status figures_status;    // why not, when `draw` was given and failed
+  std::string dir;        // the directory written ("paper/" is "paper")
+  size_t runs = 0;        // of both sets
+  bool complete = true;   // every run read whole, every node with power data
+  bool figures = false;   // drawn
+  Status figures_status;  // why not, when `draw` was given and failed
 };
 
 // Checks every argument before anything is read: InvalidArgument naming the one that is wrong

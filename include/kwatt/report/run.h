@@ -33,9 +33,9 @@ struct RunReading {
   // As users write them (kwatt/energy/phase_text.h): a phase NAME=+A..+B is placed after each
   // run's own start; NAME=START..END is the same instants for every run.
   std::vector<std::string> phases, roles;
-  std::string metric;                    // every node's power metric (empty: each its best)
-  std::string baseline_phase;            // energy::EnergyOptions::baseline_phase
-  std::vector<std::string> accuracies;   // METRIC=P%+WW, a source's stated accuracy
+  std::string metric;                   // every node's power metric (empty: each its best)
+  std::string baseline_phase;           // energy::EnergyOptions::baseline_phase
+  std::vector<std::string> accuracies;  // METRIC=P%+WW, a source's stated accuracy
   double clock_offset_s = energy::kDefaultClockOffsetSeconds;
   double gap_factor = energy::EnergyOptions().gap_factor;
   // `kwatt meter -o archive:` recordings on the runs' nodes, each read with the runs it meets
