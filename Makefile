@@ -28,10 +28,11 @@ BUILD_PACKAGES := build-essential cmake ninja-build pkg-config ccache ca-certifi
 # What the tests need besides (make test-deps): GoogleTest, clang for the sanitized and fuzzing
 # tree, the real peers (PostgreSQL, Prometheus and its node exporter, InfluxDB, snmpd, OpenIPMI,
 # Chromium), mmdebstrap for the wheel's minimal root, LaTeX for the report's tables (booktabs,
-# siunitx), and the tools the tests call.
+# siunitx), strace (no process started between the CLI and Python), and the tools the tests call.
 TEST_PACKAGES := git curl zstd time libgtest-dev libgmock-dev clang libclang-rt-14-dev clang-format \
   postgresql prometheus-node-exporter prometheus influxdb snmpd snmp openipmi freeipmi-tools ipmitool \
-  chromium chromium-driver mmdebstrap texlive-latex-base texlive-latex-recommended texlive-science
+  chromium chromium-driver mmdebstrap texlive-latex-base texlive-latex-recommended texlive-science \
+  strace
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := $(VENV)/.kwatt-build-deps
 TEST_DEPS := $(VENV)/.kwatt-test-deps
