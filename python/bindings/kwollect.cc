@@ -117,7 +117,6 @@ py::dict RowsReportDict(const RowsReport& r) {
     failures.append(fd);
   }
   d["failures"] = failures;
-  d["with_archives"] = r.with_archives;
   d["complete"] = r.complete();
   return d;
 }

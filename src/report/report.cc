@@ -107,7 +107,7 @@ ordered_json Provenance(const ReportRequest& args, const std::vector<const Run*>
     run["window"] = {FormatParisTimestamp(r.rows.start), FormatParisTimestamp(r.rows.end)};
     run["job_user"] = r.rows.job_user;
     run["job_types"] = r.rows.job_types;
-    run["with_archives"] = r.rows.with_archives;  // kwatt meter recordings read with it
+    run["with_archives"] = r.with_archives;  // kwatt meter recordings read with it
     ordered_json nodes = ordered_json::array();
     for (const NodeName& n : r.rows.nodes) {
       ordered_json node = {{"node", n.Fqdn()}, {"site", n.site}, {"cluster", n.Cluster()}};
@@ -258,9 +258,9 @@ Result<ReportData> ComputeReport(const ReportRequest& args) {
       runs->push_back(std::move(*run));
     }
   }
-  std::vector<const RowsReport*> read;
+  std::vector<const Run*> read;
   for (const std::vector<Run>* runs : {&d.a, &d.b}) {
-    for (const Run& r : *runs) read.push_back(&r.rows);
+    for (const Run& r : *runs) read.push_back(&r);
   }
   KWATT_RETURN_IF_ERROR(CheckEveryArchiveRead(args.reading.with_archives, read));
   for (auto [runs, emissions] :

@@ -69,8 +69,10 @@ Result<Run> ReadRun(const std::string& given, const RunReading& how) {
   const ProgressCallback progress = how.progress ? how.progress(given) : ProgressCallback();
   // The run's energy as `kwatt energy` computes it: the one workflow, its rows read the margin
   // beyond the window, its phases placed after the run's start.
+  std::vector<std::string> archives_read;
   auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
-    Result<RowsReport> read = rows::FeedSource(source, metrics, sink, progress);
+    archives_read.clear();
+    Result<RowsReport> read = rows::FeedSource(source, metrics, sink, progress, &archives_read);
     if (read.ok() && how.read) how.read(given, *read);
     return read;
   };
@@ -81,7 +83,11 @@ Result<Run> ReadRun(const std::string& given, const RunReading& how) {
                                        &placed->phases, &placed->roles);
   };
   KWATT_ASSIGN_OR_RETURN(energy::EnergyOutcome outcome, energy::EnergyOf(feed, options, place));
-  return Run{given, std::move(outcome.rows), std::move(outcome.report), std::move(outcome.checks),
+  return Run{given,
+             std::move(outcome.rows),
+             std::move(archives_read),
+             std::move(outcome.report),
+             std::move(outcome.checks),
              std::move(outcome.read)};
 }
 
@@ -92,9 +98,9 @@ std::vector<std::vector<energy::RunFigure>> FiguresOf(const std::vector<Run>& ru
 }
 
 Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,
-                             const std::vector<const RowsReport*>& runs) {
+                             const std::vector<const Run*>& runs) {
   for (const std::string& dir : with_archives) {
-    bool read = std::any_of(runs.begin(), runs.end(), [&](const RowsReport* run) {
+    bool read = std::any_of(runs.begin(), runs.end(), [&](const Run* run) {
       return std::find(run->with_archives.begin(), run->with_archives.end(), dir) !=
              run->with_archives.end();
     });

@@ -145,7 +145,8 @@ Result<std::vector<archive::Manifest>> ReadOtherArchives(const RowSource& source
 // `shared`: RowSource::with_archives_shared.
 Status FeedWithArchive(const archive::Manifest& m, const std::vector<std::string>& metrics,
                        bool shared, const std::set<SeriesKey>& from_source,
-                       std::map<SeriesKey, Recorded>* recorded, RowSink* sink, RowsReport* report) {
+                       std::map<SeriesKey, Recorded>* recorded, RowSink* sink, RowsReport* report,
+                       std::vector<std::string>* archives_read) {
   if (m.window_end < report->start || m.window_start > report->end) {
     if (shared) return Status::OK();
     return Status::InvalidArgument(
@@ -199,7 +200,7 @@ Status FeedWithArchive(const archive::Manifest& m, const std::vector<std::string
     report->rows += fed.rows;
   }
   if (!met) return Status::OK();  // shared, and none of its nodes is the source's
-  report->with_archives.push_back(m.dir);
+  if (archives_read != nullptr) archives_read->push_back(m.dir);
   for (const ClusterCatalogue& cluster : m.catalogue) {
     if (FindCatalogue(report->catalogues, cluster.cluster) == nullptr) {
       report->catalogues.push_back(cluster);
@@ -211,7 +212,8 @@ Status FeedWithArchive(const archive::Manifest& m, const std::vector<std::string
 }  // namespace
 
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
-                              RowSink* sink, const ProgressCallback& progress) {
+                              RowSink* sink, const ProgressCallback& progress,
+                              std::vector<std::string>* archives_read) {
   if (source.with_archives.empty()) return FeedOne(source, metrics, sink, progress);
   // Checked before the source is read: a fetch is not wasted on an archive refused afterwards.
   Result<std::vector<archive::Manifest>> others = ReadOtherArchives(source);
@@ -224,7 +226,7 @@ Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::st
   for (const archive::Manifest& m : *others) {
     KWATT_RETURN_IF_ERROR(FeedWithArchive(m, metrics.empty() ? source.query.metrics : metrics,
                                           source.with_archives_shared, from_source, &recorded, sink,
-                                          &*report));
+                                          &*report, archives_read));
   }
   return report;
 }

@@ -59,10 +59,6 @@ struct RowsReport {
   int64_t bytes = 0;
   double seconds = 0;
   std::vector<MissingPiece> failures;
-  // Other archives read with the source's rows (a `kwatt meter` recording given with
-  // `--with-archive`), as given: those holding a node of it during its window, whose series the
-  // source lacked were added (none, when the source had them all: the domains the meter pushed).
-  std::vector<std::string> with_archives;
 
   bool complete() const { return failures.empty(); }
 };

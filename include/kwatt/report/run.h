@@ -55,7 +55,8 @@ Result<energy::EnergyOptions> CheckRunReading(const RunReading& how);
 // One run read and computed.
 struct Run {
   std::string given;  // as the user wrote it: an archive directory or a job SITE:ID
-  RowsReport rows;    // what was read: nodes, window, failures, recordings read with it
+  RowsReport rows;    // what was read: nodes, window, failures
+  std::vector<std::string> with_archives;  // the recordings read with it (RunReading's)
   energy::EnergyReport energy;
   std::vector<energy::SourceCheck> checks;
   std::shared_ptr<const energy::EnergySink> sink;  // its rows (power() for curves, emissions)
@@ -77,7 +78,7 @@ std::vector<std::vector<energy::RunFigure>> FiguresOf(const std::vector<Run>& ru
 // After runs were read with `with_archives` shared among them: InvalidArgument naming a recording
 // that no run read (none of its nodes is a run's during the run).
 Status CheckEveryArchiveRead(const std::vector<std::string>& with_archives,
-                             const std::vector<const RowsReport*>& runs);
+                             const std::vector<const Run*>& runs);
 
 }  // namespace kwatt::report
 

@@ -38,8 +38,8 @@ struct RowSource {
   // directory), else InvalidArgument.
   std::vector<std::string> with_archives;
   // `with_archives` is shared by several runs (`kwatt report`): an archive whose window does not
-  // meet the source's, or a node of it the source lacks, is skipped rather than refused. The
-  // report's `with_archives` names those read.
+  // meet the source's, or a node of it the source lacks, is skipped rather than refused
+  // (FeedSource's `archives_read` names those read).
   bool with_archives_shared = false;
 };
 
@@ -47,13 +47,16 @@ struct RowSource {
 // archive::FeedArchive's or kwollect::Fetch's, then those of `with_archives`. The sink sees one
 // Begin (the source's resolved query); each series' rows are chronological, but a node's rows from
 // another archive come after the source's (RowSink's order holds within each source). The report
-// is the source's, its rows and catalogues with the other archives', which it names
-// (`with_archives`). `progress` is the source's (the other archives are local, and read after it
-// without one). Errors: FeedArchive's and Fetch's; for another archive, those RowSource names
-// (InvalidArgument naming the archive and what is wrong), checked before the source is read
+// is the source's, its rows and catalogues with the other archives'; `archives_read` (may be
+// null) gets those of `with_archives` read, as given: those holding a node of it during its
+// window, whose series the source lacked were added (none, when the source had them all: the
+// domains a meter pushed). `progress` is the source's (the other archives are local, and read
+// after it without one). Errors: FeedArchive's and Fetch's; for another archive, those RowSource
+// names (InvalidArgument naming the archive and what is wrong), checked before the source is read
 // where its manifest tells.
 Result<RowsReport> FeedSource(const RowSource& source, const std::vector<std::string>& metrics,
-                              RowSink* sink, const ProgressCallback& progress = {});
+                              RowSink* sink, const ProgressCallback& progress = {},
+                              std::vector<std::string>* archives_read = nullptr);
 
 }  // namespace kwatt::rows
 
