@@ -1,5 +1,6 @@
 #!python
-"""The `kwatt` command of kwatt's wheels (packaging/wheels.sh puts it in place of auditwheel's).
+"""The `kwatt` command of kwatt's wheels and of `pip install .` (CMakeLists.txt installs it, and
+packaging/wheels.sh puts it in place of auditwheel's).
 
 What the Python package does, it does in this process: `kwatt report` (the report with its
 figures, drawn by matplotlib) and `kwatt export --to parquet` (pyarrow) run `python -m kwatt`'s

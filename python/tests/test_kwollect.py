@@ -637,15 +637,15 @@ def test_parquet_export_has_every_row(server, tmp_path):
     assert list(back.columns) == kwatt.frames.COLUMNS
     assert (back["value"].to_numpy() == frame["value"].to_numpy()).all()
     assert (back["timestamp"] == frame["timestamp"]).all()
-    # The CLI installed beside it starts no Python: it names that command.
+    # The `kwatt` command installed beside it runs the same, in its own process (its launcher).
     from pathlib import Path
     cli = Path(sys.executable).parent / "kwatt"
     assert cli.exists(), "pip install . installs the kwatt command beside python"
     other = tmp_path / "x.parquet"
     result = __import__("subprocess").run([str(cli), "export", path, "--to", "parquet", "-o",
                                            str(other)], capture_output=True, text=True)
-    assert result.returncode == 2 and "python -m kwatt export" in result.stderr
-    assert not other.exists()
+    assert result.returncode == 0, result.stderr
+    assert pq.read_table(other).num_rows == len(frame)
 
 
 # ---- what the nodes can report -----------------------------------------------------------------
@@ -853,6 +853,27 @@ def test_report_writes_kwatt_reports_directory(server, tmp_path):
     with pytest.raises(kwatt.InvalidArgumentError, match="phases"):
         kwatt.report(["lyon:1001"], tmp_path / "other", api=server.url, phases={"busy": 3})
     assert not (tmp_path / "other").exists()
+
+
+def test_the_installed_kwatt_reports_with_figures(server, tmp_path):
+    """The `kwatt` command installed with the package (its launcher) makes the report in Python,
+    its figures drawn: the same arguments as the C++ program's `kwatt report`."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    cli = Path(sys.executable).parent / "kwatt"
+    out = tmp_path / "paper"
+    result = subprocess.run([str(cli), "report", "lyon:1001", "--api", server.url, "--phase",
+                             "busy=+300..+600", "-o", str(out), "-q"], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert (out / "figures" / "power.png").read_bytes()[:4] == b"\x89PNG"
+    assert 'id="no-figures"' not in (out / "report.html").read_text()
+    bad = subprocess.run([str(cli), "report", "lyon:1001", "--api", server.url, "--confidence",
+                          "2", "-o", str(tmp_path / "never")], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "--confidence" in bad.stderr, bad.stderr
+    assert not (tmp_path / "never").exists()
 
 
 def test_energy_from_an_archive_equals_energy_from_the_api(server, tmp_path):
