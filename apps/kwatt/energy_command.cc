@@ -33,7 +33,10 @@ void AddAnalysisOptions(CLI::App* command, AnalysisArgs* args) {
 
 Status ParseAccuracyOptions(const std::vector<std::string>& texts,
                             std::map<std::string, energy::StatedAccuracy>* accuracies) {
-  KWATT_ASSIGN_OR_RETURN(*accuracies, energy::ParseStatedAccuracies(texts));
+  Result<std::map<std::string, energy::StatedAccuracy>> parsed =
+      energy::ParseStatedAccuracies(texts);
+  if (!parsed.ok()) return parsed.status().WithContext("--accuracy");
+  *accuracies = std::move(*parsed);
   return Status::OK();
 }
 

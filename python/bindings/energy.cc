@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/energy/phase_text.h"
 #include "kwatt/energy/runs.h"
 #include "kwatt/energy/source_check.h"
 #include "kwatt/energy/stats.h"
@@ -31,13 +32,13 @@ namespace {
 py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
 
 // The source of energy() and stats(): an archive directory, or a query.
-rows::RowSource MakeSource(const py::dict& client, const std::string& archive_dir,
+rows::RowSource MakeSource(const kwollect::ClientOptions& client, const std::string& archive_dir,
                            const std::vector<std::string>& nodes, std::optional<int64_t> start,
                            std::optional<int64_t> end,
                            std::optional<std::pair<std::string, int64_t>> job) {
   rows::RowSource source;
   if (archive_dir.empty()) {
-    source.from = rows::FromQuery{MakeClientOptions(client)};
+    source.from = rows::FromQuery{client};
   } else {
     source.from = rows::FromArchive{archive_dir};
   }
@@ -65,7 +66,7 @@ std::vector<energy::Role> MakeRoles(
   return out;
 }
 
-py::dict Energy(const py::dict& client, const std::string& archive_dir,
+py::dict Energy(const kwollect::ClientOptions& client, const std::string& archive_dir,
                 const std::vector<std::string>& nodes, std::optional<int64_t> start,
                 std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
                 const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
@@ -73,9 +74,8 @@ py::dict Energy(const py::dict& client, const std::string& archive_dir,
                 const std::string& metric, const std::string& baseline, double gap_factor,
                 const std::vector<std::string>& accuracies, double clock_offset,
                 py::object progress, const std::vector<std::string>& with_archives) {
-  std::map<std::string, energy::StatedAccuracy> stated;
-  for (const std::string& text : accuracies)
-    stated.insert(Unwrap(energy::ParseStatedAccuracy(text)));
+  std::map<std::string, energy::StatedAccuracy> stated =
+      Unwrap(energy::ParseStatedAccuracies(accuracies));
   rows::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   source.query.margin = energy::EnergyFetchMargin(source.query.summary);
@@ -191,7 +191,7 @@ py::dict StatsDict(const energy::MetricStats& s) {
   return d;
 }
 
-py::dict Stats(const py::dict& client, const std::string& archive_dir,
+py::dict Stats(const kwollect::ClientOptions& client, const std::string& archive_dir,
                const std::vector<std::string>& nodes, std::optional<int64_t> start,
                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
                const std::vector<std::string>& metrics,

@@ -13,6 +13,7 @@
 #include "kwatt/core/catalogue.h"
 #include "kwatt/core/node_name.h"
 #include "kwatt/core/row_table.h"
+#include "kwatt/core/text.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
 #include "python/bindings/common.h"
@@ -123,12 +124,12 @@ py::dict RowsReportDict(const RowsReport& r) {
 
 namespace {
 
-std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<std::string>& nodes,
+std::shared_ptr<RowTable> FetchTable(const kwollect::ClientOptions& options,
+                                     const std::vector<std::string>& nodes,
                                      std::optional<int64_t> start, std::optional<int64_t> end,
                                      std::optional<std::pair<std::string, int64_t>> job,
                                      const std::vector<std::string>& metrics, bool summary,
                                      py::object progress, bool check_metrics, bool as_rate) {
-  kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   query.check_metrics = check_metrics;
   query.as_rate = as_rate;
@@ -145,8 +146,7 @@ std::shared_ptr<RowTable> FetchTable(const py::dict& client, const std::vector<s
   return table;
 }
 
-py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
-  kwollect::ClientOptions options = MakeClientOptions(client);
+py::dict LookUp(const kwollect::ClientOptions& options, const std::vector<std::string>& names) {
   std::vector<NodeName> nodes;
   py::list problems;
   std::vector<std::string> parsed_names;
@@ -199,10 +199,9 @@ py::dict LookUp(const py::dict& client, const std::vector<std::string>& names) {
   return out;
 }
 
-py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& nodes,
+py::dict ResolveQuery(const kwollect::ClientOptions& options, const std::vector<std::string>& nodes,
                       std::optional<int64_t> start, std::optional<int64_t> end,
                       std::optional<std::pair<std::string, int64_t>> job) {
-  kwollect::ClientOptions options = MakeClientOptions(client);
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, {}, false);
   Result<RowsReport> report = Status::OK();
   {
@@ -215,6 +214,33 @@ py::dict ResolveQuery(const py::dict& client, const std::vector<std::string>& no
 }  // namespace
 
 void RegisterKwollect(py::module_& m) {
+  using kwollect::ClientOptions;
+  py::class_<ClientOptions>(
+      m, "Client",
+      "The Kwollect client's options, checked once: the credentials file's (config, else "
+      "~/.grid5000.yml), then those given (api_url, username, password, verify_tls, ca_file, "
+      "timeout, connect_timeout, concurrency, per_site, rows_per_request, retries, backoff)")
+      .def(py::init([](const py::dict& options) {
+             ClientOptions made = MakeClientOptions(options);
+             Check(kwollect::ValidateClientOptions(made));
+             return made;
+           }),
+           py::arg("options") = py::dict())
+      .def_property_readonly(
+          "api_url", [](const ClientOptions& o) { return UrlWithoutCredentials(o.api_url); },
+          "The API's base URL, without credentials")
+      .def_readonly("username", &ClientOptions::username)
+      .def_readonly("verify_tls", &ClientOptions::verify_tls)
+      .def_readonly("timeout", &ClientOptions::timeout_s)
+      .def_readonly("connect_timeout", &ClientOptions::connect_timeout_s)
+      .def_readonly("concurrency", &ClientOptions::max_concurrency)
+      .def_readonly("per_site", &ClientOptions::max_per_site)
+      .def_readonly("rows_per_request", &ClientOptions::max_rows_per_request)
+      .def_readonly("retries", &ClientOptions::max_retries)
+      .def_readonly("backoff", &ClientOptions::backoff_s)
+      .def("__repr__", [](const ClientOptions& o) {
+        return "<kwatt._core.Client " + UrlWithoutCredentials(o.api_url) + ">";
+      });
   m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
         py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
         py::arg("check_metrics") = true, py::arg("as_rate") = false,

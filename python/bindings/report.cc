@@ -28,9 +28,10 @@ struct Written {
 };
 
 Written WriteReport(const report::ReportRequest& given, const std::string& output,
-                    const py::dict& client, const py::object& draw, const py::object& progress) {
+                    const kwollect::ClientOptions& client, const py::object& draw,
+                    const py::object& progress) {
   report::ReportRequest request = given;
-  request.reading.client = MakeClientOptions(client);
+  request.reading.client = client;
   Watch watch{progress};
   request.reading.progress = [&watch](const std::string&) { return watch.Callback(); };
   // The figures, drawn by `draw(dir)` under the GIL: an exception it raises is the figures'

@@ -108,7 +108,7 @@ def _report(args: argparse.Namespace) -> int:
         for key in ("concurrency", "per_site", "retries", "backoff", "rows_per_request"):
             if getattr(args, key) is not None:
                 client[key] = getattr(args, key)
-        written = write(asked, args.output, client, quiet=args.quiet)
+        written = write(asked, args.output, _core.Client(client), quiet=args.quiet)
     except KwattError as e:
         print(f"kwatt report: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1

@@ -245,11 +245,13 @@ def _progress_printer(verb: str) -> ProgressFunction:
     return show
 
 
-def _client_dict(api: Optional[str], config: Optional[Path],
-                 client_options: ClientOptions) -> dict[str, Any]:
+def _client(api: Optional[str], config: Optional[Path],
+            client_options: ClientOptions) -> _core.Client:
+    """The C++ client's options (kwatt._core.Client, checked once: a wrong one raises
+    InvalidArgumentError here) from api=, config= and the client options."""
     client: dict[str, Any] = dict(client_options)
     if api is not None:
         client["api_url"] = str(api)
     if config is not None:
         client["config"] = os.fspath(config)
-    return client
+    return _core.Client(client)

@@ -1,7 +1,6 @@
 """Type stubs of kwatt._core, the C++ core (python/bindings/core.cc). Private: use the kwatt
-package. Times are int nanoseconds since the epoch (UTC); a client is a dict of client options
-(api_url, username, password, verify_tls, ca_file, timeout, connect_timeout, concurrency,
-per_site, rows_per_request, retries, backoff, config)."""
+package. Times are int nanoseconds since the epoch (UTC); a client is a Client, its options
+checked once."""
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -9,7 +8,34 @@ import numpy.typing as npt
 
 __version__: str
 
-Client = dict[str, Any]
+
+class Client:
+    """The Kwollect client's options, checked once (python/bindings/kwollect.cc): the
+    credentials file's (options["config"], else ~/.grid5000.yml), then those given (api_url,
+    username, password, verify_tls, ca_file, timeout, connect_timeout, concurrency, per_site,
+    rows_per_request, retries, backoff). A wrong one raises InvalidArgumentError."""
+    def __init__(self, options: dict[str, Any] = ...) -> None: ...
+    @property
+    def api_url(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    @property
+    def verify_tls(self) -> bool: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def per_site(self) -> int: ...
+    @property
+    def rows_per_request(self) -> int: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def backoff(self) -> float: ...
+
 Job = Optional[tuple[str, int]]
 Progress = Optional[Callable[[dict[str, float]], Any]]
 Phases = Sequence[tuple[str, int, int]]

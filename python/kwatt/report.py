@@ -11,7 +11,7 @@ import os
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _core
-from ._convert import Path, Paths, _client_dict, _progress_printer, path_list
+from ._convert import Path, Paths, _client, _progress_printer, path_list
 from .errors import InvalidArgumentError, KwattError
 
 # Phases of report(): {name: (start, end)} or [(name, start, end)], seconds after each run's start.
@@ -115,11 +115,11 @@ def report(runs: Paths, output: Path, versus: Paths = None, phases: Optional[Rep
                     carbon_intensity=carbon_intensity, carbon_source=carbon_source, pue=pue,
                     pue_source=pue_source, with_archives=with_archives, metric=metric,
                     gap_factor=gap_factor)
-    write(asked, output, client=_client_dict(api, None, {}), quiet=quiet, figures=figures)
+    write(asked, output, client=_client(api, None, {}), quiet=quiet, figures=figures)
     return os.fspath(output)
 
 
-def write(asked: _core.ReportRequest, output: Path, client: dict[str, Any], quiet: bool = True,
+def write(asked: _core.ReportRequest, output: Path, client: _core.Client, quiet: bool = True,
           figures: bool = True) -> _core.ReportWritten:
     """Writes the report `asked` into `output` (report() and `python -m kwatt report`): its figures
     drawn in this process. KwattError, after the report is written, when a run could not be read

@@ -9,7 +9,7 @@ from typing import (TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional, Ty
 
 from . import _core
 from ._convert import (ClientOptions, HostGroup, Hosts, Instant, Path, Paths, Phases, Progress,
-                       ProgressFunction, _client_dict, _progress_printer, fqdn, host_list,
+                       ProgressFunction, _client, _progress_printer, fqdn, host_list,
                        node_name, path_list, role_map, to_ns, unique)
 from .errors import DeployError, IncompleteError, InvalidArgumentError
 from .frames import (LoadOptions, energy_frame, load, source_checks_frame, stats_frame,
@@ -106,7 +106,7 @@ class Kwollect(_ServiceBase):
         self.roles = role_map(roles)
         # As given, less any user:password@ (the credentials go to the client options only).
         self.api: Optional[str] = None if api is None else _core.url_without_credentials(str(api))
-        self._client = _client_dict(api, config, client_options)
+        self._client = _client(api, config, client_options)
         self.progress: Progress = progress
         # epoch seconds, as EnOSlib's Kwollect has them
         self.start_time: Optional[float] = None
@@ -134,7 +134,7 @@ class Kwollect(_ServiceBase):
 
         Until they do, backup() backs the job up as `kwatt backup --job SITE:ID` does: the
         backup of a running job stays incomplete (and resumable) until the job has ended."""
-        client = _client_dict(api, config, client_options)
+        client = _client(api, config, client_options)
         resolved = _core.resolve(client, nodes=[], start=None, end=None,
                                  job=(str(site), int(job_id)))
         self = cls(nodes=resolved["nodes"], api=api, config=config, progress=progress,

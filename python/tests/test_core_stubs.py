@@ -39,4 +39,5 @@ def test_stubbed_arguments_are_those_of_the_module():
 
 def test_long_calls_refuse_positional_arguments(server):
     with pytest.raises(TypeError):
-        _core.fetch({"api_url": server.url}, ["nova-1.lyon"], 0, 1, None, [], False, None)
+        _core.fetch(_core.Client({"api_url": server.url}), ["nova-1.lyon"], 0, 1, None, [], False,
+                    None)

@@ -531,7 +531,7 @@ def test_to_pandas_of_nothing_has_the_same_columns(server):
 
 
 def test_columns_are_numpy_views_of_the_cpp_table(server):
-    table = kwatt._core.fetch({"api_url": server.url}, nodes=NOVA[:1], start=int(T0 * 1e9),
+    table = kwatt._core.fetch(kwatt._core.Client({"api_url": server.url}), nodes=NOVA[:1], start=int(T0 * 1e9),
                               end=int((T0 + 5) * 1e9), job=None, metrics=["wattmetre_power_watt"],
                               summary=False, progress=None)
     value = table.value
@@ -685,13 +685,13 @@ def test_available_metrics_from_the_reference_api(server):
 def test_catalogues_come_parsed_from_the_core(server):
     # A catalogue is parsed once where it enters and reaches Python as a _core.Catalogue.
     from kwatt import _core
-    found = _core.look_up_nodes({"api_url": server.url}, ["nova-1.lyon"])
+    found = _core.look_up_nodes(_core.Client({"api_url": server.url}), ["nova-1.lyon"])
     catalogue = found["nodes"][0]["catalogue"]
     assert isinstance(catalogue, _core.Catalogue) and len(catalogue) > 5
     assert json.loads(catalogue.json)[0]["name"] == catalogue_names(catalogue)[0]
     again = _core.Catalogue.from_json(catalogue.json)
     assert again.json == catalogue.json
-    resolved = _core.resolve({"api_url": server.url}, nodes=["nova-1.lyon"], start=0,
+    resolved = _core.resolve(_core.Client({"api_url": server.url}), nodes=["nova-1.lyon"], start=0,
                              end=10**9, job=None)
     assert resolved["catalogues"]["lyon/nova"].json == catalogue.json
     with pytest.raises(kwatt.CorruptionError, match='"m1": field "period" = 1e.30'):
@@ -1180,12 +1180,12 @@ def test_nan_values_end_to_end(tmp_path):
                                            ("rows_per_request", 0), ("retries", -1),
                                            ("backoff", -1.0), ("timeout", 0)])
 def test_meaningless_options_are_refused_not_hung_on(server, option, value):
-    k = make(server, hosts=NOVA[:1], **{option: value})
-    k.start(T0)
-    k.stop(T0 + 5)
+    # Refused when the Kwollect is made (the C++ client checks its options once), naming it.
     began = time.monotonic()
     with pytest.raises(kwatt.InvalidArgumentError, match=f"^{option}"):
-        k.get_metrics()
+        make(server, hosts=NOVA[:1], **{option: value})
+    with pytest.raises(kwatt.InvalidArgumentError, match="unknown client option \"concurency\""):
+        make(server, hosts=NOVA[:1], concurency=4)
     assert time.monotonic() - began < 10
 
 

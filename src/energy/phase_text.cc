@@ -91,7 +91,7 @@ Result<std::map<std::string, StatedAccuracy>> ParseStatedAccuracies(
   std::map<std::string, StatedAccuracy> out;
   for (const std::string& text : texts) {
     Result<std::pair<std::string, StatedAccuracy>> accuracy = ParseStatedAccuracy(text);
-    if (!accuracy.ok()) return accuracy.status().WithContext("--accuracy");
+    if (!accuracy.ok()) return accuracy.status();
     out[accuracy->first] = accuracy->second;
   }
   return out;

@@ -31,7 +31,10 @@ Result<energy::EnergyOptions> CheckRunReading(const RunReading& how) {
   options.clock_offset_seconds = how.clock_offset_s;
   KWATT_RETURN_IF_ERROR(energy::CheckGapFactor(how.gap_factor, "--gap-factor"));
   KWATT_RETURN_IF_ERROR(energy::CheckClockOffset(how.clock_offset_s, "--clock-offset"));
-  KWATT_ASSIGN_OR_RETURN(options.accuracies, energy::ParseStatedAccuracies(how.accuracies));
+  Result<std::map<std::string, energy::StatedAccuracy>> accuracies =
+      energy::ParseStatedAccuracies(how.accuracies);
+  if (!accuracies.ok()) return accuracies.status().WithContext("--accuracy");
+  options.accuracies = std::move(*accuracies);
   // The phases and roles as written, each run placing them after its own start.
   std::vector<energy::Interval> phases;
   std::vector<energy::Role> roles;

@@ -34,7 +34,7 @@ Status ParsePhasesAndRoles(const std::vector<std::string>& phases,
                            std::optional<UnixNanos> origin, std::vector<Interval>* phases_out,
                            std::vector<Role>* roles_out);
 
-// "METRIC=P%+WW" each (ParseStatedAccuracy), by metric; InvalidArgument ("--accuracy: ...").
+// "METRIC=P%+WW" each (ParseStatedAccuracy), by metric; ParseStatedAccuracy's InvalidArgument.
 Result<std::map<std::string, StatedAccuracy>> ParseStatedAccuracies(
     const std::vector<std::string>& texts);
 
