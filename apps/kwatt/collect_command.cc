@@ -12,8 +12,8 @@
 #include "apps/kwatt/stop_signals.h"
 #include "kwatt/collect/collector.h"
 #include "kwatt/collect/config.h"
-#include "kwatt/collect/metrics_endpoint.h"
 #include "kwatt/core/text.h"
+#include "kwatt/http/metrics_server.h"
 #include "kwatt/store/open_store.h"
 #include "kwatt/store/writer_lock.h"
 
@@ -165,12 +165,15 @@ int RunCollect(const CollectArgs& args) {
     summary += (summary.empty() ? "" : ", ") + std::to_string(count) + " " + scheme;
   }
   if (args.check) return CheckConfiguration(**collector, *config, devices.size(), summary);
-  std::unique_ptr<collect::MetricsEndpoint> endpoint;
+  std::unique_ptr<http::MetricsServer> endpoint;
   if (!args.listen.empty()) {
-    Result<std::unique_ptr<collect::MetricsEndpoint>> started =
-        collect::MetricsEndpoint::Start(collector->get(), listen_host, listen_port);
-    if (!started.ok()) return Fail("collect", started.status());
-    endpoint = std::move(*started);
+    const collect::Collector* serving = collector->get();
+    Result<std::unique_ptr<http::MetricsServer>> bound = http::MetricsServer::Bind(
+        listen_host, listen_port, [serving] { return serving->PrometheusText(); },
+        "kwatt collect: its metrics are at /metrics\n");
+    Status started = bound.ok() ? (*bound)->Serve() : bound.status();
+    if (!started.ok()) return Fail("collect", started.WithContext("--listen"));
+    endpoint = std::move(*bound);
     listen_port = endpoint->port();
   }
   (*collector)->Start();

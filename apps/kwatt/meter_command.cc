@@ -496,7 +496,11 @@ int RunMeter(const MeterArgs& args) {
   Status started = meter.Start();
   if (!started.ok()) return Fail(kName, started);
   if (opened->server) {
-    opened->server->Serve();
+    if (Status serving = opened->server->Serve(); !serving.ok()) {
+      Status stopped = meter.Stop();  // what it measured is written; the error is the endpoint's
+      (void)stopped;
+      return Fail(kName, serving.WithContext("--listen"));
+    }
     std::printf("%s\n", opened->server->url().c_str());
     std::fflush(stdout);
   }

@@ -136,7 +136,7 @@ class PyMeter {
   void Start() {
     py::gil_scoped_release release;
     Check(opened_.meter->Start());
-    if (opened_.server) opened_.server->Serve();
+    if (opened_.server) Check(opened_.server->Serve());
   }
 
   // Stops (the last interval ends now) and gives everything measured.

@@ -53,7 +53,7 @@ struct OpenedMeter {
   std::unique_ptr<Meter> meter;
   // Bound when MeterConfig::listen_port was given: Serve() it once the meter started. Declared
   // after the meter so that it stops first (it reads the meter's exposition).
-  std::unique_ptr<MetricsServer> server;
+  std::unique_ptr<http::MetricsServer> server;
   // What a person should be told: a source looked for by default that is there but cannot be
   // read (a permission), an output's peer that does not answer yet.
   std::vector<std::string> warnings;

@@ -13,8 +13,8 @@
 //   powerapi-csv:DIR, powerapi-json:PATH, powerapi-formula-json:PATH
 //                       PowerAPI's power (and formula) reports (powerapi_reports.h)
 //
-// and the Prometheus exposition, served on --listen: a PrometheusExposition (the sink) and a
-// MetricsServer (the HTTP server, bound before the meter's threads start).
+// and the Prometheus exposition, served on --listen: a PrometheusExposition (the sink) and its
+// http::MetricsServer (BindMetricsServer, bound before the meter's threads start).
 //
 // Kwollect, InfluxDB, the textfile, the archive and Prometheus share one set of series, named once
 // (doc/meter/outputs.md, "Metric names"): per domain its measured power and energy, and its shares
@@ -30,7 +30,7 @@
 //
 // Thread safety: an OutputSink is fed by one thread at a time (ReportSink's contract); its
 // SaveState, Stats and Notes may be called from any thread at any time. PrometheusExposition's
-// Text and MetricsServer are safe from any thread.
+// Text and its MetricsServer are safe from any thread.
 #ifndef KWATT_METER_OUTPUTS_H_
 #define KWATT_METER_OUTPUTS_H_
 
@@ -42,6 +42,7 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/version.h"
+#include "kwatt/http/metrics_server.h"
 #include "kwatt/meter/meter.h"
 #include "kwatt/meter/report.h"
 
@@ -176,32 +177,12 @@ class PrometheusExposition : public OutputSink {
   std::unique_ptr<Impl> impl_;
 };
 
-// The HTTP server of --listen: GET /metrics answers the exposition's Text(). Bind first (before
-// the meter's threads start: a busy port is a configuration error), then Serve.
-class MetricsServer {
- public:
-  // Binds `host` ("127.0.0.1", "0.0.0.0", "::1") at `port` (0: any free one, see port()), as the
-  // command line's --listen HOST:PORT gives them. Nothing is answered until Serve(). IOError
-  // naming HOST:PORT when it cannot be bound (in use, not an address of this machine).
-  // REQUIRES: `exposition` outlives the server; 0 <= port <= 65535.
-  static Result<std::unique_ptr<MetricsServer>> Bind(const std::string& host, int port,
-                                                     const PrometheusExposition& exposition);
-  ~MetricsServer();  // Stop()
-
-  int port() const;
-  // "http://HOST:PORT/metrics" (127.0.0.1 for a server bound to every interface).
-  std::string url() const;
-  // Starts answering, on threads of its own. Once.
-  void Serve();
-  // Stops answering and joins its threads. Idempotent.
-  void Stop();
-
-  struct Impl;
-
- private:
-  explicit MetricsServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
+// The HTTP server of --listen: GET /metrics answers the exposition's Text() (kwatt's one
+// /metrics endpoint, http::MetricsServer, the collector's too). Bound before the meter's threads
+// start (a busy port is a configuration error); then Serve. http::MetricsServer::Bind's errors.
+// REQUIRES: `exposition` outlives the server.
+Result<std::unique_ptr<http::MetricsServer>> BindMetricsServer(
+    const std::string& host, int port, const PrometheusExposition& exposition);
 
 }  // namespace kwatt::meter
 

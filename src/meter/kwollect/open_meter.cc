@@ -115,8 +115,8 @@ Result<OpenedMeter> OpenMeter(MeterConfig config, std::vector<MeterOutput> more_
   for (const auto& note : opened.meter->header().notes) opened.notes.push_back(note);
 
   if (exposition) {
-    KWATT_ASSIGN_OR_RETURN(
-        opened.server, MetricsServer::Bind(config.listen_host, config.listen_port, *exposition));
+    KWATT_ASSIGN_OR_RETURN(opened.server,
+                           BindMetricsServer(config.listen_host, config.listen_port, *exposition));
   }
   return opened;
 }

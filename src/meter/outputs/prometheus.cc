@@ -356,56 +356,12 @@ std::string PrometheusExposition::Text() const {
   return *text;
 }
 
-// MetricsServer.
-
-struct MetricsServer::Impl {
-  http::HardenedServer
-      http;  // deadlines and checks of every kwatt endpoint (doc/server.md, "The HTTP server")
-  std::string host;
-  int port = 0;
-};
-
-Result<std::unique_ptr<MetricsServer>> MetricsServer::Bind(const std::string& host, int port,
-                                                           const PrometheusExposition& exposition) {
-  std::string shown =
-      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  if (port < 0 || port > 65535) {
-    return Status::InvalidArgument(shown + " is not a TCP port: give 1 to 65535, or 0 for any");
-  }
-  auto impl = std::make_unique<Impl>();
-  impl->host = host;
+Result<std::unique_ptr<http::MetricsServer>> BindMetricsServer(
+    const std::string& host, int port, const PrometheusExposition& exposition) {
   const PrometheusExposition* source = &exposition;
-  impl->http.Get("/metrics", [source](const http::Request&, http::Response& response) {
-    response.set_content(source->Text(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  impl->http.Get("/", [](const http::Request&, http::Response& response) {
-    response.set_content("kwatt meter: its metrics are at /metrics\n", "text/plain");
-  });
-  Result<int> bound = impl->http.Bind(host, port);
-  if (!bound.ok()) return bound.status();
-  impl->port = *bound;
-  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
+  return http::MetricsServer::Bind(
+      host, port, [source] { return source->Text(); },
+      "kwatt meter: its metrics are at /metrics\n");
 }
-
-MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-MetricsServer::~MetricsServer() { Stop(); }
-
-int MetricsServer::port() const { return impl_->port; }
-
-std::string MetricsServer::url() const {
-  std::string host = impl_->host == "0.0.0.0"                     ? "127.0.0.1"
-                     : impl_->host == "::"                        ? "[::1]"
-                     : impl_->host.find(':') != std::string::npos ? "[" + impl_->host + "]"
-                                                                  : impl_->host;
-  return "http://" + host + ":" + std::to_string(impl_->port) + "/metrics";
-}
-
-void MetricsServer::Serve() {
-  Status serving = impl_->http.Serve();
-  if (!serving.ok()) std::fprintf(stderr, "kwatt meter: --listen: %s\n", serving.message().c_str());
-}
-
-void MetricsServer::Stop() { impl_->http.Shutdown(); }
 
 }  // namespace kwatt::meter

@@ -1,5 +1,5 @@
 // The Prometheus exposition: read by kwatt's own parser and checked by Debian's promtool, and
-// served on loopback by the MetricsServer.
+// served on loopback by its MetricsServer (kwatt/http/metrics_server.h).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -316,15 +316,16 @@ Result<http::ClientResponse> Get(const std::string& url) {
   return client.Get(url);
 }
 
-TEST(MetricsServer, ServesTheLastTextAndAScrapeNeverMakesANewOne) {
+TEST(MeterMetricsServer, ServesTheLastTextAndAScrapeNeverMakesANewOne) {
   MeterHeader header = TestHeader();
   ReportBuilder reports(header);
   PrometheusExposition exposition;
-  Result<std::unique_ptr<MetricsServer>> server = MetricsServer::Bind("127.0.0.1", 0, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> server =
+      BindMetricsServer("127.0.0.1", 0, exposition);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_GT((*server)->port(), 0);
   EXPECT_EQ((*server)->url(), "http://127.0.0.1:" + std::to_string((*server)->port()) + "/metrics");
-  (*server)->Serve();
+  ASSERT_TRUE((*server)->Serve().ok());
   ASSERT_TRUE(exposition.Begin(header).ok());
   ASSERT_TRUE(exposition.Write(reports.Next({40.0, 6.0}, {{ProcessTarget(1, "a"), 1000}})).ok());
   Result<http::ClientResponse> scrape = Get((*server)->url());
@@ -340,13 +341,14 @@ TEST(MetricsServer, ServesTheLastTextAndAScrapeNeverMakesANewOne) {
   EXPECT_FALSE(Get((*server)->url()).ok());
 }
 
-TEST(MetricsServer, ScrapesWhileTheMeterWritesGetWholeTexts) {
+TEST(MeterMetricsServer, ScrapesWhileTheMeterWritesGetWholeTexts) {
   MeterHeader header = TestHeader();
   ReportBuilder reports(header);
   PrometheusExposition exposition;
-  Result<std::unique_ptr<MetricsServer>> server = MetricsServer::Bind("127.0.0.1", 0, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> server =
+      BindMetricsServer("127.0.0.1", 0, exposition);
   ASSERT_TRUE(server.ok());
-  (*server)->Serve();
+  ASSERT_TRUE((*server)->Serve().ok());
   ASSERT_TRUE(exposition.Begin(header).ok());
   std::vector<IntervalReport> all;
   for (int i = 0; i < 300; ++i) {
@@ -365,13 +367,14 @@ TEST(MetricsServer, ScrapesWhileTheMeterWritesGetWholeTexts) {
   EXPECT_EQ(Samples(Get((*server)->url())->body)["kwatt_meter_reports_total{}"].value, 300);
 }
 
-TEST(MetricsServer, ABusyPortOrAnotherMachinesAddressIsAConfigurationError) {
+TEST(MeterMetricsServer, ABusyPortOrAnotherMachinesAddressIsAConfigurationError) {
   PrometheusExposition exposition;
-  Result<std::unique_ptr<MetricsServer>> first = MetricsServer::Bind("127.0.0.1", 0, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> first =
+      BindMetricsServer("127.0.0.1", 0, exposition);
   ASSERT_TRUE(first.ok());
   int port = (*first)->port();
-  Result<std::unique_ptr<MetricsServer>> second =
-      MetricsServer::Bind("127.0.0.1", port, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> second =
+      BindMetricsServer("127.0.0.1", port, exposition);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Status::Code::kIOError);
   EXPECT_NE(second.status().message().find("cannot listen on 127.0.0.1:" + std::to_string(port)),
@@ -379,15 +382,16 @@ TEST(MetricsServer, ABusyPortOrAnotherMachinesAddressIsAConfigurationError) {
       << second.status().ToString();
   // Bound, never served, then dropped: the port is free again.
   first->reset();
-  Result<std::unique_ptr<MetricsServer>> again = MetricsServer::Bind("127.0.0.1", port, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> again =
+      BindMetricsServer("127.0.0.1", port, exposition);
   EXPECT_TRUE(again.ok()) << again.status().ToString();
-  Result<std::unique_ptr<MetricsServer>> elsewhere =
-      MetricsServer::Bind("192.0.2.1", 0, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> elsewhere =
+      BindMetricsServer("192.0.2.1", 0, exposition);
   ASSERT_FALSE(elsewhere.ok());  // TEST-NET-1: not an address of this machine
   EXPECT_EQ(elsewhere.status().code(), Status::Code::kIOError);
-  EXPECT_EQ(MetricsServer::Bind("127.0.0.1", 70000, exposition).status().code(),
+  EXPECT_EQ(BindMetricsServer("127.0.0.1", 70000, exposition).status().code(),
             Status::Code::kInvalidArgument);
-  Result<std::unique_ptr<MetricsServer>> v6 = MetricsServer::Bind("::1", 0, exposition);
+  Result<std::unique_ptr<http::MetricsServer>> v6 = BindMetricsServer("::1", 0, exposition);
   if (v6.ok()) {  // a machine without IPv6 has no [::1] to bind
     EXPECT_NE((*v6)->url().find("http://[::1]:"), std::string::npos);
   }
