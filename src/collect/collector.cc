@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kwatt/core/backoff.h"
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/prometheus_writer.h"
 #include "kwatt/core/row_batch.h"
@@ -201,7 +202,7 @@ class Collector::Impl {
   int64_t spool_file_bytes = 0;
   int64_t spool_counter = 0;
   int64_t next_store_attempt = INT64_MIN / 2;
-  milliseconds store_backoff{1000};
+  Backoff store_backoff{BackoffPolicy{1.0, 10.0}};  // 1 s, 2 s, 4 s... up to 10 s
   mutable std::mutex stats_mutex;
   CollectorStats totals;  // devices unused
   int64_t dropped_unreported = 0;
@@ -575,10 +576,7 @@ class Collector::Impl {
   // The next attempt at the store after a failure: 1 s, 2 s, 4 s... up to 10 s (doc/collect.md),
   // back to 1 s once a write succeeds (not once the store opens: a store that opens and refuses
   // every write, read-only or full, was retried every second).
-  void BackOff() {
-    next_store_attempt = Now() + Nanos(store_backoff);
-    store_backoff = std::min(store_backoff * 2, milliseconds(10'000));
-  }
+  void BackOff() { next_store_attempt = Now() + int64_t(store_backoff.Failed() * 1e9); }
 
   // Writes what is unsent: memory first, then the spool. Returns the first error.
   Status Drain(bool force) {
@@ -590,7 +588,7 @@ class Collector::Impl {
         Log("writing into the store failed: " + status.message() + " (rows kept, retrying)");
         return status;
       }
-      store_backoff = milliseconds(1000);
+      store_backoff.Succeeded();
       int64_t rows = int64_t(unsent.front()->batch.size());
       unsent_rows -= size_t(rows);
       unsent_rows_shared = int64_t(unsent_rows);
@@ -619,7 +617,7 @@ class Collector::Impl {
           Log("writing into the store failed: " + status.message() + " (rows kept, retrying)");
           return status;
         }
-        store_backoff = milliseconds(1000);
+        store_backoff.Succeeded();
         std::error_code error;
         std::filesystem::remove(path, error);
         std::lock_guard lock(stats_mutex);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kwatt/core/backoff.h"
 #include "kwatt/core/text.h"
 #include "src/http/curl_easy.h"
 
@@ -72,7 +73,7 @@ bool IsTransientStatus(long status) {
 
 double RetryDelay(const ClientSettings& settings, int attempt, int64_t retry_after_s) {
   if (retry_after_s >= 0) return double(retry_after_s);
-  return settings.backoff_s * std::pow(2.0, attempt - 1);
+  return BackoffPolicy{settings.backoff_s}.DelayBefore(attempt);
 }
 
 namespace {

@@ -240,14 +240,12 @@ Status HttpRowOutput::SendDue(bool force, Status* transient) {
       if (!kept) s.rows_dropped += int64_t(count);
     });
     if (kept) {
-      retry_wait_ =
-          retry_wait_ > 0 ? std::min(60.0, retry_wait_ * 2) : std::max(0.0, options_.retry_seconds);
       next_attempt_ = now + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(retry_wait_));
+                                std::chrono::duration<double>(retry_.Failed()));
       *transient = sent;
       break;
     }
-    retry_wait_ = 0;
+    retry_.Succeeded();
     pending_.erase(pending_.begin(), pending_.begin() + ptrdiff_t(count));
     pending_since_.erase(pending_since_.begin(), pending_since_.begin() + ptrdiff_t(count));
     if (!sent.ok()) {

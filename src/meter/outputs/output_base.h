@@ -4,6 +4,7 @@
 #ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 #define KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/backoff.h"
 #include "kwatt/meter/outputs.h"
 #include "src/meter/outputs/output_series.h"
 #include "src/meter/outputs/output_spec.h"
@@ -115,7 +117,8 @@ class HttpRowOutput : public SeriesOutput {
   std::deque<std::string> pending_;
   std::deque<Clock::time_point> pending_since_;  // when each pending item was encoded
   Clock::time_point next_attempt_{};
-  double retry_wait_ = 0;
+  // After a failure that may pass: retry_seconds, doubled up to a minute, until one succeeds.
+  Backoff retry_{BackoffPolicy{std::max(0.0, options_.retry_seconds), 60.0}};
   std::vector<std::string> items_;
   std::atomic<bool> abandoned_{false};
 };
