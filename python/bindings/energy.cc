@@ -31,18 +31,35 @@ namespace {
 
 py::object Number(double v) { return std::isnan(v) ? py::object(py::none()) : py::float_(v); }
 
-// The source of energy() and stats(): an archive directory, or a query.
-rows::RowSource MakeSource(const kwollect::ClientOptions& client, const std::string& archive_dir,
-                           const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                           std::optional<int64_t> end,
-                           std::optional<std::pair<std::string, int64_t>> job) {
+// What energy() and stats() read (kwatt._core.Selection): an archive, else a query of the client.
+struct Selection {
+  std::optional<std::string> archive;  // an archive directory; none: the query
+  std::vector<std::string> nodes;      // some of the archive's, or the query's
+  std::optional<int64_t> start, end;   // ns; an archive's window narrowed, or the query's
+  std::optional<std::pair<std::string, int64_t>> job;
+  std::vector<std::string> with_archives;  // other archives of the same nodes read with it
+};
+
+// How energy() computes (kwatt._core.EnergyOptions): energy::EnergyOptions as Python gives them.
+struct PyEnergyOptions {
+  std::vector<std::tuple<std::string, int64_t, int64_t>> phases;  // (name, start ns, end ns)
+  std::vector<std::pair<std::string, std::vector<std::string>>> roles;
+  std::string metric, baseline;
+  double gap_factor = energy::EnergyOptions().gap_factor;
+  std::vector<std::string> accuracies;  // METRIC=P%+WW
+  double clock_offset = energy::kDefaultClockOffsetSeconds;
+};
+
+rows::RowSource MakeSource(const kwollect::ClientOptions& client, const Selection& selection) {
   rows::RowSource source;
-  if (archive_dir.empty()) {
-    source.from = rows::FromQuery{client};
+  if (selection.archive) {
+    source.from = rows::FromArchive{*selection.archive};
   } else {
-    source.from = rows::FromArchive{archive_dir};
+    source.from = rows::FromQuery{client};
   }
-  source.query = MakeQuery(nodes, start, end, job, {}, false);
+  source.query =
+      MakeQuery(selection.nodes, selection.start, selection.end, selection.job, {}, false);
+  source.with_archives = selection.with_archives;
   return source;
 }
 
@@ -66,33 +83,28 @@ std::vector<energy::Role> MakeRoles(
   return out;
 }
 
-py::dict Energy(const kwollect::ClientOptions& client, const std::string& archive_dir,
-                const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
-                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
-                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
-                const std::string& metric, const std::string& baseline, double gap_factor,
-                const std::vector<std::string>& accuracies, double clock_offset,
-                py::object progress, const std::vector<std::string>& with_archives) {
+py::dict Energy(const kwollect::ClientOptions& client, const Selection& selection,
+                const PyEnergyOptions& given, py::object progress) {
   std::map<std::string, energy::StatedAccuracy> stated =
-      Unwrap(energy::ParseStatedAccuracies(accuracies));
-  rows::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+      Unwrap(energy::ParseStatedAccuracies(given.accuracies));
+  rows::RowSource source = MakeSource(client, selection);
   source.query.check_metrics = false;  // power sources to try, not metrics the user named
   source.query.margin = energy::EnergyFetchMargin(source.query.summary);
-  source.with_archives = with_archives;
   Watch watch{std::move(progress)};
   // The one energy workflow (energy::EnergyOf), its rows the source's.
+  std::vector<std::string> archives_read;
   auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) {
-    return rows::FeedSource(source, metrics, sink, watch.Callback());
+    archives_read.clear();
+    return rows::FeedSource(source, metrics, sink, watch.Callback(), &archives_read);
   };
   energy::EnergyOptions options;
-  options.phases = MakePhases(phases);
-  options.roles = MakeRoles(roles);
-  options.metric = metric;
-  options.baseline_phase = baseline;
-  options.gap_factor = gap_factor;
+  options.phases = MakePhases(given.phases);
+  options.roles = MakeRoles(given.roles);
+  options.metric = given.metric;
+  options.baseline_phase = given.baseline;
+  options.gap_factor = given.gap_factor;
   options.accuracies = std::move(stated);
-  options.clock_offset_seconds = clock_offset;
+  options.clock_offset_seconds = given.clock_offset;
   Result<energy::EnergyOutcome> outcome = Status::OK();
   {
     py::gil_scoped_release release;
@@ -101,6 +113,7 @@ py::dict Energy(const kwollect::ClientOptions& client, const std::string& archiv
   watch.RaiseIfInterrupted();
   energy::EnergyOutcome done = Unwrap(std::move(outcome));
   py::dict fetch = RowsReportDict(std::move(done.rows));
+  fetch["with_archives"] = archives_read;  // those read with the rows
   // The report in the form `kwatt energy --json` prints (one rendering for both).
   py::dict d = py::module_::import("json").attr("loads")(
       energy::EnergyReportJson(done.report, &done.checks));
@@ -191,14 +204,12 @@ py::dict StatsDict(const energy::MetricStats& s) {
   return d;
 }
 
-py::dict Stats(const kwollect::ClientOptions& client, const std::string& archive_dir,
-               const std::vector<std::string>& nodes, std::optional<int64_t> start,
-               std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+py::dict Stats(const kwollect::ClientOptions& client, const Selection& selection,
                const std::vector<std::string>& metrics,
                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                py::object progress) {
-  rows::RowSource source = MakeSource(client, archive_dir, nodes, start, end, job);
+  rows::RowSource source = MakeSource(client, selection);
   energy::StatsSink sink(MakePhases(phases));
   std::vector<energy::Role> role_list = MakeRoles(roles);
   Watch watch{std::move(progress)};
@@ -241,14 +252,56 @@ py::dict Stats(const kwollect::ClientOptions& client, const std::string& archive
 }  // namespace
 
 void RegisterEnergy(py::module_& m) {
-  m.def("energy", &Energy, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
-        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("phases"), py::arg("roles"),
-        py::arg("metric"), py::arg("baseline"), py::arg("gap_factor"), py::arg("accuracies"),
-        py::arg("clock_offset"), py::arg("progress"),
-        py::arg("with_archives") = std::vector<std::string>{});
-  m.def("stats", &Stats, py::arg("client"), py::kw_only(), py::arg("archive"), py::arg("nodes"),
-        py::arg("start"), py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("phases"),
-        py::arg("roles"), py::arg("progress"));
+  py::class_<Selection>(m, "Selection",
+                        "What energy() and stats() read: an archive, else a query of the client")
+      .def(py::init([](std::optional<std::string> archive, std::vector<std::string> nodes,
+                       std::optional<int64_t> start, std::optional<int64_t> end,
+                       std::optional<std::pair<std::string, int64_t>> job,
+                       std::vector<std::string> with_archives) {
+             return Selection{std::move(archive), std::move(nodes),        start, end,
+                              std::move(job),     std::move(with_archives)};
+           }),
+           py::kw_only(), py::arg("archive") = py::none(),
+           py::arg("nodes") = std::vector<std::string>{}, py::arg("start") = py::none(),
+           py::arg("end") = py::none(), py::arg("job") = py::none(),
+           py::arg("with_archives") = std::vector<std::string>{})
+      .def_readwrite("archive", &Selection::archive)
+      .def_readwrite("nodes", &Selection::nodes)
+      .def_readwrite("start", &Selection::start)
+      .def_readwrite("end", &Selection::end)
+      .def_readwrite("job", &Selection::job)
+      .def_readwrite("with_archives", &Selection::with_archives);
+  py::class_<PyEnergyOptions>(m, "EnergyOptions",
+                              "How energy() computes: phases, roles, the power metric, the "
+                              "baseline phase, the gap factor, stated accuracies, the clock offset")
+      .def(py::init([](std::vector<std::tuple<std::string, int64_t, int64_t>> phases,
+                       std::vector<std::pair<std::string, std::vector<std::string>>> roles,
+                       std::string metric, std::string baseline, double gap_factor,
+                       std::vector<std::string> accuracies, double clock_offset) {
+             return PyEnergyOptions{std::move(phases),   std::move(roles), std::move(metric),
+                                    std::move(baseline), gap_factor,       std::move(accuracies),
+                                    clock_offset};
+           }),
+           py::kw_only(),
+           py::arg("phases") = std::vector<std::tuple<std::string, int64_t, int64_t>>{},
+           py::arg("roles") = std::vector<std::pair<std::string, std::vector<std::string>>>{},
+           py::arg("metric") = "", py::arg("baseline") = "",
+           py::arg("gap_factor") = energy::EnergyOptions().gap_factor,
+           py::arg("accuracies") = std::vector<std::string>{},
+           py::arg("clock_offset") = energy::kDefaultClockOffsetSeconds)
+      .def_readwrite("phases", &PyEnergyOptions::phases)
+      .def_readwrite("roles", &PyEnergyOptions::roles)
+      .def_readwrite("metric", &PyEnergyOptions::metric)
+      .def_readwrite("baseline", &PyEnergyOptions::baseline)
+      .def_readwrite("gap_factor", &PyEnergyOptions::gap_factor)
+      .def_readwrite("accuracies", &PyEnergyOptions::accuracies)
+      .def_readwrite("clock_offset", &PyEnergyOptions::clock_offset);
+  m.def("energy", &Energy, py::arg("client"), py::arg("selection"), py::arg("options"),
+        py::kw_only(), py::arg("progress") = py::none(),
+        "The energy workflow (energy::EnergyOf) over the selection: the report in the form "
+        "`kwatt energy --json` prints, with `fetch`");
+  m.def("stats", &Stats, py::arg("client"), py::arg("selection"), py::kw_only(), py::arg("metrics"),
+        py::arg("phases"), py::arg("roles"), py::arg("progress") = py::none());
   m.def("power_sources", &PowerSources, py::kw_only(), py::arg("nodes"), py::arg("metrics"),
         py::arg("labels"), py::arg("times"), py::arg("values"), py::arg("start"), py::arg("end"),
         py::arg("metric") = "",

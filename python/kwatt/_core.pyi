@@ -99,13 +99,41 @@ def load(dir: str, *, nodes: Sequence[str], metrics: Sequence[str], start: Optio
 def backup(client: Client, dir: str, *, nodes: Sequence[str], start: Optional[int],
            end: Optional[int], job: Job, metrics: Sequence[str], summary: bool,
            progress: Progress) -> dict[str, Any]: ...
-def energy(client: Client, *, archive: str, nodes: Sequence[str], start: Optional[int],
-           end: Optional[int], job: Job, phases: Phases, roles: Roles, metric: str, baseline: str,
-           gap_factor: float, accuracies: Sequence[str], clock_offset: float,
-           progress: Progress, with_archives: Sequence[str] = ...) -> dict[str, Any]: ...
-def stats(client: Client, *, archive: str, nodes: Sequence[str], start: Optional[int],
-          end: Optional[int], job: Job, metrics: Sequence[str], phases: Phases, roles: Roles,
-          progress: Progress) -> dict[str, Any]: ...
+class Selection:
+    """What energy() and stats() read (python/bindings/energy.cc): an archive directory, else a
+    query of the client over nodes and a window (int ns) or a job; with_archives: other archives
+    of the same nodes read with it."""
+    archive: Optional[str]
+    nodes: list[str]
+    start: Optional[int]
+    end: Optional[int]
+    job: Optional[tuple[str, int]]
+    with_archives: list[str]
+    def __init__(self, *, archive: Optional[str] = None, nodes: Sequence[str] = ...,
+                 start: Optional[int] = None, end: Optional[int] = None, job: Job = None,
+                 with_archives: Sequence[str] = ...) -> None: ...
+
+
+class EnergyOptions:
+    """How energy() computes: phases (name, start ns, end ns), roles (name, [FQDN]), the power
+    metric ("": each node's best), the baseline phase, the gap factor, stated accuracies
+    METRIC=P%+WW, the clock offset in seconds."""
+    phases: list[tuple[str, int, int]]
+    roles: list[tuple[str, list[str]]]
+    metric: str
+    baseline: str
+    gap_factor: float
+    accuracies: list[str]
+    clock_offset: float
+    def __init__(self, *, phases: Phases = ..., roles: Roles = ..., metric: str = "",
+                 baseline: str = "", gap_factor: float = ..., accuracies: Sequence[str] = ...,
+                 clock_offset: float = ...) -> None: ...
+
+
+def energy(client: Client, selection: Selection, options: EnergyOptions, *,
+           progress: Progress = None) -> dict[str, Any]: ...
+def stats(client: Client, selection: Selection, *, metrics: Sequence[str], phases: Phases,
+          roles: Roles, progress: Progress = None) -> dict[str, Any]: ...
 def look_up_nodes(client: Client, names: Sequence[str]) -> dict[str, Any]: ...
 def resolve(client: Client, *, nodes: Sequence[str], start: Optional[int], end: Optional[int],
             job: Job) -> dict[str, Any]: ...

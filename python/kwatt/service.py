@@ -516,14 +516,16 @@ class Kwollect(_ServiceBase):
             out.append((str(name), nodes))
         return out
 
-    def _source(self, source: Optional[Path], nodes: list[str]
-                ) -> tuple[str, list[str], Optional[int], Optional[int]]:
-        """(archive, nodes, start, stop) for _core.energy/stats: the nodes, from an archive
-        (narrowed to the window when there is one; a node it lacks is an error) or over the
-        instance's window."""
+    def _source(self, source: Optional[Path], nodes: list[str],
+                with_archives: Paths = None) -> _core.Selection:
+        """What _core.energy/stats read: the nodes, from an archive (narrowed to the window when
+        there is one; a node it lacks is an error) or over the instance's window."""
         if source is not None:
-            return os.fspath(source), nodes, self._start_ns, self._stop_ns
-        return ("", nodes) + self._window()
+            return _core.Selection(archive=os.fspath(source), nodes=nodes, start=self._start_ns,
+                                   end=self._stop_ns, with_archives=path_list(with_archives))
+        start, stop = self._window()
+        return _core.Selection(nodes=nodes, start=start, end=stop,
+                               with_archives=path_list(with_archives))
 
     def energy_report(self, phases: Optional[Phases] = None, roles: Optional[Hosts] = None,
                       metric: Optional[str] = None, baseline: Optional[str] = None,
@@ -548,19 +550,18 @@ class Kwollect(_ServiceBase):
                 clock_offset: Optional[float] = None, with_archives: Paths = None,
                 nodes: Optional[Hosts] = None) -> dict[str, Any]:
         role_list, subset = self._roles_and_nodes(roles, nodes)
-        archive, subset, start, stop = self._source(source, subset)
+        selection = self._source(source, subset, with_archives)
         accuracy_texts = [f"{m}={a}" for m, a in (accuracies or {}).items()]
         if clock_offset is None:
             clock_offset = _core.DEFAULT_CLOCK_OFFSET
         elif isinstance(clock_offset, bool) or not isinstance(clock_offset, (int, float)):
             raise InvalidArgumentError(f"clock_offset should be a number of seconds, not "
                                        f"{clock_offset!r}")
-        return _core.energy(self._client, archive=archive, nodes=subset, start=start, end=stop,
-                            job=None, phases=self.phases(phases), roles=role_list,
-                            metric=metric or "", baseline=baseline or "",
-                            gap_factor=float(gap_factor), accuracies=accuracy_texts,
-                            clock_offset=float(clock_offset),
-                            with_archives=path_list(with_archives),
+        options = _core.EnergyOptions(phases=self.phases(phases), roles=role_list,
+                                      metric=metric or "", baseline=baseline or "",
+                                      gap_factor=float(gap_factor), accuracies=accuracy_texts,
+                                      clock_offset=float(clock_offset))
+        return _core.energy(self._client, selection, options,
                             progress=self._progress("kwatt energy"))
 
     def energy(self, phases: Optional[Phases] = None, roles: Optional[Hosts] = None,
@@ -623,11 +624,11 @@ class Kwollect(_ServiceBase):
         fetch that could not get everything raises IncompleteError (``.partial`` holds the
         DataFrame) unless allow_incomplete."""
         role_list, subset = self._roles_and_nodes(roles, nodes)
-        archive, subset, start, stop = self._source(source, subset)
+        selection = self._source(source, subset)
         metric_ids = [metrics] if isinstance(metrics, str) else list(metrics or [])
-        report = _core.stats(self._client, archive=archive, nodes=subset, start=start, end=stop,
-                             job=None, metrics=metric_ids, phases=self.phases(phases),
-                             roles=role_list, progress=self._progress("kwatt stats"))
+        report = _core.stats(self._client, selection, metrics=metric_ids,
+                             phases=self.phases(phases), roles=role_list,
+                             progress=self._progress("kwatt stats"))
         return self._check_report(report["fetch"], stats_frame(report), allow_incomplete)
 
     # ---- plots -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 namespace kwatt {
 
 struct BackoffPolicy {
-  double first_s = 1;                                     // the wait after the first failure
+  double first_s = 1;                                      // the wait after the first failure
   double max_s = std::numeric_limits<double>::infinity();  // the longest wait
 
   // The wait before retry number `retry` (1: after the first failure): first_s * 2^(retry - 1),
