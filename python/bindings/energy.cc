@@ -177,17 +177,67 @@ void CheckConfidenceOrThrow(double confidence) {
   if (!checked.ok()) Throw(checked);
 }
 
-py::object RunsSummary(const std::vector<std::vector<FigureRow>>& runs, double confidence) {
-  CheckConfidenceOrThrow(confidence);
-  return py::module_::import("json").attr("loads")(
-      energy::RunsSummaryJson(energy::SummarizeRuns(MakeRuns(runs), confidence)));
+// Columns of `items`: a list of one text field, or a float64 array of a number (NaN kept).
+template <typename T, typename Field>
+py::list TextColumn(const std::vector<T>& items, Field field) {
+  py::list out;
+  for (const T& item : items) out.append(field(item));
+  return out;
+}
+template <typename T, typename Field>
+py::array_t<double> NumberColumn(const std::vector<T>& items, Field field) {
+  py::array_t<double> out(py::ssize_t(items.size()));
+  double* data = out.mutable_data();
+  for (size_t i = 0; i < items.size(); ++i) data[i] = double(field(items[i]));
+  return out;
 }
 
-py::object CompareRuns(const std::vector<std::vector<FigureRow>>& a,
-                       const std::vector<std::vector<FigureRow>>& b, double confidence) {
+// The summaries as columns, named as kwatt.runs_summary()'s frame names them.
+py::dict RunsSummary(const std::vector<std::vector<FigureRow>>& runs, double confidence) {
   CheckConfidenceOrThrow(confidence);
-  return py::module_::import("json").attr("loads")(
-      energy::RunsComparisonJson(energy::CompareRuns(MakeRuns(a), MakeRuns(b), confidence)));
+  const std::vector<energy::RunsSummary> s = energy::SummarizeRuns(MakeRuns(runs), confidence);
+  using S = energy::RunsSummary;
+  py::dict out;
+  out["scope"] = TextColumn(s, [](const S& x) { return x.scope; });
+  out["name"] = TextColumn(s, [](const S& x) { return x.name; });
+  out["phase"] = TextColumn(s, [](const S& x) { return x.phase; });
+  out["runs"] = NumberColumn(s, [](const S& x) { return x.runs; });
+  out["mean_joules"] = NumberColumn(s, [](const S& x) { return x.mean; });
+  out["sd_joules"] = NumberColumn(s, [](const S& x) { return x.sd; });
+  out["low_joules"] = NumberColumn(s, [](const S& x) { return x.low; });
+  out["high_joules"] = NumberColumn(s, [](const S& x) { return x.high; });
+  out["mean_seconds"] = NumberColumn(s, [](const S& x) { return x.mean_seconds; });
+  out["mean_half_width_joules"] = NumberColumn(s, [](const S& x) { return x.mean_half_width; });
+  return out;
+}
+
+// The comparison as columns, named as kwatt.compare_runs()'s frame names them.
+py::dict CompareRuns(const std::vector<std::vector<FigureRow>>& a,
+                     const std::vector<std::vector<FigureRow>>& b, double confidence) {
+  CheckConfidenceOrThrow(confidence);
+  const std::vector<energy::RunsComparison> c =
+      energy::CompareRuns(MakeRuns(a), MakeRuns(b), confidence);
+  using C = energy::RunsComparison;
+  py::dict out;
+  out["scope"] = TextColumn(c, [](const C& x) { return x.scope; });
+  out["name"] = TextColumn(c, [](const C& x) { return x.name; });
+  out["phase"] = TextColumn(c, [](const C& x) { return x.phase; });
+  out["runs_a"] = NumberColumn(c, [](const C& x) { return x.a.runs; });
+  out["runs_b"] = NumberColumn(c, [](const C& x) { return x.b.runs; });
+  out["mean_a_joules"] = NumberColumn(c, [](const C& x) { return x.a.mean; });
+  out["mean_b_joules"] = NumberColumn(c, [](const C& x) { return x.b.mean; });
+  out["difference_joules"] = NumberColumn(c, [](const C& x) { return x.difference; });
+  out["relative"] = NumberColumn(c, [](const C& x) { return x.relative; });
+  out["low_joules"] = NumberColumn(c, [](const C& x) { return x.low; });
+  out["high_joules"] = NumberColumn(c, [](const C& x) { return x.high; });
+  out["t"] = NumberColumn(c, [](const C& x) { return x.t; });
+  out["dof"] = NumberColumn(c, [](const C& x) { return x.dof; });
+  out["p_value"] = NumberColumn(c, [](const C& x) { return x.p_value; });
+  py::list significant;
+  for (const C& x : c) significant.append(x.significant);
+  out["significant"] = significant;
+  out["why"] = TextColumn(c, [](const C& x) { return x.why; });
+  return out;
 }
 
 py::dict StatsDict(const energy::MetricStats& s) {

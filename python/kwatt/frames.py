@@ -238,10 +238,9 @@ def runs_summary(runs: Iterable[Run], confidence: float = 0.95) -> pd.DataFrame:
     row per figure (scope, name, phase) found in any run: runs (how many have it), mean_joules,
     sd_joules, low_joules and high_joules (the mean's interval at `confidence`, Student's t),
     mean_seconds, mean_half_width_joules (the runs' own 95 % intervals, on average)."""
-    rows = _core.runs_summary(_runs(runs, "runs_summary"), confidence=_confidence(confidence))
-    frame = pd.DataFrame(rows, columns=RUNS_SUMMARY_COLUMNS)
-    for column in RUNS_SUMMARY_COLUMNS[4:]:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    columns = _core.runs_summary(_runs(runs, "runs_summary"), confidence=_confidence(confidence))
+    frame = pd.DataFrame(columns, columns=RUNS_SUMMARY_COLUMNS)
+    frame["runs"] = frame["runs"].astype("int64")
     return frame
 
 
@@ -251,17 +250,11 @@ def compare_runs(a: Iterable[Run], b: Iterable[Run], confidence: float = 0.95) -
     mean_b_joules, difference_joules (B - A), relative, low_joules and high_joules (its interval at
     `confidence`), t, dof and p_value (Welch's t test), significant (the interval excludes 0) and
     why."""
-    rows = _core.compare_runs(_runs(a, "compare_runs (a)"), _runs(b, "compare_runs (b)"),
-                              confidence=_confidence(confidence))
-    flat = [{**{k: r[k] for k in ("scope", "name", "phase", "difference_joules", "relative",
-                                  "low_joules", "high_joules", "t", "dof", "p_value",
-                                  "significant", "why")},
-             "runs_a": r["a"]["runs"], "runs_b": r["b"]["runs"],
-             "mean_a_joules": r["a"]["mean_joules"], "mean_b_joules": r["b"]["mean_joules"]}
-            for r in rows]
-    frame = pd.DataFrame(flat, columns=RUNS_COMPARISON_COLUMNS)
-    for column in RUNS_COMPARISON_COLUMNS[5:-2]:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    columns = _core.compare_runs(_runs(a, "compare_runs (a)"), _runs(b, "compare_runs (b)"),
+                                 confidence=_confidence(confidence))
+    frame = pd.DataFrame(columns, columns=RUNS_COMPARISON_COLUMNS)
+    for column in ("runs_a", "runs_b"):
+        frame[column] = frame[column].astype("int64")
     frame["significant"] = frame["significant"].astype(bool)
     return frame
 

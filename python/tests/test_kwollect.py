@@ -811,6 +811,8 @@ def test_runs_are_summarized_and_compared(server):
     busy = [run(m) for m in (6, 16, 26)]  # Kwollect instances: their energy() is taken
     summary = kwatt.runs_summary(idle)
     assert list(summary.columns) == kwatt.frames.RUNS_SUMMARY_COLUMNS
+    # Columns from the core (no JSON text between), typed as the frame's documentation says.
+    assert summary["runs"].dtype == "int64" and summary["sd_joules"].dtype == "float64"
     total = summary[(summary["scope"] == "total") & (summary["phase"] == "window")].iloc[0]
     assert total["runs"] == 3
     windows = [e[(e["scope"] == "total") & (e["phase"] == "window")]["joules"].iloc[0]
@@ -819,6 +821,8 @@ def test_runs_are_summarized_and_compared(server):
     assert total["low_joules"] < total["mean_joules"] < total["high_joules"]
     c = kwatt.compare_runs(idle, busy)
     assert list(c.columns) == kwatt.frames.RUNS_COMPARISON_COLUMNS
+    assert c["runs_a"].dtype == "int64" and c["p_value"].dtype == "float64"
+    assert c["significant"].dtype == bool
     work = c[(c["scope"] == "total") & (c["phase"] == "work")].iloc[0]
     assert work["significant"] and work["difference_joules"] > 0 and work["p_value"] < 0.05
     assert work["low_joules"] < work["difference_joules"] < work["high_joules"]
