@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/attribution.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/formulas/attribution.h"
 #include "src/testing/fake_procfs.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kwatt/core/json_text.h"
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/testing/meter_reports.h"
 
 namespace {

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/rapl.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/sources/rapl.h"
 
 namespace {
 

@@ -1,11 +1,11 @@
-// The activity record's reader (include/kwatt/meter/activity_record.h) on any file. Besides "no
-// crash": a record that reads is written again by the writer and reads back to the same header
-// and snapshots, complete.
+// The activity record's reader (include/kwatt/meter/activity/activity_record.h) on any file.
+// Besides "no crash": a record that reads is written again by the writer and reads back to the same
+// header and snapshots, complete.
 #include <cstdint>
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "kwatt/meter/activity_record.h"
+#include "kwatt/meter/activity/activity_record.h"
 
 using namespace kwatt::meter;
 

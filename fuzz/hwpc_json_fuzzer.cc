@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "kwatt/meter/hwpc.h"
+#include "kwatt/meter/powerapi/hwpc.h"
 
 using kwatt::meter::HwpcReport;
 using kwatt::meter::JsonDocumentSplitter;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "kwatt/meter/rapl.h"
+#include "kwatt/meter/sources/rapl.h"
 #include "kwatt/simulate/simulated_rapl.h"
 #include "src/meter/sources/rapl_internal.h"
 

@@ -12,9 +12,9 @@
 #include "kwatt/energy/phase_text.h"
 #include "kwatt/energy/source_check.h"
 #include "kwatt/energy/workflow.h"
-#include "kwatt/meter/activity_record.h"
-#include "kwatt/meter/kwollect_power.h"
-#include "kwatt/meter/replay.h"
+#include "kwatt/meter/activity/activity_record.h"
+#include "kwatt/meter/kwollect/kwollect_power.h"
+#include "kwatt/meter/pipeline/replay.h"
 
 namespace kwatt::cli {
 

@@ -30,9 +30,9 @@
 #include "kwatt/core/text.h"
 #include "kwatt/core/version.h"
 #include "kwatt/kwollect/client_options.h"
-#include "kwatt/meter/activity_record.h"
-#include "kwatt/meter/open_meter.h"
-#include "kwatt/meter/replay.h"
+#include "kwatt/meter/activity/activity_record.h"
+#include "kwatt/meter/kwollect/open_meter.h"
+#include "kwatt/meter/pipeline/replay.h"
 
 namespace kwatt::cli {
 

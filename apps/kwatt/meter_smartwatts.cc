@@ -1,6 +1,7 @@
-// `kwatt meter smartwatts`: the smartwatts formula (kwatt/meter/smartwatts.h) on hwpc-sensor's
-// reports, post-mortem (a CSV directory or a JSON file, read to the end) or live (listening for
-// hwpc-sensor's socket output until SIGINT or SIGTERM), written in PowerAPI's formats.
+// `kwatt meter smartwatts`: the smartwatts formula (kwatt/meter/formulas/smartwatts.h) on
+// hwpc-sensor's reports, post-mortem (a CSV directory or a JSON file, read to the end) or live
+// (listening for hwpc-sensor's socket output until SIGINT or SIGTERM), written in PowerAPI's
+// formats.
 
 #include <cinttypes>
 #include <cstdio>
@@ -13,10 +14,10 @@
 #include "apps/kwatt/commands.h"
 #include "apps/kwatt/stop_signals.h"
 #include "kwatt/core/version.h"
-#include "kwatt/meter/hwpc.h"
-#include "kwatt/meter/outputs.h"
-#include "kwatt/meter/powerapi_reports.h"
-#include "kwatt/meter/smartwatts.h"
+#include "kwatt/meter/formulas/smartwatts.h"
+#include "kwatt/meter/outputs/outputs.h"
+#include "kwatt/meter/powerapi/hwpc.h"
+#include "kwatt/meter/powerapi/powerapi_reports.h"
 
 namespace kwatt::cli {
 

@@ -23,7 +23,7 @@
 #include "apps/kwatt/stop_signals.h"
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/time.h"
-#include "kwatt/meter/hwpc.h"
+#include "kwatt/meter/powerapi/hwpc.h"
 #include "kwatt/simulate/hwpc_simulation.h"
 
 namespace kwatt::cli {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kwatt/core/version.h"
-#include "kwatt/meter/open_meter.h"
+#include "kwatt/meter/kwollect/open_meter.h"
 #include "python/bindings/common.h"
 
 namespace py = pybind11;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/environment.h"
+#include "kwatt/meter/environment/environment.h"
 
 namespace kwatt::meter::testing {
 

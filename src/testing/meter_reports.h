@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "kwatt/meter/attribution.h"
-#include "kwatt/meter/report.h"
+#include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter::testing {
 

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/activity_record.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/replay.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/activity/activity_record.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/pipeline/replay.h"
+#include "kwatt/meter/sources/source.h"
 #include "src/testing/manual_clock.h"
 
 namespace kwatt::meter::testing {

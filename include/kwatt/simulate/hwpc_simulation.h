@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/hwpc.h"
+#include "kwatt/meter/powerapi/hwpc.h"
 
 namespace kwatt::simulate {
 

@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/rapl_counter.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/sources/rapl_counter.h"
 
 namespace kwatt::simulate {
 

@@ -1,5 +1,5 @@
-// The activity reader (include/kwatt/meter/activity.h, doc/meter/attribution.md "Activity and
-// targets").
+// The activity reader (include/kwatt/meter/activity/activity.h, doc/meter/attribution.md "Activity
+// and targets").
 //
 // One Read: the machine's stat, then the processes, then the cgroups, then the hardware counters.
 // The processes are one scan of procfs when commands or every process are selected (or the kernel
@@ -31,7 +31,7 @@
 // ticks are 10 ms: a short interval would show a tick's worth more than it can have used (a 1 ms
 // interval, 5 ms: 5 CPUs), the next one less. The excess is carried to the next reads, so nothing
 // is lost and the counter catches up as soon as the target's true rate leaves room.
-#include "kwatt/meter/activity.h"
+#include "kwatt/meter/activity/activity.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
-// What the activity reader (include/kwatt/meter/activity.h) reads from procfs, sysfs and a cgroup
-// v2 tree: the parsers of PID/stat, PID/schedstat, stat, CPU lists and cpu.stat (pure functions,
-// fuzzed: fuzz/proc_stat_fuzzer.cc), and reads of small files with one open(2) and one read(2)
-// into the caller's buffer (no allocation: the reader does this 10,000 times a second).
+// What the activity reader (include/kwatt/meter/activity/activity.h) reads from procfs, sysfs and a
+// cgroup v2 tree: the parsers of PID/stat, PID/schedstat, stat, CPU lists and cpu.stat (pure
+// functions, fuzzed: fuzz/proc_stat_fuzzer.cc), and reads of small files with one open(2) and one
+// read(2) into the caller's buffer (no allocation: the reader does this 10,000 times a second).
 //
 // Thread safety: every function is thread-safe.
 #ifndef KWATT_SRC_METER_ACTIVITY_ACTIVITY_PROCFS_H_

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "kwatt/core/own_cpu.h"
-#include "kwatt/meter/activity.h"
+#include "kwatt/meter/activity/activity.h"
 #include "src/meter/activity/activity_procfs.h"
 
 namespace kwatt::meter::activity_real_test {

@@ -1,6 +1,6 @@
-// The activity record (include/kwatt/meter/activity_record.h; format: doc/meter/running.md "The
-// activity record").
-#include "kwatt/meter/activity_record.h"
+// The activity record (include/kwatt/meter/activity/activity_record.h; format: doc/meter/running.md
+// "The activity record").
+#include "kwatt/meter/activity/activity_record.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "kwatt/meter/activity_record.h"
+#include "kwatt/meter/activity/activity_record.h"
 
 #include <gtest/gtest.h>
 

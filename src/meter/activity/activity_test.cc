@@ -1,6 +1,6 @@
 // The activity reader on fake procfs and cgroup trees (src/testing/fake_procfs.h), and hardware
 // counters through a PerfEvents that replays counts.
-#include "kwatt/meter/activity.h"
+#include "kwatt/meter/activity/activity.h"
 
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>

@@ -1,4 +1,4 @@
-#include "kwatt/meter/environment.h"
+#include "kwatt/meter/environment/environment.h"
 
 #include <fcntl.h>
 #include <linux/perf_event.h>

@@ -1,7 +1,7 @@
 // The system clock's SleepUntil: it reaches its deadline (short sleeps by clock_nanosleep, long
 // ones on a condition variable then clock_nanosleep), and a stop request ends a long sleep at once.
 // The processes' CPU-time clocks: the kernel's for its procfs, none for another tree.
-#include "kwatt/meter/environment.h"
+#include "kwatt/meter/environment/environment.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

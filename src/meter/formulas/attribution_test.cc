@@ -1,4 +1,4 @@
-#include "kwatt/meter/attribution.h"
+#include "kwatt/meter/formulas/attribution.h"
 
 #include <gtest/gtest.h>
 

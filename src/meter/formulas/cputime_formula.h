@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/attribution.h"
-#include "kwatt/meter/report.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 

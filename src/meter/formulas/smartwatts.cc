@@ -1,4 +1,4 @@
-#include "kwatt/meter/smartwatts.h"
+#include "kwatt/meter/formulas/smartwatts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "kwatt/meter/attribution.h"
+#include "kwatt/meter/formulas/attribution.h"
 #include "src/meter/formulas/nnls.h"
 
 namespace kwatt::meter {

@@ -1,4 +1,4 @@
-#include "kwatt/meter/smartwatts.h"
+#include "kwatt/meter/formulas/smartwatts.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "kwatt/meter/kwollect_power.h"
+#include "kwatt/meter/kwollect/kwollect_power.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // node's wattmeter. The truth is the simulator's exact energy of the node (what `kwatt simulate
 // energy` prints). Live tests wait for rows in real time (a few seconds): the server's clock is
 // the real one.
-#include "kwatt/meter/kwollect_power.h"
+#include "kwatt/meter/kwollect/kwollect_power.h"
 
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@
 #include "kwatt/backup/backup.h"
 #include "kwatt/jobs/jobs_file.h"
 #include "kwatt/kwollect/fetch.h"
-#include "kwatt/meter/meter.h"
-#include "kwatt/meter/replay.h"
+#include "kwatt/meter/pipeline/meter.h"
+#include "kwatt/meter/pipeline/replay.h"
 #include "kwatt/server/server.h"
 #include "kwatt/simulate/testbed.h"
 #include "src/testing/manual_clock.h"

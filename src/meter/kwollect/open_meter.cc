@@ -1,8 +1,8 @@
-#include "kwatt/meter/open_meter.h"
+#include "kwatt/meter/kwollect/open_meter.h"
 
 #include <algorithm>
 
-#include "kwatt/meter/nvml.h"
+#include "kwatt/meter/sources/nvml.h"
 
 namespace kwatt::meter {
 

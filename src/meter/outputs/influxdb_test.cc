@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/testing/influxd.h"
 #include "src/testing/meter_reports.h"
 

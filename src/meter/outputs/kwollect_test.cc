@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/testing/kwatt_binary.h"
 #include "src/testing/meter_reports.h"
 

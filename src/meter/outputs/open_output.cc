@@ -1,5 +1,5 @@
-// OpenOutput (kwatt/meter/outputs.h): the output an --output spec names, opened by its own file's
-// opener (openers.h).
+// OpenOutput (kwatt/meter/outputs/outputs.h): the output an --output spec names, opened by its own
+// file's opener (openers.h).
 #include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_spec.h"
 

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/meter/outputs/output_spec.h"
 
 namespace kwatt::meter::internal {

@@ -1,6 +1,7 @@
-// What the meter's outputs share (include/kwatt/meter/outputs.h): the node they write as, checks
-// of files and directories, and the base of the outputs that write the series of OutputSeries.
-// Private to the meter's outputs: each output includes it, and none includes another output.
+// What the meter's outputs share (include/kwatt/meter/outputs/outputs.h): the node they write as,
+// checks of files and directories, and the base of the outputs that write the series of
+// OutputSeries. Private to the meter's outputs: each output includes it, and none includes another
+// output.
 #ifndef KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 #define KWATT_SRC_METER_OUTPUTS_OUTPUT_BASE_H_
 
@@ -15,7 +16,7 @@
 #include <vector>
 
 #include "kwatt/core/backoff.h"
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/meter/outputs/output_series.h"
 #include "src/meter/outputs/output_spec.h"
 

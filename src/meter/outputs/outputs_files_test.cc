@@ -19,7 +19,7 @@
 #include "kwatt/collect/device.h"
 #include "kwatt/collect/prometheus_text.h"
 #include "kwatt/http/client.h"
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/testing/archive_files.h"
 #include "src/testing/kwatt_binary.h"
 #include "src/testing/meter_reports.h"

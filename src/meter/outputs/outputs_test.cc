@@ -1,5 +1,5 @@
 // The outputs' specs and factory, the series they share, and kwatt's CSV and JSON Lines.
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
-// PowerAPI's report formats (kwatt/meter/powerapi_reports.h) as an output of OpenOutput.
+// PowerAPI's report formats (kwatt/meter/powerapi/powerapi_reports.h) as an output of OpenOutput.
 #include <mutex>
 
-#include "kwatt/meter/powerapi_reports.h"
+#include "kwatt/meter/powerapi/powerapi_reports.h"
 #include "src/meter/outputs/openers.h"
 #include "src/meter/outputs/output_base.h"
 

@@ -11,7 +11,7 @@
 
 #include "kwatt/collect/prometheus_text.h"
 #include "kwatt/http/client.h"
-#include "kwatt/meter/outputs.h"
+#include "kwatt/meter/outputs/outputs.h"
 #include "src/collect/subprocess.h"
 #include "src/testing/meter_reports.h"
 #include "src/testing/temp_dir.h"

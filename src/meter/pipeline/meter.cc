@@ -1,4 +1,4 @@
-#include "kwatt/meter/meter.h"
+#include "kwatt/meter/pipeline/meter.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>

@@ -1,4 +1,4 @@
-#include "kwatt/meter/replay.h"
+#include "kwatt/meter/pipeline/replay.h"
 
 #include <memory>
 #include <optional>

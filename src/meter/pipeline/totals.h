@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "kwatt/meter/meter.h"
+#include "kwatt/meter/pipeline/meter.h"
 
 namespace kwatt::meter {
 

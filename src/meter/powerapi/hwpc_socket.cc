@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "kwatt/meter/hwpc.h"
+#include "kwatt/meter/powerapi/hwpc.h"
 
 namespace kwatt::meter {
 

@@ -1,4 +1,4 @@
-#include "kwatt/meter/hwpc.h"
+#include "kwatt/meter/powerapi/hwpc.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "kwatt/meter/powerapi_reports.h"
+#include "kwatt/meter/powerapi/powerapi_reports.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "kwatt/meter/nvml.h"
+#include "kwatt/meter/sources/nvml.h"
 
 #include <dlfcn.h>
 

@@ -1,7 +1,7 @@
 // The NVML source over a fake NVML: a real shared library (tests/fake_nvml/fake_nvml.cc) loaded
 // with dlopen, whose GPUs and energy traces each test sets. One test opens the machine's own
 // libnvidia-ml.so.1, and skips where there is none.
-#include "kwatt/meter/nvml.h"
+#include "kwatt/meter/sources/nvml.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>

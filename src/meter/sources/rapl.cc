@@ -1,5 +1,5 @@
 // OpenRapl (rapl.h): the path chosen, the domains asked, the two paths cross-checked.
-#include "kwatt/meter/rapl.h"
+#include "kwatt/meter/sources/rapl.h"
 
 #include <algorithm>
 #include <cmath>

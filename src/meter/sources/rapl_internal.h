@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/rapl.h"
-#include "kwatt/meter/rapl_counter.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/sources/rapl.h"
+#include "kwatt/meter/sources/rapl_counter.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter::rapl_internal {
 

@@ -1,4 +1,4 @@
-#include "kwatt/meter/rapl.h"
+#include "kwatt/meter/sources/rapl.h"
 
 #include <gtest/gtest.h>
 #include <pwd.h>
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <random>
 
-#include "kwatt/meter/meter.h"
+#include "kwatt/meter/pipeline/meter.h"
 #include "kwatt/simulate/simulated_rapl.h"
 #include "src/meter/sources/rapl_internal.h"
 #include "src/testing/manual_clock.h"

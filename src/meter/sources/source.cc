@@ -1,6 +1,6 @@
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/sources/source.h"
 
-#include "kwatt/meter/activity.h"
+#include "kwatt/meter/activity/activity.h"
 
 namespace kwatt::meter {
 

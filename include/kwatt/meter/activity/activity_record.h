@@ -12,8 +12,8 @@
 // whole line, and the reader says it was interrupted.
 //
 // Thread safety: a writer or a reader belongs to one thread.
-#ifndef KWATT_METER_ACTIVITY_RECORD_H_
-#define KWATT_METER_ACTIVITY_RECORD_H_
+#ifndef KWATT_METER_ACTIVITY_ACTIVITY_RECORD_H_
+#define KWATT_METER_ACTIVITY_ACTIVITY_RECORD_H_
 
 #include <cstdint>
 #include <memory>
@@ -23,8 +23,8 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/environment.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/environment/environment.h"
 
 namespace kwatt::meter {
 
@@ -128,4 +128,4 @@ Result<ActivityRecord> ReadActivityRecord(const std::string& path);
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_ACTIVITY_RECORD_H_
+#endif  // KWATT_METER_ACTIVITY_ACTIVITY_RECORD_H_

@@ -25,8 +25,8 @@
 //
 // Thread safety: OpenRapl may be called from any thread; a source it returns is read by one
 // thread at a time (source.h).
-#ifndef KWATT_METER_RAPL_H_
-#define KWATT_METER_RAPL_H_
+#ifndef KWATT_METER_SOURCES_RAPL_H_
+#define KWATT_METER_SOURCES_RAPL_H_
 
 #include <memory>
 #include <string>
@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {
 
@@ -99,4 +99,4 @@ Result<std::unique_ptr<EnergySource>> OpenRapl(const MeterEnvironment& environme
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_RAPL_H_
+#endif  // KWATT_METER_SOURCES_RAPL_H_

@@ -6,8 +6,8 @@
 //
 // Thread safety: SystemClock() and SystemPerfEvents() are safe from any thread; a PerfEvents
 // handle is read by one thread at a time.
-#ifndef KWATT_METER_ENVIRONMENT_H_
-#define KWATT_METER_ENVIRONMENT_H_
+#ifndef KWATT_METER_ENVIRONMENT_ENVIRONMENT_H_
+#define KWATT_METER_ENVIRONMENT_ENVIRONMENT_H_
 
 #include <cstdint>
 #include <memory>
@@ -110,4 +110,4 @@ std::string HostName(const MeterEnvironment& environment);
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_ENVIRONMENT_H_
+#endif  // KWATT_METER_ENVIRONMENT_ENVIRONMENT_H_

@@ -13,8 +13,8 @@
 //
 // Thread safety: a reader or writer is used by one thread at a time, except
 // HwpcSocketReader::RequestStop, which may be called from any thread or a signal handler.
-#ifndef KWATT_METER_HWPC_H_
-#define KWATT_METER_HWPC_H_
+#ifndef KWATT_METER_POWERAPI_HWPC_H_
+#define KWATT_METER_POWERAPI_HWPC_H_
 
 #include <cstdint>
 #include <memory>
@@ -182,4 +182,4 @@ class HwpcCsvWriter {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_HWPC_H_
+#endif  // KWATT_METER_POWERAPI_HWPC_H_

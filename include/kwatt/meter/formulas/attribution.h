@@ -13,8 +13,8 @@
 // With no busy time at all the dynamic part is unattributed; with no target the idle part is idle.
 //
 // All functions are pure and thread-safe.
-#ifndef KWATT_METER_ATTRIBUTION_H_
-#define KWATT_METER_ATTRIBUTION_H_
+#ifndef KWATT_METER_FORMULAS_ATTRIBUTION_H_
+#define KWATT_METER_FORMULAS_ATTRIBUTION_H_
 
 #include <cstdint>
 #include <deque>
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/report.h"
+#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 
@@ -98,4 +98,4 @@ class IdlePowerEstimator {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_ATTRIBUTION_H_
+#endif  // KWATT_METER_FORMULAS_ATTRIBUTION_H_

@@ -8,8 +8,8 @@
 // archive) are ReportSinks fed by the meter, each from its own thread.
 //
 // Thread safety: reports are values. A ReportSink is called from one thread at a time.
-#ifndef KWATT_METER_REPORT_H_
-#define KWATT_METER_REPORT_H_
+#ifndef KWATT_METER_PIPELINE_REPORT_H_
+#define KWATT_METER_PIPELINE_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -18,8 +18,8 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {
 
@@ -128,4 +128,4 @@ class ReportSink {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_REPORT_H_
+#endif  // KWATT_METER_PIPELINE_REPORT_H_

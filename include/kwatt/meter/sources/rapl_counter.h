@@ -2,8 +2,8 @@
 // exact microjoules, the max_energy_range_uj it reports, and counts turned into microjoules. The
 // RAPL sources undo it (src/meter/sources/rapl_internal.h); the simulated RAPL tree
 // (kwatt/simulate/simulated_rapl.h) does it. Pure functions.
-#ifndef KWATT_METER_RAPL_COUNTER_H_
-#define KWATT_METER_RAPL_COUNTER_H_
+#ifndef KWATT_METER_SOURCES_RAPL_COUNTER_H_
+#define KWATT_METER_SOURCES_RAPL_COUNTER_H_
 
 #include <cstdint>
 
@@ -23,4 +23,4 @@ int64_t CountToMicrojoules(uint64_t count, Microjoules unit);
 
 }  // namespace kwatt::meter::rapl_internal
 
-#endif  // KWATT_METER_RAPL_COUNTER_H_
+#endif  // KWATT_METER_SOURCES_RAPL_COUNTER_H_

@@ -20,14 +20,14 @@
 //   the error aggregated over the error window (watts).
 //
 // Thread safety: a sink is used by one thread at a time (ReportSink's contract).
-#ifndef KWATT_METER_POWERAPI_REPORTS_H_
-#define KWATT_METER_POWERAPI_REPORTS_H_
+#ifndef KWATT_METER_POWERAPI_POWERAPI_REPORTS_H_
+#define KWATT_METER_POWERAPI_POWERAPI_REPORTS_H_
 
 #include <memory>
 #include <string>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/report.h"
+#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 
@@ -67,4 +67,4 @@ Result<std::unique_ptr<ReportSink>> OpenPowerApiJsonSink(const std::string& path
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_POWERAPI_REPORTS_H_
+#endif  // KWATT_METER_POWERAPI_POWERAPI_REPORTS_H_

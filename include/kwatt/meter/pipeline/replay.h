@@ -6,8 +6,8 @@
 // Also the loop that writes such a record.
 //
 // Thread safety: each call on its own objects; RecordActivity runs until stopped.
-#ifndef KWATT_METER_REPLAY_H_
-#define KWATT_METER_REPLAY_H_
+#ifndef KWATT_METER_PIPELINE_REPLAY_H_
+#define KWATT_METER_PIPELINE_REPLAY_H_
 
 #include <chrono>
 #include <map>
@@ -15,12 +15,12 @@
 #include <string>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/activity_record.h"
-#include "kwatt/meter/attribution.h"
-#include "kwatt/meter/meter.h"
-#include "kwatt/meter/report.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/activity/activity_record.h"
+#include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/pipeline/meter.h"
+#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {
 
@@ -59,4 +59,4 @@ Result<ReplayResult> ReplayActivity(ActivityRecordReader& record, DelayedEnergyS
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_REPLAY_H_
+#endif  // KWATT_METER_PIPELINE_REPLAY_H_

@@ -8,8 +8,8 @@
 // not know exactly.
 //
 // Thread safety: a source is read by one thread at a time.
-#ifndef KWATT_METER_SOURCE_H_
-#define KWATT_METER_SOURCE_H_
+#ifndef KWATT_METER_SOURCES_SOURCE_H_
+#define KWATT_METER_SOURCES_SOURCE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -127,4 +127,4 @@ class DelayedEnergySource {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_SOURCE_H_
+#endif  // KWATT_METER_SOURCES_SOURCE_H_

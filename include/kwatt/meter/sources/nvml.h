@@ -22,16 +22,16 @@
 //
 // Thread safety: as every EnergySource, one thread at a time. Several sources may be open at once
 // (NVML counts its initialisations).
-#ifndef KWATT_METER_NVML_H_
-#define KWATT_METER_NVML_H_
+#ifndef KWATT_METER_SOURCES_NVML_H_
+#define KWATT_METER_SOURCES_NVML_H_
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {
 
@@ -62,4 +62,4 @@ Result<std::unique_ptr<NvmlSource>> OpenNvml(const MeterEnvironment& environment
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_NVML_H_
+#endif  // KWATT_METER_SOURCES_NVML_H_

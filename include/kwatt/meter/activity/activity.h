@@ -18,8 +18,8 @@
 //   those plus idle and iowait) and the online CPUs.
 //
 // Thread safety: an ActivityReader is used by one thread at a time.
-#ifndef KWATT_METER_ACTIVITY_H_
-#define KWATT_METER_ACTIVITY_H_
+#ifndef KWATT_METER_ACTIVITY_ACTIVITY_H_
+#define KWATT_METER_ACTIVITY_ACTIVITY_H_
 
 #include <cstdint>
 #include <memory>
@@ -28,7 +28,7 @@
 
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
-#include "kwatt/meter/environment.h"
+#include "kwatt/meter/environment/environment.h"
 
 namespace kwatt::meter {
 
@@ -118,4 +118,4 @@ class ActivityReader {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_ACTIVITY_H_
+#endif  // KWATT_METER_ACTIVITY_ACTIVITY_H_

@@ -19,8 +19,8 @@
 //
 // Thread safety: EnergyBetween, domains, Notes and stats may be called from any thread; the live
 // source polls in a thread of its own, stopped and joined by its destructor.
-#ifndef KWATT_METER_KWOLLECT_POWER_H_
-#define KWATT_METER_KWOLLECT_POWER_H_
+#ifndef KWATT_METER_KWOLLECT_KWOLLECT_POWER_H_
+#define KWATT_METER_KWOLLECT_KWOLLECT_POWER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -32,8 +32,8 @@
 #include "kwatt/core/time.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/client_options.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {
 
@@ -117,4 +117,4 @@ Result<std::unique_ptr<DelayedEnergySource>> CollectedPower(const energy::PowerC
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_KWOLLECT_POWER_H_
+#endif  // KWATT_METER_KWOLLECT_KWOLLECT_POWER_H_

@@ -7,20 +7,20 @@
 // returned before a thread starts or a port opens.
 //
 // Thread safety: OpenMeter from any thread; what it returns belongs to its caller.
-#ifndef KWATT_METER_OPEN_METER_H_
-#define KWATT_METER_OPEN_METER_H_
+#ifndef KWATT_METER_KWOLLECT_OPEN_METER_H_
+#define KWATT_METER_KWOLLECT_OPEN_METER_H_
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/kwollect_power.h"
-#include "kwatt/meter/meter.h"
-#include "kwatt/meter/outputs.h"
-#include "kwatt/meter/rapl.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/kwollect/kwollect_power.h"
+#include "kwatt/meter/outputs/outputs.h"
+#include "kwatt/meter/pipeline/meter.h"
+#include "kwatt/meter/sources/rapl.h"
 
 namespace kwatt::meter {
 
@@ -75,4 +75,4 @@ Result<OpenedMeter> OpenMeter(MeterConfig config, std::vector<MeterOutput> more_
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_OPEN_METER_H_
+#endif  // KWATT_METER_KWOLLECT_OPEN_METER_H_

@@ -25,8 +25,8 @@
 //   another boot the totals go on and the downtime is reported as a gap.
 //
 // Thread safety: Start(), Wait() and Stop() from one thread; Totals() and Health() from any.
-#ifndef KWATT_METER_METER_H_
-#define KWATT_METER_METER_H_
+#ifndef KWATT_METER_PIPELINE_METER_H_
+#define KWATT_METER_PIPELINE_METER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -38,11 +38,11 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/activity.h"
-#include "kwatt/meter/attribution.h"
-#include "kwatt/meter/environment.h"
-#include "kwatt/meter/report.h"
-#include "kwatt/meter/source.h"
+#include "kwatt/meter/activity/activity.h"
+#include "kwatt/meter/environment/environment.h"
+#include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {
 
@@ -167,4 +167,4 @@ class Meter {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_METER_H_
+#endif  // KWATT_METER_PIPELINE_METER_H_

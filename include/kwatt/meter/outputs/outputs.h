@@ -31,8 +31,8 @@
 // Thread safety: an OutputSink is fed by one thread at a time (ReportSink's contract); its
 // SaveState, Stats and Notes may be called from any thread at any time. PrometheusExposition's
 // Text and its MetricsServer are safe from any thread.
-#ifndef KWATT_METER_OUTPUTS_H_
-#define KWATT_METER_OUTPUTS_H_
+#ifndef KWATT_METER_OUTPUTS_OUTPUTS_H_
+#define KWATT_METER_OUTPUTS_OUTPUTS_H_
 
 #include <cstdint>
 #include <memory>
@@ -43,8 +43,8 @@
 #include "kwatt/core/status.h"
 #include "kwatt/core/version.h"
 #include "kwatt/http/metrics_server.h"
-#include "kwatt/meter/meter.h"
-#include "kwatt/meter/report.h"
+#include "kwatt/meter/pipeline/meter.h"
+#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 
@@ -186,4 +186,4 @@ Result<std::unique_ptr<http::MetricsServer>> BindMetricsServer(
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_OUTPUTS_H_
+#endif  // KWATT_METER_OUTPUTS_OUTPUTS_H_

@@ -27,8 +27,8 @@
 // microjoule). Until a layer has a model, its ticks' energy is unattributed.
 //
 // Thread safety: a SmartWattsFormula is used by one thread at a time.
-#ifndef KWATT_METER_SMARTWATTS_H_
-#define KWATT_METER_SMARTWATTS_H_
+#ifndef KWATT_METER_FORMULAS_SMARTWATTS_H_
+#define KWATT_METER_FORMULAS_SMARTWATTS_H_
 
 #include <cstdint>
 #include <map>
@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/hwpc.h"
-#include "kwatt/meter/report.h"
+#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/powerapi/hwpc.h"
 
 namespace kwatt::meter {
 
@@ -116,4 +116,4 @@ class SmartWattsFormula {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_SMARTWATTS_H_
+#endif  // KWATT_METER_FORMULAS_SMARTWATTS_H_
