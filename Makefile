@@ -112,7 +112,7 @@ SKBUILD_FLAGS = $(CONFIG)build-dir=$(BUILD_DIR) $(CONFIG)cmake.define.KWATT_WERR
 WHEEL_RAW := $(BUILD_DIR)/wheel
 PY_STAMP := $(VENV)/.kwatt-python
 PY_SOURCES := $(shell git ls-files 'python/*' 'src/*' 'include/*' 'apps/*' 'cmake/*' 2>/dev/null) \
-  CMakeLists.txt pyproject.toml
+  CMakeLists.txt pyproject.toml packaging/kwatt_launcher.py
 build python: $(PY_STAMP)
 
 $(PY_STAMP): $(BUILD_DEPS) $(UPLOT_STAMP) $(PY_SOURCES)

@@ -120,8 +120,10 @@ for version in "${pythons[@]}"; do
   PATH=$tools/bin:$PATH AUDITWHEEL_LD_LIBRARY_PATH=$sysroot/lib/x86_64-linux-gnu:$sysroot/usr/lib/x86_64-linux-gnu \
     "$tools/bin/auditwheel" repair --strip -w dist "$work"/raw/kwatt-*.whl >/dev/null \
     || die "auditwheel could not repair the CPython $version wheel"
-  # auditwheel's `kwatt` command finds the program in the interpreter's own site-packages alone
-  # (not --user's): kwatt's launcher finds it beside the package (packaging/kwatt_launcher.py).
+  # The wheel's `kwatt` command is kwatt's launcher (CMakeLists.txt installs it, the program in
+  # kwatt.scripts/, so auditwheel has no script of its own to write); put in place again here so
+  # that no wheel ever ships auditwheel's trampoline, which finds the program in the interpreter's
+  # own site-packages alone (not --user's).
   repaired=$(ls dist/kwatt-*-"$tag"-"$tag"-*.whl)
   rm -rf "$work/unpacked" && mkdir -p "$work/unpacked"
   "$tools/bin/wheel" unpack -d "$work/unpacked" "$repaired" >/dev/null

@@ -9,11 +9,9 @@ namespace kwatt::cli {
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                              const std::vector<std::string>& metrics, RowSink* sink,
                              const ProgressCallback& progress, bool metrics_are_candidates,
-                             const std::vector<std::string>& with_archives,
-                             bool with_archives_shared, int64_t margin) {
+                             const std::vector<std::string>& with_archives, int64_t margin) {
   rows::RowSource source;
   source.with_archives = with_archives;
-  source.with_archives_shared = with_archives_shared;
   if (!archive_dir.empty()) {
     if (!args.job.empty()) return Status::InvalidArgument("give an archive or --job, not both");
     source.from = rows::FromArchive{archive_dir};

@@ -82,14 +82,14 @@ std::string HumanBytes(double bytes);
 // given, else those of the query (kwollect::Fetch). `metrics` narrows the rows read (empty: all).
 // `metrics_are_candidates`: metrics no node reports are not an error (kwollect::FetchQuery::
 // check_metrics false), for energy's list of power sources. `with_archives`: other archives of
-// the same nodes read with it (rows::RowSource::with_archives; `kwatt energy --with-archive`),
-// shared by several runs when `with_archives_shared`. `margin`: rows read this far beyond the
-// window (kwollect::FetchQuery::margin; an energy's: energy::EnergyFetchMargin).
+// the same nodes read with it (rows::RowSource::with_archives; `kwatt energy --with-archive`).
+// `margin`: rows read this far beyond the window (kwollect::FetchQuery::margin; an energy's:
+// energy::EnergyFetchMargin). Several runs are read by report::ReadRun instead.
 Result<RowsReport> RunSource(const std::string& archive_dir, const QueryArgs& args,
                              const std::vector<std::string>& metrics, RowSink* sink,
                              const ProgressCallback& progress, bool metrics_are_candidates = false,
                              const std::vector<std::string>& with_archives = {},
-                             bool with_archives_shared = false, int64_t margin = 0);
+                             int64_t margin = 0);
 // Progress on stderr when it is a terminal; a final summary line either way unless quiet.
 ProgressCallback MakeProgress(const std::string& verb, bool quiet);
 void PrintFailures(const char* command, const RowsReport& report);

@@ -427,11 +427,11 @@ int RunEnergy(const EnergyArgs& args) {
   }
   // The rows of the query or archive, read the margin beyond the window (energy::EnergyOf's feed).
   auto feed = [&](const std::vector<std::string>& metrics, RowSink* sink) -> Result<RowsReport> {
-    Result<RowsReport> report = RunSource(
-        args.analysis.archive, args.analysis.query, metrics, sink,
-        MakeProgress("kwatt energy", args.quiet || args.json),
-        /*metrics_are_candidates=*/true, args.analysis.with_archives,
-        /*with_archives_shared=*/false, energy::EnergyFetchMargin(args.analysis.query.summary));
+    Result<RowsReport> report =
+        RunSource(args.analysis.archive, args.analysis.query, metrics, sink,
+                  MakeProgress("kwatt energy", args.quiet || args.json),
+                  /*metrics_are_candidates=*/true, args.analysis.with_archives,
+                  energy::EnergyFetchMargin(args.analysis.query.summary));
     if (report.ok()) PrintFailures("kwatt energy", *report);
     return report;
   };

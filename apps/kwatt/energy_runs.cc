@@ -1,8 +1,10 @@
 #include "apps/kwatt/energy_runs.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -89,11 +91,19 @@ ordered_json RunsJson(const std::vector<report::Run>& runs) {
 
 }  // namespace
 
-Status FillRunReading(const AnalysisArgs& analysis, const std::string& verb, bool quiet,
-                      report::RunReading* how) {
+Status FillRunReading(const AnalysisArgs& analysis, const std::vector<std::string>& runs,
+                      const std::string& verb, bool quiet, report::RunReading* how) {
   const QueryArgs& query = analysis.query;
   if (!query.job.empty()) return Status::InvalidArgument("give each job as a run, not --job");
-  KWATT_RETURN_IF_ERROR(ResolveClientOptions(query, &how->client));
+  if (!query.metrics.empty()) {
+    return Status::InvalidArgument(
+        "--metrics: a run's energy reads each node's power sources; give --metric to use one");
+  }
+  const bool any_job = std::any_of(runs.begin(), runs.end(), [](const std::string& run) {
+    std::error_code error;
+    return !std::filesystem::is_directory(run, error);
+  });
+  if (any_job) KWATT_RETURN_IF_ERROR(ResolveClientOptions(query, &how->client));
   if (!query.nodes.empty()) {  // some of each run's nodes
     Result<std::vector<NodeName>> nodes = ParseNodeList(query.nodes);
     if (!nodes.ok()) return nodes.status().WithContext("--nodes");
@@ -134,7 +144,9 @@ int RunEnergyOfRuns(const RunsArgs& args, const AnalysisArgs& analysis,
   Status confidence = energy::CheckConfidence(args.confidence, "--confidence");
   if (!confidence.ok()) return usage(confidence.message());
   report::RunReading how = given_how;
-  Status parsed = FillRunReading(analysis, "kwatt energy", args.quiet || args.json, &how);
+  std::vector<std::string> runs = args.a;
+  runs.insert(runs.end(), args.b.begin(), args.b.end());
+  Status parsed = FillRunReading(analysis, runs, "kwatt energy", args.quiet || args.json, &how);
   if (parsed.ok()) parsed = report::CheckRunReading(how).status();
   if (!parsed.ok()) return usage(parsed.message());
   bool complete = true;

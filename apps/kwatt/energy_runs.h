@@ -23,9 +23,10 @@ struct RunsArgs {
 // How `kwatt energy --run` and `kwatt report` read each run, from their query and analysis
 // options (report::RunReading's client, nodes, window, phases, roles, recordings, progress and
 // failures printed as `verb` GIVEN); the energy options are the command's. InvalidArgument naming
-// the option that is wrong.
-Status FillRunReading(const AnalysisArgs& analysis, const std::string& verb, bool quiet,
-                      report::RunReading* how);
+// the option that is wrong. The client's options (and the credentials file) are read only when
+// some run of `runs` is no archive directory.
+Status FillRunReading(const AnalysisArgs& analysis, const std::vector<std::string>& runs,
+                      const std::string& verb, bool quiet, report::RunReading* how);
 
 // Each run's energy as `kwatt energy` computes it (the query's other options, --phase, with
 // offsets after each run's start, and --role applying to every run), then the summary of set A,

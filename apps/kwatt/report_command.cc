@@ -45,7 +45,9 @@ int RunReport(const ReportArgs& args) {
   if (!args.analysis.query.job.empty()) {
     return fail(kExitUsage, "give each job as a run (kwatt report lyon:1234 ...), not --job");
   }
-  Status filled = FillRunReading(args.analysis, "kwatt report", args.quiet, &how);
+  std::vector<std::string> runs = args.a;
+  runs.insert(runs.end(), args.b.begin(), args.b.end());
+  Status filled = FillRunReading(args.analysis, runs, "kwatt report", args.quiet, &how);
   if (!filled.ok()) return fail(kExitUsage, filled.message());
   Result<report::ReportWritten> written =
       report::WriteReport(request, args.output, /*draw=*/report::DrawFigures());

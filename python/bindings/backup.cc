@@ -18,10 +18,11 @@ namespace py = pybind11;
 namespace kwatt::python {
 namespace {
 
-py::dict Backup(const kwollect::ClientOptions& options, const std::string& dir,
-                const std::vector<std::string>& nodes, std::optional<int64_t> start,
-                std::optional<int64_t> end, std::optional<std::pair<std::string, int64_t>> job,
+py::dict Backup(Client& client, const std::string& dir, const std::vector<std::string>& nodes,
+                std::optional<int64_t> start, std::optional<int64_t> end,
+                std::optional<std::pair<std::string, int64_t>> job,
                 const std::vector<std::string>& metrics, bool summary, py::object progress) {
+  const kwollect::ClientOptions& options = client.Options();
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   Watch watch{std::move(progress)};
   Result<backup::BackupOutcome> outcome = Status::OK();

@@ -62,8 +62,23 @@ inline const char* ErrorClassName(Status::Code code) {
 
 // A dict of client options (api_url, username, password, verify_tls, ca_file, timeout,
 // connect_timeout, concurrency, per_site, rows_per_request, retries, backoff, config) over the
-// credentials file's; raises on a wrong one (kwollect.cc).
+// credentials file's; raises on an unknown one, or a credentials file that does not read
+// (kwollect.cc). The meter's configuration; kwatt._core.Client for the rest.
 kwollect::ClientOptions MakeClientOptions(const pybind11::dict& given);
+
+// kwatt._core.Client: the client's options as given, checked when it is made (an unknown option,
+// or one without a meaning, raises then); the credentials file (its "config", else the default
+// one) is read when a request first needs the options, so that reading archives never reads it.
+class Client {
+ public:
+  explicit Client(pybind11::dict given);
+  // The credentials file's options, then those given; checked. With the GIL held.
+  const kwollect::ClientOptions& Options();
+
+ private:
+  pybind11::dict given_;
+  std::optional<kwollect::ClientOptions> options_;
+};
 // Node names parsed (each once, in order); raises on a wrong one (kwollect.cc).
 std::vector<NodeName> ParseNodes(const std::vector<std::string>& names);
 // A query from keyword arguments: nodes (names), start, end (int ns), job ((site, id)),

@@ -50,12 +50,12 @@ struct PyEnergyOptions {
   double clock_offset = energy::kDefaultClockOffsetSeconds;
 };
 
-rows::RowSource MakeSource(const kwollect::ClientOptions& client, const Selection& selection) {
+rows::RowSource MakeSource(Client& client, const Selection& selection) {
   rows::RowSource source;
   if (selection.archive) {
-    source.from = rows::FromArchive{*selection.archive};
+    source.from = rows::FromArchive{*selection.archive};  // the client's options are not read
   } else {
-    source.from = rows::FromQuery{client};
+    source.from = rows::FromQuery{client.Options()};
   }
   source.query =
       MakeQuery(selection.nodes, selection.start, selection.end, selection.job, {}, false);
@@ -83,8 +83,8 @@ std::vector<energy::Role> MakeRoles(
   return out;
 }
 
-py::dict Energy(const kwollect::ClientOptions& client, const Selection& selection,
-                const PyEnergyOptions& given, py::object progress) {
+py::dict Energy(Client& client, const Selection& selection, const PyEnergyOptions& given,
+                py::object progress) {
   std::map<std::string, energy::StatedAccuracy> stated =
       Unwrap(energy::ParseStatedAccuracies(given.accuracies));
   rows::RowSource source = MakeSource(client, selection);
@@ -254,8 +254,7 @@ py::dict StatsDict(const energy::MetricStats& s) {
   return d;
 }
 
-py::dict Stats(const kwollect::ClientOptions& client, const Selection& selection,
-               const std::vector<std::string>& metrics,
+py::dict Stats(Client& client, const Selection& selection, const std::vector<std::string>& metrics,
                const std::vector<std::tuple<std::string, int64_t, int64_t>>& phases,
                const std::vector<std::pair<std::string, std::vector<std::string>>>& roles,
                py::object progress) {

@@ -22,12 +22,10 @@ namespace py = pybind11;
 
 namespace kwatt::python {
 
-kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
-  kwollect::ClientOptions options;
-  std::string config = given.contains("config") && !given["config"].is_none()
-                           ? given["config"].cast<std::string>()
-                           : kwollect::DefaultConfigPath();
-  Check(kwollect::LoadClientOptions(config, &options));
+namespace {
+
+// The options of `given` over `options`, the config file's name aside; raises on an unknown one.
+void ApplyClientOptions(const py::dict& given, kwollect::ClientOptions* options) {
   std::optional<std::string> api_url;
   for (auto [key_handle, value] : given) {
     std::string key = key_handle.cast<std::string>();
@@ -35,33 +33,59 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
     if (key == "api_url")
       api_url = value.cast<std::string>();
     else if (key == "username")
-      options.username = value.cast<std::string>();
+      options->username = value.cast<std::string>();
     else if (key == "password")
-      options.password = value.cast<std::string>();
+      options->password = value.cast<std::string>();
     else if (key == "verify_tls")
-      options.verify_tls = value.cast<bool>();
+      options->verify_tls = value.cast<bool>();
     else if (key == "ca_file")
-      options.ca_file = value.cast<std::string>();
+      options->ca_file = value.cast<std::string>();
     else if (key == "timeout")
-      options.timeout_s = value.cast<double>();
+      options->timeout_s = value.cast<double>();
     else if (key == "connect_timeout")
-      options.connect_timeout_s = value.cast<double>();
+      options->connect_timeout_s = value.cast<double>();
     else if (key == "concurrency")
-      options.max_concurrency = value.cast<int>();
+      options->max_concurrency = value.cast<int>();
     else if (key == "per_site")
-      options.max_per_site = value.cast<int>();
+      options->max_per_site = value.cast<int>();
     else if (key == "rows_per_request")
-      options.max_rows_per_request = value.cast<int64_t>();
+      options->max_rows_per_request = value.cast<int64_t>();
     else if (key == "retries")
-      options.max_retries = value.cast<int>();
+      options->max_retries = value.cast<int>();
     else if (key == "backoff")
-      options.backoff_s = value.cast<double>();
+      options->backoff_s = value.cast<double>();
     else
       Throw(Status::InvalidArgument("unknown client option \"" + key + "\""));
   }
   // Last, so that a username given as an option wins over the URL's.
-  if (api_url) kwollect::SetApiUrl(*api_url, &options);
+  if (api_url) kwollect::SetApiUrl(*api_url, options);
+}
+
+}  // namespace
+
+kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
+  kwollect::ClientOptions options;
+  std::string config = given.contains("config") && !given["config"].is_none()
+                           ? given["config"].cast<std::string>()
+                           : kwollect::DefaultConfigPath();
+  Check(kwollect::LoadClientOptions(config, &options));
+  ApplyClientOptions(given, &options);
   return options;
+}
+
+Client::Client(py::dict given) : given_(std::move(given)) {
+  kwollect::ClientOptions probe;  // the defaults, and those given
+  ApplyClientOptions(given_, &probe);
+  Check(kwollect::ValidateClientOptions(probe));
+}
+
+const kwollect::ClientOptions& Client::Options() {
+  if (!options_) {
+    kwollect::ClientOptions options = MakeClientOptions(given_);
+    Check(kwollect::ValidateClientOptions(options));
+    options_ = std::move(options);
+  }
+  return *options_;
 }
 
 std::vector<NodeName> ParseNodes(const std::vector<std::string>& names) {
@@ -124,12 +148,12 @@ py::dict RowsReportDict(const RowsReport& r) {
 
 namespace {
 
-std::shared_ptr<RowTable> FetchTable(const kwollect::ClientOptions& options,
-                                     const std::vector<std::string>& nodes,
+std::shared_ptr<RowTable> FetchTable(Client& client, const std::vector<std::string>& nodes,
                                      std::optional<int64_t> start, std::optional<int64_t> end,
                                      std::optional<std::pair<std::string, int64_t>> job,
                                      const std::vector<std::string>& metrics, bool summary,
                                      py::object progress, bool check_metrics, bool as_rate) {
+  const kwollect::ClientOptions& options = client.Options();
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, metrics, summary);
   query.check_metrics = check_metrics;
   query.as_rate = as_rate;
@@ -146,7 +170,8 @@ std::shared_ptr<RowTable> FetchTable(const kwollect::ClientOptions& options,
   return table;
 }
 
-py::dict LookUp(const kwollect::ClientOptions& options, const std::vector<std::string>& names) {
+py::dict LookUp(Client& client, const std::vector<std::string>& names) {
+  const kwollect::ClientOptions& options = client.Options();
   std::vector<NodeName> nodes;
   py::list problems;
   std::vector<std::string> parsed_names;
@@ -199,9 +224,10 @@ py::dict LookUp(const kwollect::ClientOptions& options, const std::vector<std::s
   return out;
 }
 
-py::dict ResolveQuery(const kwollect::ClientOptions& options, const std::vector<std::string>& nodes,
+py::dict ResolveQuery(Client& client, const std::vector<std::string>& nodes,
                       std::optional<int64_t> start, std::optional<int64_t> end,
                       std::optional<std::pair<std::string, int64_t>> job) {
+  const kwollect::ClientOptions& options = client.Options();
   kwollect::FetchQuery query = MakeQuery(nodes, start, end, job, {}, false);
   Result<RowsReport> report = Status::OK();
   {
@@ -214,32 +240,30 @@ py::dict ResolveQuery(const kwollect::ClientOptions& options, const std::vector<
 }  // namespace
 
 void RegisterKwollect(py::module_& m) {
-  using kwollect::ClientOptions;
-  py::class_<ClientOptions>(
+  py::class_<Client>(
       m, "Client",
-      "The Kwollect client's options, checked once: the credentials file's (config, else "
-      "~/.grid5000.yml), then those given (api_url, username, password, verify_tls, ca_file, "
-      "timeout, connect_timeout, concurrency, per_site, rows_per_request, retries, backoff)")
-      .def(py::init([](const py::dict& options) {
-             ClientOptions made = MakeClientOptions(options);
-             Check(kwollect::ValidateClientOptions(made));
-             return made;
-           }),
-           py::arg("options") = py::dict())
+      "The Kwollect client's options, checked when made (an unknown option, or one without a "
+      "meaning, raises InvalidArgumentError): api_url, username, password, verify_tls, ca_file, "
+      "timeout, connect_timeout, concurrency, per_site, rows_per_request, retries, backoff, over "
+      "those of the credentials file (config, else ~/.python-grid5000.yaml), read when a request "
+      "first needs them")
+      .def(py::init<py::dict>(), py::arg("options") = py::dict())
       .def_property_readonly(
-          "api_url", [](const ClientOptions& o) { return UrlWithoutCredentials(o.api_url); },
+          "api_url", [](Client& c) { return UrlWithoutCredentials(c.Options().api_url); },
           "The API's base URL, without credentials")
-      .def_readonly("username", &ClientOptions::username)
-      .def_readonly("verify_tls", &ClientOptions::verify_tls)
-      .def_readonly("timeout", &ClientOptions::timeout_s)
-      .def_readonly("connect_timeout", &ClientOptions::connect_timeout_s)
-      .def_readonly("concurrency", &ClientOptions::max_concurrency)
-      .def_readonly("per_site", &ClientOptions::max_per_site)
-      .def_readonly("rows_per_request", &ClientOptions::max_rows_per_request)
-      .def_readonly("retries", &ClientOptions::max_retries)
-      .def_readonly("backoff", &ClientOptions::backoff_s)
-      .def("__repr__", [](const ClientOptions& o) {
-        return "<kwatt._core.Client " + UrlWithoutCredentials(o.api_url) + ">";
+      .def_property_readonly("username", [](Client& c) { return c.Options().username; })
+      .def_property_readonly("verify_tls", [](Client& c) { return c.Options().verify_tls; })
+      .def_property_readonly("timeout", [](Client& c) { return c.Options().timeout_s; })
+      .def_property_readonly("connect_timeout",
+                             [](Client& c) { return c.Options().connect_timeout_s; })
+      .def_property_readonly("concurrency", [](Client& c) { return c.Options().max_concurrency; })
+      .def_property_readonly("per_site", [](Client& c) { return c.Options().max_per_site; })
+      .def_property_readonly("rows_per_request",
+                             [](Client& c) { return c.Options().max_rows_per_request; })
+      .def_property_readonly("retries", [](Client& c) { return c.Options().max_retries; })
+      .def_property_readonly("backoff", [](Client& c) { return c.Options().backoff_s; })
+      .def("__repr__", [](Client& c) {
+        return "<kwatt._core.Client " + UrlWithoutCredentials(c.Options().api_url) + ">";
       });
   m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
         py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),

@@ -136,7 +136,12 @@ class PyMeter {
   void Start() {
     py::gil_scoped_release release;
     Check(opened_.meter->Start());
-    if (opened_.server) Check(opened_.server->Serve());
+    if (!opened_.server) return;
+    if (Status serving = opened_.server->Serve(); !serving.ok()) {
+      Status stopped = opened_.meter->Stop();  // not left running behind the error
+      (void)stopped;
+      Throw(serving.WithContext("listen"));
+    }
   }
 
   // Stops (the last interval ends now) and gives everything measured.

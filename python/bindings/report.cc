@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,13 +26,19 @@ struct Written {
   bool complete = true;
   bool figures = false;
   std::optional<std::string> figures_error;  // why the figures were not drawn, when asked
+  py::list failures;  // [(run, [piece dict as a fetch report's])] of the runs read in part
 };
 
-Written WriteReport(const report::ReportRequest& given, const std::string& output,
-                    const kwollect::ClientOptions& client, const py::object& draw,
-                    const py::object& progress) {
+Written WriteReport(const report::ReportRequest& given, const std::string& output, Client& client,
+                    const py::object& draw, const py::object& progress) {
   report::ReportRequest request = given;
-  request.reading.client = client;
+  // The client's options (and its credentials file) only for a run that is no archive.
+  for (const std::vector<std::string>* runs : {&request.runs, &request.versus}) {
+    for (const std::string& run : *runs) {
+      std::error_code error;
+      if (!std::filesystem::is_directory(run, error)) request.reading.client = client.Options();
+    }
+  }
   Watch watch{progress};
   request.reading.progress = [&watch](const std::string&) { return watch.Callback(); };
   // The figures, drawn by `draw(dir)` under the GIL: an exception it raises is the figures'
@@ -49,7 +56,7 @@ Written WriteReport(const report::ReportRequest& given, const std::string& outpu
           interrupted.emplace(std::move(e));
           return Status::Incomplete("interrupted");
         }
-        return Status::IOError(std::string(py::str(e.value())));
+        return Status::IOError(e.what());  // "ExceptionType: its message"
       }
     };
   }
@@ -61,8 +68,13 @@ Written WriteReport(const report::ReportRequest& given, const std::string& outpu
   watch.RaiseIfInterrupted();
   if (interrupted) throw std::move(*interrupted);
   report::ReportWritten done = Unwrap(std::move(written));
-  Written out{done.dir, done.runs, done.complete, done.figures, std::nullopt};
+  Written out{done.dir, done.runs, done.complete, done.figures, std::nullopt, py::list()};
   if (!done.figures_status.ok()) out.figures_error = done.figures_status.message();
+  for (const auto& [run, pieces] : done.failures) {
+    RowsReport missing;
+    missing.failures = pieces;
+    out.failures.append(py::make_tuple(run, RowsReportDict(missing)["failures"]));
+  }
   return out;
 }
 
@@ -76,6 +88,7 @@ void RegisterReport(py::module_& m) {
       .def_readwrite("runs", &ReportRequest::runs)
       .def_readwrite("versus", &ReportRequest::versus)
       .def_readwrite("api", &ReportRequest::api)
+      .def_readwrite("config", &ReportRequest::config)
       .def_readwrite("confidence", &ReportRequest::confidence)
       .def_readwrite("carbon_intensity", &ReportRequest::carbon_intensity)
       .def_readwrite("carbon_source", &ReportRequest::carbon_source)
@@ -118,7 +131,8 @@ void RegisterReport(py::module_& m) {
       .def_readonly("runs", &Written::runs)
       .def_readonly("complete", &Written::complete)
       .def_readonly("figures", &Written::figures)
-      .def_readonly("figures_error", &Written::figures_error);
+      .def_readonly("figures_error", &Written::figures_error)
+      .def_readonly("failures", &Written::failures);
   m.def("write_report", &WriteReport, py::arg("request"), py::arg("output"), py::kw_only(),
         py::arg("client"), py::arg("draw"), py::arg("progress") = py::none());
 }

@@ -3,9 +3,9 @@ kwatt report RUN ... -o DIR: `kwatt report` with its figures drawn (kwatt.report
 
 Both are what the C++ CLI leaves to the Python package, which runs them in its own process: the
 CLI has no Parquet writer (pyarrow is the well-kept one, and comes with the Python package) and
-draws no figures (matplotlib does, here); neither starts the other. Export: The columns are those of kwatt.load(): timestamp
-(UTC, ns), site, node, device_id, metric_id (dictionary-encoded), value (double), labels (the
-labels object's JSON text, dictionary-encoded). The archive is read and written piece by piece
+draws no figures (matplotlib does, here); neither starts the other. Export: the columns are
+those of kwatt.load(): timestamp (UTC, ns), site, node, device_id, metric_id (dictionary-encoded),
+value (double), labels (the labels object's JSON text, dictionary-encoded). The archive is read and written piece by piece
 (kwatt._parquet): memory does not grow with the archive. A regular file is written under a
 temporary name and renamed once whole (a damaged archive never leaves a shorter file that looks
 finished); a device or a FIFO is written through, never replaced: the C++ core's OutputFile
@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 from . import _core
 from ._convert import to_ns
-from .errors import IncompleteError, KwattError
+from .errors import IncompleteError, InvalidArgumentError, KwattError
 
 
 def _rows(text: str) -> int:
@@ -95,7 +95,11 @@ def _report(args: argparse.Namespace) -> int:
                         carbon_intensity=args.carbon_intensity, carbon_source=args.carbon_source,
                         pue=args.pue, pue_source=args.pue_source, with_archives=args.with_archive,
                         metric=args.metric, gap_factor=args.gap_factor)
+        if args.job:
+            raise InvalidArgumentError("give each job as a run (kwatt report lyon:1234 ...), not "
+                                       "--job")
         asked.phases, asked.roles, asked.accuracies = args.phase, args.role, args.accuracy
+        asked.config = args.config or ""
         asked.nodes = [n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else []
         asked.start = to_ns(args.start, "--start")
         asked.end = to_ns(args.end, "--end")
@@ -141,7 +145,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m kwatt") ->
                         help="the most rows of a Parquet row group (default 131072)")
     report = commands.add_parser("report", help="kwatt report, its figures drawn (doc/report.md)")
     report.add_argument("runs", nargs="+", help="runs: archive directories or jobs SITE:ID (A)")
-    report.add_argument("--versus", action="append", default=[], help="a run of set B")
+    report.add_argument("--versus", nargs="+", action="extend", default=[], help="a run of set B")
     report.add_argument("-o", "--output", required=True, help="the directory to write (new)")
     report.add_argument("--api", help="the Kwollect API (default Grid'5000's)")
     report.add_argument("--config", help="the credentials file")
@@ -149,15 +153,17 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m kwatt") ->
     report.add_argument("--start", help="narrows each run's window (epoch seconds or ISO 8601)")
     report.add_argument("--end", help="narrows each run's window")
     report.add_argument("--summary", action="store_true", help="a job's 5-minute aggregates")
-    for option, kind, key in (("--concurrency", int, "concurrency"), ("--per-site", int, "per_site"),
-                              ("--retries", int, "retries"), ("--backoff", float, "backoff"),
+    report.add_argument("--job", help=argparse.SUPPRESS)  # refused: each job is a run
+    for option, kind, key in (("--concurrency", int, "concurrency"),
+                              ("--per-site", int, "per_site"), ("--retries", int, "retries"),
+                              ("--backoff", float, "backoff"),
                               ("--rows-per-request", int, "rows_per_request")):
         report.add_argument(option, type=kind, dest=key, help=f"the client's {key} (as kwatt's)")
-    report.add_argument("--phase", action="append", default=[],
+    report.add_argument("--phase", nargs="+", action="extend", default=[],
                         help="NAME=+SECONDS..+SECONDS after each run's start, or NAME=START..END")
-    report.add_argument("--role", action="append", default=[], help="NAME=NODE,NODE")
+    report.add_argument("--role", nargs="+", action="extend", default=[], help="NAME=NODE,NODE")
     report.add_argument("--metric", help="use this power metric for every node")
-    report.add_argument("--accuracy", action="append", default=[],
+    report.add_argument("--accuracy", nargs="+", action="extend", default=[],
                         help="a power source's stated accuracy METRIC=P%%+WW")
     report.add_argument("--clock-offset", type=float,
                         help="the most the marks' clock may be off the meters', in seconds")
@@ -167,7 +173,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m kwatt") ->
     report.add_argument("--carbon-source", help="where the carbon intensity comes from")
     report.add_argument("--pue", type=float, help="the data centre's PUE")
     report.add_argument("--pue-source", help="where the PUE comes from")
-    report.add_argument("--with-archive", action="append", default=[],
+    report.add_argument("--with-archive", nargs="+", action="extend", default=[],
                         help="a kwatt meter recording on the runs' nodes (repeatable)")
     report.add_argument("--title", help="the report's title")
     report.add_argument("-q", "--quiet", action="store_true", help="no progress line")

@@ -10,10 +10,11 @@ __version__: str
 
 
 class Client:
-    """The Kwollect client's options, checked once (python/bindings/kwollect.cc): the
-    credentials file's (options["config"], else ~/.grid5000.yml), then those given (api_url,
+    """The Kwollect client's options (python/bindings/kwollect.cc), those given (api_url,
     username, password, verify_tls, ca_file, timeout, connect_timeout, concurrency, per_site,
-    rows_per_request, retries, backoff). A wrong one raises InvalidArgumentError."""
+    rows_per_request, retries, backoff) checked when it is made (a wrong or unknown one raises
+    InvalidArgumentError), over the credentials file's (options["config"], else
+    ~/.python-grid5000.yaml), read when a request first needs them (never for an archive)."""
     def __init__(self, options: dict[str, Any] = ...) -> None: ...
     @property
     def api_url(self) -> str: ...
@@ -171,6 +172,7 @@ class ReportRequest:
     runs: list[str]
     versus: list[str]
     api: str
+    config: str
     confidence: float
     carbon_intensity: str
     carbon_source: str
@@ -205,6 +207,8 @@ class ReportWritten:
     def figures(self) -> bool: ...
     @property
     def figures_error(self) -> Optional[str]: ...
+    @property
+    def failures(self) -> list[tuple[str, list[dict[str, Any]]]]: ...
 
 
 def write_report(request: ReportRequest, output: str, *, client: Client,

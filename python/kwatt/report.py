@@ -8,6 +8,7 @@ when the core asks, in this interpreter. No process is started either way.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _core
@@ -127,9 +128,15 @@ def write(asked: _core.ReportRequest, output: Path, client: _core.Client, quiet:
     written = _core.write_report(asked, os.fspath(output), client=client,
                                  draw=_draw if figures else None,
                                  progress=None if quiet else _progress_printer("kwatt report"))
+    pieces = [f"{run}: {f['site']} {','.join(f['nodes'])}: {f['error']}"
+              for run, failures in written.failures for f in failures]
+    if not quiet:
+        for piece in pieces:
+            print(f"kwatt report: NOT FETCHED: {piece}", file=sys.stderr)
     if not written.complete:
-        raise KwattError(f"{written.dir}: written, but a run could not be read whole or a node "
-                         "has no power data (see provenance.json's notes)")
+        what = (f"{len(pieces)} piece(s) could not be read ({'; '.join(pieces[:5])})" if pieces
+                else "a node has no power data (see provenance.json's notes)")
+        raise KwattError(f"{written.dir}: written, but {what}")
     if written.figures_error is not None:
         raise KwattError(f"{written.dir}: written without figures: {written.figures_error}")
     return written

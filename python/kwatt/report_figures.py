@@ -16,20 +16,11 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 # report.json as a dict (doc/report.md).
 ReportJson = Mapping[str, Any]
-
-
-def _plt() -> ModuleType:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 COLORS = {"a": "#1f77b4", "b": "#ff7f0e"}
@@ -45,10 +36,13 @@ def _save(fig: Figure, directory: str, name: str) -> None:
                     metadata=metadata, **kwargs)
 
 
-def _subplots(plt: ModuleType) -> tuple[Figure, Axes]:
-    """A figure of the report's size, and its axes (pyplot, as _plt() gives it)."""
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    return fig, ax
+def _subplots() -> tuple[Figure, Axes]:
+    """A figure of the report's size, and its axes: a Figure of its own, never pyplot's (the
+    report is drawn in the caller's process: its backend, open figures and settings are left as
+    they were)."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(9, 3.6))
+    return fig, fig.subplots()
 
 
 def _text(name: object) -> str:
@@ -62,8 +56,8 @@ def _runs(report: ReportJson) -> Iterator[tuple[str, dict[str, Any]]]:
             yield set_name, run
 
 
-def power_figure(report: ReportJson, plt: ModuleType) -> Figure:
-    fig, ax = _subplots(plt)
+def power_figure(report: ReportJson) -> Figure:
+    fig, ax = _subplots()
     labelled = set()
     first = None
     for set_name, run in _runs(report):
@@ -103,10 +97,10 @@ def power_figure(report: ReportJson, plt: ModuleType) -> Figure:
     return fig
 
 
-def energy_figure(report: ReportJson, plt: ModuleType) -> Figure:
+def energy_figure(report: ReportJson) -> Figure:
     runs = list(_runs(report))
     phases = ["window"] + list(runs[0][1]["energy"]["phases"]) if runs else ["window"]
-    fig, ax = _subplots(plt)
+    fig, ax = _subplots()
     width = 0.8 / max(len(runs), 1)
     for i, (set_name, run) in enumerate(runs):
         energy = run["energy"]
@@ -131,11 +125,11 @@ def energy_figure(report: ReportJson, plt: ModuleType) -> Figure:
     return fig
 
 
-def runs_figure(report: ReportJson, plt: ModuleType) -> Figure:
+def runs_figure(report: ReportJson) -> Figure:
     summaries = {s: [x for x in report["summary"][s] if x["scope"] == "total"]
                  for s in ("a", "b")}
     phases = [x["phase"] for x in summaries["a"]]
-    fig, ax = _subplots(plt)
+    fig, ax = _subplots()
     for offset, set_name in ((-0.15, "a"), (0.15, "b")):
         for k, phase in enumerate(phases):
             s = next((x for x in summaries[set_name] if x["phase"] == phase), None)
@@ -167,14 +161,13 @@ def draw(directory: str) -> None:
     """Draws the figures of the report in `directory` into its figures/ folder."""
     with open(os.path.join(directory, "report.json"), encoding="utf-8") as file:
         report = json.load(file)
-    plt = _plt()
-    plt.rcParams["svg.hashsalt"] = "kwatt"
+    import matplotlib
     out = os.path.join(directory, "figures")
     os.makedirs(out, exist_ok=True)
     figures = [("power", power_figure), ("energy", energy_figure)]
     if report["sets"]["b"]:
         figures.append(("runs", runs_figure))
-    for name, make in figures:
-        fig = make(report, plt)
-        _save(fig, out, name)
-        plt.close(fig)
+    # Settings for these figures only (no random SVG ids: the same report gives the same files).
+    with matplotlib.rc_context({"svg.hashsalt": "kwatt"}):
+        for name, make in figures:
+            _save(make(report), out, name)

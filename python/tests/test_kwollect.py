@@ -1,6 +1,7 @@
 """kwatt.Kwollect with real EnOSlib objects against the real `kwatt serve --simulate`."""
 import datetime as dt
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -857,6 +858,50 @@ def test_report_writes_kwatt_reports_directory(server, tmp_path):
     with pytest.raises(kwatt.InvalidArgumentError, match="phases"):
         kwatt.report(["lyon:1001"], tmp_path / "other", api=server.url, phases={"busy": 3})
     assert not (tmp_path / "other").exists()
+
+
+def test_report_leaves_the_callers_matplotlib_and_credentials_alone(server, tmp_path):
+    """kwatt.report() draws in the caller's process: its backend and settings stay as they were.
+    Archives alone never read the credentials file (a broken one does not stop them)."""
+    import subprocess
+    import sys
+    k = make(server, hosts=NOVA[:1])
+    k.start(T0)
+    k.stop(T1)
+    archive = k.backup(backup_dir=tmp_path / "run")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".python-grid5000.yaml").write_text("username: [unclosed\n")
+    code = f"""
+import matplotlib
+matplotlib.use("svg")
+import kwatt
+before = (matplotlib.get_backend(), matplotlib.rcParams["svg.hashsalt"])
+kwatt.report([{str(archive)!r}], {str(tmp_path / "paper")!r})
+assert (matplotlib.get_backend(), matplotlib.rcParams["svg.hashsalt"]) == before, before
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "paper" / "figures" / "power.pdf").exists()
+    # The API asked, the broken file is named.
+    result = subprocess.run([sys.executable, "-c", "import kwatt; kwatt.report(['lyon:1001'], "
+                             f"{str(tmp_path / 'other')!r}, api={server.url!r})"],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HOME": str(home)})
+    assert result.returncode != 0 and ".python-grid5000.yaml" in result.stderr, result.stderr
+
+
+def test_python_m_kwatt_report_takes_the_clis_arguments(tmp_path, capsys):
+    from kwatt.__main__ import main
+    # Several values after one --versus or --phase, as the C++ CLI takes them; checked before
+    # anything is read (the confidence is wrong), named.
+    code = main(["report", "a", "--versus", "b", "c", "--phase", "x=+1..+2", "y=+2..+3",
+                 "-o", str(tmp_path / "never"), "--confidence", "2"])
+    assert code == 2 and "--confidence" in capsys.readouterr().err
+    assert main(["report", "a", "--job", "lyon:1", "-o", str(tmp_path / "never")]) == 2
+    assert "give each job as a run" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
 
 
 def test_the_installed_kwatt_reports_with_figures(server, tmp_path):

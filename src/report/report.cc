@@ -384,10 +384,15 @@ Status WriteFiles(const fs::path& work, const ReportRequest& args, const ReportD
   }
   KWATT_RETURN_IF_ERROR(status);
   std::string no_figures =
-      "No figures here: they are drawn by the Python package (matplotlib) in the same process: "
-      "make this report with python -m kwatt report (the same arguments) or kwatt.report().";
+      "No figures: this report was made without them. They are drawn by the Python package's "
+      "matplotlib, in its own process: kwatt.report(), python -m kwatt report, or the kwatt "
+      "command installed with the package (the same arguments).";
   if (draw) {
     written->figures_status = draw(work.string());
+    // Interrupted while drawing: no report, not one that looks finished without its figures.
+    if (written->figures_status.code() == Status::Code::kIncomplete) {
+      return written->figures_status;
+    }
     written->figures = written->figures_status.ok();
     no_figures = written->figures ? ""
                                   : "No figures: the Python package did not draw them: " +
@@ -482,6 +487,11 @@ Result<ReportWritten> WriteReport(const ReportRequest& args, const std::string& 
   written.dir = target.string();
   written.runs = data.a.size() + data.b.size();
   written.complete = data.complete;
+  for (const std::vector<Run>* runs : {&data.a, &data.b}) {
+    for (const Run& r : *runs) {
+      if (!r.rows.failures.empty()) written.failures.emplace_back(r.given, r.rows.failures);
+    }
+  }
   Status status = WriteFiles(work, args, data, report, draw, &written);
   if (status.ok() && fs::exists(target, error)) fs::remove(target, error);
   if (status.ok()) fs::rename(work, target, error);

@@ -123,6 +123,16 @@ TEST_F(ReportTest, AFunctionThatCannotDrawLeavesTheReportWithoutFiguresAndSaysWh
             std::string::npos);
 }
 
+TEST_F(ReportTest, InterruptedWhileDrawingNothingIsLeftThatLooksFinished) {
+  const fs::path out = dir.root() / "paper";
+  Result<ReportWritten> written = WriteReport(
+      request, out.string(), [](const std::string&) { return Status::Incomplete("interrupted"); });
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Status::Code::kIncomplete);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(Beside().size(), 4u);  // the runs alone: no work directory left
+}
+
 TEST_F(ReportTest, EveryArgumentIsCheckedBeforeAnythingIsReadAndNothingIsLeft) {
   const fs::path out = dir.root() / "never";
   auto refused = [&](ReportRequest r, const std::string& expected) {

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kwatt/core/status.h"
@@ -39,7 +40,7 @@ struct ReportRequest {
 
 // Draws the figures of the report in `dir` (its report.json) into `dir`/figures: power, energy
 // and runs, each .png, .pdf and .svg (the page inlines the SVG). An error leaves the report
-// without figures, and says why.
+// without figures, and says why; Incomplete (interrupted) stops the report: nothing is written.
 using DrawFigures = std::function<Status(const std::string& dir)>;
 
 struct ReportWritten {
@@ -48,6 +49,8 @@ struct ReportWritten {
   bool complete = true;   // every run read whole, every node with power data
   bool figures = false;   // drawn
   Status figures_status;  // why not, when `draw` was given and failed
+  // Each run read in part (as given): the pieces that could not be read.
+  std::vector<std::pair<std::string, std::vector<MissingPiece>>> failures;
 };
 
 // Checks every argument before anything is read: InvalidArgument naming the one that is wrong
