@@ -165,9 +165,13 @@ def test_a_report_from_archives_names_the_hardware_as_one_from_the_api(report, t
     assert manifest["hardware"] == {"lyon/nova": {"model": "Dell PowerEdge R430"},
                                     "lyon/taurus": {"model": "Dell PowerEdge R720"}}
     out = tmp_path / "from-archives"
+    # Archives alone never read the credentials file: a broken one does not stop them.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".python-grid5000.yaml").write_text("username: [unclosed\n")
     result = subprocess.run([KWATT, "report", archives[0], "--versus", archives[1], "--phase",
                              "work=+120..+480", "-o", out, "-q"], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, env={**os.environ, "HOME": str(home)})
     assert result.returncode == 0, result.stderr
     from_archive = json.loads((out / "provenance.json").read_text())["runs"][0]["nodes"]
     from_api = json.loads((report["dir"] / "provenance.json").read_text())["runs"][0]["nodes"]
