@@ -67,8 +67,9 @@ Runner RegisterReport(CLI::App* app) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* command = app->add_subcommand(
       "report",
-      "A directory a paper can use: an HTML page, figures (PNG, PDF, SVG), tables (CSV, JSON, "
-      "LaTeX) and a provenance record, from archives or jobs (doc/report.md)");
+      "A directory a paper can use: an HTML page, tables (CSV, JSON, LaTeX) and a provenance "
+      "record, from archives or jobs; its figures (PNG, PDF, SVG) are drawn by the Python "
+      "package: python -m kwatt report, or the kwatt command installed with it (doc/report.md)");
   command->add_option("runs", args->a, "Runs: archive directories or jobs SITE:ID (set A)")
       ->required();
   command->add_option("--versus", args->b, "Runs of a second set B, compared with A");
