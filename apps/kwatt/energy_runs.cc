@@ -101,7 +101,7 @@ Status FillRunReading(const AnalysisArgs& analysis, const std::vector<std::strin
   }
   const bool any_job = std::any_of(runs.begin(), runs.end(), [](const std::string& run) {
     std::error_code error;
-    return !std::filesystem::is_directory(run, error);
+    return !std::filesystem::is_directory(run, error) && report::IsJob(run);
   });
   if (any_job) KWATT_RETURN_IF_ERROR(ResolveClientOptions(query, &how->client));
   if (!query.nodes.empty()) {  // some of each run's nodes

@@ -24,7 +24,7 @@ struct RunsArgs {
 // options (report::RunReading's client, nodes, window, phases, roles, recordings, progress and
 // failures printed as `verb` GIVEN); the energy options are the command's. InvalidArgument naming
 // the option that is wrong. The client's options (and the credentials file) are read only when
-// some run of `runs` is no archive directory.
+// some run of `runs` is a job.
 Status FillRunReading(const AnalysisArgs& analysis, const std::vector<std::string>& runs,
                       const std::string& verb, bool quiet, report::RunReading* how);
 

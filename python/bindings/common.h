@@ -71,12 +71,15 @@ kwollect::ClientOptions MakeClientOptions(const pybind11::dict& given);
 // one) is read when a request first needs the options, so that reading archives never reads it.
 class Client {
  public:
-  explicit Client(pybind11::dict given);
+  explicit Client(const pybind11::dict& given);  // copied
   // The credentials file's options, then those given; checked. With the GIL held.
   const kwollect::ClientOptions& Options();
+  // The API as given (or the default), without credentials: never reads the file.
+  const std::string& shown_api() const { return shown_api_; }
 
  private:
   pybind11::dict given_;
+  std::string shown_api_;
   std::optional<kwollect::ClientOptions> options_;
 };
 // Node names parsed (each once, in order); raises on a wrong one (kwollect.cc).

@@ -73,10 +73,11 @@ kwollect::ClientOptions MakeClientOptions(const py::dict& given) {
   return options;
 }
 
-Client::Client(py::dict given) : given_(std::move(given)) {
+Client::Client(const py::dict& given) : given_(py::dict(given.attr("copy")())) {
   kwollect::ClientOptions probe;  // the defaults, and those given
   ApplyClientOptions(given_, &probe);
   Check(kwollect::ValidateClientOptions(probe));
+  shown_api_ = UrlWithoutCredentials(probe.api_url);
 }
 
 const kwollect::ClientOptions& Client::Options() {
@@ -247,7 +248,7 @@ void RegisterKwollect(py::module_& m) {
       "timeout, connect_timeout, concurrency, per_site, rows_per_request, retries, backoff, over "
       "those of the credentials file (config, else ~/.python-grid5000.yaml), read when a request "
       "first needs them")
-      .def(py::init<py::dict>(), py::arg("options") = py::dict())
+      .def(py::init<const py::dict&>(), py::arg("options") = py::dict())
       .def_property_readonly(
           "api_url", [](Client& c) { return UrlWithoutCredentials(c.Options().api_url); },
           "The API's base URL, without credentials")
@@ -262,9 +263,8 @@ void RegisterKwollect(py::module_& m) {
                              [](Client& c) { return c.Options().max_rows_per_request; })
       .def_property_readonly("retries", [](Client& c) { return c.Options().max_retries; })
       .def_property_readonly("backoff", [](Client& c) { return c.Options().backoff_s; })
-      .def("__repr__", [](Client& c) {
-        return "<kwatt._core.Client " + UrlWithoutCredentials(c.Options().api_url) + ">";
-      });
+      .def("__repr__",
+           [](const Client& c) { return "<kwatt._core.Client " + c.shown_api() + ">"; });
   m.def("fetch", &FetchTable, py::arg("client"), py::kw_only(), py::arg("nodes"), py::arg("start"),
         py::arg("end"), py::arg("job"), py::arg("metrics"), py::arg("summary"), py::arg("progress"),
         py::arg("check_metrics") = true, py::arg("as_rate") = false,

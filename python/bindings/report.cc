@@ -36,7 +36,9 @@ Written WriteReport(const report::ReportRequest& given, const std::string& outpu
   for (const std::vector<std::string>* runs : {&request.runs, &request.versus}) {
     for (const std::string& run : *runs) {
       std::error_code error;
-      if (!std::filesystem::is_directory(run, error)) request.reading.client = client.Options();
+      if (!std::filesystem::is_directory(run, error) && report::IsJob(run)) {
+        request.reading.client = client.Options();
+      }
     }
   }
   Watch watch{progress};
@@ -56,7 +58,9 @@ Written WriteReport(const report::ReportRequest& given, const std::string& outpu
           interrupted.emplace(std::move(e));
           return Status::Incomplete("interrupted");
         }
-        return Status::IOError(e.what());  // "ExceptionType: its message"
+        // "ExceptionType: its message", without the traceback pybind11 adds to what().
+        return Status::IOError(std::string(py::str(e.type().attr("__name__"))) + ": " +
+                               std::string(py::str(e.value())));
       }
     };
   }

@@ -892,6 +892,33 @@ assert (matplotlib.get_backend(), matplotlib.rcParams["svg.hashsalt"]) == before
     assert result.returncode != 0 and ".python-grid5000.yaml" in result.stderr, result.stderr
 
 
+def test_the_core_client_is_checked_once_and_reads_its_file_only_when_asked(tmp_path):
+    from kwatt import _core
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("username: [unclosed\n")
+    given = {"api_url": "https://me:secret@api.example.org/stable", "config": str(broken)}
+    client = _core.Client(given)
+    given["retries"] = -1  # a copy was taken: checked once, never changed behind its back
+    assert repr(client) == "<kwatt._core.Client https://api.example.org/stable>"  # no file read
+    with pytest.raises(kwatt.KwattError, match="broken.yaml"):
+        client.retries  # the options asked: the file is read, and named
+
+
+def test_a_figures_error_is_named_without_its_traceback(server, tmp_path):
+    from kwatt import _core
+    from kwatt.report import request
+
+    def draw(directory):
+        raise ValueError("no figures today")
+
+    asked = request(["lyon:1001"], api=server.url)
+    written = _core.write_report(asked, str(tmp_path / "paper"),
+                                 client=_core.Client({"api_url": server.url}), draw=draw)
+    assert written.figures is False
+    assert written.figures_error == "ValueError: no figures today"
+    assert "no figures today" in (tmp_path / "paper" / "report.html").read_text()
+
+
 def test_python_m_kwatt_report_takes_the_clis_arguments(tmp_path, capsys):
     from kwatt.__main__ import main
     # Several values after one --versus or --phase, as the C++ CLI takes them; checked before

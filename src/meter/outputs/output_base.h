@@ -118,8 +118,10 @@ class HttpRowOutput : public SeriesOutput {
   std::deque<std::string> pending_;
   std::deque<Clock::time_point> pending_since_;  // when each pending item was encoded
   Clock::time_point next_attempt_{};
-  // After a failure that may pass: retry_seconds, doubled up to a minute, until one succeeds.
-  Backoff retry_{BackoffPolicy{std::max(0.0, options_.retry_seconds), 60.0}};
+  // After a failure that may pass: retry_seconds, doubled up to a minute (or retry_seconds, when
+  // longer), until one succeeds.
+  Backoff retry_{
+      BackoffPolicy{std::max(0.0, options_.retry_seconds), std::max(60.0, options_.retry_seconds)}};
   std::vector<std::string> items_;
   std::atomic<bool> abandoned_{false};
 };
