@@ -41,10 +41,6 @@ int RunReport(const ReportArgs& args) {
   how.accuracies = args.accuracies;
   how.clock_offset_s = args.clock_offset;
   how.gap_factor = args.gap_factor;
-  if (args.a.empty()) return fail(kExitUsage, "give at least one run (an archive or SITE:ID)");
-  if (!args.analysis.query.job.empty()) {
-    return fail(kExitUsage, "give each job as a run (kwatt report lyon:1234 ...), not --job");
-  }
   std::vector<std::string> runs = args.a;
   runs.insert(runs.end(), args.b.begin(), args.b.end());
   Status filled = FillRunReading(args.analysis, runs, "kwatt report", args.quiet, &how);
