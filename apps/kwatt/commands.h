@@ -13,6 +13,7 @@
 #include "kwatt/energy/energy.h"
 #include "kwatt/kwollect/client_options.h"
 #include "kwatt/kwollect/fetch.h"
+#include "kwatt/meter/formulas/smartwatts.h"
 #include "kwatt/store/open_store.h"
 
 namespace kwatt::archive {
@@ -117,6 +118,18 @@ Status ParseAccuracyOptions(const std::vector<std::string>& texts,
 Status ResolvePhasesAndRoles(const AnalysisArgs& args, std::vector<energy::Interval>* phases,
                              std::vector<energy::Role>* roles,
                              std::optional<UnixNanos> origin = std::nullopt);
+
+// The smartwatts models' options, by PowerAPI's names: `kwatt meter --formula smartwatts` and
+// `kwatt meter smartwatts` (hwpc-sensor's reports) share them.
+struct SmartWattsModelArgs {
+  meter::SmartWattsOptions options;
+  std::string error_method = "median";
+  bool disable_cpu = false, disable_dram = false;
+};
+void AddSmartWattsModelOptions(CLI::App* command, SmartWattsModelArgs* args);
+// Sets the options from the flags and the method; InvalidArgument naming the option out of
+// range.
+Status ResolveSmartWattsModelOptions(SmartWattsModelArgs* args);
 
 // Registers a subcommand; the returned function runs it once parsed.
 using Runner = std::function<int()>;

@@ -393,7 +393,8 @@ struct MeterArgs {
   TargetArgs targets;
   std::vector<std::string> sources, rapl_domains, outputs, idle_power, command;
   std::string rapl_path = "auto", node, metric, api, config, period = "1s", read_period, duration,
-              idle_policy = "proportional", listen, state, output_node, site;
+              idle_policy = "proportional", listen, state, output_node, site, formula = "cputime";
+  SmartWattsModelArgs smartwatts;
   int max_targets = 10;
   bool check = false, quiet = false, verbose = false, no_attribution = false;
 };
@@ -433,8 +434,13 @@ Result<meter::MeterConfig> MakeConfig(const MeterArgs& args) {
     KWATT_ASSIGN_OR_RETURN(double read, ParseDuration(args.read_period, "--read-period"));
     options.read_period = ToNanos(read);
   }
-  KWATT_ASSIGN_OR_RETURN(options.idle_policy, meter::ParseIdlePolicy(args.idle_policy));
-  KWATT_ASSIGN_OR_RETURN(options.idle_watts, ParseIdlePower(args.idle_power));
+  options.formula.name = args.formula;
+  KWATT_RETURN_IF_ERROR(meter::ValidateFormulaName(args.formula).WithContext("--formula"));
+  SmartWattsModelArgs smartwatts = args.smartwatts;
+  KWATT_RETURN_IF_ERROR(ResolveSmartWattsModelOptions(&smartwatts));
+  options.formula.smartwatts = smartwatts.options;
+  KWATT_ASSIGN_OR_RETURN(options.formula.idle_policy, meter::ParseIdlePolicy(args.idle_policy));
+  KWATT_ASSIGN_OR_RETURN(options.formula.idle_watts, ParseIdlePower(args.idle_power));
   options.state_file = args.state;
   return config;
 }
@@ -678,12 +684,20 @@ Runner RegisterMeter(CLI::App* app) {
                       "Credentials file (default: ~/.python-grid5000.yaml)");
   AddTargetOptions(command, &args->targets);
   CLI::Option_group* formula = command->add_option_group("Formula");
+  formula
+      ->add_option("--formula", args->formula,
+                   "cputime (by CPU time) or smartwatts (RAPL's package and dram domains by "
+                   "models on the targets' cycles and instructions; doc/meter/attribution.md)")
+      ->capture_default_str();
   formula->add_option("--idle-policy", args->idle_policy, "none, proportional or equal")
       ->capture_default_str();
   formula->add_option("--idle-power", args->idle_power,
                       "Idle power by domain kind or name: package=12.5,dram=2 (default: learned)");
   formula->add_flag("--no-attribution", args->no_attribution,
                     "Read no activity: the machine's energy alone");
+  CLI::Option_group* smartwatts_options =
+      command->add_option_group("Smartwatts", "The models' options, with --formula smartwatts");
+  AddSmartWattsModelOptions(smartwatts_options, &args->smartwatts);
   CLI::Option_group* timing = command->add_option_group("Timing");
   timing->add_option("--period", args->period, "Each report's interval: 1s, 100ms, 1ms")
       ->capture_default_str();

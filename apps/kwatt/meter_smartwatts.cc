@@ -1,4 +1,4 @@
-// `kwatt meter smartwatts`: the smartwatts formula (kwatt/meter/formulas/smartwatts.h) on
+// `kwatt meter smartwatts`: the smartwatts formula (kwatt/meter/powerapi/hwpc_smartwatts.h) on
 // hwpc-sensor's reports, post-mortem (a CSV directory or a JSON file, read to the end) or live
 // (listening for hwpc-sensor's socket output until SIGINT or SIGTERM), written in PowerAPI's
 // formats.
@@ -8,61 +8,29 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "apps/kwatt/commands.h"
 #include "apps/kwatt/stop_signals.h"
+#include "kwatt/core/text.h"
 #include "kwatt/core/version.h"
-#include "kwatt/meter/formulas/smartwatts.h"
 #include "kwatt/meter/outputs/outputs.h"
+#include "kwatt/meter/pipeline/fan_out.h"
 #include "kwatt/meter/powerapi/hwpc.h"
+#include "kwatt/meter/powerapi/hwpc_smartwatts.h"
 #include "kwatt/meter/powerapi/powerapi_reports.h"
 
 namespace kwatt::cli {
 
 namespace {
 
-// Every output gets every report; the first error of each is kept, the others still written.
-class FanOutSink : public meter::ReportSink {
- public:
-  std::vector<std::pair<std::string, std::unique_ptr<meter::ReportSink>>> sinks;
-  std::vector<int64_t> failures;
-
-  Status Begin(const meter::MeterHeader& header) override {
-    failures.assign(sinks.size(), 0);
-    for (auto& [name, sink] : sinks) {
-      KWATT_RETURN_IF_ERROR(sink->Begin(header).WithContext(name));
-    }
-    return Status::OK();
-  }
-  Status Write(const meter::IntervalReport& report) override {
-    Status first;
-    for (size_t i = 0; i < sinks.size(); ++i) {
-      Status s = sinks[i].second->Write(report);
-      if (!s.ok()) {
-        ++failures[i];
-        if (first.ok()) first = s.WithContext(sinks[i].first);
-      }
-    }
-    return first;
-  }
-  Status Finish() override {
-    Status first;
-    for (auto& [name, sink] : sinks) {
-      Status s = sink->Finish();
-      if (!s.ok() && first.ok()) first = s.WithContext(name);
-    }
-    return first;
-  }
-};
-
 struct SmartWattsArgs {
   std::string input;
   std::vector<std::string> outputs;
-  meter::SmartWattsOptions formula;
-  std::string error_method = "median";
-  bool disable_cpu = false, disable_dram = false, no_scaling = false, quiet = false;
+  SmartWattsModelArgs model;
+  bool no_scaling = false, quiet = false;
 };
 
 int Run(SmartWattsArgs& args) {
@@ -72,20 +40,10 @@ int Run(SmartWattsArgs& args) {
     return ExitCodeOf(status);
   };
   // Everything that can be wrong in the configuration, before anything opens.
-  meter::SmartWattsOptions& options = args.formula;
-  options.cpu_formula = !args.disable_cpu;
-  options.dram_formula = !args.disable_dram;
+  meter::SmartWattsOptions& options = args.model.options;
   options.scale_multiplexing = !args.no_scaling;
-  if (args.error_method == "median") {
-    options.error_aggregate = meter::ErrorAggregate::kMedian;
-  } else if (args.error_method == "mean") {
-    options.error_aggregate = meter::ErrorAggregate::kMean;
-  } else {
-    return fail(Status::InvalidArgument("--learn-error-window-method: median or mean, not \"" +
-                                        args.error_method + "\""));
-  }
-  Status valid = meter::ValidateSmartWattsOptions(options);
-  if (!valid.ok()) return fail(valid.WithContext("options"));
+  Status valid = ResolveSmartWattsModelOptions(&args.model);
+  if (!valid.ok()) return fail(valid);
   size_t colon = args.input.find(':');
   std::string kind = args.input.substr(0, colon);
   std::string where = colon == std::string::npos ? "" : args.input.substr(colon + 1);
@@ -101,7 +59,7 @@ int Run(SmartWattsArgs& args) {
   }
   // Every output is checked before the input is opened; files are made when the formula begins
   // (a wrong input truncates nothing).
-  FanOutSink sink;
+  std::vector<meter::MeterOutput> outputs;
   meter::OutputOptions output_options;
   output_options.flush_each_report = live;
   output_options.kwatt_version = KwattVersion();
@@ -109,8 +67,18 @@ int Run(SmartWattsArgs& args) {
     Result<std::unique_ptr<meter::OutputSink>> out = meter::OpenOutput(spec, output_options);
     if (!out.ok()) return fail(out.status());
     std::string name = (*out)->Name();
-    sink.sinks.emplace_back(std::move(name), std::move(*out));
+    outputs.push_back(meter::MeterOutput{std::move(name), std::move(*out)});
   }
+  // The meter's fan-out, each output on its own thread; reports read from a file wait for room
+  // rather than be lost. An output failing is said once; the summary counts what it lost.
+  meter::FanOutOptions fan_out;
+  fan_out.wait_when_full = true;
+  fan_out.log = [kName, said = std::make_shared<std::set<std::string>>()](const std::string& cause,
+                                                                          const std::string& line) {
+    if (!said->insert(cause).second) return;
+    std::fprintf(stderr, "%s: %s\n", kName, ForTerminal(line).c_str());
+  };
+  meter::ReportFanOut sink(std::move(outputs), std::move(fan_out));
 
   std::unique_ptr<meter::HwpcReader> reader;
   meter::HwpcSocketReader* listener = nullptr;
@@ -140,8 +108,8 @@ int Run(SmartWattsArgs& args) {
     listener = opened->get();
     reader = std::move(*opened);
   }
-  Result<std::unique_ptr<meter::SmartWattsFormula>> formula =
-      meter::SmartWattsFormula::Create(options, &sink);
+  Result<std::unique_ptr<meter::HwpcSmartWatts>> formula =
+      meter::HwpcSmartWatts::Create(options, &sink);
   if (!formula.ok()) return fail(formula.status());
 
   std::optional<StopSignals> stop;
@@ -186,10 +154,10 @@ int Run(SmartWattsArgs& args) {
                    listener->malformed_documents(), listener->last_error().c_str());
     }
   }
-  if (stats.sink_errors > 0) {
-    std::fprintf(stderr, "%s: %" PRId64 " reports could not be written; the last error: %s\n",
-                 kName, stats.sink_errors, stats.last_sink_error.c_str());
-    if (status.ok()) status = Status::IOError("reports were lost by an output");
+  for (const auto& [name, lost] : sink.Dropped()) {
+    if (lost == 0) continue;
+    std::fprintf(stderr, "%s: output %s lost %" PRId64 " of %" PRId64 " reports\n", kName,
+                 name.c_str(), lost, stats.ticks);
   }
   if (!status.ok()) return fail(status);
   return kExitOk;
@@ -197,22 +165,8 @@ int Run(SmartWattsArgs& args) {
 
 }  // namespace
 
-Runner RegisterMeterSmartwatts(CLI::App* meter) {
-  auto args = std::make_shared<SmartWattsArgs>();
-  meter::SmartWattsOptions& o = args->formula;
-  CLI::App* c = meter->add_subcommand(
-      "smartwatts",
-      "The smartwatts formula on hwpc-sensor's reports: a self-calibrating model of RAPL power "
-      "on hardware counters, per socket and frequency layer (doc/meter/attribution.md)");
-  c->add_option("--input", args->input,
-                "csv:DIR (hwpc-sensor's CSV output), json:FILE (JSON documents, - for stdin), or "
-                "listen:HOST:PORT (hwpc-sensor's socket output connects there; runs until "
-                "SIGINT/SIGTERM)")
-      ->required();
-  c->add_option("-o,--output", args->outputs,
-                "powerapi-csv:DIR, powerapi-json:FILE, powerapi-formula-json:FILE, and every "
-                "output of kwatt meter: csv:, jsonl:, influxdb:, kwollect:, textfile:, archive: "
-                "(repeatable)");
+void AddSmartWattsModelOptions(CLI::App* c, SmartWattsModelArgs* args) {
+  meter::SmartWattsOptions& o = args->options;
   c->add_option("--cpu-error-threshold", o.cpu_error_threshold_watts,
                 "Relearn when the model's error passes this (watts)")
       ->capture_default_str();
@@ -234,6 +188,42 @@ Runner RegisterMeterSmartwatts(CLI::App* meter) {
       ->capture_default_str();
   c->add_option("--cpu-tdp", o.cpu_tdp_watts, "A model whose intercept is not below is refused")
       ->capture_default_str();
+  c->add_flag("--disable-cpu-formula", args->disable_cpu, "No package domains");
+  c->add_flag("--disable-dram-formula", args->disable_dram, "No DRAM domains");
+}
+
+Status ResolveSmartWattsModelOptions(SmartWattsModelArgs* args) {
+  meter::SmartWattsOptions& options = args->options;
+  options.cpu_formula = !args->disable_cpu;
+  options.dram_formula = !args->disable_dram;
+  if (args->error_method == "median") {
+    options.error_aggregate = meter::ErrorAggregate::kMedian;
+  } else if (args->error_method == "mean") {
+    options.error_aggregate = meter::ErrorAggregate::kMean;
+  } else {
+    return Status::InvalidArgument("--learn-error-window-method: median or mean, not \"" +
+                                   args->error_method + "\"");
+  }
+  return meter::ValidateSmartWattsOptions(options).WithContext("options");
+}
+
+Runner RegisterMeterSmartwatts(CLI::App* meter) {
+  auto args = std::make_shared<SmartWattsArgs>();
+  meter::SmartWattsOptions& o = args->model.options;
+  CLI::App* c = meter->add_subcommand(
+      "smartwatts",
+      "The smartwatts formula on hwpc-sensor's reports: a self-calibrating model of RAPL power "
+      "on hardware counters, per socket and frequency layer (doc/meter/attribution.md)");
+  c->add_option("--input", args->input,
+                "csv:DIR (hwpc-sensor's CSV output), json:FILE (JSON documents, - for stdin), or "
+                "listen:HOST:PORT (hwpc-sensor's socket output connects there; runs until "
+                "SIGINT/SIGTERM)")
+      ->required();
+  c->add_option("-o,--output", args->outputs,
+                "powerapi-csv:DIR, powerapi-json:FILE, powerapi-formula-json:FILE, and every "
+                "output of kwatt meter: csv:, jsonl:, influxdb:, kwollect:, textfile:, archive: "
+                "(repeatable)");
+  AddSmartWattsModelOptions(c, &args->model);
   c->add_option("--sensor-reports-frequency", o.sensor_period_ms,
                 "The sensor's period (ms): the first tick's length")
       ->capture_default_str();
@@ -241,8 +231,6 @@ Runner RegisterMeterSmartwatts(CLI::App* meter) {
       ->capture_default_str();
   c->add_option("--dram-rapl-ref-event", o.dram_rapl_event, "RAPL event of the DRAM formula")
       ->capture_default_str();
-  c->add_flag("--disable-cpu-formula", args->disable_cpu, "No package domains");
-  c->add_flag("--disable-dram-formula", args->disable_dram, "No DRAM domains");
   c->add_option("--reorder-ticks", o.reorder_ticks,
                 "Ticks held for late reports before the oldest is processed")
       ->capture_default_str();

@@ -51,7 +51,7 @@ MeterConfig MakeConfig(const py::dict& given) {
       "cgroups",     "commands",    "all_processes", "cgroup_depth", "counters",    "attribute",
       "period",      "read_period", "idle_policy",   "idle_power",   "outputs",     "listen_host",
       "listen_port", "state_file",  "sysfs_root",    "procfs_root",  "cgroup_root", "nvml_library",
-      "hostname",    "output_node", "site",          "max_targets"};
+      "hostname",    "output_node", "site",          "max_targets",  "formula"};
   for (auto [key, value] : given) {
     std::string name = key.cast<std::string>();
     bool ok = false;
@@ -87,9 +87,10 @@ MeterConfig MakeConfig(const py::dict& given) {
   MeterOptions& options = config.options;
   options.period = Seconds(given, "period", 1.0);
   options.read_period = Seconds(given, "read_period", 0.0);
-  options.idle_policy =
+  options.formula.name = Get<std::string>(given, "formula", "cputime");
+  options.formula.idle_policy =
       Unwrap(ParseIdlePolicy(Get<std::string>(given, "idle_policy", "proportional")));
-  options.idle_watts = Get<std::map<std::string, double>>(given, "idle_power", {});
+  options.formula.idle_watts = Get<std::map<std::string, double>>(given, "idle_power", {});
   options.state_file = Get<std::string>(given, "state_file", "");
   config.outputs = Get<std::vector<std::string>>(given, "outputs", {});
   config.listen_host = Get<std::string>(given, "listen_host", "127.0.0.1");

@@ -63,6 +63,7 @@ class MeterOptions(TypedDict, total=False):
     counters: Optional[bool]
     attribute: Optional[bool]
     read_period: Optional[float]
+    formula: Optional[Literal["cputime", "smartwatts"]]
     idle_policy: Optional[Literal["none", "proportional", "equal"]]
     idle_power: Optional[Mapping[str, float]]
     outputs: Optional[Sequence[str]]
@@ -194,7 +195,8 @@ class measure:
     the sources every local one found (RAPL, NVML GPUs); on a machine with neither, give
     ``sources=["kwollect"]`` (the node's wattmeter through Kwollect; ``kwollect={"node": ...,
     "client": {...}}``) or a simulated machine (``sysfs_root=``, kwatt simulate rapl). Options are
-    those of `kwatt meter` (doc/python.md): period (seconds), read_period, idle_policy,
+    those of `kwatt meter` (doc/python.md): period (seconds), read_period, formula
+    ("cputime" or "smartwatts": models on the targets' hardware counters), idle_policy,
     idle_power ({"package": 12.5}), pids, trees, cgroups, commands, all_processes,
     cgroup_depth, counters, outputs (["csv:/tmp/m.csv"]), listen_port, state_file, sources,
     rapl_path, rapl_domains, sysfs_root, procfs_root, cgroup_root, nvml_library, hostname.

@@ -24,15 +24,14 @@ namespace kwatt::meter::testing {
 using std::chrono::nanoseconds;
 
 // A source whose domains draw constant powers (microwatts): the energy at monotonic time t is
-// exactly power x t, so every total is known.
+// exactly power x t, so every total is known. Its domains are packages of source `source`.
 class TraceSource : public EnergySource {
  public:
   TraceSource(std::shared_ptr<Clock> clock, std::vector<int64_t> microwatts,
-              nanoseconds max_read = nanoseconds::max())
+              nanoseconds max_read = nanoseconds::max(), const std::string& source = "trace")
       : clock_(std::move(clock)), microwatts_(std::move(microwatts)), max_read_(max_read) {
     for (size_t i = 0; i < microwatts_.size(); ++i) {
-      domains_.push_back(
-          Domain{"trace", "package-" + std::to_string(i), "package", int(i), "test"});
+      domains_.push_back(Domain{source, "package-" + std::to_string(i), "package", int(i), "test"});
     }
     origin_ = clock_->MonotonicNanos();
   }
@@ -72,11 +71,17 @@ class TraceSource : public EnergySource {
   int64_t origin_ = 0, last_ = 0;
 };
 
-// Targets whose CPU time grows at constant rates (CPUs busy), on a machine of `cpus`.
+// Targets whose CPU time grows at constant rates (CPUs busy), on a machine of `cpus`; with
+// `counters`, their cycles and instructions too (2 GHz, one instruction a cycle).
 class RateActivity : public ActivityReader {
  public:
-  RateActivity(std::shared_ptr<Clock> clock, std::vector<double> rates, double other, int cpus)
-      : clock_(std::move(clock)), rates_(std::move(rates)), other_(other), cpus_(cpus) {}
+  RateActivity(std::shared_ptr<Clock> clock, std::vector<double> rates, double other, int cpus,
+               bool counters = false)
+      : clock_(std::move(clock)),
+        rates_(std::move(rates)),
+        other_(other),
+        cpus_(cpus),
+        counters_(counters) {}
   Result<ActivitySnapshot> Read() override {
     const int64_t monotonic = clock_->MonotonicNanos();
     return ReadAt(monotonic, clock_->WallNanos());
@@ -93,6 +98,7 @@ class RateActivity : public ActivityReader {
       sample.target = Target{TargetKind::kProcess, "pid:" + std::to_string(100 + i) + ":1",
                              "worker-" + std::to_string(i), int64_t(100 + i)};
       sample.cpu_microseconds = int64_t(rates_[i] * t_us);
+      if (counters_) sample.cycles = sample.instructions = sample.cpu_microseconds * 2000;
       s.targets.push_back(sample);
       busy += rates_[i];
     }
@@ -106,6 +112,7 @@ class RateActivity : public ActivityReader {
   std::vector<double> rates_;
   double other_;
   int cpus_;
+  bool counters_;
 };
 
 // A wattmeter known late: its data is known up to `known_until` (wall time), which the test moves.

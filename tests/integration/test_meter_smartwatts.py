@@ -135,6 +135,17 @@ def test_errors_are_named_before_anything_starts(tmp_path):
     assert result.returncode == 2 and b"nothing to write" in result.stderr
 
 
+def test_an_output_that_cannot_be_written_is_named(tmp_path):
+    # (Each output on its own thread, one failing losing only its own reports: the fan-out's unit
+    # tests.) A full disk at the first write stops the run, naming the output.
+    simulate(tmp_path, "--duration", "20")
+    result = run_kwatt("meter", "smartwatts", "--input", f"csv:{tmp_path / 'csv'}",
+                       "-o", f"powerapi-json:{tmp_path / 'ok.jsonl'}", "-o", "jsonl:/dev/full")
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert "output jsonl:/dev/full: cannot write /dev/full: No space left on device" in err, err
+
+
 def test_simulate_hwpc_is_deterministic_by_seed(tmp_path):
     a = run_kwatt("simulate", "hwpc", "--json", "-", "--duration", "5", "--seed", "7")
     b = run_kwatt("simulate", "hwpc", "--json", "-", "--duration", "5", "--seed", "7")

@@ -48,8 +48,14 @@ Result<std::vector<std::optional<double>>> CpuTimeFormula::IdleWattsByDomain(
   return out;
 }
 
+void CpuTimeFormula::Describe(MeterHeader* header) const {
+  header->formula = "cputime";
+  header->idle_policy = IdlePolicyName(policy_);
+}
+
 void CpuTimeFormula::BeginInterval(const ActivitySnapshot* before, const ActivitySnapshot* after,
-                                   IntervalReport* report, std::vector<int64_t>* target_cpu) const {
+                                   IntervalReport* report, IntervalActivity* activity) {
+  std::vector<int64_t>* target_cpu = &activity->target_cpu;
   report->targets.clear();
   report->ended_targets.clear();
   target_cpu->clear();
@@ -81,8 +87,9 @@ void CpuTimeFormula::BeginInterval(const ActivitySnapshot* before, const Activit
   }
 }
 
-void CpuTimeFormula::FillDomain(IntervalReport* report, const std::vector<int64_t>& target_cpu,
-                                size_t d, int64_t measured, uint32_t flags) {
+void CpuTimeFormula::FillDomain(const IntervalActivity& activity, size_t d, int64_t measured,
+                                uint32_t flags, IntervalReport* report) {
+  const std::vector<int64_t>& target_cpu = activity.target_cpu;
   const double seconds = double(report->end - report->start) / 1e9;
   std::optional<double> idle_watts = given_[d];
   double uncertainty = 0;

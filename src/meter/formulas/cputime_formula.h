@@ -1,7 +1,7 @@
-// The cputime formula over intervals: from two activity snapshots, an interval's targets and their
+// The formula "cputime" (formula.h): from two activity snapshots, an interval's targets and their
 // CPU times; for each domain, its measured energy shared among them (attribution.h) with the
-// domain's idle power given or learned. One implementation for the meter's formula thread
-// (meter.cc) and for records shared after the fact (replay.cc). Internal to the meter part.
+// domain's idle power given or learned. The smartwatts formula shares the domains it does not
+// model with one. Internal to the meter part: Formula::Create makes it.
 //
 // Thread safety: one thread at a time.
 #ifndef KWATT_SRC_METER_FORMULAS_CPUTIME_FORMULA_H_
@@ -14,11 +14,12 @@
 
 #include "kwatt/meter/activity/activity.h"
 #include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/formulas/formula.h"
 #include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 
-class CpuTimeFormula {
+class CpuTimeFormula : public Formula {
  public:
   // `given_idle_watts` per domain (nullopt: learned from the intervals, when `learn_idle`).
   CpuTimeFormula(IdlePolicy policy, std::vector<std::optional<double>> given_idle_watts,
@@ -30,20 +31,17 @@ class CpuTimeFormula {
   static Result<std::vector<std::optional<double>>> IdleWattsByDomain(
       const std::vector<Domain>& domains, const std::map<std::string, double>& idle_watts);
 
-  // Fills `report`'s targets, busy and capacity times for the interval from `before` to `after`
-  // (either may be null: no activity then), and the targets' CPU times into `target_cpu`.
-  // Targets without CPU time in the interval are left out, except under the policy "equal"
-  // (every target alive shares the idle part). A target absent from `before` started in the
-  // interval: its CPU time so far is the interval's. The targets of `before` absent from `after`
-  // ended in the interval (report->ended_targets).
-  void BeginInterval(const ActivitySnapshot* before, const ActivitySnapshot* after,
-                     IntervalReport* report, std::vector<int64_t>* target_cpu) const;
+  void Describe(MeterHeader* header) const override;
 
-  // Domain `d` of `report` (whose domains are sized already): `measured` microjoules with
-  // `flags`, shared among the targets. Learns the domain's idle power from intervals without a
-  // gap.
-  void FillDomain(IntervalReport* report, const std::vector<int64_t>& target_cpu, size_t d,
-                  int64_t measured, uint32_t flags);
+  // Targets without CPU time in the interval are left out, except under the policy "equal"
+  // (every target alive shares the idle part). The targets of `before` absent from `after` ended
+  // in the interval (report->ended_targets). Fills activity->target_cpu only.
+  void BeginInterval(const ActivitySnapshot* before, const ActivitySnapshot* after,
+                     IntervalReport* report, IntervalActivity* activity) override;
+
+  // Learns the domain's idle power from intervals without a gap.
+  void FillDomain(const IntervalActivity& activity, size_t d, int64_t measured, uint32_t flags,
+                  IntervalReport* report) override;
 
  private:
   IdlePolicy policy_;

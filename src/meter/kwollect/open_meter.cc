@@ -105,8 +105,18 @@ Result<OpenedMeter> OpenMeter(MeterConfig config, std::vector<MeterOutput> more_
   }
 
   std::unique_ptr<ActivityReader> activity;
+  KWATT_RETURN_IF_ERROR(ValidateFormulaName(config.options.formula.name));
   if (config.attribute) {
-    KWATT_ASSIGN_OR_RETURN(activity, ActivityReader::Open(environment, config.targets));
+    // The formula's features (smartwatts: the targets' cycles and instructions).
+    TargetSelection targets = config.targets;
+    if (FormulaNeedsHardwareCounters(config.options.formula.name)) targets.hardware_counters = true;
+    Result<std::unique_ptr<ActivityReader>> opened = ActivityReader::Open(environment, targets);
+    if (!opened.ok() && targets.hardware_counters && !config.targets.hardware_counters) {
+      return opened.status().WithContext("the " + config.options.formula.name +
+                                         " formula reads the targets' hardware counters (cycles, "
+                                         "instructions; the formula cputime needs none)");
+    }
+    KWATT_ASSIGN_OR_RETURN(activity, std::move(opened));
   }
 
   KWATT_ASSIGN_OR_RETURN(opened.meter,

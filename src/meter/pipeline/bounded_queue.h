@@ -1,7 +1,8 @@
 // A bounded multi-producer queue between the meter's threads. Internal to the meter part.
 //
 // Producers never block on a full queue (TryPush says no and the caller counts the loss) unless
-// they ask to (Push, for the last sample of a stop); the consumer waits with a deadline so that it
+// they ask to (Push, for the last sample of a stop; PushWhenRoom, for what is read from a file,
+// which waits rather than loses); the consumer waits with a deadline so that it
 // can do timed work (delayed sources) between items. Close() lets the consumer drain what is left,
 // then Pop returns nullopt.
 //
@@ -47,6 +48,18 @@ class BoundedQueue {
     return true;
   }
 
+  // Adds `item` once the queue has room (waiting for the consumer); false only when closed.
+  bool PushWhenRoom(T item) {
+    {
+      std::unique_lock lock(mutex_);
+      room_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+      if (closed_) return false;
+      items_.push_back(std::move(item));
+    }
+    ready_.notify_one();
+    return true;
+  }
+
   // The oldest item; waits at most `timeout` for one. nullopt on timeout, or when closed and
   // empty (Drained() tells which).
   std::optional<T> Pop(std::chrono::nanoseconds timeout) {
@@ -55,6 +68,8 @@ class BoundedQueue {
     if (items_.empty()) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();
+    lock.unlock();
+    room_.notify_one();
     return item;
   }
 
@@ -65,6 +80,7 @@ class BoundedQueue {
       closed_ = true;
     }
     ready_.notify_all();
+    room_.notify_all();
   }
 
   bool Drained() const {
@@ -75,7 +91,7 @@ class BoundedQueue {
  private:
   const size_t capacity_;
   mutable std::mutex mutex_;
-  std::condition_variable ready_;
+  std::condition_variable ready_, room_;
   std::deque<T> items_;
   bool closed_ = false;
 };

@@ -20,7 +20,6 @@
 #include "kwatt/core/output_file.h"
 #include "kwatt/core/own_cpu.h"
 #include "kwatt/core/text.h"
-#include "src/meter/formulas/cputime_formula.h"
 #include "src/meter/pipeline/bounded_queue.h"
 #include "src/meter/pipeline/totals.h"
 
@@ -79,7 +78,7 @@ struct Sample {
 // An interval whose report waits for its delayed sources.
 struct PendingInterval {
   IntervalReport report;
-  std::vector<int64_t> target_cpu;  // per report target
+  IntervalActivity activity;  // what the formula keeps of it
   int64_t end_monotonic = 0;
   std::vector<bool> delayed_done;  // per delayed source
   std::vector<std::string> counters;
@@ -246,16 +245,6 @@ Result<SavedState> ParseState(const std::string& path, const std::string& text, 
 
 class Meter::Impl {
  public:
-  struct OutputSlot {
-    std::string name;
-    std::unique_ptr<ReportSink> sink;
-    StatefulSink* stateful = nullptr;
-    std::unique_ptr<BoundedQueue<std::shared_ptr<const IntervalReport>>> queue;
-    std::thread thread;
-    std::atomic<int64_t> dropped{0};
-    Status first_error;
-  };
-
   MeterEnvironment environment;
   MeterOptions options;
   std::vector<std::unique_ptr<EnergySource>> sources;
@@ -264,9 +253,9 @@ class Meter::Impl {
   std::vector<std::unique_ptr<DelayedEnergySource>> delayed;
   std::vector<size_t> delayed_base;
   std::unique_ptr<ActivityReader> activity;
-  std::vector<std::unique_ptr<OutputSlot>> outputs;
+  std::unique_ptr<ReportFanOut> outputs;
   MeterHeader header;
-  std::optional<CpuTimeFormula> formula_;
+  std::unique_ptr<Formula> formula_;
 
   int64_t period = 0;            // ns
   int64_t ticks_per_output = 1;  // the read period is period / ticks_per_output
@@ -420,12 +409,12 @@ class Meter::Impl {
     p.end_monotonic = cur.monotonic;
     p.counters = cur.counters;
     p.delayed_done.assign(delayed.size(), false);
-    formula_->BeginInterval(last_activity.get(), cur.activity.get(), &r, &p.target_cpu);
+    formula_->BeginInterval(last_activity.get(), cur.activity.get(), &r, &p.activity);
     if (cur.activity) last_activity = cur.activity;
     r.domains.resize(header.domains.size());
     for (size_t d = 0; d < source_domains; ++d) {
-      formula_->FillDomain(&r, p.target_cpu, d, cur.microjoules[d] - prev.microjoules[d],
-                           cur.flags[d]);
+      formula_->FillDomain(p.activity, d, cur.microjoules[d] - prev.microjoules[d], cur.flags[d],
+                           &r);
     }
     return p;
   }
@@ -440,8 +429,8 @@ class Meter::Impl {
       auto energy = delayed[s]->EnergyBetween(p->report.start, p->report.end);
       if (energy.ok() && energy->has_value() && (*energy)->size() == n) {
         for (size_t i = 0; i < n; ++i) {
-          formula_->FillDomain(&p->report, p->target_cpu, base + i, (**energy)[i].microjoules,
-                               (**energy)[i].flags);
+          formula_->FillDomain(p->activity, base + i, (**energy)[i].microjoules,
+                               (**energy)[i].flags, &p->report);
         }
         p->delayed_done[s] = true;
         continue;
@@ -452,7 +441,7 @@ class Meter::Impl {
       }
       if (!energy.ok() || now - p->end_monotonic > delayed[s]->MaxDelay().count()) {
         for (size_t i = 0; i < n; ++i) {
-          formula_->FillDomain(&p->report, p->target_cpu, base + i, 0, kUnreadable);
+          formula_->FillDomain(p->activity, base + i, 0, kUnreadable, &p->report);
         }
         p->delayed_done[s] = true;
         continue;
@@ -470,7 +459,7 @@ class Meter::Impl {
     h.merged_samples = merged_samples.load();
     h.max_lag_seconds = double(max_lag_nanos.load()) / 1e9;
     h.reports = reports.load();
-    for (const auto& o : outputs) h.dropped_reports.emplace_back(o->name, o->dropped.load());
+    h.dropped_reports = outputs->Dropped();
     h.wraps = wraps.load();
     h.resets = resets.load();
     return h;
@@ -511,23 +500,14 @@ class Meter::Impl {
 
   // The held reports to every output's queue.
   void ReleaseHeld() {
-    for (auto& report : held) {
-      for (auto& o : outputs) {
-        if (!o->queue->TryPush(std::shared_ptr<const IntervalReport>(report))) {
-          o->dropped.fetch_add(1);
-          Log("queue " + o->name, "output " + o->name +
-                                      " is not keeping up: reports dropped for it (its queue of " +
-                                      std::to_string(options.report_queue) + " is full)");
-        }
-      }
-    }
+    for (auto& report : held) outputs->Push(std::move(report));
     held.clear();
   }
 
   // The oldest `n` held reports dropped, counted against every output.
   void DropHeld(size_t n) {
     n = std::min(n, held.size());
-    for (auto& o : outputs) o->dropped.fetch_add(int64_t(n));
+    outputs->Drop(int64_t(n));
     held.erase(held.begin(), held.begin() + ptrdiff_t(n));
   }
 
@@ -565,23 +545,6 @@ class Meter::Impl {
         Log("state end", std::to_string(n) + (n == 1 ? " report was" : " reports were") +
                              " not written to any output: " + saved_state.message() +
                              " (a restart from the last state written reports them once)");
-      }
-    }
-    for (auto& o : outputs) o->queue->Close();
-  }
-
-  void OutputLoop(OutputSlot* o) {
-    while (true) {
-      auto item = o->queue->Pop(std::chrono::milliseconds(500));
-      if (!item) {
-        if (o->queue->Drained()) break;
-        continue;
-      }
-      Status written = o->sink->Write(**item);
-      if (!written.ok()) {
-        o->dropped.fetch_add(1);
-        if (o->first_error.ok()) o->first_error = written;
-        Log("output " + o->name, "output " + o->name + ": " + written.message());
       }
     }
   }
@@ -623,8 +586,8 @@ class Meter::Impl {
     }
     doc["totals"] = t;
     json outs = json::object();
-    for (const auto& o : outputs) {
-      if (o->stateful) outs[o->name] = o->stateful->SaveState();
+    for (const auto& [name, stateful] : outputs->StatefulOutputs()) {
+      outs[name] = stateful->SaveState();
     }
     doc["outputs"] = outs;
     return doc.dump() + "\n";
@@ -667,8 +630,6 @@ Result<std::unique_ptr<Meter>> Meter::Create(
   impl->activity = std::move(activity);
   MeterHeader& header = impl->header;
   header.sensor = HostName(impl->environment);
-  header.formula = impl->options.formula;
-  header.idle_policy = IdlePolicyName(impl->options.idle_policy);
   for (auto& source : sources) {
     impl->source_base.push_back(header.domains.size());
     for (const auto& d : source->domains()) header.domains.push_back(d);
@@ -694,21 +655,22 @@ Result<std::unique_ptr<Meter>> Meter::Create(
   impl->late_threshold = std::min<int64_t>(tick / 10, 100 * kNanosPerMilli);
 
   const size_t n = header.domains.size();
-  KWATT_ASSIGN_OR_RETURN(
-      std::vector<std::optional<double>> idle_watts,
-      CpuTimeFormula::IdleWattsByDomain(header.domains, impl->options.idle_watts));
-  impl->formula_.emplace(impl->options.idle_policy, std::move(idle_watts),
-                         /*learn_idle=*/impl->activity != nullptr);
-
-  for (auto& output : outputs) {
-    auto slot = std::make_unique<Impl::OutputSlot>();
-    slot->name = std::move(output.name);
-    slot->stateful = dynamic_cast<StatefulSink*>(output.sink.get());
-    slot->sink = std::move(output.sink);
-    slot->queue = std::make_unique<BoundedQueue<std::shared_ptr<const IntervalReport>>>(
-        impl->options.report_queue);
-    impl->outputs.push_back(std::move(slot));
+  if (FormulaNeedsHardwareCounters(impl->options.formula.name) && !impl->activity) {
+    return Status::InvalidArgument(
+        "the " + impl->options.formula.name +
+        " formula shares by the targets' hardware counters: it needs "
+        "targets, and the machine is measured alone (no activity is read)");
   }
+  KWATT_ASSIGN_OR_RETURN(impl->formula_, Formula::Create(impl->options.formula, header.domains,
+                                                         /*learn_idle=*/impl->activity != nullptr));
+  impl->formula_->Describe(&header);
+
+  FanOutOptions fan_out;
+  fan_out.queue = impl->options.report_queue;
+  fan_out.log = [m = impl.get()](const std::string& cause, const std::string& line) {
+    m->Log(cause, line);
+  };
+  impl->outputs = std::make_unique<ReportFanOut>(std::move(outputs), std::move(fan_out));
 
   impl->totals.Reset(header.domains);
 
@@ -744,13 +706,12 @@ Result<std::unique_ptr<Meter>> Meter::Create(
     }
   }
   if (impl->saved) {
-    for (auto& o : impl->outputs) {
-      auto it = impl->saved->outputs.find(o->name);
-      if (o->stateful && it != impl->saved->outputs.end()) {
-        KWATT_RETURN_IF_ERROR(
-            o->stateful->RestoreState(it->second)
-                .WithContext("output " + o->name + " in the meter's state file " + state_file));
-      }
+    for (const auto& [name, stateful] : impl->outputs->StatefulOutputs()) {
+      auto it = impl->saved->outputs.find(name);
+      if (it == impl->saved->outputs.end()) continue;
+      KWATT_RETURN_IF_ERROR(
+          stateful->RestoreState(it->second)
+              .WithContext("output " + name + " in the meter's state file " + state_file));
     }
   }
   return std::unique_ptr<Meter>(new Meter(std::move(impl)));
@@ -821,18 +782,9 @@ Status Meter::Start() {
     std::fill(m.first_sample.flags.begin(), m.first_sample.flags.end(), 0);
   }
 
-  for (auto& o : m.outputs) {
-    KWATT_RETURN_IF_ERROR(o->sink->Begin(m.header).WithContext("output " + o->name));
-  }
+  KWATT_RETURN_IF_ERROR(m.outputs->Begin(m.header));  // and each output's thread
   m.samples = std::make_unique<BoundedQueue<Sample>>(m.options.sample_queue);
   m.started = true;
-  for (auto& o : m.outputs) {
-    Impl::OutputSlot* slot = o.get();
-    o->thread = std::thread([&m, slot] {
-      OwnCpuScope own;  // the meter's work, never a target's
-      m.OutputLoop(slot);
-    });
-  }
   m.formula = std::thread([&m] {
     OwnCpuScope own;
     m.FormulaLoop();
@@ -871,39 +823,22 @@ Status Meter::Stop() {
   m.sampler.request_stop();
   m.sampler.join();
   m.formula.join();
-  // Every output that failed is named (its first write error, or its end's), not the first.
-  Status status;
-  std::string failures;
-  auto failed = [&](const Status& error) {
-    if (status.ok()) status = error;
-    failures += (failures.empty() ? "" : "; ") + error.message();
-  };
-  for (auto& o : m.outputs) {
-    o->thread.join();
-    Status finished = o->sink->Finish().WithContext("output " + o->name);
-    if (!finished.ok()) {
-      failed(finished);
-    } else if (!o->first_error.ok()) {
-      failed(o->first_error.WithContext("output " + o->name));
-    }
-  }
+  // Every output that failed is named (ReportFanOut::Finish), and the state file.
+  Status status = m.outputs->Finish();
   if (!m.options.state_file.empty() && m.last_end != 0) {
     Status saved = m.SaveState(m.last_counters, m.last_end);
-    if (!saved.ok()) failed(saved);
+    if (!saved.ok()) {
+      status = status.ok() ? saved : Status::IOError(status.message() + "; " + saved.message());
+    }
   }
-  if (failures != status.message()) status = Status::IOError(failures);  // several failed
   m.stop_status = status;
   return status;
 }
 
-void Meter::Abandon() {
-  for (auto& o : impl_->outputs) o->sink->Abandon();
-}
+void Meter::Abandon() { impl_->outputs->Abandon(); }
 
 std::vector<std::pair<std::string, int64_t>> Meter::PendingRows() const {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& o : impl_->outputs) out.emplace_back(o->name, o->sink->PendingRows());
-  return out;
+  return impl_->outputs->PendingRowsByOutput();
 }
 
 MeterTotals Meter::Totals() const {

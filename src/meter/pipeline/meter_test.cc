@@ -118,8 +118,10 @@ struct Rig {
     environment.procfs_root = "/nonexistent-procfs";
   }
   // A source of constant powers (microwatts), read at least every `max_read`.
-  TraceSource* Trace(std::vector<int64_t> microwatts, nanoseconds max_read = nanoseconds::max()) {
-    sources.push_back(std::make_unique<TraceSource>(clock, std::move(microwatts), max_read));
+  TraceSource* Trace(std::vector<int64_t> microwatts, nanoseconds max_read = nanoseconds::max(),
+                     const std::string& source = "trace") {
+    sources.push_back(
+        std::make_unique<TraceSource>(clock, std::move(microwatts), max_read, source));
     return static_cast<TraceSource*>(sources.back().get());
   }
   template <typename T>
@@ -135,9 +137,10 @@ struct Rig {
     return raw;
   }
   ReportBuffer* Buffer() { return Output("memory", std::make_unique<ReportBuffer>()); }
-  // Targets using these CPUs each, the machine `other` more, on `cpus` CPUs.
-  void Activity(std::vector<double> rates, double other, int cpus) {
-    activity = std::make_unique<RateActivity>(clock, std::move(rates), other, cpus);
+  // Targets using these CPUs each, the machine `other` more, on `cpus` CPUs (with their cycles
+  // and instructions: `counters`).
+  void Activity(std::vector<double> rates, double other, int cpus, bool counters = false) {
+    activity = std::make_unique<RateActivity>(clock, std::move(rates), other, cpus, counters);
   }
   // The meter of the parts gathered so far (the rig is then ready to gather another's).
   Result<std::unique_ptr<Meter>> Make() {
@@ -167,8 +170,8 @@ TEST(Meter, ReportsConserveEnergyAndTotalsAreExact) {
   ReportBuffer* reports = rig.Buffer();
   rig.Activity({0.5, 0.25}, 0.25, 2);
   rig.options.period = milliseconds(100);
-  rig.options.idle_policy = IdlePolicy::kNone;
-  rig.options.idle_watts = {{"package", 10.0}};
+  rig.options.formula.idle_policy = IdlePolicy::kNone;
+  rig.options.formula.idle_watts = {{"package", 10.0}};
   auto meter = rig.Make();
   ASSERT_TRUE(meter.ok()) << meter.status().ToString();
   ASSERT_TRUE((*meter)->Start().ok());
@@ -462,6 +465,37 @@ TEST(Meter, SamplesTheFormulaCannotTakeAreMergedIntoTheNextIntervalNotLost) {
   EXPECT_EQ(all.back().health.merged_samples, health.merged_samples);
 }
 
+// The formula is the meter's choice: smartwatts runs in the same pipeline as cputime.
+TEST(Meter, RunsTheSmartwattsFormula) {
+  Rig rig;
+  rig.Trace({50'000'000}, nanoseconds::max(), "rapl");
+  ReportBuffer* reports = rig.Buffer();
+  rig.Activity({0.5, 0.25}, 0.25, 2, /*counters=*/true);
+  rig.options.period = milliseconds(100);
+  rig.options.formula.name = "smartwatts";
+  auto meter = rig.Make();
+  ASSERT_TRUE(meter.ok()) << meter.status().ToString();
+  ASSERT_TRUE((*meter)->Start().ok());
+  rig.RunTo(3'000 * kMs);
+  ASSERT_TRUE((*meter)->Stop().ok());
+  std::vector<IntervalReport> all = reports->Take();
+  ASSERT_EQ(all.size(), 30u);
+  EXPECT_EQ(reports->header().formula, "smartwatts");
+  for (size_t i = 0; i < all.size(); ++i) {
+    const DomainEnergy& e = all[i].domains[0];
+    EXPECT_EQ(e.measured_microjoules, 5'000'000);
+    EXPECT_EQ(Conserved(e), e.measured_microjoules);
+    // A model is learned on the first 10 intervals, and shares from the 11th on.
+    EXPECT_EQ(all[i].models.size(), i >= 10 ? 1u : 0u) << i;
+  }
+  // A steady load: the model is an intercept and a slope that explain 50 W; the workers' shares
+  // follow their counters (2:1), the machine's other quarter CPU stays unattributed.
+  const DomainEnergy& last = all.back().domains[0];
+  ASSERT_EQ(last.target_microjoules.size(), 2u);
+  EXPECT_NEAR(double(last.target_microjoules[0]), 2.0 * double(last.target_microjoules[1]), 2.0);
+  EXPECT_GE(last.unattributed_microjoules, 0);
+}
+
 TEST(Meter, ConfigurationErrorsBeforeAnythingRuns) {
   auto make = [&](MeterOptions options, bool with_source = true) {
     Rig rig;
@@ -478,16 +512,30 @@ TEST(Meter, ConfigurationErrorsBeforeAnythingRuns) {
   slow_read.read_period = std::chrono::seconds(5);
   EXPECT_NE(make(slow_read).status().message().find("read period"), std::string::npos);
   MeterOptions unknown_idle;
-  unknown_idle.idle_watts = {{"gpu", 30}};
+  unknown_idle.formula.idle_watts = {{"gpu", 30}};
   Status unknown = make(unknown_idle).status();
   EXPECT_NE(unknown.message().find("gpu, which is no domain"), std::string::npos);
   EXPECT_NE(unknown.message().find("package-0"), std::string::npos);
   MeterOptions negative;
-  negative.idle_watts = {{"package-0", -1}};
+  negative.formula.idle_watts = {{"package-0", -1}};
   EXPECT_EQ(make(negative).status().code(), Status::Code::kInvalidArgument);
   MeterOptions nowhere;
   nowhere.state_file = "/nonexistent-dir/state.json";
   EXPECT_EQ(make(nowhere).status().code(), Status::Code::kIOError);
+  // The smartwatts formula shares by the targets' counters, and models RAPL's domains.
+  MeterOptions smartwatts;
+  smartwatts.formula.name = "smartwatts";
+  EXPECT_NE(make(smartwatts).status().message().find("it needs targets"), std::string::npos);
+  {
+    Rig rig;
+    rig.Trace({1});
+    rig.Activity({1.0}, 0, 4);
+    rig.options = smartwatts;
+    EXPECT_NE(rig.Make().status().message().find("--source rapl"), std::string::npos);
+  }
+  MeterOptions unknown_formula;
+  unknown_formula.formula.name = "joulemeter";
+  EXPECT_NE(make(unknown_formula).status().message().find("cputime"), std::string::npos);
 }
 
 class MeterStateTest : public ::testing::Test {

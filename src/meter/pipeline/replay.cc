@@ -3,7 +3,7 @@
 #include <memory>
 #include <optional>
 
-#include "src/meter/formulas/cputime_formula.h"
+#include "kwatt/meter/formulas/formula.h"
 #include "src/meter/pipeline/totals.h"
 
 namespace kwatt::meter {
@@ -38,13 +38,14 @@ Result<ReplayResult> ReplayActivity(ActivityRecordReader& record, DelayedEnergyS
   MeterHeader& header = result.header;
   header.sensor = record.header().host;
   header.domains = source.domains();
-  header.formula = "cputime";
-  header.idle_policy = IdlePolicyName(options.idle_policy);
   header.start = record.header().start;
   header.notes = source.Notes();
-  KWATT_ASSIGN_OR_RETURN(std::vector<std::optional<double>> idle_watts,
-                         CpuTimeFormula::IdleWattsByDomain(header.domains, options.idle_watts));
-  CpuTimeFormula formula(options.idle_policy, std::move(idle_watts), /*learn_idle=*/true);
+  FormulaOptions formula_options;
+  formula_options.idle_policy = options.idle_policy;
+  formula_options.idle_watts = options.idle_watts;
+  KWATT_ASSIGN_OR_RETURN(std::unique_ptr<Formula> formula,
+                         Formula::Create(formula_options, header.domains, /*learn_idle=*/true));
+  formula->Describe(&header);
   TotalsKeeper totals;
   totals.Reset(header.domains);
 
@@ -54,7 +55,7 @@ Result<ReplayResult> ReplayActivity(ActivityRecordReader& record, DelayedEnergyS
   }
   if (sink) KWATT_RETURN_IF_ERROR(sink->Begin(header).WithContext("output"));
   auto previous = std::make_unique<ActivitySnapshot>(std::move(*first));
-  std::vector<int64_t> target_cpu;
+  IntervalActivity activity;
   const size_t n = header.domains.size();
   while (true) {
     KWATT_ASSIGN_OR_RETURN(std::optional<ActivitySnapshot> next, record.Next());
@@ -63,7 +64,7 @@ Result<ReplayResult> ReplayActivity(ActivityRecordReader& record, DelayedEnergyS
     report.sequence = result.intervals;
     report.start = previous->wall;
     report.end = next->wall;
-    formula.BeginInterval(previous.get(), &*next, &report, &target_cpu);
+    formula->BeginInterval(previous.get(), &*next, &report, &activity);
     report.domains.resize(n);
     Result<std::optional<std::vector<IntervalEnergy>>> known =
         source.EnergyBetween(report.start, report.end);
@@ -74,7 +75,7 @@ Result<ReplayResult> ReplayActivity(ActivityRecordReader& record, DelayedEnergyS
     bool gap = false;
     for (size_t d = 0; d < n; ++d) {
       gap = gap || (energy[d].flags & kUnreadable);
-      formula.FillDomain(&report, target_cpu, d, energy[d].microjoules, energy[d].flags);
+      formula->FillDomain(activity, d, energy[d].microjoules, energy[d].flags, &report);
     }
     if (gap) ++result.gap_intervals;
     totals.Add(report);

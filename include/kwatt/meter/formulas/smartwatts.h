@@ -1,6 +1,9 @@
 // The "smartwatts" formula: a self-calibrating linear power model on hardware counters, in the
-// manner of PowerAPI's SmartWatts, fed hwpc-sensor's reports (hwpc.h) and giving kwatt's interval
-// reports (report.h). doc/meter/attribution.md, "smartwatts", says it for users; in short:
+// manner of PowerAPI's SmartWatts. It runs in the meter (formula.h: `kwatt meter --formula
+// smartwatts`, on the meter's RAPL domains and the targets' cycles and instructions) and on
+// hwpc-sensor's reports (powerapi/hwpc_smartwatts.h: `kwatt meter smartwatts`), both giving
+// kwatt's interval reports (report.h). doc/meter/attribution.md, "smartwatts", says it for users;
+// in short:
 //
 // Per scope (cpu: RAPL_ENERGY_PKG; dram: RAPL_ENERGY_DRAM), socket and frequency layer, a model
 //   power = intercept + sum over the `core` events of coefficient x rate
@@ -11,7 +14,9 @@
 // length. The features are those of target "all" (the whole machine); when "all" has no `core`
 // group, the sum of the targets' (SmartWatts' own choice). The frequency layer is the package's
 // frequency, base frequency x APERF / MPERF (the `msr` group of "all", summed over its CPUs),
-// rounded down to a multiple of `layer_step_mhz`, as SmartWatts picks its layer. The model is
+// rounded down to a multiple of `layer_step_mhz`, as SmartWatts picks its layer. (In the meter:
+// the features are the targets' cycles and instructions per second, the machine's are theirs
+// scaled up to the machine's busy CPU time, and the layer is the base frequency's.) The model is
 // relearned when the error |measured - predicted| aggregated over the last `error_window` ticks
 // (median by default) passes the threshold, and at every tick while it was learned on fewer
 // samples than the history window holds; a layer learns once it has `min_samples` samples; a
@@ -26,19 +31,14 @@
 // and the machine's activity outside them stays unattributed (Apportion: the shares add up to the
 // microjoule). Until a layer has a model, its ticks' energy is unattributed.
 //
-// Thread safety: a SmartWattsFormula is used by one thread at a time.
+// Thread safety: pure values and functions.
 #ifndef KWATT_METER_FORMULAS_SMARTWATTS_H_
 #define KWATT_METER_FORMULAS_SMARTWATTS_H_
 
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/pipeline/report.h"
-#include "kwatt/meter/powerapi/hwpc.h"
 
 namespace kwatt::meter {
 
@@ -46,7 +46,8 @@ namespace kwatt::meter {
 enum class ErrorAggregate { kMedian, kMean };
 
 // The formula's options. Where PowerAPI's SmartWatts has the option, its name is given and the
-// default is its default.
+// default is its default. The rapl events, the sensor period, the reorder window and the scaling
+// of multiplexed counts concern hwpc-sensor's reports only.
 struct SmartWattsOptions {
   bool cpu_formula = true;   // not disable-cpu-formula
   bool dram_formula = true;  // not disable-dram-formula; only where the reports have the event
@@ -73,46 +74,6 @@ struct SmartWattsOptions {
 
 // InvalidArgument naming the option (PowerAPI's name) that is out of range.
 Status ValidateSmartWattsOptions(const SmartWattsOptions& options);
-
-// What the formula did, for the end-of-run summary.
-struct SmartWattsStats {
-  int64_t reports = 0;            // HWPC reports received
-  int64_t ticks = 0;              // ticks processed (interval reports written)
-  int64_t late_reports = 0;       // dropped: their tick was already processed
-  int64_t duplicate_reports = 0;  // a second report for the same (tick, target): the later kept
-  int64_t ticks_without_all = 0;  // ticks without target "all": their domains are gaps
-  int64_t ticks_without_frequency = 0;  // no APERF/MPERF: the base frequency's layer was used
-  int64_t models_learned = 0;
-  int64_t sink_errors = 0;  // reports the sink refused
-  std::string last_sink_error;
-};
-
-class SmartWattsFormula {
- public:
-  // `sink` (not owned, outliving the formula) gets Begin at the first tick processed (its domains
-  // are the scopes and sockets of that tick's "all" report), Write for every tick, Finish from
-  // Finish(). InvalidArgument when the options are not valid.
-  static Result<std::unique_ptr<SmartWattsFormula>> Create(const SmartWattsOptions& options,
-                                                           ReportSink* sink);
-  ~SmartWattsFormula();
-
-  // One HWPC report, in any order within the reorder window. Errors: the sink's Begin failing, or
-  // a tick that cannot be matched to the first one's domains (Corruption naming it). A sink's
-  // Write error is counted (stats().sink_errors), not returned.
-  [[nodiscard]] Status Add(HwpcReport report);
-
-  // Processes every tick held, then finishes the sink (Begin first when nothing came at all).
-  // Returns the sink's Finish status.
-  [[nodiscard]] Status Finish();
-
-  const SmartWattsStats& stats() const { return stats_; }
-
- private:
-  SmartWattsFormula() = default;
-  class Impl;
-  std::unique_ptr<Impl> impl_;
-  SmartWattsStats stats_;
-};
 
 }  // namespace kwatt::meter
 

@@ -33,8 +33,9 @@ struct MeterConfig {
   RaplOptions rapl;
   // For "kwollect": its node defaults to this machine's host name; its clock is the environment's.
   KwollectPowerOptions kwollect;
-  // The targets energy is shared among. `attribute` false: no activity is read, every interval's
-  // energy is unattributed (or idle).
+  // The targets energy is shared among (with their hardware counters when the formula needs them,
+  // options.formula). `attribute` false: no activity is read, every interval's energy is
+  // unattributed (or idle).
   TargetSelection targets;
   bool attribute = true;
   // Output specs (outputs.h: csv:PATH, jsonl:PATH, influxdb:URL/DB, kwollect:URL, textfile:PATH,

@@ -43,7 +43,7 @@
 #include "kwatt/core/status.h"
 #include "kwatt/core/version.h"
 #include "kwatt/http/metrics_server.h"
-#include "kwatt/meter/pipeline/meter.h"
+#include "kwatt/meter/pipeline/fan_out.h"
 #include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {

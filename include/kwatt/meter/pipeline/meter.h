@@ -1,7 +1,7 @@
 // The power meter's pipeline (doc/meter/README.md): a sampler thread reads the energy sources at
 // the read period and the activity at every output period; a formula thread turns each interval
-// into an IntervalReport (the cputime formula of attribution.h) and keeps the totals; each output
-// has its own thread and a bounded queue.
+// into an IntervalReport (a formula of formula.h: cputime, smartwatts) and keeps the totals; each
+// output has its own thread and a bounded queue (fan_out.h).
 //
 // - The read period is the output period divided into as many equal ticks as the sources'
 //   MaxReadPeriod needs: a wrap is never missed, whatever the output period.
@@ -40,7 +40,8 @@
 #include "kwatt/core/status.h"
 #include "kwatt/meter/activity/activity.h"
 #include "kwatt/meter/environment/environment.h"
-#include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/formulas/formula.h"
+#include "kwatt/meter/pipeline/fan_out.h"
 #include "kwatt/meter/pipeline/report.h"
 #include "kwatt/meter/sources/source.h"
 
@@ -54,35 +55,16 @@ struct MeterOptions {
   std::chrono::nanoseconds read_period{0};
   // Stop by itself after this long (Wait() returns); 0: only Stop().
   std::chrono::nanoseconds duration{0};
-  IdlePolicy idle_policy = IdlePolicy::kProportional;
-  // Idle power in watts by domain name ("package-0") or kind ("package"), the name first; a
-  // domain in neither has its idle power learned (IdlePowerEstimator).
-  std::map<std::string, double> idle_watts;
+  // The formula, its idle policy and the idle power given (formula.h).
+  FormulaOptions formula;
   // Samples waiting for the formula thread, and reports waiting for each output.
   size_t sample_queue = 4096;
   size_t report_queue = 4096;
   // The state file (empty: none): restart-safe totals.
   std::string state_file;
-  // The formula's name in the header ("cputime").
-  std::string formula = "cputime";
   // One line per event worth a person's attention (a source failing, an output failing, a state
   // file that cannot be resumed): stderr by default. At most one line a minute per cause.
   std::function<void(const std::string&)> log;
-};
-
-// An output and the name it is shown by (its spec, credentials redacted).
-struct MeterOutput {
-  std::string name;
-  std::unique_ptr<ReportSink> sink;
-};
-
-// A ReportSink whose state survives a restart (Prometheus counters): the meter keeps it in the
-// state file.
-class StatefulSink {
- public:
-  virtual ~StatefulSink() = default;
-  virtual std::string SaveState() const = 0;
-  [[nodiscard]] virtual Status RestoreState(std::string_view saved) = 0;
 };
 
 // What was measured since the meter started (or since the state file's first start).
@@ -126,7 +108,8 @@ class ReportBuffer : public ReportSink {
 class Meter {
  public:
   // Checks everything that can be checked before a thread starts: at least one source, the
-  // options (a period from 1 ms to 1 day, read period, idle watts not negative), the state file
+  // options (a period from 1 ms to 1 day, read period, the formula's: Formula::Create; smartwatts
+  // needs `activity`), the state file
   // (readable, and writable where it will be written: a malformed one is Corruption naming it).
   // `activity` may be null: every interval's energy is then unattributed (or idle).
   static Result<std::unique_ptr<Meter>> Create(

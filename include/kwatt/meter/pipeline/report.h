@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -124,6 +125,15 @@ class ReportSink {
   virtual void Abandon() {}
   // Thread-safe: rows written and not yet durable or sent (an HTTP output waiting for its peer).
   virtual int64_t PendingRows() const { return 0; }
+};
+
+// A ReportSink whose state survives a restart (Prometheus counters): the meter keeps it in the
+// state file.
+class StatefulSink {
+ public:
+  virtual ~StatefulSink() = default;
+  virtual std::string SaveState() const = 0;
+  [[nodiscard]] virtual Status RestoreState(std::string_view saved) = 0;
 };
 
 }  // namespace kwatt::meter

@@ -1,93 +1,26 @@
-#include "kwatt/meter/formulas/smartwatts.h"
+#include "kwatt/meter/powerapi/hwpc_smartwatts.h"
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <map>
+#include <optional>
 #include <set>
-#include <tuple>
 
-#include "kwatt/meter/formulas/attribution.h"
-#include "src/meter/formulas/nnls.h"
+#include "src/meter/formulas/smartwatts_model.h"
 
 namespace kwatt::meter {
-
-Status ValidateSmartWattsOptions(const SmartWattsOptions& o) {
-  auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
-  if (!o.cpu_formula && !o.dram_formula) {
-    return bad("both formulas are disabled (disable-cpu-formula and disable-dram-formula)");
-  }
-  if (o.cpu_formula && o.cpu_rapl_event.empty()) return bad("cpu-rapl-ref-event: empty");
-  if (o.dram_formula && o.dram_rapl_event.empty()) return bad("dram-rapl-ref-event: empty");
-  if (!(o.cpu_error_threshold_watts > 0) || !std::isfinite(o.cpu_error_threshold_watts)) {
-    return bad("cpu-error-threshold: watts, more than 0");
-  }
-  if (!(o.dram_error_threshold_watts > 0) || !std::isfinite(o.dram_error_threshold_watts)) {
-    return bad("dram-error-threshold: watts, more than 0");
-  }
-  if (!(o.cpu_tdp_watts > 0) || !std::isfinite(o.cpu_tdp_watts)) {
-    return bad("cpu-tdp: watts, more than 0");
-  }
-  if (o.cpu_base_frequency_mhz <= 0 || o.cpu_base_frequency_mhz > 100000) {
-    return bad("cpu-base-freq: MHz, 1 to 100000");
-  }
-  if (o.layer_step_mhz <= 0 || o.layer_step_mhz > 100000) {
-    return bad("cpu-base-clock (the layer step): MHz, 1 to 100000");
-  }
-  if (o.sensor_period_ms <= 0 || o.sensor_period_ms > 86400000) {
-    return bad("sensor-reports-frequency: milliseconds, 1 to 86400000");
-  }
-  if (o.history_window < 1 || o.history_window > 1000000) {
-    return bad("learn-history-window-size: 1 to 1000000 samples");
-  }
-  if (o.min_samples < 1 || o.min_samples > o.history_window) {
-    return bad("learn-min-samples-required: 1 to learn-history-window-size (" +
-               std::to_string(o.history_window) + ")");
-  }
-  if (o.error_window < 1 || o.error_window > 1000000) {
-    return bad("learn-error-window-size: 1 to 1000000 ticks");
-  }
-  if (o.reorder_ticks < 0 || o.reorder_ticks > 10000) return bad("reorder ticks: 0 to 10000");
-  return Status::OK();
-}
 
 namespace {
 
 constexpr int kScopeCpu = 0, kScopeDram = 1;
 const char* const kDomainKind[2] = {"package", "dram"};
 
-// A model of one (scope, socket, layer).
-struct LayerModel {
-  std::deque<std::pair<std::vector<double>, double>> history;  // (rates, watts)
-  std::deque<double> errors;
-  bool fitted = false;
-  double intercept = 0;
-  std::vector<double> coefficients;
-  int64_t learned = 0;  // models learned on this layer so far
-  int64_t samples = 0;  // samples the current model was learned on
-  std::string id;
-};
-
-double Aggregate(const std::deque<double>& values, ErrorAggregate how) {
-  if (values.empty()) return 0;
-  if (how == ErrorAggregate::kMean) {
-    double sum = 0;
-    for (double v : values) sum += v;
-    return sum / double(values.size());
-  }
-  std::vector<double> v(values.begin(), values.end());
-  const size_t n = v.size(), mid = n / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  if (n % 2) return v[mid];
-  return (*std::max_element(v.begin(), v.begin() + mid) + v[mid]) / 2;
-}
-
 // floor(counts * 10^6 / 2^32): microjoules of a running total of RAPL units.
 int64_t MicrojoulesOfUnits(unsigned __int128 units) { return int64_t((units * 1000000u) >> 32); }
 
 }  // namespace
 
-class SmartWattsFormula::Impl {
+class HwpcSmartWatts::Impl {
  public:
   Impl(const SmartWattsOptions& options, ReportSink* sink, SmartWattsStats* stats)
       : options_(options), sink_(sink), stats_(stats) {}
@@ -183,6 +116,7 @@ class SmartWattsFormula::Impl {
       }
     }
     features_.assign(events.begin(), events.end());
+    models_.emplace(options_, features_);
     if (all != tick.end()) {
       for (int scope : {kScopeCpu, kScopeDram}) {
         if (scope == kScopeCpu && !options_.cpu_formula) continue;
@@ -225,40 +159,6 @@ class SmartWattsFormula::Impl {
     return Status::OK();
   }
 
-  void Learn(LayerModel& layer, int scope, int socket, int layer_mhz) {
-    if (layer.history.size() < size_t(options_.min_samples)) return;
-    const size_t n = features_.size() + 1;
-    internal::Matrix a;
-    a.rows = layer.history.size();
-    a.columns = n;
-    a.values.reserve(a.rows * n);
-    std::vector<double> b;
-    b.reserve(a.rows);
-    for (const auto& [rates, watts] : layer.history) {
-      a.values.push_back(1.0);
-      a.values.insert(a.values.end(), rates.begin(), rates.end());
-      b.push_back(watts);
-    }
-    Result<internal::NnlsResult> solved = internal::SolveNnls(a, b);
-    if (!solved.ok()) return;
-    if (!(solved->x[0] < options_.cpu_tdp_watts)) return;  // as SmartWatts: outside [0, TDP)
-    layer.fitted = true;
-    layer.intercept = solved->x[0];
-    layer.coefficients.assign(solved->x.begin() + 1, solved->x.end());
-    layer.samples = int64_t(layer.history.size());
-    ++layer.learned;
-    layer.id = std::string(scope == kScopeDram ? "dram-" : "") + "socket" + std::to_string(socket) +
-               "-" + std::to_string(layer_mhz) + "MHz-#" + std::to_string(layer.learned);
-    layer.errors.clear();
-    ++stats_->models_learned;
-  }
-
-  static double Dot(const std::vector<double>& c, const std::vector<double>& x) {
-    double sum = 0;
-    for (size_t i = 0; i < c.size() && i < x.size(); ++i) sum += c[i] * x[i];
-    return sum;
-  }
-
   // The package's frequency from its APERF/MPERF ratio; the base frequency, and *missing set,
   // when the tick has no MPERF for the socket.
   int PackageFrequencyMhz(const HwpcReport& all, int socket, bool* missing) const {
@@ -272,32 +172,6 @@ class SmartWattsFormula::Impl {
       return options_.cpu_base_frequency_mhz;
     }
     return int(std::llround(double(options_.cpu_base_frequency_mhz) * aperf / mperf));
-  }
-
-  // The interval's shares of energy->measured_microjoules, by the layer's model as it stands:
-  // the intercept's energy as idle, each target's predicted power as its weight, and what the
-  // machine's predicted power leaves over the targets' as unattributed.
-  static void Share(const LayerModel& layer, double seconds,
-                    const std::vector<std::vector<double>>& target_rates,
-                    const std::vector<double>& machine_rates, DomainEnergy* energy) {
-    const int64_t idle = std::clamp<int64_t>(std::llround(layer.intercept * seconds * 1e6), 0,
-                                             energy->measured_microjoules);
-    energy->idle_microjoules = idle;
-    std::vector<int64_t> weights;
-    weights.reserve(target_rates.size() + 1);
-    double targets_watts = 0;
-    int64_t given = 0;
-    for (const auto& r : target_rates) {
-      double w = Dot(layer.coefficients, r);
-      targets_watts += w;
-      weights.push_back(std::llround(w * 1e6));  // microwatts
-      given += weights.back();
-    }
-    const double machine_watts = std::max(Dot(layer.coefficients, machine_rates), targets_watts);
-    weights.push_back(std::max<int64_t>(std::llround(machine_watts * 1e6) - given, 0));
-    std::vector<int64_t> parts = Apportion(energy->measured_microjoules - idle, weights);
-    for (size_t t = 0; t < target_rates.size(); ++t) energy->target_microjoules[t] = parts[t];
-    energy->unattributed_microjoules = parts.back();
   }
 
   Status ProcessOldest() {
@@ -352,9 +226,8 @@ class SmartWattsFormula::Impl {
       energy.measured_microjoules = MicrojoulesOfUnits(state.units) - before;
       const double watts = std::ldexp(double(units), -32) / seconds;
 
-      // The package's frequency, and its layer.
+      // The package's frequency (its layer is the models').
       const int frequency = PackageFrequencyMhz(*all, state.socket, &frequency_missing);
-      const int layer_mhz = frequency / options_.layer_step_mhz * options_.layer_step_mhz;
 
       // Rates: the targets', and the machine's ("all", else the targets' sum).
       for (size_t t = 0; t < targets.size(); ++t) {
@@ -366,49 +239,17 @@ class SmartWattsFormula::Impl {
           for (size_t f = 0; f < r.size(); ++f) machine_rates[f] += r[f];
         }
       }
-
-      LayerModel& layer = layers_[{state.scope, state.socket, layer_mhz}];
-      if (layer.fitted) {
-        const double predicted = layer.intercept + Dot(layer.coefficients, machine_rates);
-        layer.errors.push_back(std::fabs(watts - predicted));
-        while (layer.errors.size() > size_t(options_.error_window)) layer.errors.pop_front();
-        const double error = Aggregate(layer.errors, options_.error_aggregate);
-
-        Share(layer, seconds, target_rates, machine_rates, &energy);
-
-        ModelInfo info;
-        info.domain = int(d);
-        info.socket = state.socket;
-        info.layer_frequency_mhz = layer_mhz;
-        info.package_frequency_mhz = frequency;
-        info.id = layer.id;
-        info.samples = layer.samples;
-        info.error_watts = error;
-        info.intercept_watts = layer.intercept;
-        for (size_t f = 0; f < features_.size(); ++f) {
-          info.coefficients.emplace_back(features_[f], layer.coefficients[f]);
-        }
-        out.models.push_back(std::move(info));
-
-        layer.history.emplace_back(machine_rates, watts);
-        while (layer.history.size() > size_t(options_.history_window)) layer.history.pop_front();
-        const double threshold = state.scope == kScopeCpu ? options_.cpu_error_threshold_watts
-                                                          : options_.dram_error_threshold_watts;
-        // Relearned when the error passes the threshold, and at every tick while the model was
-        // learned on fewer samples than the window holds (a provisional model: SmartWatts too
-        // relearns then, as its first models, fitted without intercept, miss the threshold).
-        if (error > threshold || layer.samples < int64_t(options_.history_window)) {
-          Learn(layer, state.scope, state.socket, layer_mhz);
-        }
-      } else {
-        energy.unattributed_microjoules = energy.measured_microjoules;
-        layer.history.emplace_back(machine_rates, watts);
-        while (layer.history.size() > size_t(options_.history_window)) layer.history.pop_front();
-        Learn(layer, state.scope, state.socket, layer_mhz);
+      std::optional<ModelInfo> model =
+          models_->Step(internal::SmartWattsScope(state.scope), state.socket, frequency, seconds,
+                        watts, target_rates, machine_rates, &energy);
+      if (model) {
+        model->domain = int(d);
+        out.models.push_back(std::move(*model));
       }
       out.domains.push_back(std::move(energy));
     }
     if (frequency_missing) ++stats_->ticks_without_frequency;
+    stats_->models_learned = models_->models_learned();
     ++stats_->ticks;
     out.health.ticks = stats_->ticks;
     out.health.reports = stats_->ticks;
@@ -429,23 +270,24 @@ class SmartWattsFormula::Impl {
   int64_t sequence_ = 0;
   std::vector<std::string> features_;
   std::vector<DomainState> domains_;
-  std::map<std::tuple<int, int, int>, LayerModel> layers_;
+  std::optional<internal::SmartWattsModels>
+      models_;  // from the first tick, which names the features
   std::map<int64_t, std::map<std::string, HwpcReport>> pending_;
 };
 
-Result<std::unique_ptr<SmartWattsFormula>> SmartWattsFormula::Create(
-    const SmartWattsOptions& options, ReportSink* sink) {
+Result<std::unique_ptr<HwpcSmartWatts>> HwpcSmartWatts::Create(const SmartWattsOptions& options,
+                                                               ReportSink* sink) {
   KWATT_RETURN_IF_ERROR(ValidateSmartWattsOptions(options));
   if (!sink) return Status::InvalidArgument("no sink");
-  auto formula = std::unique_ptr<SmartWattsFormula>(new SmartWattsFormula());
+  auto formula = std::unique_ptr<HwpcSmartWatts>(new HwpcSmartWatts());
   formula->impl_ = std::make_unique<Impl>(options, sink, &formula->stats_);
   return formula;
 }
 
-SmartWattsFormula::~SmartWattsFormula() = default;
+HwpcSmartWatts::~HwpcSmartWatts() = default;
 
-Status SmartWattsFormula::Add(HwpcReport report) { return impl_->Add(std::move(report)); }
+Status HwpcSmartWatts::Add(HwpcReport report) { return impl_->Add(std::move(report)); }
 
-Status SmartWattsFormula::Finish() { return impl_->Finish(); }
+Status HwpcSmartWatts::Finish() { return impl_->Finish(); }
 
 }  // namespace kwatt::meter

@@ -1,4 +1,4 @@
-#include "kwatt/meter/formulas/smartwatts.h"
+#include "kwatt/meter/powerapi/hwpc_smartwatts.h"
 
 #include <gtest/gtest.h>
 
@@ -64,7 +64,7 @@ void RunFormula(const simulate::HwpcSimulation& simulation, const SmartWattsOpti
                 FormulaRun* run) {
   auto sim = simulate::HwpcSimulator::Create(simulation);
   ASSERT_TRUE(sim.ok()) << sim.status().ToString();
-  auto formula = SmartWattsFormula::Create(options, &run->sink);
+  auto formula = HwpcSmartWatts::Create(options, &run->sink);
   ASSERT_TRUE(formula.ok()) << formula.status().ToString();
   std::vector<HwpcReport> reports;
   std::vector<simulate::HwpcTruth> truth;
@@ -267,7 +267,7 @@ TEST(SmartWatts, LateReportsAndTicksWithoutAllAreCountedNotLost) {
   MemorySink sink;
   SmartWattsOptions options;
   options.reorder_ticks = 2;
-  auto formula = SmartWattsFormula::Create(options, &sink);
+  auto formula = HwpcSmartWatts::Create(options, &sink);
   ASSERT_TRUE(formula.ok());
   for (size_t t = 0; t < ticks.size(); ++t) {
     for (size_t i = 0; i < ticks[t].size(); ++i) {
@@ -308,9 +308,9 @@ TEST(SmartWatts, RefusesInvalidOptionsAndInputWithoutRapl) {
   o.cpu_formula = o.dram_formula = false;
   EXPECT_FALSE(ValidateSmartWattsOptions(o).ok());
   MemorySink sink;
-  EXPECT_FALSE(SmartWattsFormula::Create(o, &sink).ok());
+  EXPECT_FALSE(HwpcSmartWatts::Create(o, &sink).ok());
   // A first tick with no RAPL energy cannot start the meter.
-  auto formula = SmartWattsFormula::Create(SmartWattsOptions(), &sink);
+  auto formula = HwpcSmartWatts::Create(SmartWattsOptions(), &sink);
   ASSERT_TRUE(formula.ok());
   HwpcReport r;
   r.timestamp_ms = 1000;
