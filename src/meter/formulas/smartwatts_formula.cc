@@ -99,8 +99,7 @@ class SmartWattsMeterFormula : public Formula {
     energy.target_microjoules.assign(report->targets.size(), 0);
     const double seconds = double(report->end - report->start) / 1e9;
     const uint32_t gap = kReset | kUnreadable | kMaybeMissedWrap;
-    if ((flags & gap) || !(seconds > 0) ||
-        activity.target_rates.size() != report->targets.size()) {
+    if ((flags & gap) || !(seconds > 0) || activity.target_rates.size() != report->targets.size()) {
       energy.unattributed_microjoules = measured;  // never learned from
       return;
     }

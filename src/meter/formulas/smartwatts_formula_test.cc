@@ -17,8 +17,7 @@ constexpr double kIdleWatts = 20, kJoulesPerCycle = 2e-9, kJoulesPerInstruction 
 
 std::vector<Domain> Domains() {
   return {Domain{"rapl", "package-0", "package", 0, "test"},
-          Domain{"rapl", "core-0", "core", 0, "test"},
-          Domain{"nvml", "gpu-0", "gpu", 0, "test"}};
+          Domain{"rapl", "core-0", "core", 0, "test"}, Domain{"nvml", "gpu-0", "gpu", 0, "test"}};
 }
 
 // Two targets whose cycles and instructions per second vary apart over time (so that the model

@@ -103,8 +103,8 @@ Status ReportFanOut::Finish() {
   for (auto& slot : slots_) {
     slot->thread.join();
     Status finished = slot->sink->Finish().WithContext("output " + slot->name);
-    Status failed = !finished.ok() ? finished
-                                   : slot->first_error.WithContext("output " + slot->name);
+    Status failed =
+        !finished.ok() ? finished : slot->first_error.WithContext("output " + slot->name);
     if (failed.ok()) continue;
     if (status.ok()) status = failed;
     failures += (failures.empty() ? "" : "; ") + failed.message();
