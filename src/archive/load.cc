@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include "kwatt/archive/reader.h"
 #include "src/archive/read_internal.h"
@@ -80,7 +80,9 @@ class FramePipeline {
 
   FramePipeline(std::vector<Frame> frames, int helpers)
       : frames_(std::move(frames)), slots_(size_t(std::max(1, helpers)) * 2 + 2) {
-    for (int k = 0; k < helpers; ++k) threads_.emplace_back([this] { Run(); });
+    if (helpers <= 0) return;
+    helpers_.emplace(size_t(helpers));
+    for (int k = 0; k < helpers; ++k) helpers_->Post([this] { Run(); });
   }
   ~FramePipeline() {
     {
@@ -88,12 +90,12 @@ class FramePipeline {
       stop_ = true;
     }
     changed_.notify_all();
-    for (std::thread& t : threads_) t.join();
+    if (helpers_) helpers_->Join();
   }
 
   // The text of frame i (in order: i = 0, 1, 2...), valid until the next call.
   Status Get(size_t i, std::string_view* text) {
-    if (threads_.empty()) {  // no helper: decompress here
+    if (!helpers_) {  // no helper: decompress here
       const Frame& f = frames_[i];
       const FrameSpan& span = f.work->frames[f.index];
       return inline_decoder_.Decompress(
@@ -162,7 +164,7 @@ class FramePipeline {
   size_t next_ = 0;      // the next frame to decompress
   size_t consumed_ = 0;  // frames before it are parsed
   bool stop_ = false;
-  std::vector<std::thread> threads_;
+  std::optional<WorkerPool> helpers_;  // each runs Run() until the frames are done
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kwatt/archive/reader.h"
+#include "kwatt/core/worker_pool.h"
 #include "src/archive/frames.h"
 
 namespace kwatt::archive::internal {
@@ -91,10 +92,6 @@ Status OpenDataFile(const std::string& dir, const ManifestFile& file, bool compl
                     int64_t* size);
 
 Status ReadExactly(int fd, char* data, size_t size, int64_t offset, const std::string& path);
-
-// Runs task(i, worker) for i in [0, n) on up to `threads` threads, claiming tasks in order; once
-// a task returns false, no further task is claimed (those claimed before it still complete).
-void ParallelFor(size_t n, int threads, const std::function<bool(size_t, int)>& task);
 
 // `asked`, or the hardware's thread count when 0.
 int ThreadCount(int asked);

@@ -264,29 +264,6 @@ Status ReadExactly(int fd, char* data, size_t size, int64_t offset, const std::s
   return Status::OK();
 }
 
-// Runs task(i, worker) for i in [0, n) on up to `threads` threads, claiming tasks in order; once
-// a task returns false, no further task is claimed (those claimed before it still complete).
-void ParallelFor(size_t n, int threads, const std::function<bool(size_t, int)>& task) {
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  auto work = [&](int worker) {
-    while (!stop.load(std::memory_order_relaxed)) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) break;
-      if (!task(i, worker)) stop = true;
-    }
-  };
-  int count = std::max(1, std::min<int>(threads, int(n)));
-  if (count == 1) {
-    work(0);
-    return;
-  }
-  std::vector<std::thread> pool;
-  for (int w = 1; w < count; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : pool) t.join();
-}
-
 int ThreadCount(int asked) {
   if (asked > 0) return asked;
   unsigned hardware = std::thread::hardware_concurrency();

@@ -17,7 +17,6 @@ using internal::FileWork;
 using internal::FrameDecoder;
 using internal::FrameSpan;
 using internal::FrameWhere;
-using internal::ParallelFor;
 using internal::ReadFiles;
 using internal::Select;
 using internal::Selection;

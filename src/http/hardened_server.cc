@@ -22,6 +22,7 @@
 #include "kwatt/core/json_text.h"
 #include "kwatt/core/own_cpu.h"
 #include "kwatt/core/text.h"
+#include "kwatt/core/worker_pool.h"
 #include "kwatt/http/access_log.h"
 
 namespace kwatt::http {
@@ -275,7 +276,7 @@ struct HardenedServer::Impl : std::enable_shared_from_this<HardenedServer::Impl>
 
   net::io_context loop{1};
   std::optional<tcp::acceptor> acceptor;
-  std::optional<net::thread_pool> pool;
+  std::optional<WorkerPool> pool;  // the handlers' (kwatt/core/worker_pool.h)
   std::thread loop_thread;
   std::atomic<bool> stopping{false};
   bool serving = false;
@@ -507,7 +508,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_ = std::make_unique<Response>();
     // The last reference to a connection is let go on the loop (its destructor's bookkeeping
     // is the loop's): the worker hands its own over.
-    net::post(*server_->pool, [self = shared_from_this()]() mutable {
+    server_->pool->Post([self = shared_from_this()]() mutable {
       OwnCpuScope own;  // kwatt's work (a meter's exposition is never its target's)
       current = {&self->closed_, &self->server_->stopping, self->fd_};
       self->server_->Answer(*self->request_, *self->response_);
@@ -597,7 +598,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The provider's next piece, made on a worker; then written from the loop.
   void Produce() {
     if (closed_ || server_->stopping) return Cut();
-    net::post(*server_->pool, [self = shared_from_this()]() mutable {
+    server_->pool->Post([self = shared_from_this()]() mutable {
       OwnCpuScope own;
       DataSink sink(&self->piece_);
       current = {&self->closed_, &self->server_->stopping, self->fd_};
@@ -940,8 +941,8 @@ Status HardenedServer::Serve() {
       impl.loop.run();
     });
   } catch (const std::system_error& e) {
-    impl.pool->stop();
-    impl.pool->join();
+    impl.pool->Stop();
+    impl.pool->Join();
     return Status::IOError(std::string("cannot start the server's event loop: ") + e.what());
   }
   impl.serving = true;
@@ -975,8 +976,8 @@ void HardenedServer::Shutdown() {
   });
   closed.get_future().wait();
   // Handlers running see RequestAbandoned() and return; queued ones are dropped.
-  impl.pool->stop();
-  impl.pool->join();
+  impl.pool->Stop();
+  impl.pool->Join();
   impl.loop.stop();
   if (impl.loop_thread.joinable()) impl.loop_thread.join();
   // What the loop still held (connections waiting on a handler's answer) goes with it.
