@@ -135,7 +135,7 @@ struct ArchiveWriter::Impl {
   UnixNanos window_start = 0, window_end = 0;
   bool have_window = false;
   std::string compressed;
-  std::function<UnixNanos()> now;
+  std::shared_ptr<Clock> clock;
   bool recording = false;   // WriterOptions::recording
   UnixNanos opened_at = 0;  // now() when Open() ran
   // The window of a job asked without an end was taken up to the moment the fetch asked (the job
@@ -426,9 +426,9 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
   impl.dir = fs::path(dir_text);
   impl.query = query;
   impl.version = kwatt_version;
-  impl.now = options.now ? options.now : std::function<UnixNanos()>(WallClockNow);
+  impl.clock = options.clock ? options.clock : SystemClock();
   impl.recording = options.recording;
-  impl.opened_at = impl.now();
+  impl.opened_at = impl.clock->WallNanos();
   std::error_code error;
   if (fs::exists(impl.dir, error) && !fs::is_directory(impl.dir, error)) {
     return Status::InvalidArgument(dir_text +
@@ -509,7 +509,7 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Open(const std::string& di
     impl.manifest["format_version"] = kFormatVersion;
     impl.manifest["kwatt_version"] = kwatt_version;
     impl.manifest["state"] = kStateIncomplete;
-    impl.manifest["created_at"] = FormatUtcTimestamp(WallClockNow());
+    impl.manifest["created_at"] = FormatUtcTimestamp(impl.clock->WallNanos());
     impl.manifest["query"] = QueryJson(query);
   }
   return writer;
@@ -685,7 +685,7 @@ int64_t ArchiveWriter::bytes_written() const {
 Status ArchiveWriter::Finish(const RowsReport& report) {
   Impl& impl = *impl_;
   if (!impl.begun) return Status::Internal("ArchiveWriter::Finish before Begin");
-  UnixNanos now = impl.now();
+  UnixNanos now = impl.clock->WallNanos();
   if (impl.recording && impl.have_window) {
     // The recording ends now: its window ends at its report's end, or at its last row.
     UnixNanos end = std::max(report.end, impl.window_start);
@@ -764,7 +764,7 @@ Status ArchiveWriter::Finish(const RowsReport& report) {
                             {"seconds", report.seconds},
                             {"resumed", resuming_}};
   impl.manifest["state"] = kStateComplete;
-  impl.manifest["completed_at"] = FormatUtcTimestamp(WallClockNow());
+  impl.manifest["completed_at"] = FormatUtcTimestamp(impl.clock->WallNanos());
   KWATT_RETURN_IF_ERROR(impl.WriteManifest());
   ::close(impl.journal);
   impl.journal = -1;

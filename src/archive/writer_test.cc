@@ -18,6 +18,7 @@
 #include "kwatt/core/row_parser.h"
 #include "kwatt/core/time.h"
 #include "src/testing/archive_files.h"
+#include "src/testing/manual_clock.h"
 #include "src/testing/temp_dir.h"
 
 namespace kwatt::archive::writer_test {
@@ -124,7 +125,8 @@ TEST(WriterTest, ARecordingsWindowEndsWhenItStopsAndARestartGoesOnWithIt) {
   query.end.reset();  // a recording: its end is not known beforehand
   WriterOptions options;
   options.recording = true;
-  options.now = [] { return kT0 + kMinute; };  // the rows' end has not passed "now": no matter
+  // The rows' end has not passed "now": no matter.
+  options.clock = std::make_shared<ManualClock>(0, kT0 + kMinute);
   RowsReport begun = Resolved();
   begun.end = kT0;  // provisional
   {
@@ -174,7 +176,7 @@ TEST(WriterTest, ARecordingCommitsEveryTenSecondsWhateverItsSize) {
   query.end.reset();
   WriterOptions options;
   options.recording = true;
-  options.now = [] { return kT0 + 10 * kMinute; };
+  options.clock = std::make_shared<ManualClock>(0, kT0 + 10 * kMinute);
   RowsReport begun = Resolved();
   begun.end = kT0;
   {
@@ -493,9 +495,10 @@ TEST(WriterTest, BytesAfterTheCommittedPartAreCutOnResume) {
 // Defect 7: a window that ends after now is not complete.
 TEST(WriterTest, AWindowEndingAfterNowStaysIncompleteAndResumable) {
   TempDir temp;
-  UnixNanos now = kT0 + 5 * kMinute;  // the window ends at kT0 + 10 min
+  // The wall clock reads its monotonic time: now kT0 + 5 min (the window ends at kT0 + 10 min).
+  auto clock = std::make_shared<ManualClock>(kT0 + 5 * kMinute, 0);
   WriterOptions options;
-  options.now = [&now] { return now; };
+  options.clock = clock;
   {
     Result<std::unique_ptr<ArchiveWriter>> writer =
         ArchiveWriter::Open(temp.archive(), Query(), "test", options);
@@ -515,7 +518,7 @@ TEST(WriterTest, AWindowEndingAfterNowStaysIncompleteAndResumable) {
   ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
   EXPECT_FALSE(manifest->complete);
 
-  now = kT0 + 11 * kMinute;
+  clock->Jump(kT0 + 11 * kMinute);
   Result<std::unique_ptr<ArchiveWriter>> writer =
       ArchiveWriter::Open(temp.archive(), Query(), "test", options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
@@ -540,11 +543,11 @@ TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
   BackupQuery query;
   query.api = "http://127.0.0.1:1/stable";
   query.job = BackupJob{"lyon", 1001};
-  UnixNanos now = kT0 + 3 * kMinute + 30 * kNanosPerSecond;
+  auto clock = std::make_shared<ManualClock>(kT0 + 3 * kMinute + 30 * kNanosPerSecond, 0);
   WriterOptions options;
-  options.now = [&now] { return now; };
+  options.clock = clock;
   RowsReport running = Resolved();
-  running.end = now;  // what the fetch resolves for a job without stopped_at
+  running.end = clock->WallNanos();  // what the fetch resolves for a job without stopped_at
   TempDir temp;
   {
     Result<std::unique_ptr<ArchiveWriter>> writer =
@@ -553,9 +556,9 @@ TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
     ASSERT_TRUE((*writer)->Begin(running).ok());
     StringInterner interner;
     RowBatch batch;
-    MakeRows(kT0, now, &interner, &batch);
+    MakeRows(kT0, clock->WallNanos(), &interner, &batch);
     ASSERT_TRUE((*writer)->Write("lyon", batch, interner).ok());
-    now += kNanosPerSecond;
+    clock->Jump(clock->MonotonicNanos() + kNanosPerSecond);
     Status finished = (*writer)->Finish(running);
     EXPECT_EQ(finished.code(), Status::Code::kIncomplete) << finished.ToString();
     EXPECT_NE(finished.message().find("job lyon:1001 has not ended"), std::string::npos)
@@ -565,7 +568,7 @@ TEST(WriterTest, ARunningJobStaysIncompleteUntilItEnds) {
   ASSERT_TRUE(manifest.ok());
   EXPECT_FALSE(manifest->complete);
 
-  now = kT0 + 20 * kMinute;  // the job ended at kT0 + 10 min
+  clock->Jump(kT0 + 20 * kMinute);  // the job ended at kT0 + 10 min
   Result<std::unique_ptr<ArchiveWriter>> writer =
       ArchiveWriter::Open(temp.archive(), query, "test", options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();

@@ -36,8 +36,9 @@ int64_t Nanos(std::chrono::nanoseconds duration) { return duration.count(); }
 
 using std::chrono::milliseconds;
 
-void DefaultLog(const std::string& line) {
-  std::string stamp = FormatUtcTimestamp(WallClockNow());
+// A log line on stderr, stamped with `now` (the collector's clock).
+void DefaultLog(UnixNanos now, const std::string& line) {
+  std::string stamp = FormatUtcTimestamp(now);
   std::fprintf(stderr, "%s kwatt collect: %s\n", stamp.c_str(), line.c_str());
 }
 
@@ -219,7 +220,7 @@ class Collector::Impl {
     if (options.log) {
       options.log(line);
     } else {
-      DefaultLog(line);
+      DefaultLog(options.clock->WallNanos(), line);
     }
   }
 
@@ -595,7 +596,7 @@ class Collector::Impl {
       unsent.pop_front();
       std::lock_guard lock(stats_mutex);
       totals.rows_written += rows;
-      totals.last_write = WallClockNow();
+      totals.last_write = options.clock->WallNanos();
     }
     while (!spool_files.empty()) {
       if (!EnsureStore(force)) return Status::Unavailable("the store cannot be opened");
@@ -622,7 +623,7 @@ class Collector::Impl {
         std::filesystem::remove(path, error);
         std::lock_guard lock(stats_mutex);
         totals.rows_written += rows;
-        totals.last_write = WallClockNow();
+        totals.last_write = options.clock->WallNanos();
       }
       spool_file_bytes -= bytes;
       spool_files.pop_front();

@@ -272,7 +272,7 @@ struct SeriesState {
   int64_t id = 0;
   int64_t head_rows = 0;
   int64_t next_seq = 0;
-  UnixNanos head_since = 0;  // clock() when the head's oldest row was appended
+  UnixNanos head_since = 0;  // the clock's wall time when the head's oldest row was appended
   int64_t max_span = 0;      // the longest end - start of its blocks, microseconds
 };
 
@@ -408,7 +408,7 @@ class SqliteStore final : public Store {
  public:
   SqliteStore(std::string path, SqliteStoreOptions options)
       : path_(std::move(path)), options_(std::move(options)) {
-    if (!options_.clock) options_.clock = WallClockNow;
+    if (!options_.clock) options_.clock = SystemClock();
   }
 
   ~SqliteStore() override {
@@ -511,7 +511,7 @@ class SqliteStore final : public Store {
       return reload.ok() ? status : reload;
     }
     KWATT_RETURN_IF_ERROR(Exec(db_, "RELEASE append"));
-    UnixNanos now = options_.clock();
+    UnixNanos now = options_.clock->WallNanos();
     if (now - transaction_began_ >= options_.flush_interval_ns) return Flush();
     return Status::OK();
   }
@@ -788,7 +788,7 @@ class SqliteStore final : public Store {
         "coalesce(max(h.seq) + 1, 0) FROM series s LEFT JOIN head h ON h.series = s.id "
         "GROUP BY s.id"));
     bool row;
-    UnixNanos now = options_.clock();
+    UnixNanos now = options_.clock->WallNanos();
     while (true) {
       KWATT_RETURN_IF_ERROR(read.Step(&row));
       if (!row) break;
@@ -818,7 +818,7 @@ class SqliteStore final : public Store {
     if (in_transaction_) return Status::OK();
     KWATT_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));
     in_transaction_ = true;
-    transaction_began_ = options_.clock();
+    transaction_began_ = options_.clock->WallNanos();
     return Status::OK();
   }
 
@@ -868,7 +868,7 @@ class SqliteStore final : public Store {
         state.max_span = read.Int(1);
         state.head_rows = read.Int(2);
         state.next_seq = read.Int(3);
-        state.head_since = options_.clock();
+        state.head_since = options_.clock->WallNanos();
       }
       it = series_.emplace(std::move(key), states_.size()).first;
       states_.push_back(state);
@@ -881,7 +881,7 @@ class SqliteStore final : public Store {
   Status AppendRows(const RowBatch& batch, const StringInterner& interner) {
     cache_.clear();  // its keys are ids of this batch's interner
     Statement& insert = Get(kInsertHead);
-    UnixNanos now = options_.clock();
+    UnixNanos now = options_.clock->WallNanos();
     for (size_t i = 0; i < batch.size(); ++i) {
       size_t index = 0;
       KWATT_RETURN_IF_ERROR(ResolveSeries(batch, interner, i, &index));
@@ -904,7 +904,7 @@ class SqliteStore final : public Store {
 
   // Seals the heads older than head_max_age (at most once a second).
   Status SealAged() {
-    UnixNanos now = options_.clock();
+    UnixNanos now = options_.clock->WallNanos();
     if (now - last_age_check_ < kNanosPerSecond && last_age_check_ != 0) return Status::OK();
     last_age_check_ = now;
     for (SeriesState& state : states_) {

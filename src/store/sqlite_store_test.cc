@@ -21,6 +21,7 @@
 #include "kwatt/core/null_value.h"
 #include "kwatt/store/writer_lock.h"
 #include "src/testing/archive_files.h"
+#include "src/testing/manual_clock.h"
 #include "src/testing/store_rows.h"
 #include "src/testing/temp_dir.h"
 
@@ -56,13 +57,13 @@ class StoreTest : public ::testing::TestWithParam<size_t> {
   SqliteStoreOptions Options() {
     SqliteStoreOptions options;
     options.head_rows = GetParam();
-    options.clock = [this] { return now_; };
+    options.clock = clock_;
     return options;
   }
   fs::path Path() const { return temp_.root() / "store.db"; }
 
   TempDir temp_{"kwatt_store_test"};
-  UnixNanos now_ = kT0;
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(0, kT0);
 };
 
 TEST_P(StoreTest, RoundTripIsExact) {
@@ -296,15 +297,15 @@ INSTANTIATE_TEST_SUITE_P(HeadRows, StoreTest, ::testing::Values(size_t(7), size_
 
 TEST(SqliteStore, HeadIsSealedWhenItAges) {
   TempDir temp("kwatt_store_test");
-  UnixNanos now = kT0;
+  auto clock = std::make_shared<ManualClock>(0, kT0);
   SqliteStoreOptions options;
-  options.clock = [&] { return now; };
+  options.clock = clock;
   options.head_max_age_ns = 60 * kNanosPerSecond;
   auto store = Open(temp.root() / "s.db", options);
   Append(*store, {{kT0, 7200, "d", "m", 1.0}, {kT0 + 1000, 7200, "d", "m", 2.0}});
   ASSERT_TRUE(store->Flush().ok());
   EXPECT_EQ(store->Info()->blocks, 0);
-  now += 61 * kNanosPerSecond;
+  clock->Jump(clock->MonotonicNanos() + 61 * kNanosPerSecond);
   ASSERT_TRUE(store->Flush().ok());
   auto info = store->Info();
   EXPECT_EQ(info->blocks, 1);
@@ -314,14 +315,14 @@ TEST(SqliteStore, HeadIsSealedWhenItAges) {
 
 TEST(SqliteStore, AppendCommitsByItselfAfterTheFlushInterval) {
   TempDir temp("kwatt_store_test");
-  UnixNanos now = kT0;
+  auto clock = std::make_shared<ManualClock>(0, kT0);
   SqliteStoreOptions options;
-  options.clock = [&] { return now; };
+  options.clock = clock;
   auto writer = Open(temp.root() / "s.db", options);
   Append(*writer, {{kT0, 7200, "d", "m", 1.0}});
   auto reader = Open(temp.root() / "s.db", options);
   EXPECT_TRUE(QueryAll(*reader).empty());  // not committed yet
-  now += kNanosPerSecond;
+  clock->Jump(clock->MonotonicNanos() + kNanosPerSecond);
   Append(*writer, {{kT0 + 1000, 7200, "d", "m", 2.0}});
   EXPECT_EQ(QueryAll(*reader).size(), 2u);  // the second Append committed both
 }

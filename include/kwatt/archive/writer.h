@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kwatt/core/clock.h"
 #include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
@@ -46,9 +47,9 @@ struct FetchWindow {
 };
 
 struct WriterOptions {
-  // The clock that tells whether the window has passed (see Finish); empty: WallClockNow. Tests
-  // inject one.
-  std::function<UnixNanos()> now;
+  // The clock that tells whether the window has passed (see Finish; its wall time); null: the
+  // system's. Tests inject theirs.
+  std::shared_ptr<Clock> clock;
   // A recording whose window ends when it stops (`kwatt meter`'s archive output), rather than a
   // fetch of a window known beforehand: the end Begin gives is provisional (a resumed recording
   // keeps its stored one), and Finish ends the window at report.end (or the last row, when later)

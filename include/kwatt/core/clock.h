@@ -1,6 +1,7 @@
 // The clocks kwatt reads and sleeps on, injected wherever a part keeps time (the meter, the
-// collector): the system's, or a test's (src/testing/manual_clock.h), whose time moves only as
-// the test says, so that a test counts ticks exactly and never synchronises by sleeping.
+// collector, the archive writer, the SQLite store): the system's, or a test's
+// (src/testing/manual_clock.h), whose time moves only as the test says, so that a test counts ticks
+// exactly and never synchronises by sleeping.
 //
 // Thread safety: a Clock is used by any number of threads at once.
 #ifndef KWATT_CORE_CLOCK_H_

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "kwatt/core/clock.h"
 #include "kwatt/core/status.h"
 #include "kwatt/core/time.h"
 #include "kwatt/store/store.h"
@@ -37,8 +38,8 @@ struct SqliteStoreOptions {
   // loses at most this much of the rows appended before it (as long as the writer keeps
   // appending; one that stops calls Flush).
   int64_t flush_interval_ns = kNanosPerSecond;
-  // The clock of the two rules above; empty: WallClockNow. Tests inject theirs.
-  std::function<UnixNanos()> clock;
+  // The clock of the two rules above (its wall time); null: the system's. Tests inject theirs.
+  std::shared_ptr<Clock> clock;
   // How long a writer waits for another one to finish, in milliseconds.
   int busy_timeout_ms = 5000;
   // Check() stops listing problems after this many.
