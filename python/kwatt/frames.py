@@ -12,6 +12,7 @@ import pandas as pd
 
 from . import _core
 from ._convert import Hosts, Instant, Path, fqdn, host_list, to_ns
+from .documents import EnergyReport
 from .errors import IncompleteError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def manifest(directory: Path) -> dict[str, Any]:
     return out
 
 
-def energy_frame(report: Report) -> pd.DataFrame:
+def energy_frame(report: EnergyReport) -> pd.DataFrame:
     """The long DataFrame of an energy report (the JSON of `kwatt energy --json`, as a dict;
     see Kwollect.energy)."""
     rows: list[dict[str, Any]] = []
@@ -175,7 +176,7 @@ SOURCE_CHECK_COLUMNS = ["node", "interval", "metric", "reference", "verdict", "j
                         "rest_watts", "why"]
 
 
-def source_checks_frame(report: Report) -> pd.DataFrame:
+def source_checks_frame(report: EnergyReport) -> pd.DataFrame:
     """The DataFrame of an energy report's source checks (its "source_checks"; see
     Kwollect.source_checks): one row per node, interval and source compared."""
     rows = []

@@ -11,6 +11,7 @@ from . import _core
 from ._convert import (ClientOptions, HostGroup, Hosts, Instant, Path, Paths, Phases, Progress,
                        ProgressFunction, _client, _progress_printer, fqdn, host_list,
                        node_name, path_list, role_map, to_ns, unique)
+from .documents import EnergyReport
 from .errors import DeployError, IncompleteError, InvalidArgumentError
 from .frames import (LoadOptions, energy_frame, load, source_checks_frame, stats_frame,
                      table_frame)
@@ -533,8 +534,8 @@ class Kwollect(_ServiceBase):
                       accuracies: Optional[Mapping[str, str]] = None,
                       clock_offset: Optional[float] = None, allow_incomplete: bool = False,
                       with_archives: Paths = None,
-                      nodes: Optional[Hosts] = None) -> dict[str, Any]:
-        """energy() as a dict: the JSON `kwatt energy --json` prints (start, end, requested_start,
+                      nodes: Optional[Hosts] = None) -> EnergyReport:
+        """energy() as a dict (typed: kwatt.documents.EnergyReport): the JSON `kwatt energy --json` prints (start, end, requested_start,
         requested_end, notes, nodes_without_power, phases, nodes, roles, role_phases,
         phase_totals, total, source_checks; each figure's "interval"), plus `fetch` (what was
         fetched, failures, the with_archives read). with_archives: as energy()'s. A fetch that
@@ -548,7 +549,7 @@ class Kwollect(_ServiceBase):
                 baseline: Optional[str], source: Optional[Path], gap_factor: float,
                 accuracies: Optional[Mapping[str, str]] = None,
                 clock_offset: Optional[float] = None, with_archives: Paths = None,
-                nodes: Optional[Hosts] = None) -> dict[str, Any]:
+                nodes: Optional[Hosts] = None) -> EnergyReport:
         role_list, subset = self._roles_and_nodes(roles, nodes)
         selection = self._source(source, subset, with_archives)
         accuracy_texts = [f"{m}={a}" for m, a in (accuracies or {}).items()]
