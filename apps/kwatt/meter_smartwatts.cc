@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -69,13 +70,20 @@ int Run(SmartWattsArgs& args) {
     std::string name = (*out)->Name();
     outputs.push_back(meter::MeterOutput{std::move(name), std::move(*out)});
   }
-  // The meter's fan-out, each output on its own thread; reports read from a file wait for room
-  // rather than be lost. An output failing is said once; the summary counts what it lost.
+  // The meter's fan-out, each output on its own thread: reports read from a file wait for room
+  // rather than be lost; live, as the meter, nothing waits for an output (what a full queue
+  // cannot take is lost for that output, counted). An output failing is said once (from any
+  // output's thread); the summary counts what it lost.
   meter::FanOutOptions fan_out;
-  fan_out.wait_when_full = true;
-  fan_out.log = [kName, said = std::make_shared<std::set<std::string>>()](const std::string& cause,
-                                                                          const std::string& line) {
-    if (!said->insert(cause).second) return;
+  fan_out.wait_when_full = !live;
+  struct Said {
+    std::mutex mutex;
+    std::set<std::string> causes;
+  };
+  fan_out.log = [kName, said = std::make_shared<Said>()](const std::string& cause,
+                                                         const std::string& line) {
+    std::lock_guard lock(said->mutex);
+    if (!said->causes.insert(cause).second) return;
     std::fprintf(stderr, "%s: %s\n", kName, ForTerminal(line).c_str());
   };
   meter::ReportFanOut sink(std::move(outputs), std::move(fan_out));

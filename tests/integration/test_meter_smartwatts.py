@@ -136,8 +136,9 @@ def test_errors_are_named_before_anything_starts(tmp_path):
 
 
 def test_an_output_that_cannot_be_written_is_named(tmp_path):
-    # (Each output on its own thread, one failing losing only its own reports: the fan-out's unit
-    # tests.) A full disk at the first write stops the run, naming the output.
+    # (Each output on its own thread, one failing losing only its own reports, the run going on:
+    # the fan-out's unit tests.) An output that cannot begin (its header on a full disk) stops the
+    # run before any tick, naming it.
     simulate(tmp_path, "--duration", "20")
     result = run_kwatt("meter", "smartwatts", "--input", f"csv:{tmp_path / 'csv'}",
                        "-o", f"powerapi-json:{tmp_path / 'ok.jsonl'}", "-o", "jsonl:/dev/full")

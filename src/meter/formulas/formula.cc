@@ -20,10 +20,10 @@ Result<std::unique_ptr<Formula>> Formula::Create(const FormulaOptions& options,
   KWATT_RETURN_IF_ERROR(ValidateFormulaName(options.name));
   KWATT_ASSIGN_OR_RETURN(std::vector<std::optional<double>> idle_watts,
                          CpuTimeFormula::IdleWattsByDomain(domains, options.idle_watts));
-  auto cputime =
-      std::make_unique<CpuTimeFormula>(options.idle_policy, std::move(idle_watts), learn_idle);
+  auto cputime = std::make_unique<CpuTimeFormula>(options.idle_policy, idle_watts, learn_idle);
   if (options.name == "cputime") return std::unique_ptr<Formula>(std::move(cputime));
-  return internal::MakeSmartWattsFormula(options.smartwatts, domains, std::move(cputime));
+  return internal::MakeSmartWattsFormula(options.smartwatts, domains, idle_watts,
+                                         std::move(cputime));
 }
 
 }  // namespace kwatt::meter

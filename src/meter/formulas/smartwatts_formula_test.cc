@@ -188,29 +188,85 @@ TEST(SmartWattsFormula, OtherSoftwaresActivityStaysUnattributed) {
   EXPECT_GT(package.target_microjoules[0], 0);
 }
 
-TEST(SmartWattsFormula, AGapIsNeverLearnedFromAndStaysUnattributed) {
-  auto formula = Formula::Create(SmartWatts(), Domains(), true);
-  ASSERT_TRUE(formula.ok());
-  Machine machine;
-  for (int t = 0; t < 30; ++t) {
-    auto [c0, i0, c1, i1] = Rates(t);
-    Step(**formula, machine, c0, i0, c1, i1);
+// Two formulas fed the same intervals, one of them given one more that must not be learned from:
+// their next models are the same.
+class NotLearnedFrom : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto made_a = Formula::Create(SmartWatts(), Domains(), true);
+    auto made_b = Formula::Create(SmartWatts(), Domains(), true);
+    ASSERT_TRUE(made_a.ok() && made_b.ok());
+    a_ = std::move(*made_a);
+    b_ = std::move(*made_b);
+    for (int t = 0; t < 30; ++t) {
+      auto [c0, i0, c1, i1] = Rates(t);
+      Machine copy = machine_;
+      Step(*a_, machine_, c0, i0, c1, i1);
+      Step(*b_, copy, c0, i0, c1, i1);
+    }
   }
-  ActivitySnapshot before = machine.Snapshot();
-  machine.Advance(1e9, 1, 1e9, 1);
-  ActivitySnapshot after = machine.Snapshot();
-  IntervalReport report;
-  report.start = before.wall;
-  report.end = after.wall;
-  IntervalActivity activity;
-  (*formula)->BeginInterval(&before, &after, &report, &activity);
-  report.domains.resize(3);
-  (*formula)->FillDomain(activity, 0, 0, kUnreadable, &report);
+  // The next interval through both: their models must agree.
+  void ExpectTheSameNextModel() {
+    Machine copy = machine_;
+    Interval from_a = Step(*a_, machine_, 2e9, 1.5, 0.5e9, 0.7);
+    Interval from_b = Step(*b_, copy, 2e9, 1.5, 0.5e9, 0.7);
+    ASSERT_EQ(from_a.report.models.size(), 1u);
+    ASSERT_EQ(from_b.report.models.size(), 1u);
+    const ModelInfo &ma = from_a.report.models[0], &mb = from_b.report.models[0];
+    EXPECT_EQ(ma.id, mb.id);
+    EXPECT_EQ(ma.samples, mb.samples);
+    EXPECT_DOUBLE_EQ(ma.intercept_watts, mb.intercept_watts);
+    EXPECT_DOUBLE_EQ(ma.error_watts, mb.error_watts);
+    EXPECT_EQ(from_a.report.domains[0].target_microjoules,
+              from_b.report.domains[0].target_microjoules);
+  }
+  // One interval only `a_` sees: its package domain filled with `measured` and `flags`.
+  IntervalReport OnlyA(const ActivitySnapshot* before, const ActivitySnapshot* after,
+                       int64_t measured, uint32_t flags) {
+    IntervalReport report;
+    report.start = 1'700'000'000 * kSecond;
+    report.end = report.start + kSecond;
+    IntervalActivity activity;
+    a_->BeginInterval(before, after, &report, &activity);
+    report.domains.resize(3);
+    a_->FillDomain(activity, 0, measured, flags, &report);
+    return report;
+  }
+
+  std::unique_ptr<Formula> a_, b_;
+  Machine machine_;
+};
+
+TEST_F(NotLearnedFrom, AGap) {
+  ActivitySnapshot before = machine_.Snapshot(), after = before;
+  after.monotonic_nanos += kSecond;
+  IntervalReport report = OnlyA(&before, &after, 0, kUnreadable);
   EXPECT_TRUE(report.models.empty());
   EXPECT_EQ(report.domains[0].flags, kUnreadable);
-  EXPECT_EQ(report.domains[0].measured_microjoules, 0);
-  (*formula)->FillDomain(activity, 0, 5'000'000, kReset, &report);
-  EXPECT_EQ(report.domains[0].unattributed_microjoules, 5'000'000);
+  report = OnlyA(&before, &after, 900'000'000, kReset);  // 900 W: learned, it would show
+  EXPECT_EQ(report.domains[0].unattributed_microjoules, 900'000'000);
+  ExpectTheSameNextModel();
+}
+
+TEST_F(NotLearnedFrom, AnIntervalWithoutActivityAtBothEnds) {
+  // A first interval, or a restart's downtime: hours of energy in one interval, no rates.
+  ActivitySnapshot after = machine_.Snapshot();
+  IntervalReport report = OnlyA(nullptr, &after, 3'600'000'000, 0);
+  EXPECT_TRUE(report.models.empty());
+  EXPECT_EQ(report.domains[0].unattributed_microjoules, 3'600'000'000);
+  ExpectTheSameNextModel();
+}
+
+TEST_F(NotLearnedFrom, ABusyMachineNoneOfWhoseTargetsCountersWereRead) {
+  ActivitySnapshot before = machine_.Snapshot();
+  Machine later = machine_;
+  later.Advance(1e9, 1, 1e9, 1);
+  ActivitySnapshot after = later.Snapshot();
+  for (auto& t : after.targets) t.cycles = -1;  // the kernel counted nothing
+  IntervalReport report = OnlyA(&before, &after, 500'000'000, 0);
+  EXPECT_TRUE(report.models.empty());
+  EXPECT_EQ(report.domains[0].unattributed_microjoules, 500'000'000);
+  ExpectTheSameNextModel();
 }
 
 TEST(SmartWattsFormula, RefusesWhatItCannotModel) {
@@ -233,6 +289,17 @@ TEST(SmartWattsFormula, RefusesWhatItCannotModel) {
   EXPECT_NE(named.status().message().find("cputime"), std::string::npos);
   EXPECT_TRUE(FormulaNeedsHardwareCounters("smartwatts"));
   EXPECT_FALSE(FormulaNeedsHardwareCounters("cputime"));
+
+  // Idle power is the models' intercept for the domains they model; given for another, it holds.
+  FormulaOptions idle = SmartWatts();
+  idle.idle_watts = {{"package", 20.0}};
+  auto given = Formula::Create(idle, Domains(), true);
+  ASSERT_FALSE(given.ok());
+  EXPECT_NE(given.status().message().find("package-0, which the smartwatts formula models"),
+            std::string::npos)
+      << given.status().message();
+  idle.idle_watts = {{"core-0", 5.0}};
+  EXPECT_TRUE(Formula::Create(idle, Domains(), true).ok());
 
   // Both scopes disabled: nothing left to model.
   FormulaOptions none = SmartWatts();

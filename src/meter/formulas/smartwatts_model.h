@@ -68,10 +68,11 @@ class SmartWattsModels {
 
 // The formula "smartwatts" in the meter (formula.h): RAPL's package and dram domains shared by
 // models on the targets' cycles and instructions; every other domain by CPU time (`cputime`,
-// which also lists each interval's targets). InvalidArgument when no domain is modelled.
-Result<std::unique_ptr<Formula>> MakeSmartWattsFormula(const SmartWattsOptions& options,
-                                                       const std::vector<Domain>& domains,
-                                                       std::unique_ptr<Formula> cputime);
+// which also lists each interval's targets). InvalidArgument when no domain is modelled, or when
+// `given_idle_watts` (per domain) gives one that is.
+Result<std::unique_ptr<Formula>> MakeSmartWattsFormula(
+    const SmartWattsOptions& options, const std::vector<Domain>& domains,
+    const std::vector<std::optional<double>>& given_idle_watts, std::unique_ptr<Formula> cputime);
 
 }  // namespace kwatt::meter::internal
 

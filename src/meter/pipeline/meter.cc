@@ -253,7 +253,6 @@ class Meter::Impl {
   std::vector<std::unique_ptr<DelayedEnergySource>> delayed;
   std::vector<size_t> delayed_base;
   std::unique_ptr<ActivityReader> activity;
-  std::unique_ptr<ReportFanOut> outputs;
   MeterHeader header;
   std::unique_ptr<Formula> formula_;
 
@@ -293,6 +292,9 @@ class Meter::Impl {
 
   std::mutex log_mutex;
   std::map<std::string, int64_t> last_log;
+
+  // Last: its threads log through the members above, so it goes first.
+  std::unique_ptr<ReportFanOut> outputs;
 
   void Log(const std::string& cause, const std::string& line) {
     int64_t now = environment.clock->MonotonicNanos();

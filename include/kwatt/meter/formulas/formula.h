@@ -54,6 +54,9 @@ struct IntervalActivity {
   // the machine's.
   std::vector<std::vector<double>> target_rates;
   std::vector<double> machine_rates;
+  // Whether the rates are known: not without activity at both ends (a first interval, a
+  // restart's downtime), nor when the machine was busy and no target's counters were read.
+  bool rates_known = false;
 };
 
 class Formula {
@@ -61,7 +64,8 @@ class Formula {
   // The formula of `options.name` for these domains (the header's, in its order). `learn_idle`:
   // idle power not given is learned from the intervals (it needs the machine's activity).
   // InvalidArgument naming what is wrong: the name, idle power for a key that names no domain or
-  // below zero, smartwatts' options, smartwatts with no RAPL package or dram domain to model.
+  // below zero, smartwatts' options, smartwatts with no RAPL package or dram domain to model, or
+  // idle power given for a domain smartwatts models (its model's intercept is that).
   static Result<std::unique_ptr<Formula>> Create(const FormulaOptions& options,
                                                  const std::vector<Domain>& domains,
                                                  bool learn_idle);

@@ -32,10 +32,11 @@ struct MeterOutput {
 struct FanOutOptions {
   size_t queue = 4096;  // reports waiting for each output
   // Wait for room in a full queue rather than lose the report (input read from a file, which
-  // can wait; a live meter never does).
+  // can wait; a live meter never waits).
   bool wait_when_full = false;
   // One line worth a person's attention (an output failing or not keeping up), and its cause:
-  // the caller limits how often a cause is said. None: nothing said.
+  // the caller limits how often a cause is said. Called from the producer and from every
+  // output's thread, at once: it must be thread-safe. None: nothing said.
   std::function<void(const std::string& cause, const std::string& line)> log;
 };
 

@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "kwatt/core/status.h"
 #include "kwatt/meter/formulas/smartwatts.h"
@@ -27,8 +26,6 @@ struct SmartWattsStats {
   int64_t ticks_without_all = 0;  // ticks without target "all": their domains are gaps
   int64_t ticks_without_frequency = 0;  // no APERF/MPERF: the base frequency's layer was used
   int64_t models_learned = 0;
-  int64_t sink_errors = 0;  // reports the sink refused
-  std::string last_sink_error;
 };
 
 class HwpcSmartWatts {
@@ -42,7 +39,7 @@ class HwpcSmartWatts {
 
   // One HWPC report, in any order within the reorder window. Errors: the sink's Begin failing, or
   // a tick that cannot be matched to the first one's domains (Corruption naming it). A sink's
-  // Write error is counted (stats().sink_errors), not returned.
+  // Write error is the sink's to count and say (ReportFanOut: at its Finish), not returned.
   [[nodiscard]] Status Add(HwpcReport report);
 
   // Processes every tick held, then finishes the sink (Begin first when nothing came at all).
