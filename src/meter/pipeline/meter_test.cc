@@ -573,6 +573,21 @@ class MeterStateTest : public ::testing::Test {
     std::filesystem::create_directory(path);
     std::ofstream(path + "/in-the-way") << "x";
   }
+  // Until the formula thread (behind the sampler) wrote the state of the intervals before
+  // `next_sequence`; it writes none more until the clock moves on. (Blocking the temporary
+  // file's path while a state is being written would leave it a file, not the block.)
+  void WaitForStateThrough(int64_t next_sequence) {
+    const std::string wanted = "\"next_sequence\":" + std::to_string(next_sequence) + ",";
+    auto written = [&] {
+      std::ifstream in(state_);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return text.find(wanted) != std::string::npos;
+    };
+    for (int i = 0; i < 1000 && !written(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(written()) << "no state through interval " << next_sequence - 1;
+  }
 
   kwatt::testing::TempDir dir_{"kwatt_meter_state"};
   std::string state_;
@@ -612,7 +627,9 @@ TEST_F(MeterStateTest, ReportsWhoseStateCannotBeWrittenWaitForTheStateThenGoOut)
   ASSERT_TRUE((*meter)->Start().ok());
   const std::string blocker = state_ + ".tmp-" + std::to_string(::getpid());
   rig.RunUntil(3000 * kMs);
+  WaitForStateThrough(2);
   Block(blocker);
+  ASSERT_TRUE(std::filesystem::is_directory(blocker));
   rig.RunUntil(6000 * kMs);
   // Until the formula thread met the blocked state (it runs behind the sampler).
   for (int i = 0; i < 500 && log.Lines().empty(); ++i) {
@@ -650,11 +667,9 @@ TEST_F(MeterStateTest, ARestartNeverRepeatsAnIntervalWhoseStateWasNotWritten) {
   ASSERT_TRUE((*meter)->Start().ok());
   const std::string blocker = state_ + ".tmp-" + std::to_string(::getpid());
   rig.RunUntil(3000 * kMs);
-  // Until the formula thread wrote a state (it runs behind the sampler).
-  for (int i = 0; i < 500 && !std::filesystem::exists(state_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForStateThrough(2);
   Block(blocker);
+  ASSERT_TRUE(std::filesystem::is_directory(blocker));
   rig.RunUntil(6000 * kMs);
   EXPECT_FALSE((*meter)->Stop().ok());  // the state could not be written
   std::vector<IntervalReport> first = kept->Take();
