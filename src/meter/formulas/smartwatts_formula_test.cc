@@ -150,6 +150,9 @@ TEST(SmartWattsFormula, LearnsTheMachinesModelAndSharesByIt) {
   EXPECT_EQ(model.coefficients[1].first, "instructions");
   EXPECT_NEAR(model.coefficients[1].second, kJoulesPerInstruction, 2e-11);
   EXPECT_LT(model.error_watts, 0.5);
+  // The idle power the package's share used, as the meter's summary prints it.
+  EXPECT_EQ(last.report.domains[0].idle_watts, model.intercept_watts);
+  EXPECT_EQ(last.report.domains[0].idle_uncertainty_watts, model.error_watts);
 
   // The last second's shares: the intercept as idle, each target its own dynamic energy.
   auto [c0, i0, c1, i1] = Rates(79);

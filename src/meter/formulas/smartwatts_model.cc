@@ -126,6 +126,8 @@ std::optional<ModelInfo> SmartWattsModels::Step(
   layer.errors.push_back(std::fabs(watts - predicted));
   while (layer.errors.size() > size_t(options_.error_window)) layer.errors.pop_front();
   const double error = Aggregate(layer.errors, options_.error_aggregate);
+  energy->idle_watts = layer.intercept;
+  energy->idle_uncertainty_watts = error;
 
   // The shares: the intercept's energy as idle, each target's predicted dynamic power as its
   // weight, and what the machine's predicted power leaves over the targets' as unattributed.

@@ -38,8 +38,9 @@ class SmartWattsModels {
   // One interval of one domain of `scope` on `socket`, `seconds` long, at the package frequency
   // `frequency_mhz` (its layer: rounded down to a multiple of the layer step): `energy`'s measured
   // microjoules (`energy->target_microjoules` sized to the targets) shared by the layer's model as
-  // it stands (all unattributed until the layer has one), then the interval (the machine's
-  // rates, `watts`) learned from. Returns the model that shared it (ModelInfo::domain is left to
+  // it stands (all unattributed until the layer has one; its idle_watts the intercept, its
+  // idle_uncertainty_watts the model's error), then the interval (the machine's rates, `watts`)
+  // learned from. Returns the model that shared it (ModelInfo::domain is left to
   // the caller), or nullopt when the layer had none yet.
   std::optional<ModelInfo> Step(SmartWattsScope scope, int socket, int frequency_mhz,
                                 double seconds, double watts,

@@ -47,9 +47,10 @@ struct DomainEnergy {
   // Per IntervalReport::targets.
   std::vector<int64_t> target_microjoules;
   uint32_t flags = 0;  // DomainFlag bits of the interval (kReset, kUnreadable: a gap)
-  // The idle power the formula used (cputime: given, or learned so far), -1 when none; and one
-  // standard error of a learned one (0 when given; the power itself when it is only an upper
-  // bound: attribution.h, IdleEstimate).
+  // The idle power the formula used (cputime: given, or learned so far; smartwatts: the model's
+  // intercept), -1 when none; and how well it is known: one standard error of a learned one (0
+  // when given; the power itself when it is only an upper bound: attribution.h, IdleEstimate;
+  // smartwatts: the model's current error, ModelInfo::error_watts).
   double idle_watts = -1;
   double idle_uncertainty_watts = 0;
 };
