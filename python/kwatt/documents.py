@@ -4,7 +4,10 @@ did. Type checkers see every key and its type (doc/energy.md, "JSON output", say
 mean); at run time they are plain dicts."""
 from __future__ import annotations
 
-from typing import Any, Optional, TypedDict
+from typing import TYPE_CHECKING, Literal, Optional, TypedDict
+
+if TYPE_CHECKING:  # _core's stub imports this module
+    from ._core import Catalogue
 
 
 class IntervalTerms(TypedDict):
@@ -77,7 +80,7 @@ class _Fetch(TypedDict):
     start: int
     end: int
     job_types: list[str]
-    catalogues: dict[str, Any]
+    catalogues: dict[str, Catalogue]  # by cluster
     requests: int
     retries: int
     splits: int
@@ -91,6 +94,37 @@ class FetchReport(_Fetch, total=False):
     say which); the resolved nodes and window; requests, retries, splits, rows, bytes, seconds;
     with_archives (energy() only): the other archives read with the rows."""
     with_archives: list[str]
+
+
+class SourceEnergy(TypedDict):
+    """One power source of a node over an interval (None without its power data)."""
+    metric: str
+    joules: Optional[float]
+    coverage: Optional[float]
+    mean_watts: Optional[float]
+
+
+class SourceComparison(TypedDict):
+    """A source compared with the node's chosen one (`reference`): the verdict, the difference
+    (joules, relative), what the two stated accuracies allow, for a part of the node the mean
+    power it does not see (rest_watts), and why."""
+    metric: str
+    reference: str
+    verdict: Literal["agrees", "disagrees", "part_of_node", "part_above_wall", "not_comparable"]
+    joules: Optional[float]
+    relative: Optional[float]
+    allowed_joules: Optional[float]
+    rest_watts: Optional[float]
+    why: str
+
+
+class SourceCheck(TypedDict):
+    """A node's power sources checked against each other over an interval (the window or a
+    phase)."""
+    node: str
+    interval: str
+    sources: list[SourceEnergy]
+    comparisons: list[SourceComparison]
 
 
 class EnergyReport(TypedDict):
@@ -110,5 +144,5 @@ class EnergyReport(TypedDict):
     phase_totals: dict[str, Figures]
     total: Figures
     # Each node's sources checked against each other (Kwollect.source_checks(), doc/energy.md).
-    source_checks: list[dict[str, Any]]
+    source_checks: list[SourceCheck]
     fetch: FetchReport

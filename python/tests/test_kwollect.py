@@ -767,6 +767,32 @@ def test_energy_by_node_role_and_phase_matches_the_truth(server):
     assert e["joules"].dtype == np.float64
 
 
+def assert_keys_as_documents_says(report):
+    """The energy report is what kwatt.documents says it is, key by key (mypy checks the package
+    against those types; this checks the types against what the core gives)."""
+    from kwatt import documents as d
+
+    def keys(typed):
+        return set(typed.__annotations__)
+
+    assert set(report) == keys(d.EnergyReport)
+    assert set(report["fetch"]) - {"with_archives"} == keys(d.FetchReport) - {"with_archives"}
+    for failure in report["fetch"]["failures"]:
+        assert set(failure) == keys(d.FetchFailure)
+    for node in report["nodes"]:
+        assert set(node) == keys(d.NodeEnergy)
+        for figures in [node["window"], *node["phases"].values()]:
+            assert set(figures) == keys(d.Figures)
+    assert set(report["total"]["interval"]) == keys(d.EnergyInterval)
+    assert set(report["total"]["interval"]["terms_joules"]) == keys(d.IntervalTerms)
+    for check in report["source_checks"]:
+        assert set(check) == keys(d.SourceCheck)
+        for source in check["sources"]:
+            assert set(source) == keys(d.SourceEnergy)
+        for comparison in check["comparisons"]:
+            assert set(comparison) == keys(d.SourceComparison)
+
+
 def test_energy_has_each_figures_interval_and_its_terms(server):
     k = kwatt.Kwollect(NOVA[:2], api=server.url, progress=False)
     start = dt.datetime(2025, 4, 18, 14, 3, tzinfo=PARIS).timestamp()
@@ -792,6 +818,7 @@ def test_energy_has_each_figures_interval_and_its_terms(server):
     report = k.energy_report(clock_offset=0.5)
     assert report["clock_offset_s"] == 0.5
     assert report["total"]["interval"]["confidence"] == 0.95
+    assert_keys_as_documents_says(report)
     with pytest.raises(kwatt.InvalidArgumentError, match="clock_offset"):
         k.energy(clock_offset=-1)
     with pytest.raises(kwatt.InvalidArgumentError, match="clock_offset"):
@@ -991,6 +1018,9 @@ def test_source_checks_compare_each_nodes_sources_and_take_the_users_accuracies(
         strict["why"].iloc[0]
     with pytest.raises(kwatt.InvalidArgumentError, match="neither a percentage nor watts"):
         k.source_checks(accuracies={"bmc_node_power_watt": "5"})
+    report = k.energy_report()
+    assert report["source_checks"]
+    assert_keys_as_documents_says(report)
 
 
 def test_source_checks_read_another_archive_of_the_nodes_with_the_rows(server, tmp_path):
