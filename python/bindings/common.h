@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kwatt/core/document_writer.h"
 #include "kwatt/core/node_name.h"
 #include "kwatt/core/status.h"
 #include "kwatt/kwollect/client_options.h"
@@ -92,6 +93,33 @@ kwollect::FetchQuery MakeQuery(const std::vector<std::string>& nodes, std::optio
                                const std::vector<std::string>& metrics, bool summary);
 // A fetch report as a dict (kwollect.cc).
 pybind11::dict RowsReportDict(const RowsReport& r);
+
+// A document (kwatt/core/document_writer.h) built as Python values: objects as dicts (their
+// members in the document's order), arrays as lists, numbers as int and float (core.cc). With the
+// GIL held. Take() gives the document once it is whole.
+class PythonDocument : public DocumentWriter {
+ public:
+  void BeginObject() override;
+  void EndObject() override;
+  void BeginArray() override;
+  void EndArray() override;
+  void Key(std::string_view key) override;
+  void Null() override;
+  void Bool(bool value) override;
+  void Integer(int64_t value) override;
+  void Double(double value) override;
+  void String(std::string_view value) override;
+  pybind11::object Take();
+
+ private:
+  void Add(pybind11::object value);
+  struct Open {
+    pybind11::object container;  // a dict or a list
+    pybind11::object key;        // an object's next key, else None
+  };
+  std::vector<Open> open_;
+  pybind11::object done_;
+};
 
 // Calls a Python progress function (under the GIL), and notices Ctrl-C while the GIL is released:
 // the fetch then stops (within 0.2 s), and KeyboardInterrupt is raised once it has returned. An

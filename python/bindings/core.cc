@@ -201,6 +201,43 @@ py::list CatalogueMetrics(const Catalogue& catalogue, const std::string& uid,
 
 }  // namespace
 
+void PythonDocument::BeginObject() { open_.push_back({py::dict(), py::none()}); }
+void PythonDocument::BeginArray() { open_.push_back({py::list(), py::none()}); }
+
+void PythonDocument::EndObject() {
+  py::object container = std::move(open_.back().container);
+  open_.pop_back();
+  Add(std::move(container));
+}
+void PythonDocument::EndArray() { EndObject(); }
+
+void PythonDocument::Key(std::string_view key) {
+  open_.back().key = py::str(key.data(), key.size());
+}
+void PythonDocument::Null() { Add(py::none()); }
+void PythonDocument::Bool(bool value) { Add(py::bool_(value)); }
+void PythonDocument::Integer(int64_t value) { Add(py::int_(value)); }
+void PythonDocument::Double(double value) { Add(py::float_(value)); }
+void PythonDocument::String(std::string_view value) { Add(py::str(value.data(), value.size())); }
+
+void PythonDocument::Add(py::object value) {
+  if (open_.empty()) {
+    done_ = std::move(value);
+    return;
+  }
+  Open& top = open_.back();
+  if (top.key.is_none()) {
+    top.container.cast<py::list>().append(std::move(value));
+  } else {
+    if (PyDict_SetItem(top.container.ptr(), top.key.ptr(), value.ptr()) != 0) {
+      throw py::error_already_set();
+    }
+    top.key = py::none();
+  }
+}
+
+py::object PythonDocument::Take() { return std::move(done_); }
+
 void RegisterCore(py::module_& m) {
   py::class_<RowTable, std::shared_ptr<RowTable>>(
       m, "Table",

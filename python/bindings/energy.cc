@@ -114,9 +114,10 @@ py::dict Energy(Client& client, const Selection& selection, const PyEnergyOption
   energy::EnergyOutcome done = Unwrap(std::move(outcome));
   py::dict fetch = RowsReportDict(std::move(done.rows));
   fetch["with_archives"] = archives_read;  // those read with the rows
-  // The report in the form `kwatt energy --json` prints (one rendering for both).
-  py::dict d = py::module_::import("json").attr("loads")(
-      energy::EnergyReportJson(done.report, &done.checks));
+  // The document `kwatt energy --json` prints (one rendering for both), built as dicts and lists.
+  PythonDocument document;
+  energy::WriteEnergyReport(done.report, &done.checks, &document);
+  py::dict d = document.Take();
   d["fetch"] = fetch;
   return d;
 }

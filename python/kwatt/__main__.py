@@ -19,7 +19,7 @@ import sys
 from typing import Optional, Sequence
 
 from . import _core
-from ._convert import to_ns
+from ._convert import KwollectClientOptions, to_ns
 from .errors import IncompleteError, InvalidArgumentError, KwattError
 
 
@@ -104,7 +104,7 @@ def _report(args: argparse.Namespace) -> int:
         asked.start = to_ns(args.start, "--start")
         asked.end = to_ns(args.end, "--end")
         asked.summary = args.summary
-        client: dict[str, object] = {}
+        client: KwollectClientOptions = {}
         if args.api:
             client["api_url"] = args.api
         if args.config:

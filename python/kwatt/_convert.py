@@ -72,6 +72,13 @@ class ClientOptions(TypedDict, total=False):
     password: Optional[str]
 
 
+class KwollectClientOptions(ClientOptions, total=False):
+    """The client options of kwatt.Kwollect, with what its api= and config= give (those
+    kwatt._core.Client takes)."""
+    api_url: Optional[str]
+    config: Optional[str]
+
+
 _T = TypeVar("_T")
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -249,9 +256,7 @@ def _client(api: Optional[str], config: Optional[Path],
             client_options: ClientOptions) -> _core.Client:
     """The C++ client's options (kwatt._core.Client, checked once: a wrong one raises
     InvalidArgumentError here) from api=, config= and the client options."""
-    client: dict[str, Any] = dict(client_options)
-    if api is not None:
-        client["api_url"] = str(api)
-    if config is not None:
-        client["config"] = os.fspath(config)
+    client: KwollectClientOptions = {
+        **client_options, "api_url": None if api is None else str(api),
+        "config": None if config is None else os.fspath(config)}  # None: the default
     return _core.Client(client)

@@ -6,7 +6,10 @@ OSError for the file system, ConnectionError for an API that is down...).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .documents import FetchFailure
 
 
 class KwattError(Exception):
@@ -51,11 +54,11 @@ class IncompleteError(KwattError):
     """
 
     def __init__(self, message: str, partial: Any = None,
-                 failures: Optional[list[dict[str, Any]]] = None) -> None:
+                 failures: Optional[list[FetchFailure]] = None) -> None:
         super().__init__(message)
         # What the call would have returned: rows by node, a DataFrame, a report, a directory.
         self.partial: Any = partial
-        self.failures: list[dict[str, Any]] = failures or []
+        self.failures: list[FetchFailure] = failures or []
 
 
 class DeployError(KwattError, ValueError):

@@ -12,14 +12,12 @@ import pandas as pd
 
 from . import _core
 from ._convert import Hosts, Instant, Path, fqdn, host_list, to_ns
-from .documents import EnergyReport
+from .documents import EnergyReport, StatsReport
 from .errors import IncompleteError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from .service import Kwollect
 
-# A report of the C++ core as a dict (the JSON of `kwatt energy --json`, `kwatt stats --json`).
-Report = Mapping[str, Any]
 # A run compared by runs_summary() and compare_runs(): its energy frame, or a Kwollect instance
 # (its energy()).
 Run = Union[pd.DataFrame, "Kwollect"]
@@ -260,16 +258,14 @@ def compare_runs(a: Iterable[Run], b: Iterable[Run], confidence: float = 0.95) -
     return frame
 
 
-def stats_frame(report: Report) -> pd.DataFrame:
+def stats_frame(report: StatsReport) -> pd.DataFrame:
     """The long DataFrame of a stats report (see Kwollect.stats)."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for interval in report["intervals"]:
         for n in interval["nodes"]:
             for metric, s in n["metrics"].items():
-                row = {"interval": interval["name"], "node": n["node"], "metric": metric,
-                       "cpu_busy": n["cpu_busy"], "cpu_source": n["cpu_source"]}
-                row.update({k: s[k] for k in STATS_COLUMNS if k in s})
-                rows.append(row)
+                rows.append({"interval": interval["name"], "node": n["node"], "metric": metric,
+                             "cpu_busy": n["cpu_busy"], "cpu_source": n["cpu_source"], **s})
     frame = pd.DataFrame(rows, columns=STATS_COLUMNS)
     for column in ("mean", "min", "max", "last", "increase", "rate_per_s", "cpu_busy"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")

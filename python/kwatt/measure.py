@@ -22,7 +22,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Pr
                     TypedDict, TypeVar, cast)
 
 from . import _core
-from ._convert import ClientOptions
+from ._convert import KwollectClientOptions
+from .documents import MeterDomain, MeterHealth, MeterResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,12 +32,6 @@ if TYPE_CHECKING:
     _P = ParamSpec("_P")
 
 _R = TypeVar("_R")
-
-
-class KwollectClientOptions(ClientOptions, total=False):
-    """The client options of kwatt.Kwollect, with what its api= and config= give."""
-    api_url: Optional[str]
-    config: Optional[str]
 
 
 class KwollectSource(TypedDict, total=False):
@@ -83,14 +78,14 @@ class MeterOptions(TypedDict, total=False):
 class Measurement:
     """What one measured block used. Energies are in joules, from integer microjoules."""
 
-    def __init__(self, result: dict[str, Any], what: str) -> None:
+    def __init__(self, result: MeterResult, what: str) -> None:
         self._result = result
         self.what = what
         self.sensor: str = result["sensor"]
-        self.domains: list[dict[str, Any]] = result["domains"]
+        self.domains: list[MeterDomain] = result["domains"]
         self.notes: list[str] = result["notes"]
         self.warnings: list[str] = result["warnings"]
-        self.health: dict[str, Any] = result["health"]
+        self.health: MeterHealth = result["health"]
         self.error: Optional[str] = result["error"]
         totals = result["totals"]
         self.start_ns: int = totals["start"]

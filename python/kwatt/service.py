@@ -11,7 +11,7 @@ from . import _core
 from ._convert import (ClientOptions, HostGroup, Hosts, Instant, Path, Paths, Phases, Progress,
                        ProgressFunction, _client, _progress_printer, fqdn, host_list,
                        node_name, path_list, role_map, to_ns, unique)
-from .documents import EnergyReport
+from .documents import ApiRow, EnergyReport, MetricDescription, NodeFound
 from .errors import DeployError, IncompleteError, InvalidArgumentError
 from .frames import (LoadOptions, energy_frame, load, source_checks_frame, stats_frame,
                      table_frame)
@@ -34,7 +34,7 @@ else:
 # Metric ids: one, several, or None for every metric.
 Metrics = Union[str, Iterable[str], None]
 # Rows as get_metrics() returns them: {node FQDN: [the API's row, as json.loads gives it]}.
-Rows = dict[str, list[dict[str, Any]]]
+Rows = dict[str, list[ApiRow]]
 # Roles as _core takes them: [(role name, [FQDN])].
 _RoleList = list[tuple[str, list[str]]]
 
@@ -122,7 +122,7 @@ class Kwollect(_ServiceBase):
         self._stopped = False  # stop() was called since the last start()
         self.marks: list[tuple[str, int]] = []  # [(name, ns)]
         self.deployed = False
-        self._lookup: Optional[dict[str, dict[str, Any]]] = None
+        self._lookup: Optional[dict[str, NodeFound]] = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -400,7 +400,7 @@ class Kwollect(_ServiceBase):
 
     # ---- what the nodes can report ---------------------------------------------------------
 
-    def _looked_up(self) -> dict[str, dict[str, Any]]:
+    def _looked_up(self) -> dict[str, NodeFound]:
         if self._lookup is None:
             self.deploy()
         assert self._lookup is not None  # deploy() sets it, or raises
@@ -408,7 +408,7 @@ class Kwollect(_ServiceBase):
 
     def available_metrics(self, nodes: Optional[Hosts] = None,
                           job_types: Optional[Iterable[str]] = None
-                          ) -> dict[str, list[dict[str, Any]]]:
+                          ) -> dict[str, list[MetricDescription]]:
         """{node FQDN: [metric descriptions]} from the reference API's catalogues: prometheus
         groups expanded to metric ids, `only_for` honoured. Each description: name,
         description, period (ms; 0: on demand only), optional_period (ms, with a `monitor`

@@ -15,7 +15,9 @@ from enoslib.service.service import Service
 
 import kwatt
 import kwatt.simulator
+from kwatt import documents
 from conftest import JOBS, assert_same_energy, run_kwatt, start_server
+from typed import assert_is
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
 NOVA = ["nova-1.lyon.grid5000.fr", "nova-4.lyon.grid5000.fr", "nova-5.lyon.grid5000.fr"]
@@ -699,6 +701,44 @@ def test_catalogues_come_parsed_from_the_core(server):
         _core.Catalogue.from_json('[{"name": "m1", "period": 1e30}]')
 
 
+def test_each_document_of_the_core_is_its_type(server, tmp_path):
+    # What _core gives, checked against kwatt.documents all the way down (mypy checks the package
+    # against those types).
+    from kwatt import _core
+    client = _core.Client({"api_url": server.url})
+    start = int(dt.datetime(2025, 4, 18, 14, 3, tzinfo=PARIS).timestamp() * 1e9)
+    end = start + 60 * 10**9
+    found = _core.look_up_nodes(client, [*NOVA[:2], "nowhere-1.lyon"])
+    assert_is(found, documents.NodesLookedUp)
+    assert len(found["nodes"]) == 2 and found["problems"][0][0] == "nowhere-1.lyon"
+    node = found["nodes"][0]
+    assert_is(_core.catalogue_metrics(node["catalogue"], node["uid"]),
+              list[documents.MetricDescription])
+    assert_is(_core.resolve(client, nodes=NOVA[:2], start=start, end=end, job=None),
+              documents.FetchReport)
+    table = _core.fetch(client, nodes=NOVA[:2], start=start, end=end, job=None,
+                        metrics=["wattmetre_power_watt"], summary=False, progress=None)
+    rows = table.rows_by_node(NOVA[:2])
+    assert all(rows.values())
+    assert_is(rows, dict[str, list[documents.ApiRow]])
+    selection = _core.Selection(nodes=NOVA[:2], start=start, end=end)
+    stats = _core.stats(client, selection, metrics=["wattmetre_power_watt"],
+                        phases=[("half", start, start + 30 * 10**9)], roles=[])
+    assert_is(stats, documents.StatsReport)
+    assert [i["name"] for i in stats["intervals"]] == ["window", "half"]
+    outcome = _core.backup(client, str(tmp_path / "b"), nodes=NOVA[:1], start=start, end=end,
+                           job=None, metrics=["wattmetre_power_watt"], summary=False,
+                           progress=None)
+    assert_is(outcome, documents.BackupOutcome)
+    assert outcome["complete"] and outcome["rows_written"] > 0
+    # A mistyped key, a value of another type, are seen (the check can fail).
+    wrong = dict(outcome, rows_written="many")
+    with pytest.raises(AssertionError, match="rows_written"):
+        assert_is(wrong, documents.BackupOutcome)
+    with pytest.raises(AssertionError, match="unknown"):
+        assert_is(dict(outcome, row_written=1), documents.BackupOutcome)
+
+
 def catalogue_names(catalogue):
     return [entry["name"] for entry in json.loads(catalogue.json)]
 
@@ -767,32 +807,6 @@ def test_energy_by_node_role_and_phase_matches_the_truth(server):
     assert e["joules"].dtype == np.float64
 
 
-def assert_keys_as_documents_says(report):
-    """The energy report is what kwatt.documents says it is, key by key (mypy checks the package
-    against those types; this checks the types against what the core gives)."""
-    from kwatt import documents as d
-
-    def keys(typed):
-        return set(typed.__annotations__)
-
-    assert set(report) == keys(d.EnergyReport)
-    assert set(report["fetch"]) - {"with_archives"} == keys(d.FetchReport) - {"with_archives"}
-    for failure in report["fetch"]["failures"]:
-        assert set(failure) == keys(d.FetchFailure)
-    for node in report["nodes"]:
-        assert set(node) == keys(d.NodeEnergy)
-        for figures in [node["window"], *node["phases"].values()]:
-            assert set(figures) == keys(d.Figures)
-    assert set(report["total"]["interval"]) == keys(d.EnergyInterval)
-    assert set(report["total"]["interval"]["terms_joules"]) == keys(d.IntervalTerms)
-    for check in report["source_checks"]:
-        assert set(check) == keys(d.SourceCheck)
-        for source in check["sources"]:
-            assert set(source) == keys(d.SourceEnergy)
-        for comparison in check["comparisons"]:
-            assert set(comparison) == keys(d.SourceComparison)
-
-
 def test_energy_has_each_figures_interval_and_its_terms(server):
     k = kwatt.Kwollect(NOVA[:2], api=server.url, progress=False)
     start = dt.datetime(2025, 4, 18, 14, 3, tzinfo=PARIS).timestamp()
@@ -818,7 +832,7 @@ def test_energy_has_each_figures_interval_and_its_terms(server):
     report = k.energy_report(clock_offset=0.5)
     assert report["clock_offset_s"] == 0.5
     assert report["total"]["interval"]["confidence"] == 0.95
-    assert_keys_as_documents_says(report)
+    assert_is(report, documents.EnergyReport)
     with pytest.raises(kwatt.InvalidArgumentError, match="clock_offset"):
         k.energy(clock_offset=-1)
     with pytest.raises(kwatt.InvalidArgumentError, match="clock_offset"):
@@ -1020,7 +1034,7 @@ def test_source_checks_compare_each_nodes_sources_and_take_the_users_accuracies(
         k.source_checks(accuracies={"bmc_node_power_watt": "5"})
     report = k.energy_report()
     assert report["source_checks"]
-    assert_keys_as_documents_says(report)
+    assert_is(report, documents.EnergyReport)
 
 
 def test_source_checks_read_another_archive_of_the_nodes_with_the_rows(server, tmp_path):

@@ -10,6 +10,8 @@ import pytest
 
 import kwatt
 from conftest import KWATT
+from kwatt import _core, documents
+from typed import assert_is
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +173,14 @@ def test_the_formula_is_chosen_as_kwatt_meters(sysfs):
         assert "hardware counters" in str(error) and "cputime needs none" in str(error)
         pytest.skip("this kernel gives no hardware counters: the formula's run needs a PMU")
     assert m.joules["package-0"] > 0
+
+
+def test_the_meters_header_and_results_are_their_types(sysfs):
+    # What _core.Meter gives, checked against kwatt.documents all the way down.
+    meter = _core.Meter({"sysfs_root": sysfs, "period": 0.1, "pids": [os.getpid()]})
+    meter.start()
+    assert_is(meter.header(), documents.MeterHeader)
+    spin_cpu(0.3, at_most=1.5)
+    result = meter.stop()
+    assert_is(result, documents.MeterResult)
+    assert result["totals"]["targets"] and len(result["samples"]["start"]) > 0

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "kwatt/energy/integration.h"
@@ -634,6 +635,93 @@ TEST(EnergyReportJson, FiguresWithoutPowerDataAreNullNotZero) {
   EXPECT_TRUE(json["nodes"][1]["phases"]["late"]["joules"].is_null()) << json["nodes"][1].dump();
   EXPECT_EQ(json["nodes"][1]["phases"]["late"]["coverage"], 0);
   EXPECT_DOUBLE_EQ(json["nodes"][0]["phases"]["late"]["joules"].get<double>(), 30);
+}
+
+// Builds a JSON value from a DocumentWriter's events, checking that they nest and that every value
+// in an object follows its key.
+class JsonFromEvents : public DocumentWriter {
+ public:
+  void BeginObject() override { Open(nlohmann::ordered_json::object()); }
+  void EndObject() override { Close(true); }
+  void BeginArray() override { Open(nlohmann::ordered_json::array()); }
+  void EndArray() override { Close(false); }
+  void Key(std::string_view key) override {
+    ASSERT_FALSE(open_.empty());
+    ASSERT_TRUE(open_.back().value.is_object()) << "a key outside an object: " << key;
+    ASSERT_FALSE(open_.back().key.has_value()) << "two keys in a row: " << key;
+    open_.back().key = std::string(key);
+  }
+  void Null() override { Add(nullptr); }
+  void Bool(bool v) override { Add(v); }
+  void Integer(int64_t v) override { Add(v); }
+  void Double(double v) override {
+    EXPECT_TRUE(std::isfinite(v));
+    Add(v);
+  }
+  void String(std::string_view v) override { Add(std::string(v)); }
+
+  nlohmann::ordered_json value;
+  int documents = 0;
+
+ private:
+  struct Open_ {
+    nlohmann::ordered_json value;
+    std::optional<std::string> key;
+  };
+  void Open(nlohmann::ordered_json container) { open_.push_back({std::move(container), {}}); }
+  void Close(bool object) {
+    ASSERT_FALSE(open_.empty());
+    ASSERT_EQ(open_.back().value.is_object(), object);
+    ASSERT_FALSE(open_.back().key.has_value()) << "a key without its value";
+    nlohmann::ordered_json done = std::move(open_.back().value);
+    open_.pop_back();
+    Add(std::move(done));
+  }
+  void Add(nlohmann::ordered_json v) {
+    if (open_.empty()) {
+      value = std::move(v);
+      ++documents;
+      return;
+    }
+    Open_& top = open_.back();
+    if (top.value.is_array()) {
+      top.value.push_back(std::move(v));
+      return;
+    }
+    ASSERT_TRUE(top.key.has_value()) << "a value without its key in an object";
+    top.value[*top.key] = std::move(v);
+    top.key.reset();
+  }
+  std::vector<Open_> open_;
+};
+
+// energy() in Python is built from WriteEnergyReport's events: the same document as the CLI's
+// JSON, member for member and in order, with a node without power (nulls), roles, phases and the
+// sources checked against each other.
+TEST(WriteEnergyReport, GivesTheDocumentEnergyReportJsonPrints) {
+  const std::string other = "b.s.grid5000.fr";
+  PowerCollector data({kNode, other});
+  for (int i = 0; i <= 60; ++i) {
+    data.Add(kNode, "wattmetre_power_watt", "{}", i * kS, 100 + i % 3);
+    data.Add(kNode, "bmc_node_power_watt", "{}", i * kS, 97 + i % 2);
+  }
+  EnergyOptions options;
+  options.phases = {{"first", 0, 30 * kS}, {"second", 30 * kS, 60 * kS}};
+  options.roles = {{"r", {kNode, other}}};
+  options.baseline_phase = "first";
+  Result<EnergyReport> report = ComputeEnergy(data, 0, 60 * kS, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const std::vector<SourceCheck> checks = CheckSources(data, *report, options);
+  ASSERT_FALSE(checks.empty());
+  for (const std::vector<SourceCheck>* with : {&checks, static_cast<decltype(&checks)>(nullptr)}) {
+    const std::string text = EnergyReportJson(*report, with);
+    JsonFromEvents events;
+    WriteEnergyReport(*report, with, &events);
+    EXPECT_EQ(events.documents, 1);
+    EXPECT_EQ(events.value.dump(2), text);
+    EXPECT_EQ(events.value, nlohmann::ordered_json::parse(text));
+    EXPECT_EQ(events.value.contains("source_checks"), with != nullptr);
+  }
 }
 
 // Issue 21 #8: a summary row is its bucket's mean power from its timestamp (the bucket's start) on:

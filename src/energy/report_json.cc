@@ -1,6 +1,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "kwatt/core/document_writer.h"
 #include "kwatt/core/text.h"
 #include "kwatt/energy/energy.h"
 #include "kwatt/energy/runs.h"
@@ -79,9 +80,8 @@ ordered_json SummaryJson(const RunsSummary& s) {
   return j;
 }
 
-}  // namespace
-
-std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceCheck>* checks) {
+// The report's one rendering, which EnergyReportJson prints and WriteEnergyReport gives.
+ordered_json EnergyReportDocument(const EnergyReport& r, const std::vector<SourceCheck>* checks) {
   const double clock = r.clock_offset_seconds;
   ordered_json out;
   out["start"] = FormatParisTimestamp(r.start);
@@ -119,7 +119,61 @@ std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceChec
   out["phase_totals"] = PhasesJson(r.phase_names, r.phase_totals, clock);
   out["total"] = FiguresJson(r.total, clock);
   if (checks) out["source_checks"] = ordered_json::parse(SourceChecksJson(*checks));
-  return out.dump(2);
+  return out;
+}
+
+// `value`'s events, in order; a number that is not finite as Null (as dump() writes it).
+void Write(const ordered_json& value, DocumentWriter* writer) {
+  switch (value.type()) {
+    case ordered_json::value_t::object:
+      writer->BeginObject();
+      for (const auto& [key, member] : value.items()) {
+        writer->Key(key);
+        Write(member, writer);
+      }
+      writer->EndObject();
+      return;
+    case ordered_json::value_t::array:
+      writer->BeginArray();
+      for (const ordered_json& element : value) Write(element, writer);
+      writer->EndArray();
+      return;
+    case ordered_json::value_t::string:
+      writer->String(value.get_ref<const std::string&>());
+      return;
+    case ordered_json::value_t::boolean:
+      writer->Bool(value.get<bool>());
+      return;
+    case ordered_json::value_t::number_integer:
+      writer->Integer(value.get<int64_t>());
+      return;
+    case ordered_json::value_t::number_unsigned:
+      writer->Integer(int64_t(value.get<uint64_t>()));
+      return;
+    case ordered_json::value_t::number_float: {
+      const double v = value.get<double>();
+      if (std::isfinite(v)) {
+        writer->Double(v);
+      } else {
+        writer->Null();
+      }
+      return;
+    }
+    default:  // null, and what a report never holds (binary, discarded)
+      writer->Null();
+      return;
+  }
+}
+
+}  // namespace
+
+std::string EnergyReportJson(const EnergyReport& r, const std::vector<SourceCheck>* checks) {
+  return EnergyReportDocument(r, checks).dump(2);
+}
+
+void WriteEnergyReport(const EnergyReport& r, const std::vector<SourceCheck>* checks,
+                       DocumentWriter* writer) {
+  Write(EnergyReportDocument(r, checks), writer);
 }
 
 std::string RunsSummaryJson(const std::vector<RunsSummary>& summaries) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kwatt/core/document_writer.h"
 #include "kwatt/core/row_batch.h"
 #include "kwatt/core/row_sink.h"
 #include "kwatt/core/status.h"
@@ -287,6 +288,12 @@ struct SourceCheck;  // source_check.h
 // SourceChecksJson too, as "source_checks".
 std::string EnergyReportJson(const EnergyReport& report,
                              const std::vector<SourceCheck>* checks = nullptr);
+
+// The same document given to `writer` (kwatt/core/document_writer.h) rather than as text: how the
+// Python bindings build energy()'s dict with no JSON text in between. Its members, their order and
+// their values are EnergyReportJson's.
+void WriteEnergyReport(const EnergyReport& report, const std::vector<SourceCheck>* checks,
+                       DocumentWriter* writer);
 
 // The metrics an energy computation reads: the power metrics and those of a part of the node (or
 // only `metric` when given), and the energy counters.
