@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "src/testing/ipmi_sim.h"
 #include "src/testing/temp_dir.h"
@@ -98,9 +97,11 @@ TEST(IpmiDeviceTest, ReadsThePowerSensorAndFollowsItsValue) {
   EXPECT_EQ(readings[0].metric_id, "bmc_power_watt");
 
   ASSERT_TRUE(sim->SetValue(TestIpmiSim::kPowerSensor, 213).ok());
+  // The simulator reads the value within its poll period: polled again (each poll a run of
+  // ipmi-sensors against it) until the reading follows, for 10 s at most.
   double value = 0;
-  for (int attempt = 0; attempt < 40 && value != 213; ++attempt) {
-    std::this_thread::sleep_for(milliseconds(TestIpmiSim::kPollMs));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (value != 213 && std::chrono::steady_clock::now() < give_up) {
     readings.clear();
     ASSERT_TRUE((*device)->Poll(Request(1), &readings).ok());
     ASSERT_EQ(readings.size(), 1u);
@@ -252,10 +253,11 @@ TEST(IpmiDeviceTest, TheSdrCacheIsKeptBetweenPollsAndRemadeWhenDamaged) {
   struct stat info;
   ASSERT_EQ(::stat(cache_file.parent_path().parent_path().parent_path().c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0700u);
-  auto written = std::filesystem::last_write_time(cache_file);
+  // Dated an hour back, so that a rewrite, however soon, shows in its time.
+  const auto written = std::filesystem::last_write_time(cache_file) - std::chrono::hours(1);
+  std::filesystem::last_write_time(cache_file, written);
   std::string contents = ReadText(cache_file);
 
-  std::this_thread::sleep_for(milliseconds(20));
   readings.clear();
   ASSERT_TRUE((*device)->Poll(Request(1), &readings).ok());
   ASSERT_EQ(readings.size(), 1u);

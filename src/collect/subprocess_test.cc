@@ -2,9 +2,13 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -27,19 +31,15 @@ RunOptions Within(milliseconds limit) {
   return options;
 }
 
-// Whether `pid` is gone (or a zombie waiting for init).
+// Whether `pid` is gone (or a zombie waiting for init) within 2 s: its pidfd turns readable when
+// it exits.
 bool Gone(pid_t pid) {
-  for (int i = 0; i < 200; ++i) {
-    if (::kill(pid, 0) != 0) return true;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    size_t close = text.rfind(')');
-    if (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z') {
-      return true;
-    }
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return false;
+  int fd = int(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;  // already reaped
+  pollfd exited{fd, POLLIN, 0};
+  int ready = ::poll(&exited, 1, 2000);
+  ::close(fd);
+  return ready == 1;
 }
 
 TEST(RunProgramTest, CapturesOutputsAndExitStatus) {

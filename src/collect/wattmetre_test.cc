@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -279,6 +281,7 @@ TEST(WattmetreMapping, ErrorsNameTheFileAndTheEntry) {
 
 struct Collected {
   std::mutex mutex;
+  std::condition_variable emitted;
   std::vector<Reading> readings;
   int batches = 0;
   std::vector<std::string> said;
@@ -287,6 +290,7 @@ struct Collected {
       std::lock_guard lock(mutex);
       ++batches;
       for (Reading& r : batch) readings.push_back(std::move(r));
+      emitted.notify_all();
     };
   }
   StreamSource::Say Say() {
@@ -294,6 +298,11 @@ struct Collected {
       std::lock_guard lock(mutex);
       said.push_back(line);
     };
+  }
+  // Waits until a reading was emitted (false after 10 s without one).
+  bool WaitForAReading() {
+    std::unique_lock lock(mutex);
+    return emitted.wait_for(lock, std::chrono::seconds(10), [&] { return !readings.empty(); });
   }
 };
 
@@ -370,13 +379,7 @@ TEST(WattmetreSource, StopsAFifoPromptlyFlushingWhatWasRead) {
   text += "d,d,1700000001.5,OK,1";  // unterminated: the writer is mid-line
   ASSERT_EQ(::write(writer, text.data(), text.size()), ssize_t(text.size()));
   // Wait for the first second to be emitted (the source has read up to the second second).
-  for (int i = 0; i < 500; ++i) {
-    {
-      std::lock_guard lock(got.mutex);
-      if (!got.readings.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  EXPECT_TRUE(got.WaitForAReading());
   EXPECT_FALSE(returned);
   auto asked = std::chrono::steady_clock::now();
   stop.request_stop();
@@ -399,12 +402,21 @@ TEST(WattmetreSource, StopsAFifoThatHasNoWriter) {
   kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "fifo").string();
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  WattmetreSource source(SourceOptions(path));
+  // Stopped once the source has opened the FIFO, and waits for its writer.
+  std::promise<void> opened;
+  std::once_flag once;
+  WattmetreSourceOptions options = SourceOptions(path);
+  options.open = [&, open = options.open]() {
+    Result<WattmetreStream> stream = open();
+    std::call_once(once, [&] { opened.set_value(); });
+    return stream;
+  };
+  WattmetreSource source(options);
   Collected got;
   std::stop_source stop;
   Status status = Status::Internal("not run");
   std::thread runner([&] { status = source.Run(stop.get_token(), {}, got.Emit(), got.Say()); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(opened.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
   auto asked = std::chrono::steady_clock::now();
   stop.request_stop();
   runner.join();
@@ -555,13 +567,8 @@ TEST(WattmetreSource, ACallersStreamIsFinishedOnceClosed) {
     std::string text = Line(kT, 1, 2) + Line(kT + kNanosPerSecond, 3, 4);
     ASSERT_EQ(::write(fds[1], text.data(), text.size()), ssize_t(text.size()));
     if (stop_first) {
-      for (int i = 0; i < 1000; ++i) {  // until the first second is out: both lines were read
-        {
-          std::lock_guard lock(got.mutex);
-          if (!got.readings.empty()) break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
+      // Until the first second is out: both lines were read.
+      EXPECT_TRUE(got.WaitForAReading());
       stop.request_stop();
     } else {
       ::close(fds[1]);
