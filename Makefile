@@ -11,10 +11,14 @@ PYTHON ?= python3
 JOBS ?= $(shell nproc)
 # The compiler cache (Debian's ccache), outside the clone: a tree rebuilt in the same clone (make
 # clean, a branch switched and back) compiles from it (a deleted 31-step tree: 19 s instead of
-# 3 min). A clone in another folder compiles cold: unity batches include sources by absolute path.
+# 3 min), and so does a clone in another folder (a fresh clone's make test, CI): paths under the
+# clone are made relative (the unity batches' absolute includes too, in the preprocessed text),
+# and the folder is not hashed for the trees with debug information (the sanitized ones), whose
+# DW_AT_comp_dir may then name the clone that filled the cache.
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := include_file_mtime,include_file_ctime,time_macros
+export CCACHE_NOHASHDIR := 1
 # Expanded when a recipe runs (=, not :=): on a fresh machine ccache is installed by the same make
 # run that first configures a tree, and a tree configured without it would rebuild whole later.
 LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

@@ -98,6 +98,9 @@ chmod +x "$zigbin"/*
 # 4. Each CPython's wheel, built in one tree, repaired by auditwheel into dist/.
 launcher=()
 command -v ccache >/dev/null && launcher=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# ccache knows the compiler by the pinned zig and the glibc it targets, not by the wrapper's time
+# (written again in every clone): a fresh clone's wheels then come from the cache.
+export CCACHE_COMPILERCHECK="string:$ZIGLANG-glibc$glibc"
 mkdir -p dist
 for version in "${pythons[@]}"; do
   python=$(interpreter "$version")
