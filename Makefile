@@ -12,9 +12,9 @@ JOBS ?= $(shell nproc)
 # The compiler cache (Debian's ccache), outside the clone: a tree rebuilt in the same clone (make
 # clean, a branch switched and back) compiles from it (a deleted 31-step tree: 19 s instead of
 # 3 min), and so does a clone in another folder (a fresh clone's make test, CI): paths under the
-# clone are made relative (the unity batches' absolute includes too, in the preprocessed text),
-# and the folder is not hashed for the trees with debug information (the sanitized ones), whose
-# DW_AT_comp_dir may then name the clone that filled the cache.
+# clone are made relative (the unity batches' absolute includes too, in the preprocessed text;
+# __FILE__ and debug information by CMakeLists.txt's -ffile-prefix-map), and the folder is not
+# hashed for the trees with debug information (the sanitized ones).
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := include_file_mtime,include_file_ctime,time_macros
