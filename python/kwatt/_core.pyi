@@ -7,8 +7,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ._convert import KwollectClientOptions
-from .documents import (ApiRow, BackupOutcome, EnergyReport, FetchFailure, FetchReport, MeterHeader, MeterResult,
-                        MetricDescription, NodesLookedUp, StatsReport)
+from .documents import (ApiRow, BackupOutcome, EnergyReport, FetchFailure, FetchReport,
+                        MeterHeader, MeterResult, MetricDescription, NodesLookedUp, StatsReport)
 
 __version__: str
 

@@ -1,8 +1,9 @@
 """The types of the documents kwatt's C++ core gives Python: the energy report (the document
 `kwatt energy --json` prints, rendered once, in C++, and built as these dicts with no text in
 between), what a fetch, a backup, a node lookup and stats did, a node's metrics, and the meter's
-header and results. Type checkers see every key and its type (doc/energy.md, "JSON output", says what they
-mean); at run time they are plain dicts."""
+header and results. Type checkers see every key and its type (doc/energy.md, "JSON output", says
+what they mean); at run time they are plain dicts, checked against these types by the tests
+(python/tests/typed.py)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Optional, TypedDict, Union
