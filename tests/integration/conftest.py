@@ -37,6 +37,21 @@ def run_kwatt(*args, timeout=300, env=None):
     return subprocess.run([KWATT, *map(str, args)], capture_output=True, timeout=timeout, env=env)
 
 
+def wait_until(condition, what, timeout=30, every=0.05):
+    """Asks `condition()` every `every` seconds until it gives something true, and returns that;
+    fails the test, naming `what`, after `timeout` seconds. A test waits for a state of its peer
+    (a counter on its /metrics, a row in its store), never for an amount of time: a loaded machine
+    only makes it wait longer, and an idle one does not wait at all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = condition()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(every)
+
+
 def start_server(*args, jobs=None, tmp_path=None, store=None, port=0):
     """Starts `kwatt serve --simulate --port 0 ARGS` (`--store STORE` instead of `--simulate` when
     a store is given) and returns once it printed its URL. `port`: another server's, stopped, to

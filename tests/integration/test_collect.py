@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import KWATT, PEERS, RunningPostgres, run_kwatt, start_server
+from conftest import KWATT, PEERS, RunningPostgres, run_kwatt, start_server, wait_until
 from throwaway_peer import ThrowawayPeer
 
 
@@ -48,12 +48,36 @@ def write_config(directory, descriptions):
 
 
 class Collecting:
-    """`kwatt collect` running in the background."""
+    """`kwatt collect` running in the background, its own /metrics on a port the kernel chose: the
+    tests wait for what it says it did (polls, rows written), never for an amount of time."""
 
     def __init__(self, config, store, *args):
         self.process = subprocess.Popen(
-            [KWATT, "collect", "--config", str(config), "--store", str(store), *map(str, args)],
+            [KWATT, "collect", "--config", str(config), "--store", str(store),
+             "--listen", "127.0.0.1:0", *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.metrics_url = self.process.stdout.readline().strip()
+        if not self.metrics_url.startswith("http://127.0.0.1:"):
+            self.process.kill()
+            raise RuntimeError(f"kwatt collect did not start: {self.process.stderr.read()}")
+
+    def own(self, name, device=None):
+        """The collector's series `name` on its /metrics: its total (`device` None), or the sum over
+        the devices whose (redacted) URL contains `device`."""
+        values = {}
+        for line in requests.get(self.metrics_url, timeout=5).text.splitlines():
+            series, _, value = line.rpartition(" ")
+            family, _, labels = series.partition("{")
+            if family == name:
+                values[labels.partition('device="')[2].partition('"')[0]] = float(value)
+        if device is None:
+            return values.get("", sum(values.values()))
+        return sum(value for label, value in values.items() if label and device in label)
+
+    def until(self, name, at_least, device=None, timeout=30):
+        """Waits until the collector's `name` (as own() gives it) reaches `at_least`."""
+        return wait_until(lambda: self.own(name, device) >= at_least,
+                          f"{name} of {device or 'the collector'} >= {at_least}", timeout=timeout)
 
     def stop(self, sig=signal.SIGTERM):
         self.process.send_signal(sig)
@@ -104,32 +128,27 @@ def test_node_exporter_rows_reach_the_api_within_a_second(tmp_path, exporter):
         {"name": "node", "device_id": "nova-1", "update_every": 200,
          "url": f"prometheus://127.0.0.1:{exporter.port}/node_load1-kwatt_test_power-kwollect_custom"}])
     store = tmp_path / "s.store"
-    collecting = Collecting(config, store, "--listen", "127.0.0.1:0", "--id", "collector-1")
+    collecting = Collecting(config, store, "--id", "collector-1")
     server = None
     try:
-        metrics_url = collecting.process.stdout.readline().strip()
-        assert metrics_url.startswith("http://127.0.0.1:"), collecting.process.stderr.read()
         server = start_server(store=store)
-        api = server.url + "/sites/lyon/metrics"
-        time.sleep(1.5)
+
+        def served(value, since):
+            rows = requests.get(server.url + "/sites/lyon/metrics", timeout=5, params={
+                "nodes": "nova-1", "metrics": "prom_kwatt_test_power",
+                "start_time": int(since) - 5}).json()
+            return any(r["value"] == value for r in rows) and time.time()
+
+        wait_until(lambda: served(123, time.time()), "the first value through the API")
         # A change on the device is seen through the API within a second of being read.
         exporter.write('kwatt_test_power{psu="1"} 456\n')
         changed = time.time()
-        seen = None
-        while time.time() - changed < 5:
-            rows = requests.get(api, timeout=5, params={
-                "nodes": "nova-1", "metrics": "prom_kwatt_test_power",
-                "start_time": int(changed) - 5}).json()
-            if any(r["value"] == 456 for r in rows):
-                seen = time.time()
-                break
-            time.sleep(0.05)
-        assert seen is not None
+        seen = wait_until(lambda: served(456, changed), "the changed value through the API",
+                          timeout=5, every=0.02)
         # Read at the next poll (200 ms), written within the flush interval (500 ms): 0.7 s at
         # most on a quiet machine; the bound leaves room for a loaded one.
         assert seen - changed < 2.0, seen - changed
-        own = requests.get(metrics_url, timeout=5).text
-        assert 'kwatt_collect_polls_total{device="prometheus://127.0.0.1:' in own
+        assert collecting.own("kwatt_collect_polls_total", "prometheus://127.0.0.1:") >= 2
         fetched = run_kwatt("fetch", "--api", server.url, "--nodes", "nova-1.lyon", "--metrics",
                             "prom_kwatt_test_power,experiment_phase", "--custom-metrics",
                             "--start", int(changed) - 60, "--end", int(time.time()) + 1)
@@ -168,17 +187,21 @@ def test_a_monitor_job_switches_optional_metrics_on_for_its_nodes(tmp_path, expo
     store = tmp_path / "s.store"
     collecting = Collecting(config, store, "--site", "lyon", "--id", "")
     try:
-        time.sleep(1)
+        collecting.until("kwatt_collect_polls_total", 1, device="/node_load1")
         added = run_kwatt("jobs", "add", "--store", store, "--site", "lyon", "--nodes", "nova-4",
                           "--types", "monitor=node_h")  # a description's name, from its start
         assert added.returncode == 0, added.stderr
         job = added.stdout.decode().strip()
         started = time.time()
-        time.sleep(1.5)
+        wait_until(lambda: sum(r["metric_id"] == "prom_kwatt_test_power"
+                               for r in store_rows(store)) >= 5, "the promoted metric's rows")
         ended = run_kwatt("jobs", "end", job, "--store", store, "--site", "lyon")
         assert ended.returncode == 0, ended.stderr
         stopped = time.time()
-        time.sleep(1)
+        # The jobs are read again every second: 15 more polls of the device (1.5 s of them) see
+        # the job's end read and the promoted metric no longer asked for.
+        polled = collecting.own("kwatt_collect_polls_total", "/node_load1")
+        collecting.until("kwatt_collect_polls_total", polled + 15, device="/node_load1")
         listed = run_kwatt("jobs", "list", "--store", store, "--site", "lyon", "--json")
         assert json.loads(listed.stdout)["stop"] is not None
     finally:
@@ -196,14 +219,14 @@ def test_kill_9_loses_at_most_the_last_second_and_a_restart_goes_on(tmp_path, ex
          "url": f"prometheus://127.0.0.1:{exporter.port}/node_load1"}])
     store = tmp_path / "s.store"
     collecting = Collecting(config, store, "--id", "")
-    time.sleep(2)
+    collecting.until("kwatt_collect_rows_written_total", 10)
     killed = time.time()
     collecting.process.kill()
     collecting.process.wait()
     rows = store_rows(store)
     assert rows and killed - epoch(rows[-1]) < 1.0, killed - epoch(rows[-1])
     again = Collecting(config, store, "--id", "")
-    time.sleep(1)
+    again.until("kwatt_collect_rows_written_total", 10)
     code, err = again.stop()
     assert code == 0, err
     after = [epoch(r) for r in store_rows(store)]
@@ -221,13 +244,19 @@ def test_rows_wait_while_postgresql_is_down_and_none_is_lost(tmp_path, exporter)
              "url": f"prometheus://127.0.0.1:{exporter.port}/node_load1"}])
         collecting = Collecting(config, uri, "--id", "", "--memory-rows", "5",
                                 "--spool", tmp_path / "spool")
-        time.sleep(1)
+        collecting.until("kwatt_collect_rows_written_total", 5)
         postgres.stop()
         down = time.time()
-        time.sleep(2)
+        # The store fails; the polls go on for 2 s (20 of them) into memory, then the spool.
+        collecting.until("kwatt_collect_store_errors_total", 1)
+        collecting.until("kwatt_collect_polls_total", collecting.own("kwatt_collect_polls_total")
+                         + 20)
+        assert collecting.own("kwatt_collect_rows_spooled") > 0
         postgres.start()
         up = time.time()
-        time.sleep(3)  # retries back off to 2 s, then 4 s
+        # Retries back off to 2 s, then 4 s: wait until one after `up` wrote what waited.
+        wait_until(lambda: collecting.own("kwatt_collect_last_write_timestamp_seconds") > up
+                   and collecting.own("kwatt_collect_rows_spooled") == 0, "the spool written")
         code, err = collecting.stop()
         assert code == 0, err
         assert "the store" in err  # the outage was told
@@ -295,9 +324,22 @@ def test_a_lab_collected_from_real_devices_is_served_fetched_and_its_energy_comp
         testbed.write_text(json.dumps(LAB))
         store = tmp_path / "lab.store"
         collecting = Collecting(config, store, "--id", "")
-        time.sleep(2.5)
+
+        def stored(at_least):
+            """Whether the store holds `at_least[metric]` rows of each metric (or of a metric at
+            a value: `at_least[metric, value]`)."""
+            rows = store_rows(store)
+            return all(sum(r["metric_id"] == key[0] and r["value"] == key[1] if type(key) is tuple
+                           else r["metric_id"] == key for r in rows) >= count
+                       for key, count in at_least.items())
+
+        # Every device read a few times (the BMC every second), the second outlet at 80 W.
+        wait_until(lambda: stored({"bmc_node_power_watt": 2, "network_ifacein_bytes_total": 2,
+                                   "prom_node_load1": 2, ("pdu_outlet_power_watt", 80): 5}),
+                   "every device's rows in the store")
         snmp.set(2, "gauge", 1000)  # the second PSU draws 20 W more
-        time.sleep(2.5)
+        wait_until(lambda: stored({("pdu_outlet_power_watt", 100): 5}),
+                   "the second PSU's 100 W in the store")
         code, err = collecting.stop()
         assert code == 0, err
         assert "failed), 0 rows spooled, 0 dropped" in err and " 0 failed)" in err, err
@@ -363,11 +405,10 @@ def test_a_simulated_wattmeter_collected_gives_the_true_energy(tmp_path):
     added = run_kwatt("jobs", "add", "--store", store, "--site", "lyon", "--nodes", "nova-1",
                       "--types", "monitor=wattmetre_power_watt")
     assert added.returncode == 0, added.stderr
-    collecting = Collecting(config, store, "--site", "lyon", "--id", "", "--listen",
-                            "127.0.0.1:0")
-    metrics_url = collecting.process.stdout.readline().strip()
-    time.sleep(8)
-    own = requests.get(metrics_url, timeout=5).text
+    collecting = Collecting(config, store, "--site", "lyon", "--id", "")
+    # 8 s of the stream: 6 whole seconds of nova-4's means, 50 lines a second.
+    collecting.until("kwatt_collect_stream_lines_total", 8 * 50, device="wattmetre1")
+    own = requests.get(collecting.metrics_url, timeout=5).text
     code, err = collecting.stop()
     # The stream's own counters: 50 lines a second read, no gap, nothing malformed.
     stream = 'device="wattmetre://wattmetre1/"}'
@@ -427,10 +468,11 @@ def test_no_password_or_community_reaches_the_logs_the_store_or_the_metrics(tmp_
             {"name": "node", "device_id": "rack-1", "update_every": 300,
              "url": f"prometheus://user:promsecret@127.0.0.1:{exporter.port}/node_load1"}])
         store = tmp_path / "s.store"
-        collecting = Collecting(config, store, "--listen", "127.0.0.1:0")
-        metrics_url = collecting.process.stdout.readline().strip()
-        time.sleep(2.5)
-        own = requests.get(metrics_url, timeout=5).text
+        collecting = Collecting(config, store)
+        for device in ("snmp://", "ipmisensor://"):
+            collecting.until("kwatt_collect_errors_total", 1, device=device)
+        collecting.until("kwatt_collect_readings_total", 2, device="prometheus://")
+        own = requests.get(collecting.metrics_url, timeout=5).text
         code, err = collecting.stop()
         assert code == 0, err
         # Both failing devices were told about, by their redacted URLs.

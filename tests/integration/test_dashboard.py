@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_kwatt, start_server, store_of_simulation
+from conftest import run_kwatt, start_server, store_of_simulation, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -78,16 +78,19 @@ def base_of(server):
     return server.url.replace("/stable", "")
 
 
+def loaded(browser, what, timeout=30):
+    """Waits until the page in `browser` says it is ready, and returns its window.kwattDashboard."""
+    wait_until(lambda: browser.execute_script(
+        "return !!(window.kwattDashboard && window.kwattDashboard.ready)"),
+        f"{what} to finish loading", timeout=timeout, every=0.1)
+    return browser.execute_script("return window.kwattDashboard")
+
+
 def open_page(browser, server, fragment, timeout=30):
     browser.get("about:blank")
     browser.get_log("browser")  # drop what came before
     browser.get(base_of(server) + "/dashboard/" + fragment)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if browser.execute_script("return !!(window.kwattDashboard && window.kwattDashboard.ready)"):
-            return browser.execute_script("return window.kwattDashboard")
-        time.sleep(0.1)
-    pytest.fail(f"{fragment} did not finish loading in {timeout} s")
+    return loaded(browser, fragment, timeout)
 
 
 def console_errors(browser):
@@ -111,13 +114,12 @@ def plot_record(browser, name):
 
 
 def next_query(browser, name, before, timeout=20):
-    """The plot's record once it asked again (or as it is after `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """The plot's record once it asked again."""
+    def asked():
         after = plot_record(browser, name)
-        if after["queries"] > before["queries"] or time.monotonic() > deadline:
-            return after
-        time.sleep(0.1)
+        return after if after["queries"] > before["queries"] else None
+
+    return wait_until(asked, f"{name}'s plot to ask again", timeout=timeout, every=0.1)
 
 
 def get_json(url):
@@ -165,12 +167,11 @@ def test_sites_and_site_page(browser, server, shots):
 
 def test_jobs_page_shows_energy(browser, server, shots):
     open_page(browser, server, "#/jobs/lyon")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def energies():
         cells = [c.text for c in browser.find_elements("css selector", "#jobs td.energy")]
-        if cells and all("Wh" in c for c in cells):
-            break
-        time.sleep(0.2)
+        return cells if cells and all("Wh" in c for c in cells) else None
+
+    cells = wait_until(energies, "every job's energy", every=0.2)
     assert len(cells) == 3 and all("Wh" in c for c in cells), cells
     assert all(" ± " in c for c in cells), cells
     done = browser.find_element("css selector", f"tr[data-job='{DONE}']").text
@@ -255,12 +256,12 @@ def test_running_job_plot_grows(browser, server, shots):
     first = plot_record(browser, "wattmetre_power_watt")
     assert first["rows"] > 2 * 100 * 50
     began = time.monotonic()
-    while time.monotonic() - began < 10:
+
+    def grown():
         now = plot_record(browser, "wattmetre_power_watt")
-        if now["rows"] > first["rows"] and now["end"] > first["end"]:
-            break
-        time.sleep(0.1)
-    assert now["rows"] > first["rows"] and now["end"] > first["end"]
+        return now if now["rows"] > first["rows"] and now["end"] > first["end"] else None
+
+    now = wait_until(grown, "the plot to grow", timeout=10, every=0.1)
     assert time.monotonic() - began < 2.5, "new data should be on screen within 2 s"
     assert now.get("tails", 0) >= 1
     assert console_errors(browser) == []
@@ -323,15 +324,13 @@ def test_what_cannot_be_drawn_or_computed_is_said_where_it_is(tmp_path, browser,
         screenshot(browser, shots, "36-10-too-large")
 
         open_page(browser, served, "#/jobs/lyon")
-        cell = browser.execute_script(
-            f"const c = document.querySelector('[data-job=\"{DONE}\"] .energy');"
-            "return [c.textContent, c.title];")
-        deadline = time.monotonic() + 20
-        while cell[0] == "…" and time.monotonic() < deadline:
-            time.sleep(0.1)
+        def energy_cell():
             cell = browser.execute_script(
                 f"const c = document.querySelector('[data-job=\"{DONE}\"] .energy');"
                 "return [c.textContent, c.title];")
+            return cell if cell[0] != "…" else None
+
+        cell = wait_until(energy_cell, "the job's energy cell", timeout=20, every=0.1)
         assert cell[0] == "not computed" and "more than 20000 rows" in cell[1], cell
 
         # The store holds the job's 10 minutes only: the last 5 minutes have no rows.
@@ -607,10 +606,7 @@ def test_opened_with_credentials_in_the_url(browser, lab, tmp_path):
         url = base_of(served).replace("http://", "http://alice:s3cret@") + "/dashboard/#/site/mylab"
         browser.get("about:blank")
         browser.get(url)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not browser.execute_script(
-                "return !!(window.kwattDashboard && window.kwattDashboard.ready)"):
-            time.sleep(0.1)
+        loaded(browser, "the site page, credentials in its URL")
         rows = browser.find_elements("css selector", "table[data-cluster=rack] tr[data-node]")
         shot(browser, "credentials-in-url")
         assert len(rows) == 12, browser.find_element("css selector", "main").text
@@ -772,10 +768,7 @@ def test_serve_prints_the_dashboard_url(browser, tmp_path):
         dashboard = line()
         assert dashboard == api.replace("/stable", "/dashboard/"), dashboard
         browser.get(dashboard)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not browser.execute_script(
-                "return !!(window.kwattDashboard && window.kwattDashboard.ready)"):
-            time.sleep(0.1)
+        loaded(browser, dashboard)
         assert "lyon" in browser.find_element("css selector", "main").text
     finally:
         process.terminate()
