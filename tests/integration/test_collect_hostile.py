@@ -132,12 +132,12 @@ def test_a_lab_names_its_nodes_with_its_testbed_description(tmp_path):
 
 # --- kwatt collect (items 7 and 13) ------------------------------------------------------------
 
-import os  # noqa: E402
-import signal  # noqa: E402
 import time  # noqa: E402
+from datetime import datetime  # noqa: E402
 
 import requests  # noqa: E402
 
+from conftest import wait_until  # noqa: E402
 from test_collect import Collecting, Peer, exporter, store_rows, write_config  # noqa: E402,F401
 
 
@@ -192,17 +192,18 @@ def test_custom_metrics_timestamps_empty_or_unreadable_and_one_series_per_metric
         {"name": "custom", "device_id": "nova-1", "update_every": 200,
          "url": f"prometheus://127.0.0.1:{exporter.port}/kwollect_custom"}])
     store = tmp_path / "s.store"
-    collecting = Collecting(config, store, "--listen", "127.0.0.1:0", "--id", "")
-    metrics_url = collecting.process.stdout.readline().strip()
     started = time.time()
-    time.sleep(2)
-    own = requests.get(metrics_url, timeout=5).text
+    collecting = Collecting(config, store, "--id", "")
+    # The unreadable timestamp counted, and the same samples scraped again and again.
+    collecting.until("kwatt_collect_bad_timestamps_total", 1)
+    collecting.until("kwatt_collect_polls_total", 6)
+    collecting.until("kwatt_collect_rows_written_total", 2)
+    own = requests.get(collecting.metrics_url, timeout=5).text
     code, err = collecting.stop()
     assert code == 0, err
     rows = store_rows(store)
     now_rows = [r for r in rows if r["metric_id"] == "phase_now"]
     # An empty _timestamp is the scrape's time (as when there is none), not a lost sample.
-    from datetime import datetime
     assert now_rows and all(
         started - 5 < datetime.fromisoformat(r["timestamp"]).timestamp() < time.time() + 5
         for r in now_rows)
@@ -227,7 +228,7 @@ def test_kill_9_while_the_store_is_down_keeps_what_was_read_in_the_spool(tmp_pat
     spool = tmp_path / "spool"
     down = f"postgresql:///kwatt?host={tmp_path}/no-server-here&user=postgres"
     collecting = Collecting(config, down, "--spool", spool, "--id", "")
-    time.sleep(4)
+    collecting.until("kwatt_collect_rows_spooled", 12)
     killed_at = time.time()
     collecting.process.kill()
     collecting.process.communicate(timeout=30)
@@ -237,7 +238,6 @@ def test_kill_9_while_the_store_is_down_keeps_what_was_read_in_the_spool(tmp_pat
     powers = [r for r in spooled if r["metric_id"] == "prom_kwatt_test_power"]
     assert len(powers) >= 10, f"{len(powers)} rows spooled"
     # The last half second or so may be lost, not more (generous: a loaded 2-core machine).
-    from datetime import datetime
     newest = max(datetime.fromisoformat(r["timestamp"]).timestamp() for r in powers)
     assert killed_at - newest < 2.5, killed_at - newest
     # The next collector writes them.
@@ -257,15 +257,24 @@ def test_a_store_file_deleted_under_the_collector_is_made_again(tmp_path, export
          "url": f"prometheus://127.0.0.1:{exporter.port}/kwatt_test_power"}])
     store = tmp_path / "s.store"
     collecting = Collecting(config, store, "--id", "")
-    time.sleep(1.5)
+    collecting.until("kwatt_collect_rows_written_total", 5)
     assert store.exists()
     store.unlink()
     deleted_at = time.time()
-    time.sleep(2)
+
+    def written_again():
+        """The rows read after the deletion, once a store is there again to read them from."""
+        done = run_kwatt("store", "cat", store) if store.exists() else None
+        if done is None or done.returncode != 0:
+            return None
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        return [r for r in rows if r["metric_id"] == "prom_kwatt_test_power"
+                and datetime.fromisoformat(r["timestamp"]).timestamp() > deleted_at]
+
+    wait_until(lambda: len(written_again() or []) >= 5, "rows in the store made again")
     code, err = collecting.stop()
     assert "s.store was deleted while the collector wrote into it" in err, err
     assert store.exists(), err
-    from datetime import datetime
     after = [r for r in store_rows(store) if r["metric_id"] == "prom_kwatt_test_power"
              and datetime.fromisoformat(r["timestamp"]).timestamp() > deleted_at]
     assert len(after) >= 5, err
@@ -280,7 +289,7 @@ def test_a_second_collector_on_a_store_is_refused_naming_the_first(tmp_path, exp
     store = store_uri  # a file, or a PostgreSQL database (a collector on another machine)
     first = Collecting(config, store, "--id", "")
     try:
-        time.sleep(1)
+        first.until("kwatt_collect_rows_written_total", 1)  # the store is the first's
         second = subprocess.run([KWATT, "collect", "--config", config, "--store", store,
                                  "--duration", "2"], capture_output=True, text=True, timeout=120)
         assert second.returncode != 0
@@ -313,10 +322,11 @@ def test_a_missing_sensor_or_oid_is_counted_said_and_fails_the_check(tmp_path):
         assert checked.returncode == 2, checked.stdout + checked.stderr
         assert "NoSuchSensor" in checked.stderr and "1.3.6.1.4.1.99999.42.0" in checked.stderr
         store = tmp_path / "s.store"
-        collecting = Collecting(config, store, "--listen", "127.0.0.1:0", "--id", "")
-        metrics_url = collecting.process.stdout.readline().strip()
-        time.sleep(2.5)
-        own = requests.get(metrics_url, timeout=5).text
+        collecting = Collecting(config, store, "--id", "")
+        for device in ("ipmisensor://", "snmp://"):
+            collecting.until("kwatt_collect_missing_values_total", 1, device=device)
+        collecting.until("kwatt_collect_rows_written_total", 1)  # the sensor that is there
+        own = requests.get(collecting.metrics_url, timeout=5).text
         code, err = collecting.stop()
         assert code == 0, err
         assert "NoSuchSensor" in err and "1.3.6.1.4.1.99999.42.0" in err, err
