@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kwatt/meter/formulas/attribution.h"
-#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/formulas/report.h"
 
 namespace kwatt::meter::testing {
 

@@ -225,10 +225,21 @@ def includes(path):
             yield number, m.group(1), m.group(2)
 
 
-def part_of_path(path):
-    """'meter' for src/meter/... or include/kwatt/meter/...; None elsewhere."""
-    m = re.match(r"^(?:src|include/kwatt)/([^/]+)/", path)
-    return m.group(1) if m else None
+def part_of_path(path, rooms=()):
+    """'store' for src/store/... or include/kwatt/store/...; 'meter/sources' for a room of a part
+    that the table names as a part of its own (src/meter/sources/..., include/kwatt/meter/sources/
+    ..., given in `rooms`); None elsewhere."""
+    m = re.match(r"^(?:src|include/kwatt)/([^/]+)/(?:([^/]+)/)?", path)
+    if not m:
+        return None
+    room = f"{m.group(1)}/{m.group(2)}"
+    return room if m.group(2) and room in rooms else m.group(1)
+
+
+def top(part):
+    """The part a room belongs to ('meter' for 'meter/sources'): what its private headers are
+    private to, and whose doors the door table lists."""
+    return part.split("/")[0] if part else part
 
 
 def is_test_file(path):
@@ -299,7 +310,7 @@ def check(root):
 
 def check_file(path, full, rows, targets, owner, part_targets, exceptions, doors):
     problems = []
-    part = part_of_path(path)
+    part = part_of_path(path, part_targets)
     test = is_test_file(path)
     product_front = path.startswith(("apps/", "python/bindings/"))
     public_header = path.startswith("include/kwatt/")
@@ -348,18 +359,24 @@ def check_file(path, full, rows, targets, owner, part_targets, exceptions, doors
                                 f"bindings use public headers (include/kwatt/{other}/) only")
             elif test:
                 continue
-            elif other != part:
+            elif other != top(part):
                 problems.append(f"{where}: {name} is private to the {other} part: give it a public "
                                 f"header in include/kwatt/{other}/ if the {part} part may use it")
+            elif allowed_parts is not None and \
+                    part_of_path(name, part_targets) not in allowed_parts | {other}:
+                problems.append(f"{where}: includes {name}, but {target or 'the ' + part + ' room'} "
+                                f"may use only {', '.join(sorted(allowed_parts))} (doc/design.md, "
+                                f"'Parts and layers'): a room uses the rooms below it")
             continue
         m = re.match(r"^kwatt/([^/]+)/", name)
-        if m and allowed_parts is not None and m.group(1) not in allowed_parts:
+        used = part_of_path("include/" + name, part_targets)
+        if m and allowed_parts is not None and used not in allowed_parts:
             problems.append(f"{where}: includes {name}, but {target or 'the ' + str(part) + ' part'} "
                             f"may use only {', '.join(sorted(allowed_parts))} (doc/design.md, "
                             f"'Parts and layers')")
         # Another part is entered by its doors only (its own part may include any of its headers).
         m = re.match(r"^kwatt/([^/]+)/(.+)\.h$", name)
-        if m and m.group(1) != part and m.group(1) in doors and \
+        if m and m.group(1) != top(part) and m.group(1) in doors and \
                 m.group(2) not in doors[m.group(1)]["doors"]:
             other = m.group(1)
             problems.append(f"{where}: includes {name}, which is not one of the {other} part's "

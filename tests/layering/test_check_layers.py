@@ -136,16 +136,47 @@ def test_a_library_linking_a_layer_above_it_fails(tree):
     assert "kwatt_energy links kwatt_store" in result.stdout
 
 
-def test_the_meters_core_linking_curl_fails(tree):
-    cmake_files = [p for p in (tree / "src" / "meter").rglob("CMakeLists.txt")
-                   if "add_library(kwatt_meter_core" in p.read_text()]
-    assert cmake_files, "no kwatt_meter_core target"
-    cmake = cmake_files[0]
+def test_a_meter_room_below_the_outputs_linking_curl_fails(tree):
+    cmake = tree / "src" / "meter" / "CMakeLists.txt"
     text = cmake.read_text()
-    cmake.write_text(text + "\ntarget_link_libraries(kwatt_meter_core PRIVATE CURL::libcurl)\n")
+    assert "add_library(kwatt_meter_formulas" in text
+    cmake.write_text(text + "\ntarget_link_libraries(kwatt_meter_formulas PRIVATE CURL::libcurl)\n")
     result = run_check(tree)
     assert result.returncode == 1
-    assert "kwatt_meter_core links curl" in result.stdout
+    assert "kwatt_meter_formulas links curl" in result.stdout
+
+
+def test_a_meter_room_including_a_room_above_it_fails(tree):
+    # The formulas come before the pipeline that runs them: neither the pipeline's public header
+    # nor its private ones are theirs to include.
+    formula = tree / "src" / "meter" / "formulas" / "formula.cc"
+    add_line_after_includes(formula, '#include "kwatt/meter/pipeline/meter.h"')
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "src/meter/formulas/formula.cc:" in result.stdout
+    assert "includes kwatt/meter/pipeline/meter.h, but kwatt_meter_formulas may use only" \
+        in result.stdout
+    formula.write_text(formula.read_text().replace('#include "kwatt/meter/pipeline/meter.h"\n', ""))
+    assert run_check(tree).returncode == 0
+    add_line_after_includes(formula, '#include "src/meter/pipeline/totals.h"')
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "includes src/meter/pipeline/totals.h, but kwatt_meter_formulas may use only" \
+        in result.stdout
+    # A room's public header is held to its room's row too.
+    header = tree / "include" / "kwatt" / "meter" / "sources" / "source.h"
+    add_line_after_includes(header, '#include "kwatt/meter/activity/activity.h"')
+    result = run_check(tree)
+    assert "include/kwatt/meter/sources/source.h:" in result.stdout
+
+
+def test_a_meter_room_linking_a_room_above_it_fails(tree):
+    cmake = tree / "src" / "meter" / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() +
+                     "\ntarget_link_libraries(kwatt_meter_sources PRIVATE kwatt_meter_pipeline)\n")
+    result = run_check(tree)
+    assert result.returncode == 1
+    assert "kwatt_meter_sources links kwatt_meter_pipeline" in result.stdout
 
 
 def test_a_library_missing_from_the_design_fails(tree):

@@ -1171,4 +1171,16 @@ Result<std::unique_ptr<ActivityReader>> ActivityReader::Open(const MeterEnvironm
   return std::unique_ptr<ActivityReader>(std::move(reader));
 }
 
+const char* TargetKindName(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kProcess:
+      return "process";
+    case TargetKind::kProcessTree:
+      return "tree";
+    case TargetKind::kCgroup:
+      return "cgroup";
+  }
+  return "process";
+}
+
 }  // namespace kwatt::meter

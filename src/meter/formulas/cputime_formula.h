@@ -15,7 +15,7 @@
 #include "kwatt/meter/activity/activity.h"
 #include "kwatt/meter/formulas/attribution.h"
 #include "kwatt/meter/formulas/formula.h"
-#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/formulas/report.h"
 
 namespace kwatt::meter {
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "kwatt/meter/formulas/formula.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/formulas/smartwatts.h"
-#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter::internal {
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/outputs/outputs.h"
-#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter::internal {
 

@@ -1,7 +1,5 @@
 #include "kwatt/meter/sources/source.h"
 
-#include "kwatt/meter/activity/activity.h"
-
 namespace kwatt::meter {
 
 std::string DescribeDomainFlags(uint32_t flags) {
@@ -16,18 +14,6 @@ std::string DescribeDomainFlags(uint32_t flags) {
   add(kMaybeMissedWrap, "may have missed a wrap");
   add(kUnreadable, "unreadable");
   return out;
-}
-
-const char* TargetKindName(TargetKind kind) {
-  switch (kind) {
-    case TargetKind::kProcess:
-      return "process";
-    case TargetKind::kProcessTree:
-      return "tree";
-    case TargetKind::kCgroup:
-      return "cgroup";
-  }
-  return "process";
 }
 
 }  // namespace kwatt::meter

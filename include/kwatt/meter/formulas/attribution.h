@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/formulas/report.h"
 
 namespace kwatt::meter {
 

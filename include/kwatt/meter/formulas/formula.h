@@ -24,8 +24,8 @@
 #include "kwatt/core/status.h"
 #include "kwatt/meter/activity/activity.h"
 #include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/formulas/smartwatts.h"
-#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 

@@ -43,8 +43,8 @@
 #include "kwatt/core/status.h"
 #include "kwatt/core/version.h"
 #include "kwatt/http/metrics_server.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/pipeline/fan_out.h"
-#include "kwatt/meter/pipeline/report.h"
 
 namespace kwatt::meter {
 

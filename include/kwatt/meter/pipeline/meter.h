@@ -41,8 +41,8 @@
 #include "kwatt/meter/activity/activity.h"
 #include "kwatt/meter/environment/environment.h"
 #include "kwatt/meter/formulas/formula.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/pipeline/fan_out.h"
-#include "kwatt/meter/pipeline/report.h"
 #include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {

@@ -18,8 +18,8 @@
 #include "kwatt/meter/activity/activity.h"
 #include "kwatt/meter/activity/activity_record.h"
 #include "kwatt/meter/formulas/attribution.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/pipeline/meter.h"
-#include "kwatt/meter/pipeline/report.h"
 #include "kwatt/meter/sources/source.h"
 
 namespace kwatt::meter {

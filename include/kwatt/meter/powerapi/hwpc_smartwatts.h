@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "kwatt/core/status.h"
+#include "kwatt/meter/formulas/report.h"
 #include "kwatt/meter/formulas/smartwatts.h"
-#include "kwatt/meter/pipeline/report.h"
 #include "kwatt/meter/powerapi/hwpc.h"
 
 namespace kwatt::meter {

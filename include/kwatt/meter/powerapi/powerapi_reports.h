@@ -27,7 +27,7 @@
 #include <string>
 
 #include "kwatt/core/status.h"
-#include "kwatt/meter/pipeline/report.h"
+#include "kwatt/meter/formulas/report.h"
 
 namespace kwatt::meter {
 

@@ -8,8 +8,8 @@
 // archive) are ReportSinks fed by the meter, each from its own thread.
 //
 // Thread safety: reports are values. A ReportSink is called from one thread at a time.
-#ifndef KWATT_METER_PIPELINE_REPORT_H_
-#define KWATT_METER_PIPELINE_REPORT_H_
+#ifndef KWATT_METER_FORMULAS_REPORT_H_
+#define KWATT_METER_FORMULAS_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -139,4 +139,4 @@ class StatefulSink {
 
 }  // namespace kwatt::meter
 
-#endif  // KWATT_METER_PIPELINE_REPORT_H_
+#endif  // KWATT_METER_FORMULAS_REPORT_H_
