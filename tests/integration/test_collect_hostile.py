@@ -138,7 +138,8 @@ from datetime import datetime  # noqa: E402
 import requests  # noqa: E402
 
 from conftest import wait_until  # noqa: E402
-from test_collect import Collecting, Peer, exporter, store_rows, write_config  # noqa: E402,F401
+from test_collect import (Collecting, Peer, collectors_stopped, exporter,  # noqa: E402,F401
+                          store_rows, write_config)
 
 
 def check(config):
@@ -271,7 +272,8 @@ def test_a_store_file_deleted_under_the_collector_is_made_again(tmp_path, export
         return [r for r in rows if r["metric_id"] == "prom_kwatt_test_power"
                 and datetime.fromisoformat(r["timestamp"]).timestamp() > deleted_at]
 
-    wait_until(lambda: len(written_again() or []) >= 5, "rows in the store made again")
+    wait_until(lambda: len(written_again() or []) >= 5, "rows in the store made again",
+               every=0.25)
     code, err = collecting.stop()
     assert "s.store was deleted while the collector wrote into it" in err, err
     assert store.exists(), err

@@ -18,6 +18,9 @@ CMakeLists.txt files, this script checks:
 - core declares no type in a source's words (Fetch..., Kwollect..., Oar...): the row contract is
   every source's, so its names belong to none.
 
+- a part's rooms may be rows of their own (meter/sources: src/meter/sources/ and
+  include/kwatt/meter/sources/): a room's headers, public or private, are then included only where
+  its row's links reach, so an include of a room above fails as an include of a part above does;
 - doc/design.md's Mermaid graph of the parts is the one its table draws.
 
 doc/design.md's first table, the parts with their doors (the "door (include/kwatt/PART/)" column:

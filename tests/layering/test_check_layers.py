@@ -163,11 +163,16 @@ def test_a_meter_room_including_a_room_above_it_fails(tree):
     assert result.returncode == 1
     assert "includes src/meter/pipeline/totals.h, but kwatt_meter_formulas may use only" \
         in result.stdout
-    # A room's public header is held to its room's row too.
+    formula.write_text(formula.read_text().replace('#include "src/meter/pipeline/totals.h"\n', ""))
+    assert run_check(tree).returncode == 0
+    # A room's public header is held to its room's row too: sources are below activity.
     header = tree / "include" / "kwatt" / "meter" / "sources" / "source.h"
     add_line_after_includes(header, '#include "kwatt/meter/activity/activity.h"')
     result = run_check(tree)
+    assert result.returncode == 1
     assert "include/kwatt/meter/sources/source.h:" in result.stdout
+    assert "includes kwatt/meter/activity/activity.h, but the meter/sources part may use only" \
+        in result.stdout
 
 
 def test_a_meter_room_linking_a_room_above_it_fails(tree):
