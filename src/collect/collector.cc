@@ -829,10 +829,16 @@ Result<std::unique_ptr<Collector>> Collector::Create(const CollectConfig& config
     if (inserted) keys.push_back(key);
     it->second.push_back(metric);
   }
+  std::map<std::string, int> named;  // how many devices each redacted URL names so far
   for (const std::string& key : keys) {
     auto worker = std::make_unique<Impl::Worker>();
     worker->metrics = by_device[key];
     worker->name = worker->metrics[0].url.Redacted();
+    // Devices that differ only in what redaction hides (a password, a community) are told apart
+    // by their order, so that each has log lines and /metrics series of its own.
+    if (int same = ++named[worker->name]; same > 1) {
+      worker->name += " (" + std::to_string(same) + ")";
+    }
     worker->stats.name = worker->name;
     if (IsStreamScheme(worker->metrics[0].url.scheme)) {
       KWATT_ASSIGN_OR_RETURN(worker->stream,

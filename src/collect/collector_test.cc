@@ -204,6 +204,35 @@ TEST(Collector, PollsEachDeviceAtItsPeriodAndWritesRowsTimestampedAtTheRequest) 
       << text;
 }
 
+TEST(Collector, DevicesThatRedactAlikeHaveSeriesOfTheirOwn) {
+  // Two accounts on one exporter: two devices, whose redacted URLs are the same.
+  kwatt::testing::TempDir dir;
+  CollectConfig config;
+  for (const std::string password : {"first-secret", "second-secret"}) {
+    MetricDescription metric = Prometheus("nova-1", 9, 100);
+    metric.url = *ParseMetricUrl("prometheus://kwatt:" + password + "@127.0.0.1:9/power");
+    config.metrics.push_back(metric);
+  }
+  TestTime time;
+  auto collector =
+      Collector::Create(config, OpenerOf((dir.root() / "s.store").string()), FastOptions(time));
+  ASSERT_TRUE(collector.ok()) << collector.status().ToString();
+  CollectorStats stats = (*collector)->Stats();
+  ASSERT_EQ(stats.devices.size(), 2u);
+  EXPECT_EQ(stats.devices[0].name, "prometheus://kwatt:***@127.0.0.1:9/power");
+  EXPECT_EQ(stats.devices[1].name, "prometheus://kwatt:***@127.0.0.1:9/power (2)");
+  std::string text = (*collector)->PrometheusText();
+  EXPECT_NE(text.find("kwatt_collect_polls_total{device=\"prometheus://kwatt:***@127.0.0.1:9/"
+                      "power\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kwatt_collect_polls_total{device=\"prometheus://kwatt:***@127.0.0.1:9/"
+                      "power (2)\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("secret"), std::string::npos) << text;
+}
+
 TEST(Collector, ASlowOrDeadDeviceDelaysOnlyItselfAndIsCounted) {
   kwatt::testing::TempDir dir;
   std::string path = (dir.root() / "s.store").string();
