@@ -130,11 +130,12 @@ def test_a_full_disk_keeps_what_the_archive_committed_and_names_every_failing_ou
                                  text=True)
         # Past a 10 s boundary (its frame committed when the first row after it came), then full.
         time.sleep(10 - time.time() % 10 + 1.5)
-        with open(small / "filler", "wb") as filler:
+        # Unbuffered: a write the disk refused leaves nothing for close() to write again (a
+        # buffered file raised ENOSPC once more from its close, now and then).
+        with open(small / "filler", "wb", buffering=0) as filler:
             try:
                 while True:
                     filler.write(b"\0" * 65536)
-                    filler.flush()
             except OSError:
                 pass
         time.sleep(1.5)
