@@ -371,9 +371,8 @@ def check_file(path, full, rows, targets, owner, part_targets, exceptions, doors
                                 f"may use only {', '.join(sorted(allowed_parts))} (doc/design.md, "
                                 f"'Parts and layers'): a room uses the rooms below it")
             continue
-        m = re.match(r"^kwatt/([^/]+)/", name)
-        used = part_of_path("include/" + name, part_targets)
-        if m and allowed_parts is not None and used not in allowed_parts:
+        if name.startswith("kwatt/") and allowed_parts is not None and \
+                part_of_path("include/" + name, part_targets) not in allowed_parts:
             problems.append(f"{where}: includes {name}, but {target or 'the ' + str(part) + ' part'} "
                             f"may use only {', '.join(sorted(allowed_parts))} (doc/design.md, "
                             f"'Parts and layers')")
